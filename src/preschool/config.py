@@ -1,0 +1,198 @@
+"""Typed configs: dataclasses built from YAML/dicts, validated on construction.
+
+Every config in preschool is a plain ``@dataclass``. ``from_dict`` builds one
+from a dict (recursively, including lists of dataclasses and
+``dict[str, dataclass]``), coerces YAML scalars to the annotated types, rejects
+unknown keys with a "did you mean", and then calls the dataclass's
+``validate()`` (if any). Every error is a :class:`ConfigError` whose ``field``
+is the dotted path of the bad value, so users see e.g.
+``arms[1].stages[0].tokens: must be > 0, got -5``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import types
+import typing
+from pathlib import Path
+from typing import Any, Literal, Union
+
+import yaml
+
+from .errors import ConfigError
+
+
+def check(cond: bool, field: str, message: str) -> None:
+    """Raise ConfigError(field, message) unless ``cond``; the validate() helper."""
+    if not cond:
+        raise ConfigError(field, message)
+
+
+def _join(path: str, key: str | int) -> str:
+    if isinstance(key, int):
+        return f"{path}[{key}]"
+    return f"{path}.{key}" if path else key
+
+
+def _coerce(tp: Any, value: Any, path: str) -> Any:
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if tp is Any:
+        return value
+    if origin in (Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for a in args:
+            if a is type(None):
+                continue
+            try:
+                return _coerce(a, value, path)
+            except ConfigError as e:
+                errors.append(str(e))
+        raise ConfigError(path, f"value {value!r} matches none of {[getattr(a, '__name__', str(a)) for a in args]}")
+    if origin is Literal:
+        if value not in args:
+            close = difflib.get_close_matches(str(value), [str(a) for a in args], n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise ConfigError(path, f"must be one of {list(args)}, got {value!r}{hint}")
+        return value
+    if dataclasses.is_dataclass(tp):
+        if isinstance(value, tp):
+            return value
+        if not isinstance(value, dict):
+            raise ConfigError(path, f"expected a mapping for {tp.__name__}, got {type(value).__name__}")
+        return from_dict(tp, value, path)
+    if origin in (list, tuple) or tp in (list, tuple):
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(path, f"expected a list, got {value!r}")
+        inner = args[0] if args else Any
+        out = [_coerce(inner, v, _join(path, i)) for i, v in enumerate(value)]
+        return tuple(out) if (origin is tuple or tp is tuple) else out
+    if origin is dict or tp is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(path, f"expected a mapping, got {value!r}")
+        kt, vt = args if args else (Any, Any)
+        return {_coerce(kt, k, path): _coerce(vt, v, _join(path, str(k))) for k, v in value.items()}
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "false", "yes", "no", "1", "0"):
+            return value.lower() in ("true", "yes", "1")
+        raise ConfigError(path, f"expected true/false, got {value!r}")
+    if tp is int:
+        if isinstance(value, bool):
+            raise ConfigError(path, f"expected an integer, got {value!r}")
+        if isinstance(value, int):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        if isinstance(value, str):
+            try:
+                f = float(value.replace("_", ""))
+            except ValueError:
+                raise ConfigError(path, f"expected an integer, got {value!r}") from None
+            if f.is_integer():
+                return int(f)
+        raise ConfigError(path, f"expected an integer, got {value!r}")
+    if tp is float:
+        if isinstance(value, bool):
+            raise ConfigError(path, f"expected a number, got {value!r}")
+        if isinstance(value, (int, float)):
+            return float(value)
+        if isinstance(value, str):
+            try:
+                return float(value)
+            except ValueError:
+                pass
+        raise ConfigError(path, f"expected a number, got {value!r}")
+    if tp is str:
+        if isinstance(value, (str, int, float)) and not isinstance(value, bool):
+            return str(value)
+        raise ConfigError(path, f"expected a string, got {value!r}")
+    if tp is Path:
+        return Path(value)
+    return value
+
+
+def from_dict(cls: type, data: dict | None, path: str = "") -> Any:
+    """Build dataclass ``cls`` from ``data``; unknown keys and bad values name their field."""
+    data = dict(data or {})
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    unknown = [k for k in data if k not in fields]
+    if unknown:
+        k = unknown[0]
+        close = difflib.get_close_matches(str(k), list(fields), n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise ConfigError(_join(path, str(k)), f"unknown key for {cls.__name__}{hint} (known: {', '.join(fields)})")
+    kwargs = {}
+    for name, f in fields.items():
+        if name in data:
+            kwargs[name] = _coerce(hints[name], data[name], _join(path, name))
+        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            raise ConfigError(_join(path, name), f"required by {cls.__name__} but missing")
+    obj = cls(**kwargs)
+    validate(obj, path)
+    return obj
+
+
+def validate(obj: Any, path: str = "") -> None:
+    """Run ``obj.validate()``, re-rooting any ConfigError at ``path``."""
+    fn = getattr(obj, "validate", None)
+    if fn is None:
+        return
+    try:
+        fn()
+    except ConfigError as e:
+        if path and not e.field.startswith(path):
+            raise ConfigError(_join(path, e.field) if e.field else path, str(e).split(": ", 1)[-1]) from None
+        raise
+
+
+def to_dict(obj: Any) -> Any:
+    """Plain-data (YAML/JSON-safe) view of a config."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: to_dict(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, (list, tuple)):
+        return [to_dict(v) for v in obj]
+    if isinstance(obj, dict):
+        return {str(k): to_dict(v) for k, v in obj.items()}
+    if isinstance(obj, Path):
+        return str(obj)
+    return obj
+
+
+def load_yaml(path: str | Path) -> dict:
+    p = Path(path)
+    if not p.exists():
+        raise ConfigError("", f"config file not found: {p}")
+    try:
+        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except yaml.YAMLError as e:
+        raise ConfigError(str(p), f"not valid YAML: {e}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(str(p), "top level must be a mapping")
+    return data
+
+
+def apply_overrides(data: dict, overrides: list[str]) -> dict:
+    """Apply ``a.b.c=value`` overrides (value parsed as YAML) to a nested dict; list items by index (``arms.0.name=x``)."""
+    data = typing.cast(dict, yaml.safe_load(yaml.safe_dump(data)))  # deep copy of plain data
+    for ov in overrides:
+        if "=" not in ov:
+            raise ConfigError(ov, "override must look like key.path=value")
+        key, raw = ov.split("=", 1)
+        value = yaml.safe_load(raw)
+        parts = key.split(".")
+        node: Any = data
+        for i, part in enumerate(parts[:-1]):
+            nxt = node[int(part)] if isinstance(node, list) else node.setdefault(part, {})
+            node = nxt
+        last = parts[-1]
+        if isinstance(node, list):
+            node[int(last)] = value
+        else:
+            node[last] = value
+    return data

@@ -1,0 +1,80 @@
+"""Name -> component registries with "did you mean" suggestions.
+
+A component (generator, L2T task, evaluator, model preset...) is a config
+dataclass plus a class; a module registers it once at import time:
+
+    GENERATORS = Registry("generator")
+    @GENERATORS.register("shuffle_dyck", config=ShuffleDyckConfig)
+    class ShuffleDyck(Generator): ...
+
+and users build it by name: ``GENERATORS.build("shuffle_dyck", {"k": 64})``.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
+
+from .errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Entry:
+    name: str
+    cls: Any
+    config: type | None
+    summary: str
+
+
+class Registry:
+    def __init__(self, kind: str):
+        self.kind = kind
+        self._entries: dict[str, Entry] = {}
+
+    def register(self, name: str, config: type | None = None) -> Callable[[Any], Any]:
+        def deco(cls: Any) -> Any:
+            if name in self._entries and self._entries[name].cls is not cls:
+                raise ValueError(f"{self.kind} {name!r} registered twice")
+            doc = (cls.__doc__ or "").strip().splitlines()
+            self._entries[name] = Entry(name, cls, config, doc[0] if doc else "")
+            cls.registry_name = name
+            return cls
+
+        return deco
+
+    def get(self, name: str, field: str = "") -> Entry:
+        if name not in self._entries:
+            close = difflib.get_close_matches(name, list(self._entries), n=3)
+            hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+            known = ", ".join(sorted(self._entries))
+            raise ConfigError(field or self.kind, f"unknown {self.kind} {name!r}{hint} (known: {known})")
+        return self._entries[name]
+
+    def build_config(self, name: str, values: dict | None = None, field: str = "") -> Any:
+        """Typed, validated config for component ``name`` from a plain dict."""
+        from .config import from_dict
+
+        entry = self.get(name, field)
+        if entry.config is None:
+            if values:
+                raise ConfigError(field, f"{self.kind} {name!r} takes no parameters")
+            return None
+        return from_dict(entry.config, values or {}, field)
+
+    def build(self, name: str, values: dict | None = None, field: str = "") -> Any:
+        entry = self.get(name, field)
+        cfg = self.build_config(name, values, field)
+        return entry.cls(cfg) if entry.config is not None else entry.cls()
+
+    def names(self) -> list[str]:
+        return sorted(self._entries)
+
+    def __iter__(self) -> Iterator[Entry]:
+        return iter(self._entries[n] for n in self.names())
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._entries
+
+    def __len__(self) -> int:
+        return len(self._entries)
