@@ -1,0 +1,70 @@
+"""``preschool`` command line. Each subcommand lives beside the code it drives.
+
+A subcommand module exposes ``HELP`` (one line), ``add_arguments(parser)`` and
+``run(args) -> int``. Modules are imported only when their command runs, so
+``preschool --help`` stays fast and a broken optional dependency in one
+command does not break the others.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from .errors import PreschoolError
+
+COMMANDS: dict[str, str] = {
+    "run": "preschool.experiment_cli",
+    "prepare": "preschool.data.cli",
+    "generate": "preschool.synthetic.cli",
+    "transform": "preschool.transform_cli",
+    "train": "preschool.train.cli",
+    "eval": "preschool.evals.cli",
+    "report": "preschool.analysis.cli",
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="preschool",
+        description="Pre-pretraining, language-learning tasks and compartmentalization experiments "
+        "for small language models, with evaluation and statistics. "
+        "Start with: preschool run examples/quickstart.yaml",
+    )
+    from . import __version__
+
+    parser.add_argument("--version", action="version", version=f"preschool {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, modname in COMMANDS.items():
+        try:
+            mod = importlib.import_module(modname)
+        except ModuleNotFoundError as e:
+            if e.name == modname:
+                continue  # command not built yet
+            raise
+        p = sub.add_parser(name, help=mod.HELP, description=getattr(mod, "DESCRIPTION", mod.HELP),
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+        mod.add_arguments(p)
+        p.set_defaults(_run=mod.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "_run", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args._run(args) or 0)
+    except PreschoolError as e:
+        print(f"preschool {args.command}: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"\npreschool {args.command}: interrupted; rerun the same command to resume.", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Tokenizers, packing and memory-mapped token shards."""

@@ -1,0 +1,234 @@
+"""Token shards: fixed-length training rows in memory-mapped arrays plus a manifest.
+
+A shard set is a folder::
+
+    manifest.json          format, row_len, dtype, counts, provenance, per-file sha256
+    tokens-00000.bin       uint16 or uint32, shape (rows, row_len), C order
+    loss_mask-00000.bin    optional uint8, same shape: 1 where the token is a loss target
+    segments-00000.bin     optional uint16, same shape: document index within the row
+                           (0, 1, 2...), for attention/position resets between packed docs
+
+``row_len`` is ``seq_len + 1``: a row yields ``seq_len`` next-token predictions
+(inputs ``row[:-1]``, targets ``row[1:]``), so one document of exactly
+``row_len`` tokens fills one row with no cross-document leakage.
+``loss_mask[j] == 1`` means the prediction *of token j* is trained (j >= 1).
+
+The writer builds everything in a temporary folder and renames it into place,
+so a set either exists whole or not at all. On open, every file's size is
+checked against the manifest (truncation), and by default its sha256 too
+(corruption).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+import numpy as np
+
+from ..errors import DataError
+from ..io import atomic_dir, code_version, sha256_file, write_json
+
+FORMAT = "preschool-shards-v1"
+OPTIONAL_ARRAYS = {"loss_mask": np.uint8, "segments": np.uint16}
+
+
+def token_dtype(vocab_size: int) -> np.dtype:
+    """Smallest unsigned dtype that holds every id of a vocabulary."""
+    return np.dtype(np.uint16) if vocab_size <= 65536 else np.dtype(np.uint32)
+
+
+class ShardWriter:
+    """Accumulate rows and write a shard set atomically on ``close()``.
+
+    Use as a context manager; if the block raises, nothing is left at ``out``.
+    """
+
+    def __init__(
+        self,
+        out: str | Path,
+        row_len: int,
+        vocab_size: int,
+        arrays: Iterable[str] = (),
+        rows_per_shard: int = 65536,
+    ):
+        if row_len < 2:
+            raise ValueError(f"row_len must be >= 2, got {row_len}")
+        self.out = Path(out)
+        self.row_len = row_len
+        self.vocab_size = vocab_size
+        self.dtype = token_dtype(vocab_size)
+        self.arrays = list(arrays)
+        for a in self.arrays:
+            if a not in OPTIONAL_ARRAYS:
+                raise ValueError(f"unknown shard array {a!r}; known: {list(OPTIONAL_ARRAYS)}")
+        self.rows_per_shard = rows_per_shard
+        self._ctx = atomic_dir(self.out)
+        self._tmp = self._ctx.__enter__()
+        self._files: list[dict] = []
+        self._buf: dict[str, list[np.ndarray]] = {"tokens": [], **{a: [] for a in self.arrays}}
+        self._buffered = 0
+        self.n_rows = 0
+        self._closed = False
+
+    def add_rows(self, tokens: np.ndarray, **extra: np.ndarray) -> None:
+        """Append rows: ``tokens`` of shape (n, row_len) (or one row of shape (row_len,))."""
+        tokens = np.asarray(tokens)
+        if tokens.ndim == 1:
+            tokens = tokens[None, :]
+            extra = {k: np.asarray(v)[None, :] for k, v in extra.items()}
+        if tokens.shape[1] != self.row_len:
+            raise ValueError(f"row length {tokens.shape[1]} != row_len {self.row_len}")
+        if tokens.size and (tokens.min() < 0 or tokens.max() >= self.vocab_size):
+            raise ValueError(f"token id out of range [0, {self.vocab_size}): {tokens.min()}..{tokens.max()}")
+        if set(extra) != set(self.arrays):
+            raise ValueError(f"expected arrays {self.arrays}, got {sorted(extra)}")
+        self._buf["tokens"].append(tokens.astype(self.dtype, copy=False))
+        for k, v in extra.items():
+            v = np.asarray(v)
+            if v.shape != tokens.shape:
+                raise ValueError(f"{k} shape {v.shape} != tokens shape {tokens.shape}")
+            self._buf[k].append(v.astype(OPTIONAL_ARRAYS[k], copy=False))
+        self._buffered += tokens.shape[0]
+        self.n_rows += tokens.shape[0]
+        while self._buffered >= self.rows_per_shard:
+            self._flush(self.rows_per_shard)
+
+    def _flush(self, n: int) -> None:
+        if n == 0:
+            return
+        idx = len(self._files)
+        entry: dict[str, Any] = {"rows": n, "files": {}}
+        for name, parts in self._buf.items():
+            block = np.concatenate(parts, axis=0)
+            head, rest = block[:n], block[n:]
+            self._buf[name] = [rest] if len(rest) else []
+            fname = f"{name}-{idx:05d}.bin"
+            path = self._tmp / fname
+            head.tofile(path)
+            entry["files"][name] = {"name": fname, "bytes": path.stat().st_size, "sha256": sha256_file(path)}
+        self._files.append(entry)
+        self._buffered -= n
+
+    def close(self, **manifest_extra: Any) -> dict:
+        """Flush, write ``manifest.json`` (with ``manifest_extra``) and move the set into place."""
+        self._flush(self._buffered)
+        manifest = {
+            "format": FORMAT,
+            "row_len": self.row_len,
+            "seq_len": self.row_len - 1,
+            "dtype": self.dtype.name,
+            "vocab_size": self.vocab_size,
+            "arrays": ["tokens", *self.arrays],
+            "n_rows": self.n_rows,
+            "n_tokens": self.n_rows * self.row_len,
+            "shards": self._files,
+            "code_version": code_version(),
+            **manifest_extra,
+        }
+        write_json(self._tmp / "manifest.json", manifest)
+        self._ctx.__exit__(None, None, None)
+        self._closed = True
+        return manifest
+
+    def abort(self) -> None:
+        if not self._closed:
+            self._closed = True
+            try:
+                raise RuntimeError("aborted")
+            except RuntimeError as e:
+                try:
+                    self._ctx.__exit__(type(e), e, e.__traceback__)
+                except RuntimeError:
+                    pass
+
+    def __enter__(self) -> "ShardWriter":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is not None:
+            self.abort()
+        elif not self._closed:
+            self.close()
+
+
+@dataclass
+class _Shard:
+    start: int
+    rows: int
+    arrays: dict[str, np.memmap]
+
+
+class ShardSet:
+    """Read-only view over a shard set; rows indexed globally across shard files.
+
+    ``verify``: "sha256" (default) checks sizes and checksums, "size" checks sizes only.
+    """
+
+    def __init__(self, path: str | Path, verify: str = "sha256"):
+        self.path = Path(path)
+        mpath = self.path / "manifest.json"
+        if not mpath.is_file():
+            raise DataError(f"{self.path}: not a shard set (no manifest.json)")
+        try:
+            self.manifest = json.loads(mpath.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise DataError(f"{mpath}: manifest is corrupt ({e})") from None
+        if self.manifest.get("format") != FORMAT:
+            raise DataError(f"{mpath}: unknown format {self.manifest.get('format')!r} (expected {FORMAT})")
+        self.row_len = int(self.manifest["row_len"])
+        self.dtype = np.dtype(self.manifest["dtype"])
+        self.vocab_size = int(self.manifest["vocab_size"])
+        self.array_names = list(self.manifest["arrays"])
+        self._shards: list[_Shard] = []
+        start = 0
+        for entry in self.manifest["shards"]:
+            arrays = {}
+            for name, info in entry["files"].items():
+                f = self.path / info["name"]
+                if not f.is_file():
+                    raise DataError(f"{f}: shard file missing")
+                size = f.stat().st_size
+                if size != info["bytes"]:
+                    raise DataError(f"{f}: truncated or resized ({size} bytes, manifest says {info['bytes']})")
+                if verify == "sha256" and sha256_file(f) != info["sha256"]:
+                    raise DataError(f"{f}: checksum mismatch (file is corrupt)")
+                dt = self.dtype if name == "tokens" else np.dtype(OPTIONAL_ARRAYS[name])
+                arrays[name] = np.memmap(f, dtype=dt, mode="r", shape=(entry["rows"], self.row_len))
+            self._shards.append(_Shard(start, entry["rows"], arrays))
+            start += entry["rows"]
+        self.n_rows = start
+        if self.n_rows != self.manifest["n_rows"]:
+            raise DataError(f"{mpath}: shards hold {self.n_rows} rows, manifest says {self.manifest['n_rows']}")
+        self._starts = np.array([s.start for s in self._shards], dtype=np.int64)
+
+    def __len__(self) -> int:
+        return self.n_rows
+
+    @property
+    def has_loss_mask(self) -> bool:
+        return "loss_mask" in self.array_names
+
+    def _locate(self, i: int) -> tuple[_Shard, int]:
+        if not 0 <= i < self.n_rows:
+            raise IndexError(f"row {i} out of range for {self.path} ({self.n_rows} rows)")
+        k = int(np.searchsorted(self._starts, i, side="right") - 1)
+        return self._shards[k], i - self._shards[k].start
+
+    def row(self, i: int, name: str = "tokens") -> np.ndarray:
+        shard, j = self._locate(int(i))
+        return np.asarray(shard.arrays[name][j])
+
+    def rows(self, indices: Iterable[int], name: str = "tokens") -> np.ndarray:
+        """Gather rows (any order) into one int64 array of shape (n, row_len)."""
+        idx = list(indices)
+        out = np.empty((len(idx), self.row_len), dtype=np.int64)
+        for r, i in enumerate(idx):
+            out[r] = self.row(i, name)
+        return out
+
+    def iter_arrays(self, name: str = "tokens"):
+        for s in self._shards:
+            yield s.arrays[name]
