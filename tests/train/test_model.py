@@ -1,0 +1,74 @@
+import pytest
+import torch
+
+from preschool.errors import ConfigError
+from preschool.train.model import (MODEL_PRESETS, ModelConfig, build_model, count_params, describe, hf_config,
+                                   resize_vocab)
+
+
+def test_presets_registered_and_sized():
+    assert {"micro", "tiny-1m", "small-6m", "gpt-125m", "gpt-500m", "gpt-1b"} <= set(MODEL_PRESETS.names())
+    tiny = describe(ModelConfig(preset="tiny-1m"), 2048)["params_total"]
+    small = describe(ModelConfig(preset="small-6m"), 2048)["params_total"]
+    assert 0.8e6 < tiny < 1.3e6
+    assert 5e6 < small < 7e6
+    b1 = hf_config(ModelConfig(preset="gpt-1b"), 128256)
+    assert (b1.hidden_size, b1.num_hidden_layers, b1.num_attention_heads, b1.intermediate_size) == (1536, 36, 12, 4096)
+    assert b1.rope_parameters["rope_theta"] == 50000.0
+
+
+@pytest.mark.parametrize("family", ["qwen2", "llama"])
+def test_build_deterministic_and_counts_match(family):
+    cfg = ModelConfig(family=family)
+    rng_before = torch.get_rng_state()
+    a, b, c = build_model(cfg, 97, seed=1), build_model(cfg, 97, seed=1), build_model(cfg, 97, seed=2)
+    assert torch.equal(rng_before, torch.get_rng_state())  # caller's RNG untouched
+    assert all(torch.equal(x, y) for x, y in zip(a.parameters(), b.parameters()))
+    assert not torch.equal(a.model.embed_tokens.weight, c.model.embed_tokens.weight)
+    assert a.lm_head.weight is a.model.embed_tokens.weight
+    assert count_params(a) == describe(cfg, 97)["params_total"]
+    assert a.config.hidden_size <= 64 and a.config.num_hidden_layers == 2
+    std = a.model.embed_tokens.weight.std().item()
+    assert 0.015 < std < 0.025
+
+
+def test_untied_and_overrides():
+    cfg = ModelConfig(tie_embeddings=False, overrides={"hidden_size": 32, "rope_theta": 5e4})
+    m = build_model(cfg, 50, seed=0)
+    assert m.lm_head.weight is not m.model.embed_tokens.weight
+    assert m.config.hidden_size == 32 and m.config.rope_parameters["rope_theta"] == 5e4
+    assert count_params(m) == describe(cfg, 50)["params_total"]
+
+
+def test_bad_config_names_field():
+    with pytest.raises(ConfigError, match="overrides.hiden_size.*hidden_size"):
+        ModelConfig(overrides={"hiden_size": 3}).validate()
+    with pytest.raises(ConfigError, match="preset.*tiny-1m"):
+        ModelConfig(preset="tiny-1n").validate()
+    with pytest.raises(ConfigError, match="overrides.vocab_size"):
+        ModelConfig(overrides={"vocab_size": 3}).validate()
+
+
+def test_save_load_roundtrip_with_auto(tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    m = build_model(ModelConfig(), 61, seed=0).eval()
+    m.save_pretrained(tmp_path)
+    assert (tmp_path / "model.safetensors").is_file()
+    back = AutoModelForCausalLM.from_pretrained(tmp_path).eval()
+    x = torch.randint(0, 61, (2, 9), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        assert torch.allclose(m(x).logits, back(x).logits, atol=1e-5)
+
+
+def test_resize_vocab_keeps_rows():
+    m = build_model(ModelConfig(), 40, seed=0)
+    old = m.model.embed_tokens.weight.detach().clone()
+    resize_vocab(m, 48, seed=1)
+    w = m.model.embed_tokens.weight
+    assert w.shape[0] == 48 and m.config.vocab_size == 48
+    assert torch.equal(w[:40], old)
+    assert m.lm_head.weight is w
+    assert m(torch.tensor([[47, 1, 2]])).logits.shape[-1] == 48
+    resize_vocab(m, 30)
+    assert m.model.embed_tokens.weight.shape[0] == 30

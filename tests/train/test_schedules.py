@@ -1,0 +1,44 @@
+import pytest
+
+from preschool.errors import ConfigError
+from preschool.config import from_dict
+from preschool.train.schedules import ScheduleConfig, lr_at, warmup_steps
+
+
+def curve(n, **kw):
+    cfg = ScheduleConfig(**kw)
+    cfg.validate()
+    return [lr_at(s, n, cfg) for s in range(n)]
+
+
+def test_cosine_warmup_peak_floor():
+    c = curve(100, name="cosine", lr=1.0, warmup=0.1, min_lr_ratio=0.1)
+    assert c[0] == pytest.approx(0.1) and c[9] == pytest.approx(1.0)
+    assert all(a < b for a, b in zip(c[:10], c[1:10]))
+    assert all(a >= b for a, b in zip(c[10:], c[11:]))
+    assert c[-1] == pytest.approx(0.1)
+    assert min(c) >= 0.1 - 1e-12
+
+
+def test_wsd_holds_then_decays_over_fraction():
+    c = curve(100, name="wsd", lr=2.0, warmup=5, min_lr_ratio=0.0, wsd_decay=0.2)
+    assert c[4] == pytest.approx(2.0)
+    assert all(v == pytest.approx(2.0) for v in c[5:80])
+    assert c[80] < 2.0 and c[-1] == pytest.approx(0.0)
+    lin = curve(100, name="wsd", lr=1.0, warmup=0, min_lr_ratio=0.5, wsd_decay=0.5, wsd_decay_shape="linear")
+    diffs = [a - b for a, b in zip(lin[50:], lin[51:])]
+    assert max(diffs) == pytest.approx(min(diffs))  # linear ramp
+    assert lin[-1] == pytest.approx(0.5)
+
+
+def test_constant_and_warmup_units():
+    c = curve(10, name="constant", lr=3.0, warmup=4)
+    assert c[:4] == pytest.approx([0.75, 1.5, 2.25, 3.0]) and c[4:] == pytest.approx([3.0] * 6)
+    assert warmup_steps(1000, 0.05) == 50 and warmup_steps(1000, 50) == 50 and warmup_steps(10, 0) == 0
+
+
+def test_bad_values_name_field():
+    with pytest.raises(ConfigError, match="min_lr_ratio"):
+        from_dict(ScheduleConfig, {"min_lr_ratio": 2})
+    with pytest.raises(ConfigError, match="name"):
+        from_dict(ScheduleConfig, {"name": "cosin"})
