@@ -1,0 +1,91 @@
+import numpy as np
+import pytest
+
+from preschool.data.mixture import Mixture, largest_remainder, rank_indices
+from preschool.data.shards import ShardSet, ShardWriter
+from preschool.errors import ConfigError, DataError
+
+
+def make_set(path, n_rows, row_len=9, base=0, mask=False, segments=False):
+    arrays = (["loss_mask"] if mask else []) + (["segments"] if segments else [])
+    with ShardWriter(path, row_len, 1000, arrays=arrays, rows_per_shard=7) as w:
+        for i in range(n_rows):
+            extra = {}
+            if mask:
+                extra["loss_mask"] = (np.arange(row_len) % 2).astype(np.uint8)
+            if segments:
+                extra["segments"] = (np.arange(row_len) >= row_len // 2).astype(np.uint16)
+            w.add_rows(np.full(row_len, base + i), **extra)
+    return ShardSet(path)
+
+
+def test_largest_remainder_exact():
+    assert largest_remainder(np.array([0.3, 0.7]), 16).tolist() == [5, 11]
+    assert largest_remainder(np.array([1, 1, 1]), 10).sum() == 10
+    assert largest_remainder(np.array([1.0]), 5).tolist() == [5]
+
+
+def test_single_source_epochs_are_permutations(tmp_path):
+    s = make_set(tmp_path / "a", 13)
+    m = Mixture({"a": s}, seed=3, window=4)
+    rows = [m.locate(j)[1] for j in range(39)]
+    for e in range(3):
+        assert sorted(rows[13 * e:13 * (e + 1)]) == list(range(13))
+    assert rows[:13] != rows[13:26]  # fresh order each epoch
+    m2 = Mixture({"a": s}, seed=3, window=4)
+    assert [m2.locate(j) for j in reversed(range(39))][::-1] == [m.locate(j) for j in range(39)]  # pure in j
+    assert [Mixture({"a": s}, seed=4, window=4).locate(j)[1] for j in range(13)] != rows[:13]
+    assert [Mixture({"a": s}, seed=3, stage_index=1, window=4).locate(j)[1] for j in range(13)] != rows[:13]
+
+
+def test_mixture_weights_exact_per_window(tmp_path):
+    a, b = make_set(tmp_path / "a", 5), make_set(tmp_path / "b", 50, base=100)
+    m = Mixture({"a": a, "b": b}, {"a": 0.25, "b": 0.75}, seed=0, window=8)
+    for k in range(6):
+        srcs = [m.locate(j)[0] for j in range(8 * k, 8 * k + 8)]
+        assert srcs.count(0) == 2 and srcs.count(1) == 6
+    # rows of each source still cycle through epochs without repeats inside an epoch
+    a_rows = [r for s, r in (m.locate(j) for j in range(80)) if s == 0]
+    assert sorted(a_rows[:5]) == list(range(5)) and sorted(a_rows[5:10]) == list(range(5))
+    batch = m.load(list(range(8)))
+    assert set(np.unique(batch["input_ids"][batch["source"] == 0])) <= set(range(5))
+    assert set(np.unique(batch["input_ids"][batch["source"] == 1])) <= set(range(100, 150))
+
+
+def test_batch_masks_and_segments(tmp_path):
+    a = make_set(tmp_path / "a", 4, mask=True, segments=True)
+    b = make_set(tmp_path / "b", 4, base=50)
+    m = Mixture({"a": a, "b": b}, {"a": 1, "b": 1}, window=4)
+    batch = m.load([0, 1, 2, 3])
+    assert batch["input_ids"].shape == (4, 8) and batch["labels"].shape == (4, 8)
+    for i in range(4):
+        if batch["source"][i] == 0:
+            # loss_mask[j] applies to the prediction of token j: labels = row[1:], masked where mask[1:] == 0
+            assert batch["loss_mask"][i].tolist() == [1, 0, 1, 0, 1, 0, 1, 0]
+            assert (batch["labels"][i][1::2] == -100).all() and (batch["labels"][i][::2] >= 0).all()
+            assert batch["segments"][i].tolist() == [0, 0, 0, 0, 1, 1, 1, 1]
+        else:
+            assert (batch["loss_mask"][i] == 1).all() and (batch["segments"][i] == 0).all()
+
+
+def test_rank_split_recomposes_global_batch(tmp_path):
+    a, b = make_set(tmp_path / "a", 11), make_set(tmp_path / "b", 7, base=100)
+    m = Mixture({"a": a, "b": b}, {"a": 2, "b": 1}, seed=5, window=6)
+    full = m.load(rank_indices(3, 6))["input_ids"]
+    parts = [m.load(rank_indices(3, 6, r, 2))["input_ids"] for r in range(2)]
+    merged = np.empty_like(full)
+    merged[0::2], merged[1::2] = parts
+    assert np.array_equal(full, merged)
+    with pytest.raises(ConfigError, match="batch_size"):
+        rank_indices(0, 6, 0, 4)
+
+
+def test_errors_name_source(tmp_path):
+    a = make_set(tmp_path / "a", 3)
+    c = make_set(tmp_path / "c", 3, row_len=5)
+    with pytest.raises(ConfigError, match="data.zz"):
+        Mixture({"a": a}, {"zz": 1.0})
+    with pytest.raises(DataError, match="row lengths"):
+        Mixture({"a": a, "c": c})
+    with pytest.raises(ConfigError, match="data.b"):
+        Mixture.from_spec({"b": 1.0}, {"a": tmp_path})
