@@ -58,52 +58,70 @@ def pack(
     if mode == "pad":
         yield from _pack_pad(docs, row_len, eos_id, pad_id, st, chunk_rows)
         return
-    toks: list[np.ndarray] = []
-    masks: list[np.ndarray] = []
-    segs: list[np.ndarray] = []
-    have = 0
-    seg_in_row = 0  # document counter, reset per row when emitting
-    doc_no = 0
+    packer = ConcatPacker(row_len, eos_id, st, flush_tokens=row_len * chunk_rows)
     for d in docs:
+        block = packer.add(d)
+        if block is not None:
+            yield block
+    block = packer.finish()
+    if block is not None:
+        yield block
+
+
+class ConcatPacker:
+    """Stateful concatenate-and-chunk packer: ``add`` documents, get back full rows.
+
+    Rows are cut whenever at least ``flush_tokens`` tokens are buffered
+    (``flush_tokens=row_len`` cuts as soon as one row is full); ``finish`` cuts
+    the remaining full rows and counts the partial tail as dropped.
+    """
+
+    def __init__(self, row_len: int, eos_id: int | None, stats: PackStats | None = None, flush_tokens: int | None = None):
+        self.row_len = row_len
+        self.eos_id = eos_id
+        self.stats = stats if stats is not None else PackStats()
+        self.flush_tokens = flush_tokens or row_len
+        self._toks: list[np.ndarray] = []
+        self._masks: list[np.ndarray] = []
+        self._segs: list[np.ndarray] = []
+        self._have = 0
+        self._doc_no = 0
+
+    def add(self, d: Doc) -> dict[str, np.ndarray] | None:
         ids = np.asarray(d.ids, dtype=np.int64)
         m = np.ones(len(ids), np.uint8) if d.loss_mask is None else np.asarray(d.loss_mask, np.uint8)
-        if eos_id is not None:
-            ids = np.append(ids, eos_id)
+        if self.eos_id is not None:
+            ids = np.append(ids, self.eos_id)
             m = np.append(m, m[-1] if len(m) else 1)
-        st.documents += 1
-        st.tokens_in += len(ids)
-        toks.append(ids)
-        masks.append(m)
-        segs.append(np.full(len(ids), doc_no, np.int64))
-        doc_no += 1
-        have += len(ids)
-        if have >= row_len * chunk_rows:
-            block, rest = _cut(toks, masks, segs, row_len)
-            toks, masks, segs = rest
-            have = sum(len(t) for t in toks)
-            st.rows += len(block["tokens"])
-            yield block
-    if have >= row_len:
-        block, rest = _cut(toks, masks, segs, row_len)
-        toks = rest[0]
-        st.rows += len(block["tokens"])
-        yield block
-    st.dropped_tail_tokens += sum(len(t) for t in toks)
-    del seg_in_row
+        self.stats.documents += 1
+        self.stats.tokens_in += len(ids)
+        self._toks.append(ids)
+        self._masks.append(m)
+        self._segs.append(np.full(len(ids), self._doc_no, np.int64))
+        self._doc_no += 1
+        self._have += len(ids)
+        if self._have >= self.flush_tokens:
+            return self._cut()
+        return None
 
+    def finish(self) -> dict[str, np.ndarray] | None:
+        block = self._cut() if self._have >= self.row_len else None
+        self.stats.dropped_tail_tokens += self._have
+        return block
 
-def _cut(toks, masks, segs, row_len):
-    t = np.concatenate(toks)
-    m = np.concatenate(masks)
-    s = np.concatenate(segs)
-    n = len(t) // row_len
-    cut = n * row_len
-    tt = t[:cut].reshape(n, row_len)
-    mm = m[:cut].reshape(n, row_len)
-    ss = s[:cut].reshape(n, row_len)
-    ss = ss - ss[:, :1]  # document index relative to the row's first document
-    rest = ([t[cut:]], [m[cut:]], [s[cut:]]) if cut < len(t) else ([], [], [])
-    return {"tokens": tt, "loss_mask": mm, "segments": ss.astype(np.uint16)}, rest
+    def _cut(self) -> dict[str, np.ndarray]:
+        t = np.concatenate(self._toks)
+        m = np.concatenate(self._masks)
+        s = np.concatenate(self._segs)
+        n = len(t) // self.row_len
+        cut = n * self.row_len
+        ss = s[:cut].reshape(n, self.row_len)
+        ss = ss - ss[:, :1]  # document index relative to the row's first document
+        self._toks, self._masks, self._segs = ([t[cut:]], [m[cut:]], [s[cut:]]) if cut < len(t) else ([], [], [])
+        self._have = len(t) - cut
+        self.stats.rows += n
+        return {"tokens": t[:cut].reshape(n, self.row_len), "loss_mask": m[:cut].reshape(n, self.row_len),
+                "segments": ss.astype(np.uint16)}
 
 
 def _pack_pad(docs, row_len, eos_id, pad_id, st, chunk_rows):

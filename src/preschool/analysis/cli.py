@@ -1,0 +1,31 @@
+"""``preschool report``: rebuild an experiment's report from what is on disk."""
+
+from __future__ import annotations
+
+HELP = "write report.md, results.json and plots for an experiment (from its results on disk)"
+DESCRIPTION = """\
+Rebuild the report of an experiment from its run folders: final-checkpoint
+tables (mean ± SD over seeds), the per-checkpoint difference from the
+baseline arm with the one-SD stable-gain rule, and plots of every metric
+against PT tokens. Safe to run while arms are still training.
+
+example:
+  preschool report examples/quickstart.yaml
+"""
+
+
+def add_arguments(p) -> None:
+    p.add_argument("config", help="experiment YAML that produced the runs")
+    p.add_argument("--out", help="experiment folder (default: the config's `out`, else runs/<name>)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a config value (repeatable), e.g. --set report.baseline=pt_only")
+
+
+def run(args) -> int:
+    from ..experiment import load_experiment
+    from .report import write_report
+
+    overrides = list(args.overrides) + ([f"out={args.out}"] if args.out else [])
+    cfg = load_experiment(args.config, overrides)
+    print(write_report(cfg))
+    return 0

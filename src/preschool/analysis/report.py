@@ -1,0 +1,215 @@
+"""The experiment report: ``report.md`` + ``results.json`` + PNG plots.
+
+Reads what the other steps left on disk (each arm's ``metrics.jsonl`` and
+cached evaluation summaries), so it can be rebuilt at any time with
+``preschool report``. Every number in the report is in ``results.json``
+together with the config, code version and data manifests that produced it.
+
+Curves are plotted against *PT tokens* (tokens of stages with
+``counts_as_pt``), so a pre-pretraining stage sits left of zero's origin and
+arms are compared at equal natural-text budgets.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from ..io import provenance, read_json, write_json, write_text
+
+
+def _read_jsonl(path: Path) -> list[dict]:
+    if not path.is_file():
+        return []
+    rows = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        line = line.strip()
+        if line:
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue  # a line cut by a crash mid-write; the trainer rewrites on resume
+    return rows
+
+
+def _mean_sd(xs: list[float]) -> tuple[float, float]:
+    xs = [x for x in xs if x is not None and not math.isnan(x)]
+    if not xs:
+        return float("nan"), float("nan")
+    m = sum(xs) / len(xs)
+    sd = math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1)) if len(xs) > 1 else 0.0
+    return m, sd
+
+
+def _fmt(m: float, sd: float, n: int, digits: int = 3) -> str:
+    if math.isnan(m):
+        return "–"
+    return f"{m:.{digits}f} ± {sd:.{digits}f}" if n > 1 else f"{m:.{digits}f}"
+
+
+def collect(cfg) -> dict[str, Any]:
+    """Gather curves per arm and seed: val losses from metrics.jsonl, eval metrics from evals/."""
+    from ..evals.runner import collect_results
+    from ..experiment import arm_dirs
+
+    arms: dict[str, dict] = {}
+    for arm, seed, run_dir in arm_dirs(cfg):
+        a = arms.setdefault(arm.name, {"seeds": {}})
+        rows = _read_jsonl(run_dir / "metrics.jsonl")
+        curves: dict[str, dict[int, tuple[int, float]]] = defaultdict(dict)
+        total_tokens = 0
+        for r in rows:
+            total_tokens = max(total_tokens, int(r.get("tokens", 0)))
+            if r.get("event") != "val":
+                continue
+            for k, v in r.items():
+                if k.startswith("val/"):
+                    # keyed by step so a resumed run's repeated rows collapse to one point
+                    curves[k][int(r["step"])] = (int(r.get("pt_tokens", r.get("tokens", 0))), float(v))
+        evals: dict[str, dict[int, tuple[int, float]]] = defaultdict(dict)
+        if (run_dir / "checkpoints").is_dir():
+            for r in collect_results(run_dir):
+                evals[f"{r['evaluator']}/{r['metric']}"][int(r["step"])] = (int(r["pt_tokens"]), float(r["value"]))
+        a["seeds"][seed] = {
+            "run_dir": str(run_dir),
+            "done": (run_dir / "DONE").is_file(),
+            "total_tokens": total_tokens,
+            "curves": {k: [v for _, v in sorted(d.items())] for k, d in {**curves, **evals}.items()},
+        }
+    return arms
+
+
+def _final(points: list) -> float:
+    return points[-1][1] if points else float("nan")
+
+
+def write_report(cfg) -> Path:
+    """Write ``report.md``, ``results.json`` and ``plots/*.png`` under the experiment folder."""
+    from . import plots
+    from .stats import stable_gain
+
+    out = cfg.out_dir
+    arms = collect(cfg)
+    names = [a.name for a in cfg.arms]
+    baseline = cfg.report.baseline or names[0]
+    metric_names = sorted({k for a in arms.values() for s in a["seeds"].values() for k in s["curves"]})
+    # Headline metrics: validation losses and the overall minimal-pair accuracy; per-phenomenon
+    # and per-paradigm breakdowns go to their own table/plot.
+    headline = [m for m in metric_names if m.startswith("val/")] + [
+        m for m in metric_names if not m.startswith("val/") and m.count("/") == 1]
+    lower_better = lambda m: m.startswith("val/") or "loss" in m or "nll" in m or "x_perc" in m  # noqa: E731
+
+    # --- final values, mean ± SD over seeds
+    table = []
+    for name in names:
+        seeds = arms[name]["seeds"]
+        row = {"arm": name, "seeds": len(seeds), "done": all(s["done"] for s in seeds.values()),
+               "total_tokens": max(s["total_tokens"] for s in seeds.values())}
+        for m in headline:
+            vals = [_final(s["curves"].get(m, [])) for s in seeds.values()]
+            row[m] = _mean_sd(vals) + (len(vals),)
+        table.append(row)
+
+    # --- stable gain vs baseline over the last `window` of PT checkpoints (per seed, then pooled)
+    gains = []
+    for name in names:
+        if name == baseline:
+            continue
+        for m in headline:
+            deltas_all, per_seed = [], []
+            for seed, s in arms[name]["seeds"].items():
+                b = arms[baseline]["seeds"].get(seed)
+                if b is None or m not in s["curves"] or m not in b["curves"]:
+                    continue
+                bx = dict(b["curves"][m])
+                ax = dict(s["curves"][m])
+                common = sorted(set(bx) & set(ax))
+                if not common:
+                    continue
+                lo = common[-1] * (1 - cfg.report.window)
+                g = stable_gain(common, [ax[t] for t in common], [bx[t] for t in common],
+                                window=(lo, common[-1]), higher_is_better=not lower_better(m))
+                per_seed.append(g)
+                deltas_all += list(g["deltas"])
+            if per_seed:
+                mean, sd = _mean_sd(deltas_all)
+                gains.append({"arm": name, "metric": m, "mean": mean, "sd": sd, "n": len(deltas_all),
+                              "stable": bool(len(deltas_all) > 1 and mean > sd), "seeds": len(per_seed)})
+
+    # --- plots
+    pdir = out / "plots"
+    pdir.mkdir(parents=True, exist_ok=True)
+    figures = []
+    for m in headline:
+        curves = {name: [s["curves"].get(m, []) for s in arms[name]["seeds"].values()] for name in names}
+        if not any(any(c) for c in curves.values()):
+            continue
+        fname = m.replace("/", "_") + ".png"
+        plots.plot_metric_vs_tokens(curves, pdir / fname, title=m, ylabel=m, xlabel="PT tokens")
+        figures.append((m, f"plots/{fname}"))
+    phen = {}
+    for name in names:
+        acc = defaultdict(list)
+        for s in arms[name]["seeds"].values():
+            for m, pts in s["curves"].items():
+                if "/phenomenon/" in m and pts:
+                    acc[m.rsplit("/", 1)[-1]].append(pts[-1][1])
+        if acc:
+            phen[name] = {k: sum(v) / len(v) for k, v in sorted(acc.items())}
+    if phen:
+        plots.plot_phenomenon_bars(phen, pdir / "minimal_pairs_by_phenomenon.png")
+        figures.append(("minimal-pair accuracy by phenomenon (final checkpoint)", "plots/minimal_pairs_by_phenomenon.png"))
+
+    # --- markdown
+    lines = [f"# {cfg.name}: report", ""]
+    lines += [f"Arms: {', '.join(names)}; baseline for comparisons: **{baseline}**; training seeds: {list(cfg.seeds)}.",
+              "Values are at the final checkpoint, mean ± SD over seeds when there are several. "
+              "Lower is better for losses, higher for accuracies.", ""]
+    hdr = ["arm", "tokens trained"] + headline
+    lines.append("| " + " | ".join(hdr) + " |")
+    lines.append("|" + "---|" * len(hdr))
+    for row in table:
+        cells = [row["arm"] + ("" if row["done"] else " (unfinished)"), f"{row['total_tokens']:,}"]
+        cells += [_fmt(*row[m]) for m in headline]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines.append("")
+    if gains:
+        lines += [f"## Difference from {baseline}",
+                  f"Per-checkpoint difference (arm − baseline, sign flipped for losses so positive = better) over the "
+                  f"last {cfg.report.window:.0%} of PT tokens; **stable** when mean > SD (the verify-ppt one-SD rule).", "",
+                  "| arm | metric | mean Δ | SD | n | stable |", "|---|---|---|---|---|---|"]
+        for g in gains:
+            lines.append(f"| {g['arm']} | {g['metric']} | {g['mean']:+.4f} | {g['sd']:.4f} | {g['n']} | "
+                         f"{'yes' if g['stable'] else 'no'} |")
+        lines.append("")
+    if phen:
+        ph_names = sorted({k for v in phen.values() for k in v})
+        lines += ["## Minimal pairs by phenomenon (final checkpoint)", "",
+                  "| phenomenon | " + " | ".join(phen) + " |", "|---|" + "---|" * len(phen)]
+        for p in ph_names:
+            lines.append(f"| {p} | " + " | ".join(f"{phen[a].get(p, float('nan')):.3f}" for a in phen) + " |")
+        lines.append("")
+    if figures:
+        lines += ["## Plots", ""]
+        for title, path in figures:
+            lines += [f"**{title}**", "", f"![{title}]({path})", ""]
+    prov = provenance(cfg, data_manifests=_data_manifest(out))
+    lines += ["## Provenance", "",
+              f"- code: preschool {prov['code_version'].get('preschool')} "
+              f"commit {prov['code_version'].get('git_commit', 'unknown')[:12]}"
+              f"{' (dirty)' if prov['code_version'].get('git_dirty') else ''}",
+              f"- config: `experiment.yaml`; data manifest: `data/manifest.json`; every number: `results.json`", ""]
+    write_json(out / "results.json", {"arms": arms, "table": [{k: (list(v) if isinstance(v, tuple) else v)
+                                                                for k, v in r.items()} for r in table],
+                                      "stable_gain": gains, "phenomena": phen, **prov})
+    path = out / "report.md"
+    write_text(path, "\n".join(lines))
+    return path
+
+
+def _data_manifest(out: Path) -> Any:
+    p = out / "data" / "manifest.json"
+    return read_json(p) if p.is_file() else None

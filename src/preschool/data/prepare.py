@@ -1,0 +1,286 @@
+"""Build an experiment's data once: tokenizer, then train/val shard sets per named dataset.
+
+Layout under ``<out>/data/`` (see docs/interfaces.md)::
+
+    tokenizer/                tokenizer.json + HF tokenizer files
+    <dataset>/train/          shard set
+    <dataset>/val/            shard set (when val_tokens > 0)
+    manifest.json             every dataset's manifest + the tokenizer hash
+
+Each dataset folder is written atomically and skipped on rerun when its
+recorded spec (and the tokenizer hash) match, so an interrupted ``prepare``
+resumes at dataset granularity.
+
+A dataset is either natural text from a corpus (split into train/val **by
+document**) or a synthetic generator (text render: tokenized by the run's
+tokenizer; reserved render: symbols get their own ids after the tokenizer's
+vocabulary). Control sets (natural text disjoint from another dataset's
+documents) use ``exclude``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator, Literal
+
+import numpy as np
+
+from ..config import check, from_dict, to_dict
+from ..errors import ConfigError
+from ..io import atomic_dir, read_json, write_json
+from .packing import ConcatPacker, Doc, PackStats
+from .shards import ShardWriter
+from .tokenizer import (
+    TokenizerConfig, encode_batch, eos_id, load_tokenizer, save_tokenizer, tokenizer_hash, train_bpe,
+)
+
+
+@dataclass
+class DatasetSpec:
+    """One named dataset of an experiment: natural text (``corpus``) or synthetic (``generator``)."""
+
+    corpus: str | None = None  # name of an entry in the experiment's ``corpora``
+    generator: str | None = None  # registered generator name (see ``preschool generate --list``)
+    preset: str | None = None  # named generator parameter set
+    params: dict[str, Any] = field(default_factory=dict)
+    render: Literal["text", "reserved"] = "text"
+    tokens: int = 0  # training tokens to build (rounded down to whole rows)
+    val_tokens: int = 0  # held-out tokens to build (corpus: from held-out documents)
+    val_fraction: float = 0.02  # corpus: share of documents held out (by document id hash)
+    pack: Literal["concat", "pad"] = "concat"
+    exclude: list[str] = field(default_factory=list)  # corpus: skip documents used by these datasets (Control)
+
+    def validate(self) -> None:
+        check((self.corpus is None) != (self.generator is None), "corpus",
+              "give exactly one of 'corpus' (natural text) or 'generator' (synthetic)")
+        check(self.tokens > 0, "tokens", f"must be > 0, got {self.tokens}")
+        check(self.val_tokens >= 0, "val_tokens", f"must be >= 0, got {self.val_tokens}")
+        check(0.0 <= self.val_fraction < 1.0, "val_fraction", f"must be in [0, 1), got {self.val_fraction}")
+        if self.generator is not None:
+            from ..synthetic import GENERATORS, PRESETS
+
+            GENERATORS.get(self.generator, "generator")
+            if self.preset is not None:
+                check(self.preset in PRESETS, "preset", f"unknown preset {self.preset!r}; known: {sorted(PRESETS)}")
+                check(PRESETS[self.preset][0] == self.generator, "preset",
+                      f"preset {self.preset!r} is for generator {PRESETS[self.preset][0]!r}")
+            GENERATORS.build_config(self.generator, self.generator_params(), "params")
+
+    def generator_params(self) -> dict:
+        from ..synthetic import PRESETS
+
+        base: dict = {}
+        if self.preset is not None:
+            base = {k: v for k, v in PRESETS[self.preset][1].items() if not k.startswith("_")}
+        return {**base, **self.params}
+
+
+def spec_hash(obj: Any) -> str:
+    return hashlib.sha256(json.dumps(to_dict(obj), sort_keys=True).encode()).hexdigest()[:16]
+
+
+def is_val_doc(doc_id: str, seed: int, fraction: float) -> bool:
+    """Deterministic train/val assignment by document id (independent of order and workers)."""
+    if fraction <= 0:
+        return False
+    h = hashlib.sha256(f"{seed}:{doc_id}".encode()).digest()
+    return int.from_bytes(h[:8], "big") / 2**64 < fraction
+
+
+def _corpus_docs(corpus_cfg) -> Iterator:
+    from ..corpora import iter_documents
+
+    return iter_documents(corpus_cfg)
+
+
+def build_tokenizer(cfg: TokenizerConfig, corpus_cfg, out: Path, progress: bool = True):
+    """Train (on the first ``sample_documents`` documents) or load the tokenizer; save it under ``out``."""
+    if (out / "tokenizer.json").is_file():
+        return load_tokenizer(out)
+    if cfg.kind == "load":
+        tok = load_tokenizer(cfg.path)
+    else:
+        docs = _corpus_docs(corpus_cfg)
+        texts = (d.text for i, d in zip(range(cfg.sample_documents), docs))
+        tok = train_bpe(texts, cfg.vocab_size, cfg.min_frequency, cfg.split_digits)
+    with atomic_dir(out) as tmp:
+        save_tokenizer(tok, tmp)
+    return tok
+
+
+def _write_corpus(spec: DatasetSpec, corpus_cfg, tok, row_len: int, seed: int, out: Path,
+                  excluded: set[str], progress: bool) -> dict:
+    """Tokenize + pack documents into train and val shard sets, splitting by document."""
+    eos = eos_id(tok)
+    vocab = tok.get_vocab_size()
+    n_rows = {"train": spec.tokens // row_len, "val": spec.val_tokens // row_len}
+    writers = {s: ShardWriter(out / s, row_len, vocab, arrays=["segments"]) for s, n in n_rows.items() if n > 0}
+    stats = {s: PackStats() for s in writers}
+    written = {s: 0 for s in writers}
+    used_ids: dict[str, list[str]] = {s: [] for s in writers}
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=sum(n_rows[s] for s in writers) * row_len, unit="tok", unit_scale=True,
+                   desc=f"tokenize {out.name}", leave=False)
+
+    packers = {s: ConcatPacker(row_len, eos, stats[s]) for s in writers}
+    try:
+        batch: list = []
+        for doc in _corpus_docs(corpus_cfg):
+            if doc.id in excluded:
+                continue
+            split = "val" if is_val_doc(doc.id, seed, spec.val_fraction) else "train"
+            if split not in writers or written[split] >= n_rows[split]:
+                if all(written[s] >= n_rows[s] for s in writers):
+                    break
+                continue
+            batch.append((split, doc))
+            if len(batch) >= 256:
+                _consume(batch, tok, row_len, writers, packers, n_rows, written, used_ids, bar)
+                batch = []
+        if batch:
+            _consume(batch, tok, row_len, writers, packers, n_rows, written, used_ids, bar)
+        for s in writers:
+            if written[s] < n_rows[s]:
+                raise ConfigError(
+                    f"data.{out.name}.{'tokens' if s == 'train' else 'val_tokens'}",
+                    f"the corpus ran out after {written[s] * row_len} {s} tokens "
+                    f"(asked for {n_rows[s] * row_len}); lower the budget or give a larger corpus",
+                )
+        manifests = {}
+        for s, w in writers.items():
+            ids_digest = hashlib.sha256("\n".join(used_ids[s]).encode()).hexdigest()
+            manifests[s] = w.close(
+                source={"kind": "corpus", "config": to_dict(corpus_cfg)},
+                split=s,
+                tokenizer_sha256=tokenizer_hash(tok),
+                seed=seed,
+                documents=len(used_ids[s]),
+                document_ids_sha256=ids_digest,
+            )
+            # Document ids let Control sets be disjoint from this slice.
+            (out / f"{s}.doc_ids.txt").write_text("\n".join(used_ids[s]) + "\n", encoding="utf-8")
+        return manifests
+    except BaseException:
+        for w in writers.values():
+            w.abort()
+        raise
+    finally:
+        if bar:
+            bar.close()
+
+
+def _consume(batch, tok, row_len, writers, packers, n_rows, written, used_ids, bar) -> None:
+    ids = encode_batch(tok, [d.text for _, d in batch])
+    for (split, doc), x in zip(batch, ids):
+        if written[split] >= n_rows[split]:
+            continue
+        used_ids[split].append(doc.id)
+        block = packers[split].add(Doc(np.asarray(x, np.int64)))
+        if block is None:
+            continue
+        n = min(len(block["tokens"]), n_rows[split] - written[split])
+        writers[split].add_rows(block["tokens"][:n], segments=block["segments"][:n])
+        written[split] += n
+        if bar:
+            bar.update(n * row_len)
+
+
+def _write_generator(spec: DatasetSpec, tok, row_len: int, seed: int, out: Path, workers: int,
+                     progress: bool) -> dict:
+    from ..synthetic import GENERATORS
+    from ..synthetic.write import SymbolEncoder, write_generator_shards
+
+    params = spec.generator_params()
+    params.setdefault("seed", seed)
+    gen = GENERATORS.build(spec.generator, params, "params")
+    base_vocab = tok.get_vocab_size()
+    if spec.render == "text":
+        enc = SymbolEncoder("text", tokenizer_json=tok.to_str())
+        vocab = base_vocab
+    else:
+        enc = SymbolEncoder("reserved", reserved_offset=base_vocab)
+        vocab = base_vocab + gen.vocab_size
+    manifests = {}
+    extra = {"tokenizer_sha256": tokenizer_hash(tok), "reserved_ids": [base_vocab, vocab] if spec.render == "reserved" else None}
+    manifests["train"] = write_generator_shards(
+        gen, enc, out / "train", spec.tokens // row_len, row_len, vocab, eos_id(tok), workers=workers,
+        pack_mode=spec.pack, pad_id=eos_id(tok), progress=progress, manifest_extra={**extra, "split": "train"},
+    )
+    if spec.val_tokens // row_len > 0:
+        # Held-out items come from a disjoint seed stream (seed + a large odd offset).
+        vparams = {**params, "seed": params["seed"] + 1_000_003}
+        vgen = GENERATORS.build(spec.generator, vparams, "params")
+        manifests["val"] = write_generator_shards(
+            vgen, enc, out / "val", spec.val_tokens // row_len, row_len, vocab, eos_id(tok), workers=workers,
+            pack_mode=spec.pack, pad_id=eos_id(tok), progress=progress, manifest_extra={**extra, "split": "val"},
+        )
+    return manifests
+
+
+def prepare_data(
+    out: str | Path,
+    tokenizer_cfg: TokenizerConfig,
+    corpora: dict[str, Any],
+    datasets: dict[str, DatasetSpec],
+    seq_len: int,
+    seed: int = 0,
+    workers: int = 1,
+    progress: bool = True,
+) -> dict:
+    """Build (or reuse) the tokenizer and every dataset; return the data manifest.
+
+    ``corpora`` maps names to ``CorpusConfig``; the tokenizer is trained on the
+    first corpus unless it is loaded from a path.
+    """
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    row_len = seq_len + 1
+    first_corpus = next(iter(corpora.values())) if corpora else None
+    if tokenizer_cfg.kind == "train" and first_corpus is None:
+        raise ConfigError("tokenizer.kind", "training a tokenizer needs a corpus; add one under 'corpora' or load one")
+    tok = build_tokenizer(tokenizer_cfg, first_corpus, out / "tokenizer", progress)
+    thash = tokenizer_hash(tok)
+    manifest: dict[str, Any] = {"tokenizer": {"path": "tokenizer", "sha256": thash, "vocab_size": tok.get_vocab_size()},
+                                "seq_len": seq_len, "datasets": {}}
+    # Order: datasets without exclusions first, so Control sets can read their doc ids.
+    order = sorted(datasets, key=lambda n: len(datasets[n].exclude))
+    for name in order:
+        spec = datasets[name]
+        dpath = out / name
+        key = {"spec": to_dict(spec), "seq_len": seq_len, "seed": seed, "tokenizer": thash,
+               "corpus": to_dict(corpora.get(spec.corpus)) if spec.corpus else None}
+        h = spec_hash(key)
+        done = dpath / "dataset.json"
+        if done.is_file() and read_json(done).get("hash") == h:
+            manifest["datasets"][name] = read_json(done)
+            continue
+        with atomic_dir(dpath) as tmp:
+            if spec.corpus is not None:
+                if spec.corpus not in corpora:
+                    raise ConfigError(f"data.{name}.corpus", f"no corpus named {spec.corpus!r}; have {sorted(corpora)}")
+                excluded: set[str] = set()
+                for other in spec.exclude:
+                    for split in ("train", "val"):
+                        f = out / other / f"{split}.doc_ids.txt"
+                        if f.is_file():
+                            excluded.update(f.read_text(encoding="utf-8").split("\n"))
+                m = _write_corpus(spec, corpora[spec.corpus], tok, row_len, seed, tmp, excluded, progress)
+            else:
+                m = _write_generator(spec, tok, row_len, seed, tmp, workers, progress)
+            entry = {"hash": h, "spec": to_dict(spec), "splits": {s: {k: v for k, v in mm.items() if k != "shards"}
+                                                                  for s, mm in m.items()},
+                     "vocab_size": max(mm["vocab_size"] for mm in m.values())}
+            write_json(tmp / "dataset.json", entry)
+        manifest["datasets"][name] = entry
+    write_json(out / "manifest.json", manifest)
+    return manifest
+
+
+def dataset_from_dict(d: dict, field_path: str) -> DatasetSpec:
+    return from_dict(DatasetSpec, d, field_path)

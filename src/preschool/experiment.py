@@ -1,0 +1,242 @@
+"""Experiments: one YAML names the data, the model and the arms; one command runs it all.
+
+``preschool run EXPERIMENT.yaml`` does, in order, skipping whatever is
+already done (so an interrupted run resumes and ends with the same numbers):
+
+1. validate the whole config (unknown keys, unknown presets/generators/
+   evaluators, bad budgets, missing files) before any work;
+2. ``prepare``: tokenizer + shard sets for every named dataset (data/prepare.py),
+   plus the storybook minimal pairs when asked for;
+3. train every arm x seed with the staged trainer (train/trainer.py), which
+   resumes from its last checkpoint;
+4. evaluate every checkpoint of every arm with the configured evaluators
+   (results cached per checkpoint and evaluator version);
+5. write ``report.md``, ``results.json`` and plots (analysis/report.py).
+
+Layout under ``out``::
+
+    experiment.yaml                 the resolved config
+    data/                           tokenizer + shard sets + manifest.json
+    arms/<arm>/seed<k>/             one trainer run folder (docs/interfaces.md)
+    report.md, results.json, plots/
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .config import check, from_dict, to_dict
+from .data.prepare import DatasetSpec
+from .data.tokenizer import TokenizerConfig
+from .errors import ConfigError
+
+
+@dataclass
+class EvalSpec:
+    """An evaluator run on checkpoints. ``params`` strings may use ``${data}`` (the data folder)."""
+
+    name: str
+    params: dict[str, Any] = field(default_factory=dict)
+    every: int = 1  # evaluate every Nth checkpoint (the last one always)
+
+
+@dataclass
+class ArmSpec:
+    """One arm: a list of stages (see StageConfig) and optional overrides of the shared train settings."""
+
+    name: str
+    stages: list[dict[str, Any]] = field(default_factory=list)
+    train: dict[str, Any] = field(default_factory=dict)
+    model: dict[str, Any] = field(default_factory=dict)
+
+    def validate(self) -> None:
+        check(bool(self.name) and "/" not in self.name, "name", f"must be a non-empty name without '/', got {self.name!r}")
+        check(len(self.stages) > 0, "stages", "an arm needs at least one stage")
+
+
+@dataclass
+class MinimalPairsSpec:
+    """Storybook grammar minimal pairs to write under data/minimal_pairs/ (BLiMP JSONL)."""
+
+    per_paradigm: int = 0  # 0 = none
+    seed: int = 0
+
+
+@dataclass
+class ReportSpec:
+    baseline: str | None = None  # arm the others are compared with (default: the first arm)
+    window: float = 0.5  # stable gain over the last `window` fraction of PT checkpoints
+
+
+@dataclass
+class ExperimentConfig:
+    name: str
+    out: str | None = None  # default: runs/<name>
+    seed: int = 0  # data seed
+    seeds: list[int] = field(default_factory=lambda: [0])  # training seeds; each arm runs once per seed
+    seq_len: int = 128
+    workers: int = 1  # data-generation processes
+    corpora: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> CorpusConfig fields
+    tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
+    data: dict[str, DatasetSpec] = field(default_factory=dict)
+    minimal_pairs: MinimalPairsSpec = field(default_factory=MinimalPairsSpec)
+    model: dict[str, Any] = field(default_factory=dict)  # ModelConfig fields
+    train: dict[str, Any] = field(default_factory=dict)  # TrainConfig fields shared by all arms
+    arms: list[ArmSpec] = field(default_factory=list)
+    evals: list[EvalSpec] = field(default_factory=list)
+    report: ReportSpec = field(default_factory=ReportSpec)
+
+    def validate(self) -> None:
+        check(self.seq_len >= 8, "seq_len", f"must be >= 8, got {self.seq_len}")
+        check(len(self.seeds) > 0, "seeds", "give at least one training seed")
+        check(len(self.arms) > 0, "arms", "an experiment needs at least one arm")
+        check(self.workers >= 1, "workers", f"must be >= 1, got {self.workers}")
+        names = [a.name for a in self.arms]
+        check(len(set(names)) == len(names), "arms", f"arm names must be unique, got {names}")
+        from .corpora import CorpusConfig
+
+        for cname, c in self.corpora.items():
+            cfg = from_dict(CorpusConfig, c, f"corpora.{cname}")
+            path = getattr(cfg, "path", None)
+            if path is not None and not Path(path).exists():
+                raise ConfigError(f"corpora.{cname}.path", f"file or folder not found: {path}")
+        for dname, d in self.data.items():
+            if d.corpus is not None and d.corpus not in self.corpora:
+                raise ConfigError(f"data.{dname}.corpus", f"no corpus named {d.corpus!r}; have {sorted(self.corpora)}")
+            for other in d.exclude:
+                check(other in self.data, f"data.{dname}.exclude", f"no dataset named {other!r}")
+        for i, arm in enumerate(self.arms):
+            cfg = self.train_config(arm, self.seeds[0], f"arms[{i}]")
+            for j, st in enumerate(cfg.stages):
+                sources = [st.data] if isinstance(st.data, str) else list(st.data)
+                for s in sources:
+                    check(s in self.data, f"arms[{i}].stages[{j}].data",
+                          f"no dataset named {s!r}; have {sorted(self.data)}")
+            for v in cfg.val:
+                check(v in self.data, f"arms[{i}].train.val", f"no dataset named {v!r}")
+        if self.report.baseline is not None:
+            check(self.report.baseline in names, "report.baseline", f"no arm named {self.report.baseline!r}")
+        from .evals import EVALUATORS
+
+        for i, e in enumerate(self.evals):
+            EVALUATORS.get(e.name, f"evals[{i}].name")
+            check(e.every >= 1, f"evals[{i}].every", "must be >= 1")
+
+    def train_config(self, arm: ArmSpec, seed: int, path: str = ""):
+        """The resolved TrainConfig of one arm and seed (shared train settings + arm overrides)."""
+        from .train.trainer import TrainConfig
+
+        merged = _deep_merge(self.train, arm.train)
+        model = _deep_merge(self.model, arm.model)
+        merged = {**merged, "model": model, "stages": arm.stages, "seed": seed}
+        try:
+            return from_dict(TrainConfig, merged)
+        except ConfigError as e:
+            field_ = e.field
+            if field_.startswith("stages"):
+                raise ConfigError(f"{path}.{field_}", str(e).split(": ", 1)[-1]) from None
+            if field_.startswith("model"):
+                raise ConfigError(field_, str(e).split(": ", 1)[-1]) from None
+            raise ConfigError(f"train.{field_}", str(e).split(": ", 1)[-1]) from None
+
+    @property
+    def out_dir(self) -> Path:
+        return Path(self.out or f"runs/{self.name}")
+
+
+def _deep_merge(a: dict, b: dict) -> dict:
+    out = copy.deepcopy(a)
+    for k, v in b.items():
+        out[k] = _deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else copy.deepcopy(v)
+    return out
+
+
+def load_experiment(path: str | Path, overrides: list[str] = ()) -> ExperimentConfig:
+    from .config import apply_overrides, load_yaml
+
+    data = load_yaml(path)
+    if overrides:
+        data = apply_overrides(data, list(overrides))
+    return from_dict(ExperimentConfig, data)
+
+
+def _resolve(value: Any, data_dir: Path) -> Any:
+    if isinstance(value, str):
+        return value.replace("${data}", str(data_dir))
+    if isinstance(value, dict):
+        return {k: _resolve(v, data_dir) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_resolve(v, data_dir) for v in value]
+    return value
+
+
+def prepare(cfg: ExperimentConfig, progress: bool = True) -> dict:
+    """Step 2: tokenizer, shard sets and minimal pairs under ``<out>/data``."""
+    from .corpora import CorpusConfig
+    from .data.prepare import prepare_data
+
+    out = cfg.out_dir / "data"
+    corpora = {n: from_dict(CorpusConfig, c, f"corpora.{n}") for n, c in cfg.corpora.items()}
+    manifest = prepare_data(out, cfg.tokenizer, corpora, cfg.data, cfg.seq_len, cfg.seed, cfg.workers, progress)
+    if cfg.minimal_pairs.per_paradigm > 0:
+        from .corpora.storybook import write_minimal_pairs
+
+        mp = out / "minimal_pairs"
+        if not (mp / "DONE").is_file():
+            write_minimal_pairs(mp, seed=cfg.minimal_pairs.seed, n_per_paradigm=cfg.minimal_pairs.per_paradigm)
+            (mp / "DONE").write_text("ok\n")
+    return manifest
+
+
+def arm_dirs(cfg: ExperimentConfig) -> list[tuple[ArmSpec, int, Path]]:
+    return [(arm, s, cfg.out_dir / "arms" / arm.name / f"seed{s}") for arm in cfg.arms for s in cfg.seeds]
+
+
+def train_arms(cfg: ExperimentConfig, manifest: dict, progress: bool = True) -> None:
+    """Step 3: train every arm x seed (resuming; finished runs are skipped)."""
+    from .train.trainer import train
+
+    data_dir = cfg.out_dir / "data"
+    datasets = {name: str(data_dir / name) for name in cfg.data}
+
+    for i, (arm, seed, run_dir) in enumerate(arm_dirs(cfg)):
+        tcfg = cfg.train_config(arm, seed, f"arms[{i}]")
+        if (run_dir / "DONE").is_file():
+            print(f"[preschool] arm {arm.name} seed {seed}: done, skipping")
+            continue
+        print(f"[preschool] arm {arm.name} seed {seed}: training -> {run_dir}")
+        train(tcfg, run_dir, datasets, data_dir / "tokenizer")
+
+
+def evaluate_arms(cfg: ExperimentConfig) -> None:
+    """Step 4: every configured evaluator on every (every-th) checkpoint, cached."""
+    from .evals.runner import evaluate_run
+
+    data_dir = cfg.out_dir / "data"
+    for arm, seed, run_dir in arm_dirs(cfg):
+        for e in cfg.evals:
+            evaluate_run(run_dir, [(e.name, _resolve(e.params, data_dir))], every=e.every)
+
+
+def run_experiment(cfg: ExperimentConfig, progress: bool = True, stages: tuple[str, ...] = ("prepare", "train", "eval", "report")) -> Path:
+    from .io import write_text
+    import yaml
+
+    cfg.out_dir.mkdir(parents=True, exist_ok=True)
+    write_text(cfg.out_dir / "experiment.yaml", yaml.safe_dump(to_dict(cfg), sort_keys=False))
+    manifest = prepare(cfg, progress)
+    if "train" in stages:
+        train_arms(cfg, manifest, progress)
+    if "eval" in stages and cfg.evals:
+        print("[preschool] evaluating checkpoints")
+        evaluate_arms(cfg)
+    if "report" in stages:
+        from .analysis.report import write_report
+
+        path = write_report(cfg)
+        print(f"[preschool] report: {path}")
+        return path
+    return cfg.out_dir
