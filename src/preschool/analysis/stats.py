@@ -1,0 +1,269 @@
+"""Statistics for comparing training arms: stable gain, bootstrap CIs, seed summaries.
+
+The rules follow the statistics described for "Synthetic Pre-pretraining
+Survives Scale, but Not as a Grammatical Prior" (verify-ppt; spec
+synthetic_ppt.md A.7), which we could not check against the paper text:
+
+- **stable gain**: form the per-checkpoint difference between an arm and the
+  baseline over a window of checkpoints (the paper uses PT steps 5k-10k), and
+  call the gain stable when its mean exceeds its standard deviation (the
+  "one-SD rule"). For lower-is-better metrics (NLL, repeat surprisal) the sign
+  is flipped so that a positive delta always means "the arm is better".
+  Mean, SD and n are returned so callers can switch to a t-style rule.
+- **bootstrap CI**: percentile bootstrap, by default 10,000 resamples with
+  seed 12345 (Armeni et al.'s verbatim-memory defaults).
+
+Departures: SDs are sample SDs (``ddof=1``) unless told otherwise; undefined
+quantities (fewer than two checkpoints, no shared checkpoints) come back as
+``None`` with ``stable = False`` and a ``reason`` instead of raising, so a
+report over a short run still renders.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from ..errors import ConfigError, DataError
+
+Stat = str | Callable[[np.ndarray], Any]
+
+
+def _as_float_array(values: Any, name: str) -> np.ndarray:
+    try:
+        arr = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise DataError(f"{name}: expected numbers, got {values!r:.80}") from None
+    return arr
+
+
+def _seed_mean(values: Any, n_steps: int, name: str) -> np.ndarray:
+    """1-D per-checkpoint values; a 2-D (seeds x checkpoints) array is averaged over seeds first."""
+    arr = _as_float_array(values, name)
+    if arr.ndim == 2:
+        arr = np.nanmean(arr, axis=0)
+    if arr.ndim != 1:
+        raise DataError(f"{name}: expected one value per checkpoint (or seeds x checkpoints), got shape {arr.shape}")
+    if arr.shape[0] != n_steps:
+        raise DataError(f"{name}: {arr.shape[0]} values for {n_steps} checkpoints")
+    return arr
+
+
+def _finite_or_none(x: float) -> float | None:
+    return float(x) if x is not None and math.isfinite(x) else None
+
+
+def align(
+    steps: Sequence[float],
+    arm_values: Any,
+    base_values: Any,
+    base_steps: Sequence[float] | None = None,
+    window: tuple[float, float] | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Checkpoints both arms have (inside ``window``, inclusive): ``(steps, arm, base)`` sorted by step.
+
+    ``arm_values``/``base_values`` hold one value per step, or one row per seed
+    (seeds x checkpoints), which is averaged over seeds first. ``base_steps``
+    defaults to ``steps``. NaN values drop their checkpoint.
+    """
+    a_steps = _as_float_array(steps, "steps")
+    b_steps = a_steps if base_steps is None else _as_float_array(base_steps, "base_steps")
+    a = _seed_mean(arm_values, a_steps.shape[0], "arm_values")
+    b = _seed_mean(base_values, b_steps.shape[0], "base_values")
+    for nm, st in (("steps", a_steps), ("base_steps", b_steps)):
+        u, c = np.unique(st, return_counts=True)
+        if (c > 1).any():
+            raise DataError(f"{nm}: duplicate checkpoints {[float(x) for x in u[c > 1]]}")
+    if window is not None:
+        lo, hi = window
+        if lo > hi:
+            raise ConfigError("window", f"lower bound {lo} is above upper bound {hi}")
+    b_map = {float(s): float(v) for s, v in zip(b_steps, b)}
+    rows = []
+    for s, v in zip(a_steps, a):
+        s = float(s)
+        if window is not None and not (window[0] <= s <= window[1]):
+            continue
+        if s in b_map and math.isfinite(v) and math.isfinite(b_map[s]):
+            rows.append((s, float(v), b_map[s]))
+    rows.sort()
+    if not rows:
+        return np.zeros(0), np.zeros(0), np.zeros(0)
+    arr = np.asarray(rows, dtype=np.float64)
+    return arr[:, 0], arr[:, 1], arr[:, 2]
+
+
+def stable_gain(
+    steps: Sequence[float],
+    arm_values: Any,
+    base_values: Any,
+    window: tuple[float, float] | None = None,
+    higher_is_better: bool = True,
+    base_steps: Sequence[float] | None = None,
+    ddof: int = 1,
+) -> dict:
+    """One-SD "stable gain" of an arm over the baseline across checkpoints.
+
+    ``delta_t = arm_t - base_t`` (``base_t - arm_t`` when lower is better) over
+    the checkpoints both curves have inside ``window`` (inclusive; ``None`` = all).
+    Returns ``{mean, sd, n, stable, deltas, steps, se, t, reason}`` where
+    ``stable = mean > sd``. With n < 2 the SD is undefined: ``sd``/``se``/``t``
+    are None and ``stable`` is False.
+    """
+    st, a, b = align(steps, arm_values, base_values, base_steps=base_steps, window=window)
+    deltas = (a - b) if higher_is_better else (b - a)
+    n = int(deltas.shape[0])
+    out: dict[str, Any] = {
+        "mean": None, "sd": None, "n": n, "stable": False,
+        "deltas": [float(d) for d in deltas], "steps": [float(s) for s in st],
+        "se": None, "t": None, "higher_is_better": bool(higher_is_better), "window": list(window) if window else None,
+        "reason": None,
+    }
+    if n == 0:
+        out["reason"] = "no checkpoint shared by both arms in the window"
+        return out
+    mean = float(deltas.mean())
+    out["mean"] = mean
+    if n <= ddof:
+        out["reason"] = f"only {n} shared checkpoint(s); SD undefined"
+        return out
+    sd = float(deltas.std(ddof=ddof))
+    out["sd"] = sd
+    out["se"] = sd / math.sqrt(n)
+    out["t"] = _finite_or_none(mean / out["se"]) if out["se"] > 0 else None
+    out["stable"] = bool(mean > sd)
+    return out
+
+
+def _stat_fn(stat: Stat) -> Callable[[np.ndarray], np.ndarray]:
+    """Vectorised statistic over the last axis."""
+    if stat == "mean":
+        return lambda x: x.mean(axis=-1)
+    if stat == "median":
+        return lambda x: np.median(x, axis=-1)
+    if callable(stat):
+        return lambda x: np.apply_along_axis(stat, -1, x)
+    raise ConfigError("stat", f"must be 'mean', 'median' or a callable, got {stat!r}")
+
+
+def bootstrap_ci(
+    values: Sequence[float],
+    n_resamples: int = 10000,
+    ci: float = 0.95,
+    seed: int = 12345,
+    stat: Stat = "mean",
+) -> tuple[float, float]:
+    """Percentile bootstrap confidence interval ``(lo, hi)`` for ``stat`` of ``values``.
+
+    Resamples with replacement ``n_resamples`` times from ``np.random.default_rng(seed)``;
+    NaNs are dropped first. A single value gives ``(v, v)``.
+    """
+    if n_resamples < 1:
+        raise ConfigError("n_resamples", f"must be >= 1, got {n_resamples}")
+    if not 0 < ci < 1:
+        raise ConfigError("ci", f"must be in (0, 1), got {ci}")
+    x = _as_float_array(values, "values").ravel()
+    x = x[np.isfinite(x)]
+    if x.size == 0:
+        raise DataError("bootstrap_ci: no finite values")
+    fn = _stat_fn(stat)
+    if x.size == 1:
+        v = float(fn(x[None, :])[0])
+        return v, v
+    rng = np.random.default_rng(seed)
+    # Chunk the resample matrix so 10k x (many thousand) values stays small in memory.
+    chunk = max(1, min(n_resamples, 4_000_000 // x.size))
+    stats = []
+    done = 0
+    while done < n_resamples:
+        k = min(chunk, n_resamples - done)
+        idx = rng.integers(0, x.size, size=(k, x.size))
+        stats.append(np.asarray(fn(x[idx]), dtype=np.float64))
+        done += k
+    s = np.concatenate(stats)
+    alpha = (1 - ci) / 2
+    lo, hi = np.quantile(s, [alpha, 1 - alpha])
+    return float(lo), float(hi)
+
+
+def mad(values: Sequence[float]) -> float:
+    """Median absolute deviation from the median (unscaled)."""
+    x = _as_float_array(values, "values").ravel()
+    x = x[np.isfinite(x)]
+    if x.size == 0:
+        raise DataError("mad: no finite values")
+    return float(np.median(np.abs(x - np.median(x))))
+
+
+def seed_summary(
+    per_seed_values: Sequence[float] | Mapping[Any, float],
+    ci: float = 0.95,
+    method: str = "bootstrap",
+    n_resamples: int = 10000,
+    seed: int = 12345,
+) -> dict:
+    """Mean, SD (sample and population) and CI of one metric across seeds.
+
+    ``per_seed_values``: one value per seed (list, or dict seed -> value).
+    ``method``: ``bootstrap`` (percentile bootstrap of the mean) or ``t``
+    (Student-t interval; needs scipy). Returns
+    ``{mean, sd, sd_pop, n, ci_lo, ci_hi, method, values}``; with one seed the
+    SD and CI are None.
+    """
+    if method not in ("bootstrap", "t"):
+        raise ConfigError("method", f"must be 'bootstrap' or 't', got {method!r}")
+    vals = list(per_seed_values.values()) if isinstance(per_seed_values, Mapping) else list(per_seed_values)
+    x = _as_float_array(vals, "per_seed_values").ravel()
+    x = x[np.isfinite(x)]
+    if x.size == 0:
+        raise DataError("seed_summary: no finite values")
+    n = int(x.size)
+    out: dict[str, Any] = {
+        "mean": float(x.mean()), "sd": None, "sd_pop": float(x.std(ddof=0)), "n": n,
+        "ci_lo": None, "ci_hi": None, "ci": ci, "method": method, "values": [float(v) for v in x],
+    }
+    if n < 2:
+        return out
+    out["sd"] = float(x.std(ddof=1))
+    if method == "bootstrap":
+        out["ci_lo"], out["ci_hi"] = bootstrap_ci(x, n_resamples=n_resamples, ci=ci, seed=seed, stat="mean")
+    else:
+        try:
+            from scipy import stats as sst
+        except ImportError:
+            from ..errors import MissingDependency
+
+            raise MissingDependency("scipy", purpose="t-intervals in seed_summary(method='t')") from None
+        half = float(sst.t.ppf(0.5 + ci / 2, df=n - 1)) * out["sd"] / math.sqrt(n)
+        out["ci_lo"], out["ci_hi"] = out["mean"] - half, out["mean"] + half
+    return out
+
+
+def mean_sd_over_checkpoints(
+    steps: Sequence[float],
+    values: Any,
+    window: tuple[float, float] | None = None,
+    ddof: int = 1,
+) -> dict:
+    """Mean and SD of one arm's metric over its checkpoints inside ``window`` (inclusive).
+
+    ``values``: one per step, or seeds x steps (averaged over seeds first).
+    Returns ``{mean, sd, n, steps}``; SD is None with fewer than two checkpoints.
+    """
+    st = _as_float_array(steps, "steps")
+    v = _seed_mean(values, st.shape[0], "values")
+    keep = np.isfinite(v)
+    if window is not None:
+        if window[0] > window[1]:
+            raise ConfigError("window", f"lower bound {window[0]} is above upper bound {window[1]}")
+        keep &= (st >= window[0]) & (st <= window[1])
+    x = v[keep]
+    n = int(x.size)
+    return {
+        "mean": float(x.mean()) if n else None,
+        "sd": float(x.std(ddof=ddof)) if n > ddof else None,
+        "n": n,
+        "steps": [float(s) for s in st[keep]],
+    }
