@@ -1,0 +1,163 @@
+"""Presentations: the same base vocabulary shown in c disjoint (or scrambled) id ranges.
+
+Follows Howe & Wingate, "Language models struggle with compartmentalization"
+(arXiv 2605.19284; code vinhowe/compartmentalization, ``src/data.py``):
+
+- ``offset`` (the paper's default): base token ``t`` shown in compartment ``i``
+  becomes id ``t + i*V``; the model vocabulary is ``c*V + 1`` and the last id,
+  ``c*V``, is the TRANSLATION marker. No id is shared between compartments, so
+  anything the compartments share must be learned in the trunk.
+- ``permute`` (the paper's alternative, off in its configs): compartment ``i``
+  relabels the base vocabulary with a seeded permutation; the vocabulary stays
+  ``V + 1`` (marker ``V``). Departure: compartment 0 is the identity, so c=1 is
+  exactly the unmodified data; compartment ``i > 0`` uses
+  ``default_rng([seed, i, salt])``.
+
+Both are exact bijections on ids: :meth:`Presentation.decode` inverts
+:meth:`Presentation.encode`. In offset mode the compartment of an id is
+recoverable from the id alone (``id // V``), which is what lets the model add a
+per-compartment embedding without an extra input channel (``compartments.model``).
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from ..config import check
+from ..errors import DataError
+from ..registry import Registry
+
+PRESENTATIONS = Registry("presentation")
+_SALT = zlib.crc32(b"compartment-permutation")
+
+
+@dataclass
+class PresentationConfig:
+    """How c compartments are presented; ``base_vocab`` is V (usually taken from the shard set)."""
+
+    n_compartments: int = 2
+    base_vocab: int = 0  # 0 = fill in from the data
+    seed: int = 0  # permute mode only
+
+    def validate(self) -> None:
+        check(self.n_compartments >= 1, "n_compartments", f"must be >= 1, got {self.n_compartments}")
+        check(self.base_vocab >= 0, "base_vocab", f"must be >= 0 (0 = from the data), got {self.base_vocab}")
+        check(self.seed >= 0, "seed", f"must be >= 0, got {self.seed}")
+
+
+class Presentation:
+    """Maps base ids to compartment ids and back. Subclasses: offset, permute."""
+
+    registry_name = "?"
+    mode: Literal["offset", "permute"]
+
+    def __init__(self, cfg: PresentationConfig):
+        check(cfg.base_vocab >= 1, "base_vocab", "must be set (>= 1) before building a presentation")
+        self.cfg = cfg
+        self.c = cfg.n_compartments
+        self.V = cfg.base_vocab
+
+    @property
+    def vocab_size(self) -> int:
+        raise NotImplementedError
+
+    @property
+    def translation_id(self) -> int:
+        """The TRANSLATION marker id (the last id of the vocabulary)."""
+        return self.vocab_size - 1
+
+    def _check(self, ids: np.ndarray, compartment: int) -> np.ndarray:
+        ids = np.asarray(ids, dtype=np.int64)
+        if not 0 <= compartment < self.c:
+            raise DataError(f"compartment {compartment} out of range [0, {self.c})")
+        if ids.size and (ids.min() < 0 or ids.max() >= self.V):
+            raise DataError(f"base token id out of range [0, {self.V}): {ids.min()}..{ids.max()}")
+        return ids
+
+    def encode(self, ids: np.ndarray, compartment: int) -> np.ndarray:
+        """Base ids (any shape) rendered in ``compartment``."""
+        raise NotImplementedError
+
+    def decode(self, ids: np.ndarray, compartment: int | None = None) -> np.ndarray:
+        """Inverse of :meth:`encode`. The marker id maps to -1."""
+        raise NotImplementedError
+
+    def manifest(self) -> dict:
+        return {"mode": self.mode, "n_compartments": self.c, "base_vocab": self.V,
+                "vocab_size": self.vocab_size, "translation_id": self.translation_id, "seed": self.cfg.seed}
+
+
+@PRESENTATIONS.register("offset", config=PresentationConfig)
+class OffsetPresentation(Presentation):
+    """Compartment i shows base token t as t + i*V; vocabulary c*V + 1, marker c*V (Howe & Wingate)."""
+
+    mode = "offset"
+
+    @property
+    def vocab_size(self) -> int:
+        return self.c * self.V + 1
+
+    def encode(self, ids: np.ndarray, compartment: int) -> np.ndarray:
+        return self._check(ids, compartment) + compartment * self.V
+
+    def compartment_of(self, ids: np.ndarray) -> np.ndarray:
+        """Compartment of each id; the marker gets -1."""
+        ids = np.asarray(ids, dtype=np.int64)
+        out = ids // self.V
+        return np.where(ids == self.translation_id, -1, out)
+
+    def decode(self, ids: np.ndarray, compartment: int | None = None) -> np.ndarray:
+        ids = np.asarray(ids, dtype=np.int64)
+        if ids.size and (ids.min() < 0 or ids.max() >= self.vocab_size):
+            raise DataError(f"id out of range [0, {self.vocab_size}): {ids.min()}..{ids.max()}")
+        comp = self.compartment_of(ids)
+        if compartment is not None:
+            bad = (comp != compartment) & (comp >= 0)
+            if bad.any():
+                raise DataError(f"ids {ids[bad][:5].tolist()} are not in compartment {compartment}")
+        return np.where(comp < 0, -1, ids % self.V)
+
+
+@PRESENTATIONS.register("permute", config=PresentationConfig)
+class PermutedPresentation(Presentation):
+    """Compartment i relabels the base vocabulary with a seeded permutation; vocabulary V + 1, marker V."""
+
+    mode = "permute"
+
+    def __init__(self, cfg: PresentationConfig):
+        super().__init__(cfg)
+        self._fwd = np.empty((self.c, self.V), np.int64)
+        self._inv = np.empty((self.c, self.V), np.int64)
+        for i in range(self.c):
+            perm = np.arange(self.V) if i == 0 else np.random.default_rng([cfg.seed, i, _SALT]).permutation(self.V)
+            self._fwd[i] = perm
+            self._inv[i][perm] = np.arange(self.V)
+
+    @property
+    def vocab_size(self) -> int:
+        return self.V + 1
+
+    def permutation(self, compartment: int) -> np.ndarray:
+        return self._fwd[compartment].copy()
+
+    def encode(self, ids: np.ndarray, compartment: int) -> np.ndarray:
+        return self._fwd[compartment][self._check(ids, compartment)]
+
+    def decode(self, ids: np.ndarray, compartment: int | None = None) -> np.ndarray:
+        if compartment is None:
+            raise DataError("permute presentation: ids do not reveal their compartment; pass compartment=")
+        ids = np.asarray(ids, dtype=np.int64)
+        if ids.size and (ids.min() < 0 or ids.max() >= self.vocab_size):
+            raise DataError(f"id out of range [0, {self.vocab_size}): {ids.min()}..{ids.max()}")
+        marker = ids == self.translation_id
+        return np.where(marker, -1, self._inv[compartment][np.where(marker, 0, ids)])
+
+
+def build_presentation(mode: str, n_compartments: int, base_vocab: int, seed: int = 0) -> Presentation:
+    """Shortcut: ``build_presentation("offset", c, V)``."""
+    return PRESENTATIONS.build(mode, {"n_compartments": n_compartments, "base_vocab": base_vocab, "seed": seed},
+                               field="presentation")
