@@ -1,0 +1,198 @@
+import json
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+
+from preschool.errors import ConfigError, DataError
+from preschool.evals import EVALUATORS
+from preschool.evals.minimal_pairs import (
+    MinimalPairs,
+    encode_for_scoring,
+    load_pairs,
+    score_pairs,
+    score_sentences,
+)
+
+WORDS = ["<|endoftext|>", "the", "cat", "cats", "sleeps", "sleep", "dog", "dogs", "barks", "bark", "."]
+
+
+def word_tokenizer(with_bos=True):
+    """Whitespace word-level tokenizer: ids are known, so log-probs can be computed by hand."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(WORDS)}, unk_token="<|endoftext|>"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    kw = {"bos_token": WORDS[0]} if with_bos else {}
+    return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=WORDS[0], pad_token=WORDS[0], **kw)
+
+
+class BigramLM(torch.nn.Module):
+    """logits at position t = W[input_ids[t]]: the HF causal-LM call signature with a hand-checkable answer."""
+
+    def __init__(self, W):
+        super().__init__()
+        self.W = torch.nn.Parameter(torch.as_tensor(W, dtype=torch.float32))
+
+    def forward(self, input_ids, attention_mask=None):
+        return SimpleNamespace(logits=self.W[input_ids])
+
+
+def hand_logp(W, ids):
+    W = np.asarray(W, dtype=np.float64)
+    lsm = W - np.log(np.exp(W).sum(-1, keepdims=True))
+    return sum(lsm[ids[t - 1], ids[t]] for t in range(1, len(ids))), len(ids) - 1
+
+
+def micro_model(vocab_size, seed=0):
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    cfg = Qwen2Config(vocab_size=vocab_size, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=256)
+    with torch.random.fork_rng():  # HF init draws from the global RNG; keep the caller's state untouched
+        torch.manual_seed(seed)
+        return Qwen2ForCausalLM(cfg).eval()
+
+
+SENTENCES = [
+    "The cat sleeps on the mat.", "The cats sleep on the mats.", "Who did the dog see before barking?",
+    "A child has eaten the apples.", "These books were read by every teacher.", "No student ever left early.",
+]
+
+
+@pytest.fixture(scope="module")
+def bpe():
+    from preschool.data.tokenizer import as_hf, train_bpe
+
+    return as_hf(train_bpe(SENTENCES * 5, vocab_size=300, min_frequency=1))
+
+
+def write_pairs(path, rows):
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def pair(uid, pid, good, bad, field="morphology", term="agreement"):
+    return {"sentence_good": good, "sentence_bad": bad, "UID": uid, "pairID": str(pid),
+            "field": field, "linguistics_term": term}
+
+
+@pytest.mark.parametrize("bos", ["prepend", "none"])
+def test_hand_computed_logprobs(bos):
+    rng = np.random.default_rng([7, 0])
+    W = rng.normal(size=(len(WORDS), len(WORDS))) * 2
+    tok = word_tokenizer()
+    sents = ["the cat sleeps .", "the cats sleeps .", "dogs bark", "cat"]
+    lp, nt = score_sentences(BigramLM(W), tok, sents, bos=bos, batch_size=3)
+    for s, got, n in zip(sents, lp, nt):
+        ids = [WORDS.index(w) for w in s.split()]
+        if bos == "prepend":
+            ids = [0, *ids]  # BOS (= <|endoftext|>, id 0) then every word scored
+        want, want_n = hand_logp(W, ids)
+        assert n == want_n
+        assert got == pytest.approx(want, abs=1e-5)
+    # 'none' leaves the first word unscored: a one-word sentence scores 0 over 0 tokens
+    if bos == "none":
+        assert nt[3] == 0 and lp[3] == 0.0
+
+
+def test_prepend_uses_eos_without_bos_and_never_doubles():
+    tok = word_tokenizer(with_bos=False)
+    assert encode_for_scoring(tok, ["the cat"], "prepend") == [[0, 1, 2]]
+    # a sentence already starting with the prefix token gets no second one (lm-eval's rule)
+    assert encode_for_scoring(tok, ["<|endoftext|> the"], "prepend") == [[0, 1]]
+
+
+def test_batch_size_independent(bpe):
+    model = micro_model(len(bpe))
+    sents = SENTENCES + [s.lower() for s in SENTENCES] + ["Cats.", "A dog barks loudly at night."]
+    lp1, n1 = score_sentences(model, bpe, sents, batch_size=1)
+    lp8, n8 = score_sentences(model, bpe, sents, batch_size=8)
+    assert (n1 == n8).all()
+    np.testing.assert_allclose(lp1, lp8, atol=1e-4, rtol=0)
+    # and of the order the sentences come in
+    lpr, _ = score_sentences(model, bpe, sents[::-1], batch_size=5)
+    np.testing.assert_allclose(lp1, lpr[::-1], atol=1e-4, rtol=0)
+
+
+def test_swapping_good_and_bad_flips_accuracy(bpe, tmp_path):
+    model = micro_model(len(bpe), seed=3)
+    rows = [pair("p1", i, SENTENCES[i], SENTENCES[(i + 1) % 6]) for i in range(6)]
+    rows += [pair("p2", i, SENTENCES[i].lower(), SENTENCES[i]) for i in range(6)]
+    fwd = write_pairs(tmp_path / "fwd.jsonl", rows)
+    rev = write_pairs(tmp_path / "rev.jsonl", [{**r, "sentence_good": r["sentence_bad"], "sentence_bad": r["sentence_good"]}
+                                               for r in rows])
+    a = MinimalPairs(EVALUATORS.build_config("minimal_pairs", {"path": str(fwd)})).evaluate(model, bpe)
+    b = MinimalPairs(EVALUATORS.build_config("minimal_pairs", {"path": str(rev)})).evaluate(model, bpe)
+    # position carries no information: the swapped file scores exactly the complement
+    assert a.metrics["acc_micro"] == pytest.approx(1 - b.metrics["acc_micro"])
+    assert a.metrics["acc_tokmean_micro"] == pytest.approx(1 - b.metrics["acc_tokmean_micro"])
+    assert a.metrics["ties"] == b.metrics["ties"]
+    for ra, rb in zip(a.items, b.items):
+        assert ra["logp_good"] == pytest.approx(rb["logp_bad"], abs=1e-4)
+        assert ra["correct"] + rb["correct"] == 1.0
+
+
+def test_ties_count_half(tmp_path):
+    # all-zero logits: every token has log-prob -log V, so equal-length sentences tie exactly
+    W = np.zeros((len(WORDS), len(WORDS)))
+    tok = word_tokenizer()
+    rows = [pair("agr", 0, "the cat sleeps .", "the cats sleeps ."), pair("agr", 1, "the dog barks", "the dogs barks"),
+            pair("agr", 2, "the cat sleeps .", "the cat sleeps")]
+    path = write_pairs(tmp_path / "ties.jsonl", rows)
+    res = MinimalPairs(EVALUATORS.build_config("minimal_pairs", {"path": str(path)})).evaluate(BigramLM(W), tok)
+    assert [r["correct"] for r in res.items] == [0.5, 0.5, 0.0]  # the longer good sentence loses by summed logp
+    assert [r["correct_tokmean"] for r in res.items] == [0.5, 0.5, 0.5]  # but ties by token-mean
+    assert res.metrics["ties"] == 2 and res.metrics["ties_tokmean"] == 3
+    assert res.metrics["acc"] == pytest.approx(1 / 3)
+    assert res.items[0]["logp_good"] == pytest.approx(-4 * np.log(len(WORDS)), abs=1e-5)  # 4 words, all scored after BOS
+
+
+def test_subset_is_first_n_by_pair_id(tmp_path):
+    rows = [pair("u", pid, f"the cat {pid}", f"cat the {pid}") for pid in (10, 2, 0, 1)]
+    path = write_pairs(tmp_path / "u.jsonl", rows)
+    pairs, sources = load_pairs(path, max_pairs_per_paradigm=3)
+    assert [p.pair_id for p in pairs] == ["0", "1", "2"]  # numeric order, not file or string order
+    assert sources[0]["sha256"] and sources[0]["file"] == str(path)
+
+
+def test_bad_input_names_file_and_line(tmp_path):
+    good = pair("u", 0, "a b", "b a")
+    path = write_pairs(tmp_path / "bad.jsonl", [good, {"sentence_good": "x", "UID": "u", "pairID": "1"}])
+    with pytest.raises(DataError, match=r"bad\.jsonl:2: missing field 'sentence_bad'"):
+        load_pairs(path)
+    path.write_text(json.dumps(good) + "\n{not json\n")
+    with pytest.raises(DataError, match=r"bad\.jsonl:2: not valid JSON"):
+        load_pairs(path)
+    path.write_text(json.dumps(good) + "\n" + json.dumps(good) + "\n")
+    with pytest.raises(DataError, match=r"bad\.jsonl:2: duplicate pair"):
+        load_pairs(path)
+    path.write_text(json.dumps(good) + "\n")
+    with pytest.raises(ConfigError, match="paradigms"):
+        load_pairs(path, paradigms=["nope"])
+    with pytest.raises(ConfigError, match="bos"):
+        EVALUATORS.build_config("minimal_pairs", {"path": str(path), "bos": "append"})
+    with pytest.raises(ConfigError, match="path"):
+        EVALUATORS.build_config("minimal_pairs", {"path": str(tmp_path / "missing")})
+
+
+def test_real_blimp_subset(shared_data, bpe, tmp_path):
+    model = micro_model(len(bpe), seed=1)
+    ev = EVALUATORS.build("blimp", {"path": str(shared_data / "blimp"), "max_pairs_per_paradigm": 2})
+    summary = ev.run(model, bpe, out_dir=tmp_path / "out", checkpoint="micro")
+    m = summary["metrics"]
+    assert summary["evaluator"] == "blimp" and m["n_paradigms"] == 67 and m["n_pairs"] == 134
+    terms = [k for k in m if k.startswith("acc/term/")]
+    fields = sorted(k.split("/")[-1] for k in m if k.startswith("acc/field/"))
+    assert len(terms) == 12
+    assert fields == ["morphology", "semantics", "syntax", "syntax_semantics"]  # after LABEL_FIXES
+    assert all(0.0 <= v <= 1.0 for k, v in m.items() if k.startswith("acc"))
+    items = [json.loads(x) for x in (tmp_path / "out" / "items.jsonl").read_text().splitlines()]
+    assert len(items) == 134 and {"UID", "pairID", "logp_good", "logp_bad", "n_tokens_good", "correct"} <= set(items[0])
+    assert m["acc_micro"] == pytest.approx(np.mean([r["correct"] for r in items]))
+    assert summary["extra"]["paradigms"]["adjunct_island"]["linguistics_term"] == "island_effects"
+    # BLiMP's stray labels are folded into the paper's phenomena
+    assert summary["extra"]["paradigms"]["animate_subject_passive"]["linguistics_term"] == "argument_structure"
+    assert summary["extra"]["paradigms"]["principle_A_case_2"]["field"] == "syntax_semantics"
