@@ -1,0 +1,60 @@
+"""The trainer's extension point: lifecycle hooks plus an auxiliary-loss hook.
+
+Everything beyond "forward, backward, step" (validation, checkpoints, metrics
+files, the progress bar, extra loss terms from other packages) is a
+:class:`Callback`. Hooks receive the :class:`~preschool.train.trainer.Trainer`,
+which exposes ``step``, ``stage``, ``stage_index``, ``stage_step``,
+``stage_steps``, ``tokens``, ``pt_tokens``, ``stage_tokens``, ``lr``,
+``model`` (the unwrapped HF model), ``cfg``, ``out_dir``, ``is_main``,
+``rank``/``world`` and ``log(row)``.
+
+Order per optimizer step: forward/backward of every micro-batch (calling
+``extra_loss``), optimizer step, then ``on_step_end``; every row passed to
+``trainer.log`` reaches every callback's ``on_log``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    import torch
+
+    from ..trainer import StageConfig, Trainer
+
+
+class Callback:
+    """Base class; override the hooks you need. Callbacks run in list order."""
+
+    #: set True to receive ``outputs.hidden_states`` in ``extra_loss`` (costs memory)
+    needs_hidden_states: bool = False
+
+    def on_train_start(self, trainer: "Trainer") -> None: ...
+
+    def on_stage_start(self, trainer: "Trainer", stage: "StageConfig") -> None: ...
+
+    def on_step_end(self, trainer: "Trainer") -> None: ...
+
+    def on_stage_end(self, trainer: "Trainer", stage: "StageConfig") -> None: ...
+
+    def on_train_end(self, trainer: "Trainer") -> None: ...
+
+    def on_log(self, trainer: "Trainer", row: dict[str, Any]) -> None: ...
+
+    def extra_loss(self, model: Any, batch: dict[str, "torch.Tensor"], outputs: Any) -> "torch.Tensor | None":
+        """An extra loss term for this micro-batch (its mean over the micro-batch), or None.
+
+        ``batch`` holds ``input_ids``, ``labels``, ``loss_mask``, ``source`` (and
+        ``segments``) as tensors on the training device; ``outputs`` is the HF
+        model output (``logits``; ``hidden_states`` when ``needs_hidden_states``).
+        The trainer weights it by the micro-batch's share of the rank's batch,
+        so the step's gradient is that of the batch mean, whatever the
+        accumulation. Prefer working from ``outputs`` over a second forward.
+        """
+        return None
+
+    def state_dict(self) -> dict[str, Any]:
+        """State saved in checkpoints (trainer_state.pt) and restored on resume."""
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...

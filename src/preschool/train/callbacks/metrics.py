@@ -1,0 +1,66 @@
+"""Metrics log: every row the trainer logs goes to ``metrics.jsonl`` (and TensorBoard if enabled).
+
+Rows are appended and flushed as they come (rank 0 only). On resume, rows
+newer than the checkpoint being resumed are dropped first (they were written
+after it by the interrupted run and will be produced again), so the file
+reads as one uninterrupted run.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ...errors import MissingDependency
+from ...io import write_text
+from .base import Callback
+
+
+class MetricsLogger(Callback):
+    """Append rows to ``<out>/metrics.jsonl``; mirror scalars to TensorBoard when ``tensorboard: true``."""
+
+    def __init__(self):
+        self._fh = None
+        self._tb = None
+
+    def on_train_start(self, trainer) -> None:
+        if not trainer.is_main:
+            return
+        path = trainer.out_dir / "metrics.jsonl"
+        if path.is_file():
+            keep = []
+            for line in path.read_text(encoding="utf-8").splitlines():
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError:
+                    continue  # a line cut short by a crash
+                if row.get("step", 0) <= trainer.step and trainer.resumed_from is not None:
+                    keep.append(line)
+            write_text(path, "".join(k + "\n" for k in keep))
+        self._fh = open(path, "a", encoding="utf-8")
+        if trainer.cfg.tensorboard:
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+            except ImportError:
+                raise MissingDependency("tensorboard", "tensorboard", "TensorBoard logging") from None
+            self._tb = SummaryWriter(str(trainer.out_dir / "tensorboard"), purge_step=trainer.step or None)
+
+    def on_log(self, trainer, row: dict[str, Any]) -> None:
+        if self._fh is None:
+            return
+        self._fh.write(json.dumps(row) + "\n")
+        self._fh.flush()
+        if self._tb is not None:
+            ev = row.get("event", "log")
+            for k, v in row.items():
+                if isinstance(v, (int, float)) and k != "step":
+                    tag = k if "/" in k else f"{ev}/{k}"
+                    self._tb.add_scalar(tag, v, row.get("step", trainer.step))
+
+    def on_train_end(self, trainer) -> None:
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
+        if self._tb is not None:
+            self._tb.close()
+            self._tb = None

@@ -1,0 +1,101 @@
+"""Validation loss per source: token-mean CE on a fixed slice of each dataset's ``val/`` split.
+
+Scored every ``eval_every`` steps and at each stage end, on the first
+``val_rows`` rows of each val set (the same rows every time, so curves are
+comparable across steps and runs), honouring the shard ``loss_mask``. Under
+DDP the rows are split across ranks and the sums all-reduced. Logged as
+``{"event": "val", ..., "val/<source>": loss}``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from ...data.mixture import IGNORE_INDEX
+from ...data.shards import ShardSet
+from ...errors import DataError
+from .base import Callback
+
+
+class ValidationCallback(Callback):
+    """Per-source validation loss on fixed rows of each ``val/`` split."""
+
+    def __init__(self):
+        self.sets: dict[str, ShardSet] = {}
+        self._done_step = -1
+
+    def on_train_start(self, trainer) -> None:
+        cfg = trainer.cfg
+        if cfg.val is not None:
+            for name in cfg.val:
+                if name not in trainer.datasets:
+                    raise DataError(f"val: unknown dataset {name!r} (known: {', '.join(sorted(trainer.datasets))})")
+                self.sets[name] = ShardSet(Path(trainer.datasets[name]) / "val", verify="size")
+        else:
+            names: list[str] = []
+            for s in cfg.stages:
+                for n in ([s.data] if isinstance(s.data, str) else s.data):
+                    if n not in names:
+                        names.append(n)
+            for n in names:
+                p = Path(trainer.datasets[n]) / "val"
+                if (p / "manifest.json").is_file():
+                    self.sets[n] = ShardSet(p, verify="size")
+
+    @torch.no_grad()
+    def evaluate(self, trainer) -> dict[str, float]:
+        from ..trainer import _dist, _doc_positions, doc_attention_mask
+
+        model = trainer.model
+        was_training = model.training
+        model.eval()
+        dist = _dist()
+        out: dict[str, float] = {}
+        bs = trainer.micro
+        for name, sset in self.sets.items():
+            rows = list(range(min(trainer.cfg.val_rows, len(sset))))[trainer.rank::trainer.world]
+            tot = torch.zeros(2, dtype=torch.float64, device=trainer.device)
+            for b in range(0, len(rows), bs):
+                idx = rows[b:b + bs]
+                toks = torch.from_numpy(sset.rows(idx)).to(trainer.device)
+                labels = toks[:, 1:].clone()
+                if sset.has_loss_mask:
+                    m = torch.from_numpy(sset.rows(idx, "loss_mask")[:, 1:]).to(trainer.device)
+                    labels[m == 0] = IGNORE_INDEX
+                kw = {"use_cache": False}
+                if trainer.cfg.attention_reset_between_docs and "segments" in sset.array_names:
+                    seg = torch.from_numpy(sset.rows(idx, "segments")[:, :-1]).to(trainer.device)
+                    kw["attention_mask"] = doc_attention_mask(seg)
+                    kw["position_ids"] = _doc_positions(seg)
+                with torch.autocast(trainer.device.type, dtype=trainer.amp_dtype, enabled=trainer.amp_dtype is not None):
+                    logits = model(input_ids=toks[:, :-1], **kw).logits
+                ce = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), labels.reshape(-1),
+                                     ignore_index=IGNORE_INDEX, reduction="sum")
+                tot += torch.stack([ce.double(), (labels != IGNORE_INDEX).sum().double()])
+            if dist:
+                dist.all_reduce(tot)
+            out[f"val/{name}"] = float(tot[0] / tot[1]) if tot[1] > 0 else float(np.nan)
+        if was_training:
+            model.train()
+        return out
+
+    def _run(self, trainer) -> None:
+        if not self.sets or trainer.step == self._done_step:
+            return
+        self._done_step = trainer.step
+        vals = self.evaluate(trainer)
+        trainer.last_val = vals
+        trainer.log({"event": "val", "step": trainer.step, "stage": trainer.stage.name, "tokens": trainer.tokens,
+                     "pt_tokens": trainer.pt_tokens, **vals})
+
+    def on_step_end(self, trainer) -> None:
+        ev = trainer.cfg.eval_every
+        if ev and trainer.step % ev == 0 and trainer.stage_step < trainer.stage_steps[trainer.stage_index]:
+            self._run(trainer)
+
+    def on_stage_end(self, trainer, stage) -> None:
+        self._run(trainer)

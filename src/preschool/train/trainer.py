@@ -1,0 +1,725 @@
+"""Staged trainer for small Hugging Face decoders: PPT -> PT, mixtures, inserted stages, resume, DDP.
+
+A run is a list of stages trained one after another on the same weights.
+Each stage names its data (one dataset or a weighted mixture), a token
+budget and an LR schedule, and says what carries over:
+
+- ``reset_optimizer: true`` (default) gives the stage fresh AdamW moments and
+  its own schedule from warm-up: only the weights carry over. This is the
+  verify-ppt PPT -> PT protocol (``load_optimizer: false``,
+  ``load_lr_scheduler: false``; spec synthetic_ppt.md A.4).
+- ``group``: stages with the same group share one schedule spanning their
+  summed steps and one optimizer state. If a stage of another group runs in
+  between, the group's optimizer state and schedule position are saved and
+  restored when it resumes; if the resumed stage reads the same data as the
+  group's first stage, it also continues that data stream (no row repeats).
+  This is the "insert a synthetic stage after X% of PT" timing variant.
+  Schedule settings come from the group's first stage.
+- ``embeddings_at_start``: ``keep``, ``reinit`` (input embeddings ~ N(0,
+  init_std); with tied embeddings the head changes too) or ``mean`` (every row
+  outside ``reserved_ids = [lo, hi)`` set to the mean of the reserved rows),
+  the transfer options of procedural pretraining (Shinnick et al. 2025).
+
+Optimisation: AdamW (torch foreach on CPU, fused on CUDA) with weight decay on
+matrices only (no decay on norms, biases or embeddings), global-norm
+clipping, gradient accumulation, and a token-mean loss over the whole global
+batch (labels -100 where the shard's loss_mask is 0), normalised by the
+global count of loss tokens so the gradient does not depend on micro-batch
+size or world size.
+
+Under ``torchrun`` (WORLD_SIZE > 1) the same code runs DDP (gloo on CPU, NCCL
+on GPU); rank r takes samples j % W == r of each global batch
+(:mod:`preschool.data.mixture`), and only rank 0 writes files.
+
+The run folder layout is in docs/interfaces.md. Calling :func:`train` again on
+the same folder resumes from the last checkpoint with identical data order,
+schedule and optimizer state, and refuses if the config changed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import math
+import os
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Mapping, Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from .. import config as C
+from ..config import check
+from ..data.mixture import IGNORE_INDEX, Mixture, rank_indices
+from ..errors import ConfigError, DataError
+from ..io import atomic_dir, read_json, write_json, write_text
+from .callbacks.base import Callback
+from .model import ModelConfig, build_model, init_weights  # noqa: F401  (init_weights re-exported)
+from .schedules import ScheduleConfig, lr_at
+
+STATE_FILE = "trainer_state.pt"
+
+
+@dataclass
+class StageConfig:
+    """One stage: ``data`` (dataset name or {name: weight}), token budget, schedule and carry-over rules."""
+
+    name: str
+    data: str | dict[str, float]
+    tokens: int
+    schedule: Literal["cosine", "wsd", "constant"] = "cosine"
+    lr: float | None = None  # None: TrainConfig.lr
+    warmup: float = 0.0  # fraction of the stage (<1) or steps (>=1)
+    min_lr_ratio: float = 0.1
+    wsd_decay: float = 0.1
+    wsd_decay_shape: Literal["cosine", "linear"] = "cosine"
+    reset_optimizer: bool = True
+    counts_as_pt: bool = True
+    group: str | None = None
+    embeddings_at_start: Literal["keep", "reinit", "mean"] = "keep"
+
+    def validate(self) -> None:
+        check(bool(self.name) and "/" not in self.name, "name", f"must be a non-empty name without '/', got {self.name!r}")
+        check(self.tokens > 0, "tokens", f"must be > 0, got {self.tokens}")
+        if isinstance(self.data, str):
+            check(bool(self.data), "data", "must name a dataset")
+        else:
+            check(bool(self.data), "data", "mixture must name at least one dataset")
+            for k, w in self.data.items():
+                check(w >= 0 and math.isfinite(w), f"data.{k}", f"weight must be >= 0, got {w}")
+            check(sum(self.data.values()) > 0, "data", "mixture weights sum to 0")
+        if self.lr is not None:
+            check(self.lr > 0, "lr", f"must be > 0, got {self.lr}")
+        self.schedule_config(1.0).validate()
+
+    def schedule_config(self, default_lr: float) -> ScheduleConfig:
+        return ScheduleConfig(name=self.schedule, lr=self.lr if self.lr is not None else default_lr,
+                              warmup=self.warmup, min_lr_ratio=self.min_lr_ratio, wsd_decay=self.wsd_decay,
+                              wsd_decay_shape=self.wsd_decay_shape)
+
+
+@dataclass
+class TrainConfig:
+    """Everything that determines a training run (model, stages, optimisation, logging, checkpoints)."""
+
+    model: ModelConfig = field(default_factory=ModelConfig)
+    stages: list[StageConfig] = field(default_factory=list)
+    seed: int = 0
+    batch_size: int = 16  # global sequences per optimizer step
+    micro_batch_size: int | None = None  # per rank per forward; None: the whole rank batch
+    lr: float = 1e-3
+    weight_decay: float = 0.1
+    betas: tuple[float, float] = (0.9, 0.95)
+    eps: float = 1e-8
+    grad_clip: float = 1.0  # 0 disables clipping
+    device: str = "auto"  # auto | cpu | cuda | cuda:N
+    precision: Literal["auto", "fp32", "bf16"] = "auto"  # auto: fp32 on CPU, bf16 autocast on CUDA
+    compile: bool = False
+    eval_every: int = 100  # 0 disables periodic validation (stage ends still validate)
+    val_rows: int = 64
+    val: list[str] | None = None  # datasets whose val/ split is scored; None: every stage dataset with a val/
+    checkpoint_every: int = 100
+    checkpoint_schedule: Literal["linear", "log"] = "linear"
+    checkpoints_per_decade: int = 4  # log schedule: steps round(10**(k / n)), k = 0, 1, ...
+    keep_optimizer_state: Literal["last", "all"] = "last"
+    log_every: int = 10
+    reserved_ids: list[int] | None = None  # [lo, hi): reserved (synthetic) token ids
+    attention_reset_between_docs: bool = False
+    tensorboard: bool = False
+    progress: bool = True
+
+    def validate(self) -> None:
+        check(len(self.stages) > 0, "stages", "at least one stage is required")
+        names = [s.name for s in self.stages]
+        for i, s in enumerate(self.stages):
+            C.validate(s, f"stages[{i}]")
+            check(names.count(s.name) == 1, f"stages[{i}].name", f"duplicate stage name {s.name!r}")
+            if s.embeddings_at_start == "mean":
+                check(self.reserved_ids is not None, f"stages[{i}].embeddings_at_start",
+                      "'mean' needs reserved_ids: [lo, hi) in the train config")
+        check(self.batch_size > 0, "batch_size", f"must be > 0, got {self.batch_size}")
+        if self.micro_batch_size is not None:
+            check(self.micro_batch_size > 0, "micro_batch_size", f"must be > 0, got {self.micro_batch_size}")
+        check(self.lr > 0, "lr", f"must be > 0, got {self.lr}")
+        check(self.weight_decay >= 0, "weight_decay", f"must be >= 0, got {self.weight_decay}")
+        check(len(self.betas) == 2 and all(0 <= b < 1 for b in self.betas), "betas", f"must be two numbers in [0, 1), got {self.betas}")
+        check(self.eps > 0, "eps", f"must be > 0, got {self.eps}")
+        check(self.grad_clip >= 0, "grad_clip", f"must be >= 0, got {self.grad_clip}")
+        check(self.device == "auto" or self.device == "cpu" or self.device.startswith("cuda"), "device",
+              f"must be auto, cpu or cuda[:N], got {self.device!r}")
+        check(self.eval_every >= 0, "eval_every", f"must be >= 0, got {self.eval_every}")
+        check(self.val_rows > 0, "val_rows", f"must be > 0, got {self.val_rows}")
+        check(self.checkpoint_every > 0, "checkpoint_every", f"must be > 0, got {self.checkpoint_every}")
+        check(self.checkpoints_per_decade > 0, "checkpoints_per_decade", "must be > 0")
+        check(self.log_every > 0, "log_every", f"must be > 0, got {self.log_every}")
+        if self.reserved_ids is not None:
+            check(len(self.reserved_ids) == 2 and 0 <= self.reserved_ids[0] < self.reserved_ids[1], "reserved_ids",
+                  f"must be [lo, hi) with 0 <= lo < hi, got {self.reserved_ids}")
+        # stages of one group resume one schedule: check they agree on it
+        first: dict[str, int] = {}
+        for i, s in enumerate(self.stages):
+            if s.group is None:
+                continue
+            if s.group not in first:
+                first[s.group] = i
+                continue
+            f = self.stages[first[s.group]]
+            for k in ("schedule", "lr", "warmup", "min_lr_ratio", "wsd_decay", "wsd_decay_shape"):
+                check(getattr(s, k) == getattr(f, k), f"stages[{i}].{k}",
+                      f"stages of group {s.group!r} share one schedule; differs from stages[{first[s.group]}]")
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _dist():
+    import torch.distributed as dist
+
+    return dist if dist.is_available() and dist.is_initialized() else None
+
+
+def _resolve_device(cfg: TrainConfig) -> torch.device:
+    if cfg.device == "auto":
+        if torch.cuda.is_available():
+            return torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
+        return torch.device("cpu")
+    if cfg.device.startswith("cuda") and not torch.cuda.is_available():
+        raise ConfigError("device", f"{cfg.device!r} requested but CUDA is not available")
+    if cfg.device == "cuda":
+        return torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
+    return torch.device(cfg.device)
+
+
+def _log_steps(total: int, per_decade: int) -> set[int]:
+    out, k = set(), 0
+    while True:
+        s = int(round(10 ** (k / per_decade)))
+        if s > total:
+            return out
+        out.add(s)
+        k += 1
+
+
+def _diff(a: Any, b: Any, path: str) -> str | None:
+    """Dotted path of the first difference between two plain-data trees (None if equal)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        for k in list(a) + [k for k in b if k not in a]:
+            d = _diff(a.get(k), b.get(k), f"{path}.{k}" if path else str(k))
+            if d:
+                return d
+        return None
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)) and len(a) == len(b):
+        for i, (x, y) in enumerate(zip(a, b)):
+            d = _diff(x, y, f"{path}[{i}]")
+            if d:
+                return d
+        return None
+    if a != b:
+        return f"{path} (was {a!r}, now {b!r})"
+    return None
+
+
+@contextlib.contextmanager
+def _quiet_hf_progress():
+    """No HF "Writing model shards" bars mid-run; restores the caller's setting."""
+    from transformers.utils import logging as hf_logging
+
+    was = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was:
+            hf_logging.enable_progress_bar()
+
+
+# settings that do not change the trajectory, so a resume may change them
+_RESUME_FREE = {"progress", "tensorboard", "eval_every", "val", "val_rows", "log_every", "checkpoint_every",
+                "checkpoint_schedule", "checkpoints_per_decade", "keep_optimizer_state"}
+
+
+def _doc_positions(seg: torch.Tensor) -> torch.Tensor:
+    """Position ids restarting at 0 at each new segment of a row."""
+    T = seg.shape[1]
+    ar = torch.arange(T, device=seg.device).expand_as(seg)
+    start = torch.ones_like(seg, dtype=torch.bool)
+    start[:, 1:] = seg[:, 1:] != seg[:, :-1]
+    first = torch.where(start, ar, torch.zeros_like(ar)).cummax(dim=1).values
+    return ar - first
+
+
+def doc_attention_mask(seg: torch.Tensor) -> torch.Tensor:
+    """Boolean (B, 1, T, T) mask: causal and within the same segment (document)."""
+    T = seg.shape[1]
+    causal = torch.ones(T, T, dtype=torch.bool, device=seg.device).tril()
+    same = seg[:, :, None] == seg[:, None, :]
+    return (causal[None] & same)[:, None]
+
+
+# --------------------------------------------------------------------------- trainer
+
+
+class Trainer:
+    """Runs the stages of a :class:`TrainConfig` into ``out_dir``; use :func:`train`."""
+
+    def __init__(self, cfg: TrainConfig, out_dir: str | Path, datasets: Mapping[str, str | Path],
+                 tokenizer_dir: str | Path | None = None, callbacks: Sequence[Callback] = ()):
+        self.cfg = cfg
+        self.out_dir = Path(out_dir)
+        self.datasets = {k: Path(v) for k, v in datasets.items()}
+        self.tokenizer_dir = Path(tokenizer_dir) if tokenizer_dir else None
+        dist = _dist()
+        self.rank = dist.get_rank() if dist else 0
+        self.world = dist.get_world_size() if dist else 1
+        self.is_main = self.rank == 0
+        self.device = _resolve_device(cfg)
+        self.amp_dtype = None
+        if cfg.precision == "bf16" or (cfg.precision == "auto" and self.device.type == "cuda"):
+            self.amp_dtype = torch.bfloat16
+        if cfg.batch_size % self.world:
+            raise ConfigError("batch_size", f"global batch {cfg.batch_size} not divisible by world size {self.world}")
+        self.local_batch = cfg.batch_size // self.world
+        self.micro = min(cfg.micro_batch_size or self.local_batch, self.local_batch)
+        if self.local_batch % self.micro:
+            raise ConfigError("micro_batch_size",
+                              f"{self.micro} does not divide the per-rank batch {self.local_batch}")
+        for i, s in enumerate(cfg.stages):
+            for name in ([s.data] if isinstance(s.data, str) else s.data):
+                if name not in self.datasets:
+                    raise ConfigError(f"stages[{i}].data", f"unknown dataset {name!r} "
+                                      f"(known: {', '.join(sorted(self.datasets)) or 'none'})")
+        self.vocab_size = self._vocab_size()
+        if cfg.reserved_ids is not None and cfg.reserved_ids[1] > self.vocab_size:
+            raise ConfigError("reserved_ids", f"{cfg.reserved_ids} exceeds vocab size {self.vocab_size}")
+        # open each stage's data now so bad paths fail before any training
+        self.mixtures: list[Mixture] = []
+        self._data_key: list[tuple[int, bool]] = []  # (mixture stage index, continues group stream)
+        group_first: dict[str, int] = {}
+        for i, s in enumerate(cfg.stages):
+            src_index, cont = i, False
+            if s.group is not None:
+                if s.group in group_first and cfg.stages[group_first[s.group]].data == s.data:
+                    src_index, cont = group_first[s.group], True
+                group_first.setdefault(s.group, i)
+            self._data_key.append((src_index, cont))
+            m = Mixture.from_spec(s.data, self.datasets, "train", seed=cfg.seed, stage_index=src_index,
+                                  window=cfg.batch_size, field=f"stages[{i}].data")
+            vmax = max(x.vocab_size for x in m.sets)
+            if vmax > self.vocab_size:
+                raise DataError(f"stage {s.name!r}: shards use vocab_size {vmax} > model vocab {self.vocab_size}")
+            self.mixtures.append(m)
+        self.stage_steps = [math.ceil(s.tokens / (cfg.batch_size * m.seq_len)) for s, m in zip(cfg.stages, self.mixtures)]
+        self.group_steps: dict[str, int] = {}
+        for s, n in zip(cfg.stages, self.stage_steps):
+            if s.group is not None:
+                self.group_steps[s.group] = self.group_steps.get(s.group, 0) + n
+        self.total_steps = sum(self.stage_steps)
+
+        from .callbacks.checkpoint import CheckpointCallback
+        from .callbacks.metrics import MetricsLogger
+        from .callbacks.progress import ProgressBar
+        from .callbacks.validation import ValidationCallback
+
+        builtin: list[Callback] = [MetricsLogger()]
+        if cfg.progress:
+            builtin.append(ProgressBar())
+        builtin.append(ValidationCallback())
+        self.callbacks: list[Callback] = [*builtin, *callbacks, CheckpointCallback()]
+        self.needs_hidden = any(getattr(cb, "needs_hidden_states", False) for cb in self.callbacks)
+
+        # live state
+        self.step = 0
+        self.stage_index = 0
+        self.stage_step = 0
+        self.tokens = 0
+        self.pt_tokens = 0
+        self.lr = 0.0
+        self.should_stop = False
+        self.resumed_from: Path | None = None
+        self.groups: dict[str, dict[str, Any]] = {}
+        self._sched_base = 0
+        self._data_base = 0
+        self._acc = {"loss_sum": 0.0, "steps": 0, "tokens": 0}
+        self._acc_loss = torch.zeros((), dtype=torch.float64)
+        self._t_last = time.perf_counter()
+        self.last_val: dict[str, float] = {}
+
+    # -- properties used by callbacks -------------------------------------
+    @property
+    def stage(self) -> StageConfig:
+        return self.cfg.stages[self.stage_index]
+
+    @property
+    def stage_tokens(self) -> int:
+        return self.stage_step * self.cfg.batch_size * self.mixtures[self.stage_index].seq_len
+
+    @property
+    def checkpoint_dir(self) -> Path:
+        return self.out_dir / "checkpoints"
+
+    # -- setup ---------------------------------------------------------------
+    def _vocab_size(self) -> int:
+        if self.tokenizer_dir is not None:
+            from ..data.tokenizer import load_tokenizer
+
+            return int(load_tokenizer(self.tokenizer_dir).get_vocab_size())
+        sizes = []
+        for name, path in self.datasets.items():
+            mpath = path / "train" / "manifest.json"
+            if mpath.is_file():
+                sizes.append(int(read_json(mpath)["vocab_size"]))
+        if not sizes:
+            raise DataError("no tokenizer given and no dataset manifest to read vocab_size from")
+        return max(sizes)
+
+    def _make_optimizer(self) -> torch.optim.Optimizer:
+        decay, no_decay = [], []
+        emb = {id(self.model.get_input_embeddings().weight)}
+        out = self.model.get_output_embeddings()
+        if out is not None:
+            emb.add(id(out.weight))
+        for name, p in self.model.named_parameters():
+            if not p.requires_grad:
+                continue
+            (decay if p.ndim >= 2 and id(p) not in emb else no_decay).append(p)
+        groups = [{"params": decay, "weight_decay": self.cfg.weight_decay},
+                  {"params": no_decay, "weight_decay": 0.0}]
+        kw: dict[str, Any] = {"fused": True} if self.device.type == "cuda" else {"foreach": True}
+        return torch.optim.AdamW(groups, lr=self.cfg.lr, betas=tuple(self.cfg.betas), eps=self.cfg.eps, **kw)
+
+    def _config_tree(self) -> dict:
+        return {"train": C.to_dict(self.cfg), "datasets": {k: str(v) for k, v in self.datasets.items()},
+                "tokenizer": str(self.tokenizer_dir) if self.tokenizer_dir else None}
+
+    def _check_same_config(self) -> None:
+        path = self.out_dir / "config.yaml"
+        if not path.is_file():
+            return
+        old = C.load_yaml(path)
+        now = self._config_tree()
+        a = {k: v for k, v in (old.get("train") or {}).items() if k not in _RESUME_FREE}
+        b = {k: v for k, v in now["train"].items() if k not in _RESUME_FREE}
+        d = _diff(a, b, "train") or _diff(sorted(old.get("datasets") or {}), sorted(now["datasets"]), "datasets")
+        if d:
+            raise ConfigError(d.split(" ")[0], f"differs from the run already in {self.out_dir} "
+                              f"{d[len(d.split(' ')[0]) + 1:]}; use a new output folder to start over")
+
+    def _latest_checkpoint(self) -> Path | None:
+        if not self.checkpoint_dir.is_dir():
+            return None
+        cands = sorted(p for p in self.checkpoint_dir.glob("step-*") if (p / STATE_FILE).is_file())
+        return cands[-1] if cands else None
+
+    # -- checkpoints ---------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "step": self.step, "stage_index": self.stage_index, "stage_step": self.stage_step,
+            "tokens": self.tokens, "pt_tokens": self.pt_tokens,
+            "sched_base": self._sched_base, "data_base": self._data_base,
+            "optimizer": self.optimizer.state_dict(), "groups": self.groups,
+            "acc": {**self._acc, "loss_sum": float(self._acc_loss.item())},
+            "rng": {"torch": torch.get_rng_state(),
+                    "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None},
+            "callbacks": [cb.state_dict() for cb in self.callbacks],
+        }
+
+    def save_checkpoint(self) -> Path | None:
+        """Write checkpoints/step-XXXXXXXX atomically (rank 0); returns its path."""
+        path = self.checkpoint_dir / f"step-{self.step:08d}"
+        state = self.state_dict()  # every rank: .item() above is a no-op sync, keeps ranks in step
+        if self.is_main:
+            with atomic_dir(path) as tmp, _quiet_hf_progress():
+                self.model.save_pretrained(tmp, safe_serialization=True)
+                if self.tokenizer_dir is not None:
+                    for f in self.tokenizer_dir.iterdir():
+                        if f.is_file():
+                            shutil.copy2(f, tmp / f.name)
+                write_json(tmp / "meta.json", {"step": self.step, "stage": self.stage.name,
+                                               "stage_index": self.stage_index, "tokens": self.tokens,
+                                               "pt_tokens": self.pt_tokens, "stage_tokens": self.stage_tokens})
+                torch.save(state, tmp / STATE_FILE)
+            if self.cfg.keep_optimizer_state == "last":
+                for old in self.checkpoint_dir.glob("step-*"):
+                    if old != path and (old / STATE_FILE).is_file():
+                        (old / STATE_FILE).unlink()
+        self._barrier()
+        return path
+
+    def _load_state(self, ckpt: Path) -> None:
+        from safetensors.torch import load_file
+
+        weights = load_file(str(ckpt / "model.safetensors"))
+        missing, unexpected = self.model.load_state_dict(weights, strict=False)
+        # tied heads are saved once; anything else missing is an error
+        missing = [k for k in missing if not (self.cfg.model.tie_embeddings and k == "lm_head.weight")]
+        if missing or unexpected:
+            raise DataError(f"{ckpt}: checkpoint does not match the model (missing {missing}, unexpected {unexpected})")
+        if self.cfg.model.tie_embeddings:
+            self.model.tie_weights()
+        st = torch.load(ckpt / STATE_FILE, map_location="cpu", weights_only=False)
+        self.step, self.stage_index, self.stage_step = st["step"], st["stage_index"], st["stage_step"]
+        self.tokens, self.pt_tokens = st["tokens"], st["pt_tokens"]
+        self._sched_base, self._data_base = st["sched_base"], st["data_base"]
+        self.optimizer.load_state_dict(st["optimizer"])
+        self.groups = st["groups"]
+        self._acc = {k: v for k, v in st["acc"].items() if k != "loss_sum"}
+        self._acc_loss = torch.tensor(st["acc"]["loss_sum"], dtype=torch.float64)
+        torch.set_rng_state(st["rng"]["torch"])
+        if st["rng"].get("cuda") is not None and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(st["rng"]["cuda"])
+        for cb, s in zip(self.callbacks, st.get("callbacks", [])):
+            cb.load_state_dict(s)
+        self.resumed_from = ckpt
+
+    def _barrier(self) -> None:
+        dist = _dist()
+        if dist:
+            dist.barrier()
+
+    # -- logging -------------------------------------------------------------
+    def log(self, row: dict[str, Any]) -> None:
+        """Send a metrics row to every callback (the metrics logger writes it on rank 0)."""
+        for cb in self.callbacks:
+            cb.on_log(self, row)
+
+    def _emit_train_row(self) -> None:
+        if self._acc["steps"] == 0:
+            return
+        loss = self._acc_loss.item() / self._acc["steps"]
+        now = time.perf_counter()
+        dt = max(now - self._t_last, 1e-9)
+        row = {"event": "train", "step": self.step, "stage": self.stage.name, "tokens": self.tokens,
+               "pt_tokens": self.pt_tokens, "lr": self.lr, "loss": loss,
+               "tokens_per_s": self._acc["tokens"] / dt}
+        self._acc = {"steps": 0, "tokens": 0}
+        self._acc_loss = torch.zeros((), dtype=torch.float64)
+        self._t_last = now
+        self.last_train = row
+        self.log(row)
+
+    # -- stage transitions -----------------------------------------------------
+    def _start_stage(self, i: int) -> None:
+        """Apply a stage's start rules (fresh stage only, not on a mid-stage resume)."""
+        s = self.cfg.stages[i]
+        cont = s.group is not None and s.group in self.groups
+        if cont:
+            g = self.groups.pop(s.group)
+            self.optimizer.load_state_dict(g["optim"])
+            self._sched_base = g["pos"]
+            self._data_base = g["samples"] if self._data_key[i][1] else 0
+        else:
+            if s.reset_optimizer:
+                self.optimizer = self._make_optimizer()
+            self._sched_base = 0
+            self._data_base = 0
+        if s.embeddings_at_start != "keep":
+            self._set_embeddings(i, s.embeddings_at_start)
+
+    @torch.no_grad()
+    def _set_embeddings(self, i: int, how: str) -> None:
+        emb = self.model.get_input_embeddings().weight
+        if how == "reinit":
+            seed = int(np.random.default_rng([self.cfg.seed, i, 7]).integers(2**62))
+            gen = torch.Generator(device="cpu").manual_seed(seed)
+            emb.copy_(torch.randn(emb.shape, generator=gen).mul_(self.cfg.model.init_std).to(emb))
+        else:  # mean of the reserved rows into every language row
+            lo, hi = self.cfg.reserved_ids  # type: ignore[misc]
+            mean = emb[lo:hi].mean(dim=0)
+            keep = torch.zeros(emb.shape[0], dtype=torch.bool, device=emb.device)
+            keep[lo:hi] = True
+            emb[~keep] = mean
+
+    def _end_stage(self, i: int) -> None:
+        s = self.cfg.stages[i]
+        later = s.group is not None and any(t.group == s.group for t in self.cfg.stages[i + 1:])
+        if later:
+            self.groups[s.group] = {"optim": copy.deepcopy(self.optimizer.state_dict()),
+                                    "pos": self._sched_base + self.stage_step,
+                                    "samples": self._data_base + self.stage_step}
+
+    # -- the loop ----------------------------------------------------------------
+    def _forward_loss(self, mb: dict[str, torch.Tensor], scale: float, share: float):
+        kw: dict[str, Any] = {"use_cache": False}
+        if self.cfg.attention_reset_between_docs and "segments" in mb:
+            kw["attention_mask"] = doc_attention_mask(mb["segments"])
+            kw["position_ids"] = _doc_positions(mb["segments"])
+        if self.needs_hidden:
+            kw["output_hidden_states"] = True
+        with torch.autocast(self.device.type, dtype=self.amp_dtype, enabled=self.amp_dtype is not None):
+            out = self.fwd_model(input_ids=mb["input_ids"], **kw)
+            logits = out.logits
+            ce = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), mb["labels"].reshape(-1),
+                                 ignore_index=IGNORE_INDEX, reduction="sum")
+            loss = ce * scale
+            for cb in self.callbacks:
+                extra = cb.extra_loss(self.model, mb, out)
+                if extra is not None:
+                    loss = loss + extra * share
+        return loss, ce
+
+    def _train_step(self, mix: Mixture, sched: ScheduleConfig, sched_total: int) -> None:
+        self.lr = lr_at(self._sched_base + self.stage_step, sched_total, sched)
+        for g in self.optimizer.param_groups:
+            g["lr"] = self.lr
+        idx = rank_indices(self._data_base + self.stage_step, self.cfg.batch_size, self.rank, self.world)
+        np_batch = mix.load(idx)
+        n_loss = int((np_batch["labels"] != IGNORE_INDEX).sum())
+        dist = _dist()
+        if dist:
+            t = torch.tensor([n_loss], dtype=torch.int64, device=self.device)
+            dist.all_reduce(t)
+            n_loss = int(t.item())
+        # grads are averaged over ranks by DDP, so scale by world to get the global token mean
+        scale = self.world / max(n_loss, 1)
+        batch = {k: torch.from_numpy(v).to(self.device, non_blocking=True) for k, v in np_batch.items()}
+        n_micro = self.local_batch // self.micro
+        ce_total = torch.zeros((), dtype=torch.float32, device=self.device)
+        for m in range(n_micro):
+            sl = slice(m * self.micro, (m + 1) * self.micro)
+            mb = {k: v[sl] for k, v in batch.items()}
+            sync = contextlib.nullcontext()
+            if self.ddp is not None and m < n_micro - 1:
+                sync = self.ddp.no_sync()
+            with sync:
+                loss, ce = self._forward_loss(mb, scale, 1.0 / n_micro)
+                loss.backward()
+            ce_total += ce.detach()
+        if self.cfg.grad_clip > 0:
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip, foreach=True)
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        if dist:
+            dist.all_reduce(ce_total)
+        # the global token-mean CE of this step, accumulated without a host sync
+        self._acc_loss = self._acc_loss + (ce_total.double().cpu() if self.device.type == "cpu" else ce_total.double()) / max(n_loss, 1)
+        step_tokens = self.cfg.batch_size * mix.seq_len
+        self.step += 1
+        self.stage_step += 1
+        self.tokens += step_tokens
+        if self.stage.counts_as_pt:
+            self.pt_tokens += step_tokens
+        self._acc["steps"] += 1
+        self._acc["tokens"] += step_tokens
+
+    def run(self) -> dict[str, Any]:
+        cfg = self.cfg
+        done = self.out_dir / "DONE"
+        if done.is_file():
+            return read_json(done)
+        self._check_same_config()
+        if self.is_main:
+            self.out_dir.mkdir(parents=True, exist_ok=True)
+            if not (self.out_dir / "config.yaml").is_file():
+                import yaml
+
+                write_text(self.out_dir / "config.yaml", yaml.safe_dump(self._config_tree(), sort_keys=False))
+        self._barrier()
+
+        self.model = build_model(cfg.model, self.vocab_size, seed=cfg.seed).to(self.device)
+        if cfg.attention_reset_between_docs:
+            impl = getattr(self.model.config, "_attn_implementation", None)
+            if impl not in ("sdpa", "eager"):
+                raise ConfigError("attention_reset_between_docs",
+                                  f"not supported with attention implementation {impl!r} (needs sdpa or eager 4D masks)")
+        self.model.train()
+        self.optimizer = self._make_optimizer()
+        ckpt = self._latest_checkpoint()
+        if ckpt is not None:
+            self._load_state(ckpt)
+            self.optimizer_to_device()
+        dist = _dist()
+        self.ddp = None
+        fwd: Any = self.model
+        if dist:
+            from torch.nn.parallel import DistributedDataParallel as DDP
+
+            self.ddp = DDP(self.model, device_ids=[self.device.index] if self.device.type == "cuda" else None)
+            fwd = self.ddp
+        if cfg.compile:
+            fwd = torch.compile(fwd)
+        self.fwd_model = fwd
+
+        for cb in self.callbacks:
+            cb.on_train_start(self)
+        self._t_last = time.perf_counter()
+        start_stage, start_step = self.stage_index, self.stage_step
+        for i in range(start_stage, len(cfg.stages)):
+            s = cfg.stages[i]
+            n = self.stage_steps[i]
+            resuming_mid = i == start_stage and start_step > 0
+            self.stage_index = i
+            if not resuming_mid:
+                self.stage_step = 0
+                self._start_stage(i)
+            elif start_step >= n:
+                continue  # stage finished before the checkpoint; its end was already processed
+            mix = self.mixtures[i]
+            sched = s.schedule_config(cfg.lr)
+            sched_total = self.group_steps[s.group] if s.group is not None else n
+            for cb in self.callbacks:
+                cb.on_stage_start(self, s)
+            while self.stage_step < n:
+                self._train_step(mix, sched, sched_total)
+                if self.step % cfg.log_every == 0 or self.stage_step == n:
+                    self._emit_train_row()
+                for cb in self.callbacks:
+                    cb.on_step_end(self)
+                if self.should_stop:
+                    break
+            if self.should_stop:
+                break
+            self._end_stage(i)
+            for cb in self.callbacks:
+                cb.on_stage_end(self, s)
+        for cb in self.callbacks:
+            cb.on_train_end(self)
+        summary = {"out_dir": str(self.out_dir), "steps": self.step, "tokens": self.tokens,
+                   "pt_tokens": self.pt_tokens, "stages": [s.name for s in cfg.stages],
+                   "val": self.last_val, "final_checkpoint": str(self.checkpoint_dir / f"step-{self.step:08d}"),
+                   "resumed_from": str(self.resumed_from) if self.resumed_from else None,
+                   "stopped": self.should_stop}
+        if not self.should_stop and self.is_main:
+            write_json(done, summary)
+        self._barrier()
+        return summary
+
+    def optimizer_to_device(self) -> None:
+        for st in self.optimizer.state.values():
+            for k, v in st.items():
+                if isinstance(v, torch.Tensor) and k != "step":
+                    st[k] = v.to(self.device)
+
+
+def train(cfg: TrainConfig | dict, out_dir: str | Path, datasets: Mapping[str, str | Path],
+          tokenizer_dir: str | Path | None = None, callbacks: Sequence[Callback] = ()) -> dict[str, Any]:
+    """Train (or resume, or return at once if DONE) the run in ``out_dir``; returns a summary dict.
+
+    ``datasets`` maps dataset name -> folder with ``train/`` (and ``val/``)
+    shard sets; ``tokenizer_dir`` (tokenizer.json + HF files) fixes the vocab
+    size and is copied into every checkpoint. Under ``torchrun`` the process
+    group is created here if needed (gloo on CPU, NCCL on CUDA).
+    """
+    if isinstance(cfg, dict):
+        cfg = C.from_dict(TrainConfig, cfg)
+    else:
+        C.validate(cfg)
+    created = False
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1 and _dist() is None:
+        import torch.distributed as dist
+
+        dev = _resolve_device(cfg)
+        if dev.type == "cuda":
+            torch.cuda.set_device(dev)
+        dist.init_process_group("nccl" if dev.type == "cuda" else "gloo")
+        created = True
+    try:
+        return Trainer(cfg, out_dir, datasets, tokenizer_dir, callbacks).run()
+    finally:
+        if created:
+            import torch.distributed as dist
+
+            dist.destroy_process_group()

@@ -1,0 +1,44 @@
+"""Fixtures for trainer tests: tiny learnable shard datasets (train/ + val/) written to tmp folders."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from preschool.data.shards import ShardWriter
+
+
+def write_dataset(root: Path, name: str, rows: int = 64, seq_len: int = 16, vocab: int = 64, offset: int = 0,
+                  stride: int = 1, mask: bool = False, segments: bool = False, seed: int = 0) -> Path:
+    """A dataset folder with train/ and val/: rows are arithmetic progressions mod ``vocab`` (learnable)."""
+    folder = root / name
+    rng = np.random.default_rng(seed)
+    arrays = (["loss_mask"] if mask else []) + (["segments"] if segments else [])
+    for split, n in (("train", rows), ("val", max(8, rows // 4))):
+        with ShardWriter(folder / split, seq_len + 1, vocab, arrays=arrays) as w:
+            for _ in range(n):
+                start = int(rng.integers(vocab))
+                row = (start + stride * np.arange(seq_len + 1)) % (vocab - offset) + offset
+                extra = {}
+                if mask:
+                    extra["loss_mask"] = (np.arange(seq_len + 1) >= (seq_len + 1) // 2).astype(np.uint8)
+                if segments:
+                    extra["segments"] = (np.arange(seq_len + 1) >= (seq_len + 1) // 2).astype(np.uint16)
+                w.add_rows(row, **extra)
+    return folder
+
+
+@pytest.fixture
+def datasets(tmp_path):
+    return {
+        "text": write_dataset(tmp_path / "data", "text", stride=1, seed=1),
+        "synth": write_dataset(tmp_path / "data", "synth", stride=3, seed=2, mask=True, segments=True),
+    }
+
+
+def micro_cfg(**kw):
+    base = dict(model={"preset": "micro", "overrides": {"hidden_size": 32, "intermediate_size": 64}},
+                batch_size=4, lr=3e-3, log_every=1, eval_every=4, checkpoint_every=4, progress=False, val_rows=8,
+                stages=[{"name": "pt", "data": "text", "tokens": 4 * 16 * 8}])
+    base.update(kw)
+    return base
