@@ -1,0 +1,132 @@
+"""Held-out next-token loss and perplexity per source, on shard sets.
+
+For each named source (a shard set, or a prepared dataset folder whose
+``val/`` holds one) this scores a fixed set of rows: all of them, or
+``max_rows`` evenly spaced ones (row ``round(i * (n - 1) / (max_rows - 1))``),
+so every checkpoint of a run sees exactly the same tokens and curves are
+comparable. Rows are scored as in training (inputs ``row[:-1]``, targets
+``row[1:]``), honouring the set's ``loss_mask`` (the prediction of token j
+counts iff ``loss_mask[j] == 1``), with log-softmax in fp32 and sums in
+float64. ``loss/<name>`` is the token-weighted mean negative log-likelihood
+(nats), ``ppl/<name> = exp(loss)``, ``tokens/<name>`` the targets scored;
+``loss`` is the unweighted mean over sources.
+
+Packed rows are scored with full causal attention across document
+boundaries, as the trainer sees them (``segments`` is not used to reset
+attention), so these numbers match the trainer's ``val/<source>`` losses.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import ClassVar
+
+import numpy as np
+
+from ..config import check
+from ..errors import DataError
+from .base import EVALUATORS, EvalResult, Evaluator
+
+
+@dataclass
+class HeldoutConfig:
+    """Which shard sets to score and how many rows of each."""
+
+    sources: dict[str, str] = field(default_factory=dict)  # name -> shard set folder (or a dataset folder with val/)
+    max_rows: int | None = 256  # evenly spaced fixed rows per source; null = every row
+    batch_size: int = 16  # rows per forward pass; results do not depend on it
+    verify: str = "sha256"  # shard check on open: "sha256" (sizes + checksums) or "size"
+
+    def validate(self) -> None:
+        check(len(self.sources) > 0, "sources", "give at least one name: path")
+        for name, path in self.sources.items():
+            check(bool(name) and "/" not in name, f"sources.{name}", "source names must be non-empty, without '/'")
+            check(Path(path).exists(), f"sources.{name}", f"no such folder: {path}")
+        check(self.max_rows is None or self.max_rows >= 1, "max_rows", f"must be >= 1 or null, got {self.max_rows}")
+        check(self.batch_size >= 1, "batch_size", f"must be >= 1, got {self.batch_size}")
+        check(self.verify in ("sha256", "size"), "verify", f"must be 'sha256' or 'size', got {self.verify!r}")
+
+
+def resolve_shard_path(path: str | Path) -> Path:
+    """A shard set folder as given, or the ``val/`` shard set inside a prepared dataset folder."""
+    p = Path(path)
+    if (p / "manifest.json").is_file() and not (p / "val" / "manifest.json").is_file():
+        return p
+    if (p / "val" / "manifest.json").is_file():
+        return p / "val"
+    raise DataError(f"{p}: neither a shard set nor a dataset folder with val/ (no manifest.json)")
+
+
+def fixed_rows(n_rows: int, max_rows: int | None) -> np.ndarray:
+    """Indices of the rows scored: all, or ``max_rows`` evenly spaced ones (first and last included)."""
+    if max_rows is None or n_rows <= max_rows:
+        return np.arange(n_rows)
+    if max_rows == 1:
+        return np.array([0])
+    return np.unique(np.round(np.linspace(0, n_rows - 1, max_rows)).astype(np.int64))
+
+
+def rows_nll(model, tokens: np.ndarray, loss_mask: np.ndarray | None, batch_size: int = 16) -> tuple[float, int]:
+    """Summed NLL (float64) and count of the masked-in next-token predictions of ``tokens`` (n, row_len)."""
+    import torch
+
+    try:
+        device = next(model.parameters()).device
+    except StopIteration:
+        device = torch.device("cpu")
+    total, count = 0.0, 0
+    with torch.inference_mode():
+        for b in range(0, len(tokens), batch_size):
+            ids = torch.as_tensor(tokens[b:b + batch_size], dtype=torch.long, device=device)
+            out = model(input_ids=ids)
+            logits = (out.logits if hasattr(out, "logits") else out)[:, :-1].float()
+            targets = ids[:, 1:]
+            nll = torch.logsumexp(logits, -1) - logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+            if loss_mask is not None:
+                w = torch.as_tensor(loss_mask[b:b + batch_size, 1:], dtype=torch.float64, device=device)
+            else:
+                w = torch.ones_like(nll, dtype=torch.float64)
+            total += float((nll.double() * w).sum())
+            count += int(w.sum())
+    return total, count
+
+
+@EVALUATORS.register("heldout", config=HeldoutConfig)
+class Heldout(Evaluator):
+    """Mean next-token loss / perplexity per held-out source (shard sets), loss-mask aware, fp32."""
+
+    version: ClassVar[str] = "1"
+    headline_metrics: ClassVar[tuple[str, ...]] = ("loss", "loss/*")
+
+    def evaluate(self, model, tokenizer) -> EvalResult:
+        from ..data.shards import ShardSet
+
+        vocab = getattr(getattr(model, "config", None), "vocab_size", None)
+        metrics: dict[str, float] = {}
+        extra: dict = {"sources": {}}
+        losses = []
+        for name, path in self.cfg.sources.items():
+            sp = resolve_shard_path(path)
+            ss = ShardSet(sp, verify=self.cfg.verify)
+            if len(ss) == 0:
+                raise DataError(f"{sp}: shard set has no rows (source {name!r})")
+            idx = fixed_rows(len(ss), self.cfg.max_rows)
+            tokens = ss.rows(idx)
+            if vocab is not None and int(tokens.max()) >= vocab:
+                raise DataError(f"{sp}: token id {int(tokens.max())} >= model vocab_size {vocab} "
+                                f"(source {name!r} was tokenized with a different tokenizer)")
+            mask = ss.rows(idx, "loss_mask") if ss.has_loss_mask else None
+            total, count = rows_nll(model, tokens, mask, self.cfg.batch_size)
+            if count == 0:
+                raise DataError(f"{sp}: the loss mask leaves no target in the {len(idx)} rows scored (source {name!r})")
+            loss = total / count
+            losses.append(loss)
+            metrics[f"loss/{name}"] = loss
+            metrics[f"ppl/{name}"] = math.exp(min(loss, 700.0))  # exp overflows past ~709
+            metrics[f"tokens/{name}"] = float(count)
+            extra["sources"][name] = {"path": str(sp), "rows": int(len(idx)), "rows_total": len(ss),
+                                      "manifest_n_tokens": ss.manifest.get("n_tokens")}
+        metrics["loss"] = float(np.mean(losses))
+        return EvalResult(metrics=metrics, extra=extra)
