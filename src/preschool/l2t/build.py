@@ -1,0 +1,389 @@
+"""Corpus-scale L2T data: documents -> (raw rows + L2T rows) shard sets, any worker count.
+
+``build_l2t(texts, out, cfg, tokenizer)`` streams documents in order, in
+batches handed to a process pool (``workers``); each batch carries the text of
+the document before its first one, so every document sees its predecessor no
+matter which worker runs it. Workers return token ids; the parent consumes the
+batches in order, packs and writes, so 1 and N workers write identical bytes.
+
+Per document (pure function of ``(cfg, index, text, previous text)``):
+train/val assignment (``val_fraction``, by document), raw/L2T routing
+(``mixing``), the L2T transform (``transform``), tokenization with BOS
+(``<|endoftext|>``, which is also EOS and padding) before every sample and raw
+document and no EOS (reference), and the per-task drop counts, including
+samples longer than a row (``too_long``; the reference drops those too).
+
+Output (``out``): ``train/`` and ``val/`` shard sets (tokens, loss_mask,
+segments; ``row_len = seq_len + 1``), ``manifest.json`` (config, tokenizer
+hash, counts per task/side/split, drop reasons, realised L2T share per tenth of
+the rows) and ``stats.json`` (the same counts alone). Temporary per-kind shard
+sets are written inside the output's temporary folder and merged in the mixing
+order, so memory stays bounded by one pack batch plus one merge block.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Iterator, Literal
+
+import numpy as np
+
+from ..config import check, from_dict, to_dict
+from ..data.packing import Doc
+from ..data.shards import ShardSet, ShardWriter
+from ..io import atomic_dir, code_version, write_json
+from .mixing import TokenRouter, is_val, route_by_documents, row_order, share_profile
+from .packing import ConcatPacker, PackCounts, pack_greedy
+from .transform import L2TConfig, L2TTransform
+
+
+@dataclass
+class BuildConfig:
+    """Scenario, packing and split settings around an :class:`L2TConfig`."""
+
+    l2t: L2TConfig = field(default_factory=L2TConfig)
+    scenario: Literal["disjoint", "shared"] = "disjoint"
+    raw_ratio: float = 0.5  # disjoint: share of raw (by documents or tokens); 0 = L2T only
+    ratio_by: Literal["documents", "tokens"] = "documents"
+    curriculum: list[float] = field(default_factory=list)  # [] shuffle; [start, end] L2T share over rows
+    packer: Literal["greedy", "concat"] = "greedy"  # for L2T samples; raw text is always concat
+    seq_len: int = 2048
+    loss: Literal["all", "answer"] = "all"  # reference: all tokens
+    loss_on_padding: bool = True  # reference: labels = input_ids, padding included
+    pack_batch: int = 1000
+    val_fraction: float = 0.01
+    shuffle_seed: int = 21  # reference shuffles the mixed rows with seed 21
+    batch_docs: int = 4  # documents per worker task
+
+    def validate(self) -> None:
+        check(0.0 <= self.raw_ratio <= 1.0, "raw_ratio", f"must be in [0, 1], got {self.raw_ratio}")
+        check(self.seq_len >= 8, "seq_len", f"must be >= 8, got {self.seq_len}")
+        check(self.pack_batch >= 1, "pack_batch", "must be >= 1")
+        check(self.batch_docs >= 1, "batch_docs", "must be >= 1")
+        check(0.0 <= self.val_fraction < 1.0, "val_fraction", f"must be in [0, 1), got {self.val_fraction}")
+        check(len(self.curriculum) in (0, 2), "curriculum", "must be [] or [start_share, end_share]")
+        for i, v in enumerate(self.curriculum):
+            check(0.0 <= v <= 1.0, f"curriculum[{i}]", f"must be in [0, 1], got {v}")
+
+    @property
+    def row_len(self) -> int:
+        return self.seq_len + 1
+
+
+@dataclass
+class DocOut:
+    index: int
+    split: str  # "train" | "val"
+    route: str  # "raw" | "l2t" | "both" (shared) | "undecided" (token routing)
+    task: str | None
+    samples: list[Doc]
+    sample_tasks: list[str]
+    raw: Doc | None
+    drops: Counter
+
+
+class DocumentEncoder:
+    """Worker-side state: transform + tokenizer. Picklable (the tokenizer travels as JSON)."""
+
+    def __init__(self, cfg: BuildConfig, tokenizer_json: str, pool: tuple[str, ...] | None = None):
+        self.cfg = cfg
+        self.tokenizer_json = tokenizer_json
+        self.pool = pool
+        self._tok = None
+        self._tf = None
+
+    def __getstate__(self):
+        return {"cfg": self.cfg, "tokenizer_json": self.tokenizer_json, "pool": self.pool, "_tok": None, "_tf": None}
+
+    @property
+    def tok(self):
+        if self._tok is None:
+            from tokenizers import Tokenizer
+
+            self._tok = Tokenizer.from_str(self.tokenizer_json)
+        return self._tok
+
+    @property
+    def transform(self) -> L2TTransform:
+        if self._tf is None:
+            self._tf = L2TTransform(self.cfg.l2t, pool=self.pool, tokenizer=self.tok)
+        return self._tf
+
+    @property
+    def bos(self) -> int:
+        from ..data.tokenizer import eos_id
+
+        return eos_id(self.tok)
+
+    def route(self, index: int) -> str:
+        c = self.cfg
+        if c.scenario == "shared":
+            return "both"
+        if c.ratio_by == "tokens" and 0 < c.raw_ratio < 1:
+            return "undecided"
+        return route_by_documents(c.l2t.seed, index, c.raw_ratio)
+
+    def encode_samples(self, samples) -> tuple[list[Doc], list[str], Counter]:
+        drops: Counter = Counter()
+        if not samples:
+            return [], [], drops
+        encs = self.tok.encode_batch([s.text for s in samples], add_special_tokens=False)
+        bos = self.bos
+        docs, names = [], []
+        for s, e in zip(samples, encs):
+            n = len(e.ids) + 1
+            if n > self.cfg.row_len:
+                drops[f"{s.task}/too_long"] += 1
+                continue
+            ids = np.empty(n, np.int32)
+            ids[0] = bos
+            ids[1:] = e.ids
+            mask = None
+            if self.cfg.loss == "answer":
+                ends = np.fromiter((o[1] for o in e.offsets), np.int64, len(e.offsets))
+                mask = np.zeros(n, np.uint8)
+                mask[1:] = ends > s.answer_start
+            docs.append(Doc(ids, mask))
+            names.append(s.task)
+        return docs, names, drops
+
+    def encode_raw(self, text: str) -> Doc:
+        ids = self.tok.encode(text, add_special_tokens=False).ids
+        out = np.empty(len(ids) + 1, np.int32)
+        out[0] = self.bos
+        out[1:] = ids
+        return Doc(out, None)
+
+    def process(self, start: int, texts: list[str], prev_text: str | None) -> list[DocOut]:
+        outs = []
+        tf = self.transform
+        prev_sents = None
+        for k, text in enumerate(texts):
+            i = start + k
+            split = "val" if is_val(self.cfg.l2t.seed, i, self.cfg.val_fraction) else "train"
+            route = self.route(i)
+            sents = tf.sentences(text) if route != "raw" else None
+            samples, names, drops, task, raw = [], [], Counter(), None, None
+            if route != "raw":
+                res = tf(i, text, prev_text, sentences=sents, prev_sentences=prev_sents)
+                samples, names, d2 = self.encode_samples(res.samples)
+                drops = res.drops + d2
+                task = res.task
+            if route != "l2t":
+                raw = self.encode_raw(text)
+            outs.append(DocOut(i, split, route, task, samples, names, raw, drops))
+            prev_text, prev_sents = text, sents
+        return outs
+
+
+_WORKER: DocumentEncoder | None = None
+
+
+def _init(enc: DocumentEncoder) -> None:
+    global _WORKER
+    _WORKER = enc
+
+
+def _run(batch: tuple[int, list[str], str | None]) -> list[DocOut]:
+    return _WORKER.process(*batch)  # type: ignore[union-attr]
+
+
+def _batches(texts: Iterable[str], size: int) -> Iterator[tuple[int, list[str], str | None]]:
+    prev, buf, start = None, [], 0
+    for t in texts:
+        buf.append(t)
+        if len(buf) == size:
+            yield start, buf, prev
+            start, prev, buf = start + size, buf[-1], []
+    if buf:
+        yield start, buf, prev
+
+
+def encode_documents(texts: Iterable[str], enc: DocumentEncoder, workers: int = 1) -> Iterator[DocOut]:
+    """Per-document outputs in input order (identical for any ``workers``)."""
+    batches = _batches(texts, enc.cfg.batch_docs)
+    if workers <= 1:
+        for b in batches:
+            yield from enc.process(*b)
+        return
+    ctx = mp.get_context("fork")
+    with ctx.Pool(workers, initializer=_init, initargs=(enc,)) as pool:
+        for outs in pool.imap(_run, batches, chunksize=1):
+            yield from outs
+
+
+class _Side:
+    """One split's packers and temporary writers."""
+
+    def __init__(self, cfg: BuildConfig, tmp: Path, split: str, vocab: int, pad_id: int):
+        self.cfg, self.pad_id, self.split = cfg, pad_id, split
+        arrays = ["loss_mask", "segments"]
+        self.w = {k: ShardWriter(tmp / f"{split}-{k}", cfg.row_len, vocab, arrays=arrays) for k in ("l2t", "raw")}
+        self.raw_pack = ConcatPacker(cfg.row_len, PackCounts())
+        self.l2t_concat = ConcatPacker(cfg.row_len, PackCounts()) if cfg.packer == "concat" else None
+        self.l2t_counts = self.l2t_concat.c if self.l2t_concat else PackCounts()
+        self.buf: list[Doc] = []
+        self.bno = 0
+        self.docs: Counter = Counter()
+        self.tasks: Counter = Counter()
+        self.samples: Counter = Counter()
+        self.sample_tokens: Counter = Counter()
+        self.drops: Counter = Counter()
+
+    def _write(self, kind: str, block) -> None:
+        if block is not None and len(block["tokens"]):
+            self.w[kind].add_rows(block["tokens"], loss_mask=block["loss_mask"], segments=block["segments"])
+
+    def add_l2t(self, docs: list[Doc], names: list[str]) -> None:
+        for d, n in zip(docs, names):
+            self.samples[n] += 1
+            self.sample_tokens[n] += len(d.ids)
+            if self.l2t_concat is not None:
+                self.l2t_concat.add(d)
+            else:
+                self.buf.append(d)
+        if self.l2t_concat is not None:
+            self._write("l2t", self.l2t_concat.take())
+        elif len(self.buf) >= self.cfg.pack_batch:
+            self._flush_greedy()
+
+    def _flush_greedy(self) -> None:
+        seed = self.cfg.l2t.seed * 2 + (self.split == "val")
+        for block in pack_greedy(self.buf, self.cfg.row_len, self.pad_id, seed=seed, batch=len(self.buf) or 1,
+                                 loss_on_padding=self.cfg.loss_on_padding and self.cfg.loss == "all",
+                                 counts=self.l2t_counts, first_batch=self.bno):
+            self._write("l2t", block)
+        self.bno += 1
+        self.buf = []
+
+    def add_raw(self, d: Doc) -> None:
+        self.raw_pack.add(d)
+        self._write("raw", self.raw_pack.take())
+
+    def finish(self) -> dict:
+        if self.l2t_concat is not None:
+            self._write("l2t", self.l2t_concat.take(final=True))
+        elif self.buf:
+            self._flush_greedy()
+        self._write("raw", self.raw_pack.take(final=True))
+        return {k: w.close() for k, w in self.w.items()}
+
+
+def _gather(ss: ShardSet, idx: np.ndarray, name: str) -> np.ndarray:
+    arrays = list(ss.iter_arrays(name))
+    starts = np.cumsum([0] + [len(a) for a in arrays])
+    out = np.empty((len(idx), ss.row_len), dtype=arrays[0].dtype if arrays else np.uint16)
+    which = np.searchsorted(starts, idx, side="right") - 1
+    for k, a in enumerate(arrays):
+        sel = which == k
+        if sel.any():
+            out[sel] = a[idx[sel] - starts[k]]
+    return out
+
+
+def _merge(cfg: BuildConfig, tmp: Path, split: str, out: Path, vocab: int, extra: dict, block: int = 4096) -> dict:
+    l2t, raw = ShardSet(tmp / f"{split}-l2t", verify="size"), ShardSet(tmp / f"{split}-raw", verify="size")
+    order = row_order(len(l2t), len(raw), cfg.shuffle_seed + (split == "val"), cfg.curriculum or None)
+    with ShardWriter(out, cfg.row_len, vocab, arrays=["loss_mask", "segments"]) as w:
+        for s in range(0, len(order), block):
+            o = order[s:s + block]
+            is_l2t = o < len(l2t)
+            parts = {}
+            for name in ("tokens", "loss_mask", "segments"):
+                arr = np.empty((len(o), cfg.row_len), np.int64)
+                if is_l2t.any():
+                    arr[is_l2t] = _gather(l2t, o[is_l2t], name)
+                if (~is_l2t).any():
+                    arr[~is_l2t] = _gather(raw, o[~is_l2t] - len(l2t), name)
+                parts[name] = arr
+            w.add_rows(parts["tokens"], loss_mask=parts["loss_mask"], segments=parts["segments"])
+        extra = {**extra, "l2t_rows": len(l2t), "raw_rows": len(raw),
+                 "l2t_share_by_tenth": share_profile(order, len(l2t))}
+        return w.close(**extra)
+
+
+def build_l2t(
+    texts: Iterable[str], out: str | Path, cfg: BuildConfig | dict, tokenizer, workers: int = 1,
+    pool: tuple[str, ...] | None = None, source: dict | None = None, progress: bool = False,
+) -> dict:
+    """Transform, pack, mix and write ``out/{train,val}``; returns the top-level manifest."""
+    from ..data.tokenizer import eos_id, save_tokenizer, tokenizer_hash
+
+    if not isinstance(cfg, BuildConfig):
+        cfg = from_dict(BuildConfig, cfg)
+    enc = DocumentEncoder(cfg, tokenizer.to_str(), pool)
+    vocab = tokenizer.get_vocab_size()
+    pad = eos_id(tokenizer)
+    out = Path(out)
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(unit="doc", desc="transform l2t")
+    with atomic_dir(out) as tmp:
+        work = tmp / "_work"
+        sides = {s: _Side(cfg, work, s, vocab, pad) for s in ("train", "val")}
+        routers = {s: TokenRouter(cfg.raw_ratio) for s in sides}
+        n_docs = 0
+        try:
+            for d in encode_documents(texts, enc, workers):
+                n_docs += 1
+                side = sides[d.split]
+                route = d.route
+                if route == "undecided":
+                    l2t_tok = sum(len(x.ids) for x in d.samples)
+                    route = routers[d.split].route(len(d.raw.ids), l2t_tok)
+                side.docs[route] += 1
+                side.drops.update(d.drops)
+                if route in ("l2t", "both"):
+                    side.tasks[d.task or "(none)"] += 1
+                    side.add_l2t(d.samples, d.sample_tasks)
+                if route in ("raw", "both"):
+                    side.add_raw(d.raw)
+                if bar:
+                    bar.update(1)
+            closed = {s: side.finish() for s, side in sides.items()}
+        except BaseException:
+            for side in sides.values():
+                for w in side.w.values():
+                    w.abort()
+            raise
+        finally:
+            if bar:
+                bar.close()
+        tok_dir = save_tokenizer(tokenizer, tmp / "tokenizer").parent
+        stats = {}
+        for s, side in sides.items():
+            stats[s] = {
+                "documents_by_route": dict(side.docs),
+                "documents_by_task": dict(sorted(side.tasks.items())),
+                "samples_by_task": dict(sorted(side.samples.items())),
+                "sample_tokens_by_task": dict(sorted(side.sample_tokens.items())),
+                "drops": dict(sorted(side.drops.items())),
+                "l2t_packing": vars(side.l2t_counts),
+                "raw_packing": vars(side.raw_pack.c),
+                "l2t_rows": closed[s]["l2t"]["n_rows"],
+                "raw_rows": closed[s]["raw"]["n_rows"],
+            }
+        common = {"source": source or {}, "config": to_dict(cfg), "tokenizer_sha256": tokenizer_hash(tokenizer)}
+        manifests = {s: _merge(cfg, work, s, tmp / s, vocab, {**common, "split": s, "stats": stats[s]})
+                     for s in sides}
+        import shutil
+
+        shutil.rmtree(work)
+        top = {
+            "format": "preschool-l2t-v1",
+            **common,
+            "documents": n_docs,
+            "workers": workers,
+            "tokenizer": tok_dir.name,
+            "splits": {s: {"path": s, "n_rows": m["n_rows"], "l2t_rows": m["l2t_rows"], "raw_rows": m["raw_rows"],
+                           "l2t_share_by_tenth": m["l2t_share_by_tenth"]} for s, m in manifests.items()},
+            "code_version": code_version(),
+        }
+        write_json(tmp / "stats.json", stats)
+        write_json(tmp / "manifest.json", top)
+    return top

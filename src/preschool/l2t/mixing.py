@@ -1,0 +1,108 @@
+"""Mixing raw text and L2T samples: scenarios, ratios and row order.
+
+Scenarios (Yamaguchi et al. 2026, section 2 of the spec):
+
+- ``disjoint``: each document goes to the raw side OR the L2T side.
+  ``ratio_by: documents`` (the paper's rule) sends document ``i`` to raw when
+  ``u(seed, i) < raw_ratio`` — an independent draw per document, so the split is
+  streaming and a pure function of the index (the reference splits a loaded
+  shard exactly with ``train_test_split``; our share is binomial around
+  ``raw_ratio``). ``ratio_by: tokens`` sends each document, in order, to the
+  side that is furthest below its target token share (raw share of all output
+  tokens = ``raw_ratio``); that needs both versions of every document, so it
+  costs one extra transform per document.
+- ``shared``: every document is used twice, as raw text and as L2T samples.
+
+``raw_ratio: 0`` gives L2T-only data (with one task: the single-task runs);
+``raw_ratio: 1`` gives the raw baseline.
+
+Row order: rows of both kinds are shuffled together with ``shuffle_seed`` (the
+reference shuffles the concatenated rows with seed 21). A ``curriculum``
+``[start, end]`` instead orders rows so the L2T share of rows goes linearly from
+``start`` to ``end`` over the output (the paper's suggested follow-up of
+confining L2T to early training); each pool is shuffled within itself, and when
+a pool runs out the other fills the rest, so the realised shares (reported per
+tenth of the output) follow the schedule as closely as the pool sizes allow.
+"""
+
+from __future__ import annotations
+
+import zlib
+
+import numpy as np
+
+_ROUTE = zlib.crc32(b"l2t-route")
+_VAL = zlib.crc32(b"l2t-val")
+
+
+def doc_uniform(seed: int, index: int, salt: int) -> float:
+    return float(np.random.default_rng([seed, int(index), salt]).random())
+
+
+def is_val(seed: int, index: int, val_fraction: float) -> bool:
+    return val_fraction > 0 and doc_uniform(seed, index, _VAL) < val_fraction
+
+
+def route_by_documents(seed: int, index: int, raw_ratio: float) -> str:
+    """``"raw"`` or ``"l2t"`` for a disjoint split by documents."""
+    if raw_ratio <= 0:
+        return "l2t"
+    if raw_ratio >= 1:
+        return "raw"
+    return "raw" if doc_uniform(seed, index, _ROUTE) < raw_ratio else "l2t"
+
+
+class TokenRouter:
+    """Disjoint split by tokens: send each document where the running share is furthest below target."""
+
+    def __init__(self, raw_ratio: float):
+        self.raw_ratio = raw_ratio
+        self.raw = 0
+        self.l2t = 0
+
+    def route(self, raw_tokens: int, l2t_tokens: int) -> str:
+        if self.raw_ratio <= 0 or raw_tokens == 0:
+            side = "l2t"
+        elif self.raw_ratio >= 1 or l2t_tokens == 0:
+            side = "raw"
+        else:
+            # Pick the side whose choice leaves the running raw share closest to target.
+            a = abs((self.raw + raw_tokens) / (self.raw + raw_tokens + self.l2t) - self.raw_ratio)
+            b = abs(self.raw / (self.raw + self.l2t + l2t_tokens) - self.raw_ratio)
+            side = "raw" if a <= b else "l2t"
+        if side == "raw":
+            self.raw += raw_tokens
+        else:
+            self.l2t += l2t_tokens
+        return side
+
+
+def row_order(n_l2t: int, n_raw: int, seed: int = 21, curriculum: list[float] | None = None) -> np.ndarray:
+    """Output order as global indices: ``i < n_l2t`` is L2T row i, else raw row ``i - n_l2t``."""
+    total = n_l2t + n_raw
+    rng = np.random.default_rng(seed)
+    if not curriculum:
+        return rng.permutation(total)
+    start, end = curriculum
+    l2t = rng.permutation(n_l2t)
+    raw = rng.permutation(n_raw) + n_l2t
+    out = np.empty(total, np.int64)
+    a = b = 0
+    want = 0.0
+    for p in range(total):
+        want += start + (end - start) * (p + 0.5) / max(total, 1)
+        take_l2t = (a < n_l2t) and (b >= n_raw or a < want)
+        if take_l2t:
+            out[p] = l2t[a]
+            a += 1
+        else:
+            out[p] = raw[b]
+            b += 1
+    return out
+
+
+def share_profile(order: np.ndarray, n_l2t: int, parts: int = 10) -> list[float]:
+    """L2T share of rows in each tenth (``parts``) of the output order."""
+    if len(order) == 0:
+        return []
+    return [round(float((p < n_l2t).mean()), 4) for p in np.array_split(order, parts) if len(p)]
