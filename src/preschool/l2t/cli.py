@@ -1,0 +1,138 @@
+"""``preschool transform l2t``: a corpus -> L2T (+ raw) train/val shard sets."""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import sys
+from pathlib import Path
+
+HELP = "language-learning-task (L2T) data from a corpus (Yamaguchi et al. 2026)"
+DESCRIPTION = """\
+Turn documents into L2T training data mixed with raw text, as in Yamaguchi, Mi &
+Aletras (ACL 2026): one of 14 tasks per document, applied to every ~chunk of it,
+formatted as "prompt\\n\\n<prefix> completion", packed into rows, mixed with raw
+text (disjoint or shared) and written as train/ and val/ shard sets.
+
+examples:
+  preschool transform l2t --input ../shared/data/novels --out data/l2t --preview 2
+  preschool transform l2t --input corpus.jsonl --out data/l2t --scenario shared --workers 2
+  preschool transform l2t --input corpus/ --out data/one --tasks half --raw-ratio 0
+"""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--input", required=True, help=".txt file (one document), .jsonl (text field), folder of them, "
+                   "or a corpus .yaml (preschool.corpora)")
+    p.add_argument("--out", help="output folder (train/, val/, tokenizer/, manifest.json, stats.json)")
+    p.add_argument("--tasks", nargs="+", help="tasks to draw from (default: all 14); comma or space separated")
+    p.add_argument("--scenario", choices=["disjoint", "shared"], default="disjoint")
+    p.add_argument("--raw-ratio", type=float, default=0.5, help="disjoint: raw share (0 = L2T only, 1 = raw only)")
+    p.add_argument("--ratio-by", choices=["documents", "tokens"], default="documents")
+    p.add_argument("--curriculum", nargs=2, type=float, metavar=("START", "END"),
+                   help="order rows so the L2T share goes linearly from START to END")
+    p.add_argument("--packer", choices=["greedy", "concat"], default="greedy")
+    p.add_argument("--loss", choices=["all", "answer"], default="all", help="loss on all tokens (reference) or answers")
+    p.add_argument("--no-loss-on-padding", action="store_true", help="reference trains on padding; this turns it off")
+    p.add_argument("--seq-len", type=int, default=2048)
+    p.add_argument("--chunk-tokens", type=int, help="chunk target (default seq_len // 4: 512 at 2048, as the reference)")
+    p.add_argument("--count-tokens", choices=["estimate", "tokenizer"], default="estimate")
+    p.add_argument("--splitter", choices=["blingfire", "rules"], default="blingfire")
+    p.add_argument("--word-pool", choices=["gcide", "web2", "corpus"], default="gcide")
+    p.add_argument("--min-words", type=int, default=20)
+    p.add_argument("--val-fraction", type=float, default=0.01)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--workers", type=int, default=1)
+    p.add_argument("--max-documents", type=int, default=0, help="stop after this many documents (0 = all)")
+    p.add_argument("--tokenizer", help="tokenizer.json (or folder) to use; default: train a BPE on the input")
+    p.add_argument("--vocab-size", type=int, default=2048, help="vocabulary of the trained tokenizer")
+    p.add_argument("--tokenizer-documents", type=int, default=20000, help="documents read to train the tokenizer")
+    p.add_argument("--text-field", default="text", help="JSONL field holding the text")
+    p.add_argument("--preview", type=int, metavar="N", help="print N formatted samples per task and exit")
+
+
+def _tasks(raw: list[str] | None) -> list[str] | None:
+    if not raw:
+        return None
+    return [t for item in raw for t in item.split(",") if t]
+
+
+def build_config(args: argparse.Namespace):
+    from ..config import from_dict
+    from .build import BuildConfig
+
+    l2t = {"seed": args.seed, "min_num_words": args.min_words, "splitter": args.splitter,
+           "word_pool": args.word_pool, "count_tokens": args.count_tokens,
+           "chunk_tokens": args.chunk_tokens or max(1, args.seq_len // 4)}
+    if _tasks(args.tasks):
+        l2t["tasks"] = _tasks(args.tasks)
+    return from_dict(BuildConfig, {
+        "l2t": l2t, "scenario": args.scenario, "raw_ratio": args.raw_ratio, "ratio_by": args.ratio_by,
+        "curriculum": list(args.curriculum or []), "packer": args.packer, "seq_len": args.seq_len,
+        "loss": args.loss, "loss_on_padding": not args.no_loss_on_padding, "val_fraction": args.val_fraction,
+    })
+
+
+def _texts(args):
+    from .inputs import iter_texts
+
+    it = (t for _, t in iter_texts(args.input, args.text_field))
+    return itertools.islice(it, args.max_documents) if args.max_documents else it
+
+
+def preview(cfg, args, out=sys.stdout) -> int:
+    """Print ``args.preview`` samples per task (each task forced on the first documents)."""
+    from .transform import L2TTransform
+    from .text import corpus_pool
+
+    docs = list(itertools.islice(_texts(args), 200))
+    pool = corpus_pool(docs) if cfg.l2t.word_pool == "corpus" else None
+    for name in cfg.l2t.tasks:
+        tf = L2TTransform({**_plain(cfg.l2t), "tasks": [name]}, pool=pool)
+        got, prev = [], None
+        for i, text in enumerate(docs):
+            got += tf(i, text, prev).samples
+            prev = text
+            if len(got) >= args.preview:
+                break
+        print(f"===== {name} ({len(got[:args.preview])} samples) =====", file=out)
+        for s in got[:args.preview]:
+            print(s.text, file=out)
+            print("-----", file=out)
+    return 0
+
+
+def _plain(cfg):
+    from ..config import to_dict
+
+    return to_dict(cfg)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..data.tokenizer import iter_sample, load_tokenizer, train_bpe
+    from ..errors import ConfigError
+    from .build import build_l2t
+    from .text import corpus_pool
+
+    cfg = build_config(args)
+    if args.preview:
+        return preview(cfg, args)
+    if not args.out:
+        raise ConfigError("out", "--out is required (unless --preview)")
+    if args.workers < 1:
+        raise ConfigError("workers", f"must be >= 1, got {args.workers}")
+    pool = None
+    if args.tokenizer:
+        tok = load_tokenizer(args.tokenizer)
+        source_tok = {"kind": "load", "path": str(args.tokenizer)}
+    else:
+        tok = train_bpe(iter_sample(_texts(args), args.tokenizer_documents), args.vocab_size)
+        source_tok = {"kind": "train", "vocab_size": args.vocab_size, "documents": args.tokenizer_documents}
+    if cfg.l2t.word_pool == "corpus":
+        pool = corpus_pool(iter_sample(_texts(args), args.tokenizer_documents))
+    m = build_l2t(_texts(args), args.out, cfg, tok, workers=args.workers, pool=pool,
+                  source={"input": str(Path(args.input)), "tokenizer": source_tok}, progress=sys.stderr.isatty())
+    for split, s in m["splits"].items():
+        print(f"{split}: {s['n_rows']} rows ({s['l2t_rows']} L2T, {s['raw_rows']} raw)")
+    print(f"wrote {args.out} from {m['documents']} documents; drop reasons in {Path(args.out) / 'stats.json'}")
+    return 0
