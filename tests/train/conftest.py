@@ -8,7 +8,7 @@ import pytest
 from preschool.data.shards import ShardWriter
 
 
-def write_dataset(root: Path, name: str, rows: int = 64, seq_len: int = 16, vocab: int = 64, offset: int = 0,
+def _write_dataset(root: Path, name: str, rows: int = 64, seq_len: int = 16, vocab: int = 64, offset: int = 0,
                   stride: int = 1, mask: bool = False, segments: bool = False, seed: int = 0) -> Path:
     """A dataset folder with train/ and val/: rows are arithmetic progressions mod ``vocab`` (learnable)."""
     folder = root / name
@@ -31,14 +31,26 @@ def write_dataset(root: Path, name: str, rows: int = 64, seq_len: int = 16, voca
 @pytest.fixture
 def datasets(tmp_path):
     return {
-        "text": write_dataset(tmp_path / "data", "text", stride=1, seed=1),
-        "synth": write_dataset(tmp_path / "data", "synth", stride=3, seed=2, mask=True, segments=True),
+        "text": _write_dataset(tmp_path / "data", "text", stride=1, seed=1),
+        "synth": _write_dataset(tmp_path / "data", "synth", stride=3, seed=2, mask=True, segments=True),
     }
 
 
-def micro_cfg(**kw):
+def _micro_cfg(**kw):
     base = dict(model={"preset": "micro", "overrides": {"hidden_size": 32, "intermediate_size": 64}},
                 batch_size=4, lr=3e-3, log_every=1, eval_every=4, checkpoint_every=4, progress=False, val_rows=8,
                 stages=[{"name": "pt", "data": "text", "tokens": 4 * 16 * 8}])
     base.update(kw)
     return base
+
+
+@pytest.fixture
+def micro_cfg():
+    """Factory: a dict TrainConfig for the micro model (batch 4, seq 16), overridable by keyword."""
+    return _micro_cfg
+
+
+@pytest.fixture
+def write_dataset():
+    """Factory: write a learnable dataset folder (train/ + val/), see ``_write_dataset``."""
+    return _write_dataset

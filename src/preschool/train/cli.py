@@ -1,0 +1,89 @@
+"""``preschool train CONFIG.yaml --out DIR [--set key=value ...]``: train (or resume) one run."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+
+HELP = "train a model through its stages (PPT -> PT, mixtures, inserted stages); resumes if interrupted"
+DESCRIPTION = """\
+Train a decoder LM through the stages of a YAML config and write a run folder
+(config.yaml, metrics.jsonl, checkpoints/step-XXXXXXXX/, DONE).
+
+The YAML holds three keys:
+
+  train:       TrainConfig fields (model, stages, batch_size, lr, ...; see docs/training.md)
+  datasets:    name -> folder holding train/ (and val/) shard sets
+  tokenizer:   folder with tokenizer.json (copied into every checkpoint; optional)
+
+Relative paths are resolved against the YAML file's folder.
+
+Example:
+
+  train:
+    model: {preset: tiny-1m}
+    batch_size: 32
+    stages:
+      - {name: ppt, data: dyck, tokens: 2_000_000, schedule: wsd, warmup: 0.1}
+      - {name: pt, data: {novels: 0.9, dyck: 0.1}, tokens: 20_000_000, warmup: 0.05}
+  datasets: {dyck: data/dyck, novels: data/novels}
+  tokenizer: data/tokenizer
+
+--set overrides any value: --set train.lr=3e-4 --set train.stages.1.tokens=1e7
+(a key not starting with train./datasets./tokenizer is taken as under train.).
+Running the same command again resumes from the last checkpoint (the config
+must match); a finished run (DONE present) returns at once. Under torchrun
+(torchrun --nproc_per_node N -m preschool.cli train ...) it trains with DDP.
+"""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("config", help="YAML file with train:, datasets: and tokenizer:")
+    p.add_argument("--out", required=True, help="run folder (created; resumed if it holds a run)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a config value (repeatable), e.g. train.lr=1e-3")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar (same as --set train.progress=false)")
+
+
+def load_run_config(path: str | Path, overrides: list[str] = ()) -> tuple:
+    """(TrainConfig, datasets {name: Path}, tokenizer Path|None) from a train YAML plus overrides."""
+    from ..config import apply_overrides, from_dict, load_yaml
+    from ..errors import ConfigError
+    from .trainer import TrainConfig
+
+    path = Path(path)
+    data = load_yaml(path)
+    ovs = [o if o.split("=", 1)[0].split(".")[0] in ("train", "datasets", "tokenizer") else f"train.{o}"
+           for o in overrides]
+    data = apply_overrides(data, ovs)
+    unknown = [k for k in data if k not in ("train", "datasets", "tokenizer")]
+    if unknown:
+        raise ConfigError(unknown[0], "unknown top-level key (expected train, datasets, tokenizer)")
+    if "train" not in data:
+        raise ConfigError("train", "missing: the TrainConfig fields go under train:")
+    cfg = from_dict(TrainConfig, data["train"], "train")
+    base = path.resolve().parent
+
+    def resolve(p: str) -> Path:
+        q = Path(os.path.expanduser(str(p)))
+        return q if q.is_absolute() else (base / q).resolve()
+
+    datasets = data.get("datasets") or {}
+    if not isinstance(datasets, dict):
+        raise ConfigError("datasets", "must map dataset name -> folder")
+    ds = {str(k): resolve(v) for k, v in datasets.items()}
+    tok = resolve(data["tokenizer"]) if data.get("tokenizer") else None
+    return cfg, ds, tok
+
+
+def run(args: argparse.Namespace) -> int:
+    from .trainer import train
+
+    ovs = list(args.overrides) + (["train.progress=false"] if args.no_progress else [])
+    cfg, ds, tok = load_run_config(args.config, ovs)
+    summary = train(cfg, args.out, ds, tok)
+    if int(os.environ.get("RANK", "0")) == 0:
+        print(json.dumps(summary, indent=2))
+    return 0
