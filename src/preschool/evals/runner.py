@@ -1,0 +1,289 @@
+"""Evaluate checkpoints, many at a time, resumably; collect the results as rows.
+
+A run folder (docs/interfaces.md) holds ``checkpoints/step-XXXXXXXX/``; each
+evaluation of a checkpoint writes
+
+    <run>/evals/step-XXXXXXXX/<label>/summary.json   (+ items.jsonl)
+
+where ``label`` is the evaluator's name unless given (so one evaluator can run
+under two configs, e.g. ``("minimal_pairs", {"bos": "none"}, "blimp_nobos")``).
+A summary carries a ``cache`` block: the checkpoint fingerprint (meta.json,
+config.json and the weight files' names, sizes and mtimes), the evaluator's
+registry name and ``version``, and the sha256 of its full resolved config. A
+rerun skips every (checkpoint, evaluator) whose summary has the same block and
+recomputes the rest, so an interrupted sweep resumes where it stopped and a
+changed config or evaluator version is never served stale. The model is loaded
+only when something is left to compute.
+
+Usage::
+
+    from preschool.evals.runner import evaluate_run, collect_results
+    evaluate_run("runs/arm0", [("minimal_pairs", {"path": "blimp/", "max_pairs_per_paradigm": 100})], every=500)
+    rows = collect_results("runs/arm0")   # [{step, tokens, pt_tokens, evaluator, metric, value, version}]
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from ..config import to_dict
+from ..errors import ConfigError, DataError
+from ..io import read_json
+from . import EVALUATORS
+
+STEP_DIR = re.compile(r"^step-(\d+)$")
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
+EvaluatorSpec = tuple  # (name, config dict) or (name, config dict, label)
+
+
+def step_dirname(step: int) -> str:
+    return f"step-{step:08d}"
+
+
+def read_meta(ckpt: str | Path) -> dict:
+    """``meta.json`` of a checkpoint ({} when absent, e.g. a plain HF folder)."""
+    p = Path(ckpt) / "meta.json"
+    if not p.is_file():
+        return {}
+    try:
+        return read_json(p)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise DataError(f"{p}: corrupt meta.json ({e})") from None
+
+
+def checkpoint_step(ckpt: str | Path) -> int | None:
+    """The step of a checkpoint: ``meta.json``'s ``step``, else the ``step-N`` folder name, else None."""
+    meta = read_meta(ckpt)
+    if "step" in meta:
+        return int(meta["step"])
+    m = STEP_DIR.match(Path(ckpt).name)
+    return int(m.group(1)) if m else None
+
+
+def list_checkpoints(run_dir: str | Path) -> list[tuple[int, Path]]:
+    """``(step, folder)`` for every ``<run>/checkpoints/step-N`` (hidden temp folders ignored), by step."""
+    root = Path(run_dir) / "checkpoints"
+    if not root.is_dir():
+        raise DataError(f"{run_dir}: not a run folder (no checkpoints/ inside)")
+    out = []
+    for d in root.iterdir():
+        m = STEP_DIR.match(d.name)
+        if m and d.is_dir():
+            out.append((int(m.group(1)), d))
+    return sorted(out)
+
+
+def checkpoint_fingerprint(ckpt: str | Path) -> str:
+    """Cheap identity of a checkpoint's contents: meta + config text and each weight file's name/size/mtime."""
+    ckpt = Path(ckpt)
+    h = hashlib.sha256()
+    for name in ("meta.json", "config.json"):
+        p = ckpt / name
+        h.update(name.encode() + b"\0" + (p.read_bytes() if p.is_file() else b"-") + b"\0")
+    weights = sorted(p for p in ckpt.iterdir() if p.suffix in WEIGHT_SUFFIXES and p.name != "trainer_state.pt")
+    if not weights:
+        raise DataError(f"{ckpt}: no model weights (*.safetensors / *.bin) in this checkpoint")
+    for p in weights:
+        st = p.stat()
+        h.update(f"{p.name}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
+    return h.hexdigest()
+
+
+def config_hash(cfg: Any) -> str:
+    """sha256 of an evaluator config's canonical JSON (all fields, defaults included)."""
+    canon = json.dumps(to_dict(cfg), sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(canon.encode("utf-8")).hexdigest()
+
+
+def resolve_device(device: str) -> str:
+    import torch
+
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return device
+
+
+def load_checkpoint(path: str | Path, device: str = "cpu"):
+    """``(model, tokenizer)`` from an HF ``save_pretrained`` folder: fp32 weights, eval mode, on ``device``."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerFast
+
+    p = Path(path)
+    if not (p / "config.json").is_file():
+        raise DataError(f"{p}: not a checkpoint (no config.json)")
+    try:
+        model = AutoModelForCausalLM.from_pretrained(str(p), dtype=torch.float32)
+    except (OSError, ValueError) as e:
+        raise DataError(f"{p}: cannot load model ({e})") from None
+    model = model.to(resolve_device(device)).eval()
+    try:
+        tok = AutoTokenizer.from_pretrained(str(p))
+    except (OSError, ValueError, TypeError):
+        if not (p / "tokenizer.json").is_file():
+            raise DataError(f"{p}: no tokenizer files in this checkpoint") from None
+        from ..data.tokenizer import EOS
+
+        # Our own tokenizer.json without HF side files: <|endoftext|> is EOS, BOS and PAD.
+        tok = PreTrainedTokenizerFast(tokenizer_file=str(p / "tokenizer.json"), eos_token=EOS, bos_token=EOS,
+                                      pad_token=EOS)
+    return model, tok
+
+
+def _normalise(evaluators: Sequence[EvaluatorSpec]) -> list[tuple[str, str, Any]]:
+    """``[(label, name, built config)]``; configs are validated before any model is loaded."""
+    if not evaluators:
+        raise ConfigError("evaluators", "give at least one evaluator")
+    out, labels = [], set()
+    for i, spec in enumerate(evaluators):
+        if isinstance(spec, str):
+            spec = (spec, {})
+        if not 2 <= len(spec) <= 3:
+            raise ConfigError(f"evaluators[{i}]", f"expected (name, config) or (name, config, label), got {spec!r}")
+        name, values = spec[0], spec[1] or {}
+        label = spec[2] if len(spec) == 3 and spec[2] else name
+        if label in labels:
+            raise ConfigError(f"evaluators[{i}]", f"label {label!r} used twice; give each config its own label")
+        if "/" in label or label.startswith("."):
+            raise ConfigError(f"evaluators[{i}]", f"label {label!r} must be a plain folder name")
+        labels.add(label)
+        out.append((label, name, EVALUATORS.build_config(name, values, f"evaluators[{i}]")))
+    return out
+
+
+def _cache_block(fingerprint: str, name: str, cfg: Any) -> dict:
+    return {"checkpoint": fingerprint, "evaluator": name, "version": EVALUATORS.get(name).cls.version,
+            "config_hash": config_hash(cfg)}
+
+
+def _cached_summary(path: Path, cache: dict) -> dict | None:
+    if not path.is_file():
+        return None
+    try:
+        summary = read_json(path)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return None  # unreadable: recompute and overwrite
+    return summary if summary.get("cache") == cache else None
+
+
+def _stderr(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def evaluate_checkpoint(
+    ckpt_dir: str | Path,
+    evaluators: Sequence[EvaluatorSpec],
+    out_dir: str | Path,
+    device: str = "cpu",
+    force: bool = False,
+    log: Callable[[str], None] | None = None,
+) -> dict:
+    """Run ``evaluators`` on one checkpoint, writing ``<out_dir>/<label>/summary.json``; cached ones are reused.
+
+    Returns ``{checkpoint, step, meta, out_dir, results: {label: summary}, cached: [labels]}``.
+    """
+    ckpt = Path(ckpt_dir)
+    specs = _normalise(evaluators)
+    fingerprint = checkpoint_fingerprint(ckpt)
+    meta = read_meta(ckpt)
+    step = checkpoint_step(ckpt)
+    out = Path(out_dir)
+    results, cached, todo = {}, [], []
+    for label, name, cfg in specs:
+        cache = _cache_block(fingerprint, name, cfg)
+        hit = None if force else _cached_summary(out / label / "summary.json", cache)
+        if hit is not None:
+            results[label] = hit
+            cached.append(label)
+        else:
+            todo.append((label, name, cfg, cache))
+    if todo:
+        model, tok = load_checkpoint(ckpt, device)
+        for label, name, cfg, cache in todo:
+            if log:
+                log(f"{ckpt.name}: {label} ...")
+            ev = EVALUATORS.get(name).cls(cfg)
+            results[label] = ev.run(model, tok, out_dir=out / label, checkpoint=str(ckpt), cache=cache,
+                                    checkpoint_meta=meta, step=step)
+        del model
+    if log and cached:
+        log(f"{ckpt.name}: cached {', '.join(cached)}")
+    return {"checkpoint": str(ckpt), "step": step, "meta": meta, "out_dir": str(out),
+            "results": {label: results[label] for label, _, _ in specs}, "cached": cached}
+
+
+def select_checkpoints(run_dir: str | Path, every: int | None = None,
+                       steps: Sequence[int] | None = None) -> list[tuple[int, Path]]:
+    """Checkpoints to evaluate: all; or steps that are multiples of ``every`` (plus the last one); or ``steps``.
+
+    With both, the union. A requested step that has no checkpoint is a ConfigError.
+    """
+    ckpts = list_checkpoints(run_dir)
+    if every is not None and every < 1:
+        raise ConfigError("every", f"must be >= 1, got {every}")
+    if every is None and steps is None:
+        return ckpts
+    have = {s for s, _ in ckpts}
+    wanted = set(int(s) for s in steps or ())
+    missing = sorted(wanted - have)
+    if missing:
+        raise ConfigError("steps", f"no checkpoint for steps {missing} in {run_dir} (have {sorted(have)})")
+    if every is not None:
+        wanted |= {s for s in have if s % every == 0}
+        if ckpts:
+            wanted.add(ckpts[-1][0])  # the final checkpoint is what token-efficiency curves end on
+    return [(s, p) for s, p in ckpts if s in wanted]
+
+
+def evaluate_run(
+    run_dir: str | Path,
+    evaluators: Sequence[EvaluatorSpec],
+    every: int | None = None,
+    steps: Sequence[int] | None = None,
+    device: str = "cpu",
+    force: bool = False,
+    log: Callable[[str], None] | None = _stderr,
+) -> list[dict]:
+    """Evaluate the selected checkpoints of a run (see :func:`select_checkpoints`), resumably, in step order."""
+    _normalise(evaluators)  # fail on a bad config before touching any checkpoint
+    run = Path(run_dir)
+    out = []
+    for step, ckpt in select_checkpoints(run, every, steps):
+        out.append(evaluate_checkpoint(ckpt, evaluators, run / "evals" / step_dirname(step), device, force, log))
+    return out
+
+
+def collect_results(run_dir: str | Path) -> list[dict]:
+    """One row per (step, evaluator label, metric) from ``<run>/evals``, sorted.
+
+    ``tokens`` / ``pt_tokens`` come from the checkpoint's meta.json (kept in the
+    summary too, so rows survive checkpoint pruning); None when unknown.
+    """
+    root = Path(run_dir) / "evals"
+    if not root.is_dir():
+        return []
+    rows = []
+    for sdir in sorted(root.iterdir()):
+        m = STEP_DIR.match(sdir.name)
+        if not m or not sdir.is_dir():
+            continue
+        step = int(m.group(1))
+        ckpt_meta = read_meta(Path(run_dir) / "checkpoints" / sdir.name)
+        for edir in sorted(sdir.iterdir()):
+            spath = edir / "summary.json"
+            if edir.name.startswith(".") or not spath.is_file():
+                continue
+            try:
+                summary = read_json(spath)
+            except (json.JSONDecodeError, UnicodeDecodeError) as e:
+                raise DataError(f"{spath}: corrupt summary ({e})") from None
+            meta = ckpt_meta or summary.get("checkpoint_meta") or {}
+            for metric, value in summary.get("metrics", {}).items():
+                rows.append({"step": step, "tokens": meta.get("tokens"), "pt_tokens": meta.get("pt_tokens"),
+                             "evaluator": edir.name, "metric": metric, "value": value,
+                             "version": summary.get("version")})
+    return rows

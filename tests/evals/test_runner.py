@@ -1,0 +1,124 @@
+import json
+import os
+
+import numpy as np
+import pytest
+import torch
+
+from preschool.errors import ConfigError, DataError
+from preschool.evals.runner import (
+    collect_results,
+    evaluate_checkpoint,
+    evaluate_run,
+    load_checkpoint,
+    select_checkpoints,
+)
+
+TEXTS = ["The cat sleeps on the mat.", "The cats sleep on the mats.", "A dog barks at the moon.",
+         "Some dogs bark at night.", "Who did the girl see?", "The child has eaten the apples."]
+
+
+def make_checkpoint(folder, seed, step, tokens):
+    """A micro Qwen2 checkpoint laid out as the trainer writes it (weights + tokenizer + meta.json)."""
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    from preschool.data.tokenizer import save_tokenizer, train_bpe
+
+    tok = train_bpe(TEXTS * 4, vocab_size=280, min_frequency=1)
+    cfg = Qwen2Config(vocab_size=tok.get_vocab_size(), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=128)
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        model = Qwen2ForCausalLM(cfg)
+    model.save_pretrained(folder)
+    save_tokenizer(tok, folder)
+    (folder / "meta.json").write_text(json.dumps({"step": step, "stage": "pt", "stage_index": 0, "tokens": tokens,
+                                                  "pt_tokens": tokens // 2, "stage_tokens": tokens}))
+    return folder
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    run = tmp_path_factory.mktemp("run")
+    for i, step in enumerate((100, 200, 300)):
+        make_checkpoint(run / "checkpoints" / f"step-{step:08d}", seed=i, step=step, tokens=step * 64)
+    (run / "checkpoints" / ".step-00000400.tmp").mkdir()  # a half-written checkpoint is ignored
+    pairs = [{"sentence_good": g, "sentence_bad": b, "UID": "toy", "pairID": str(k), "field": "syntax",
+              "linguistics_term": "agreement"} for k, (g, b) in enumerate(zip(TEXTS, TEXTS[1:] + TEXTS[:1]))]
+    (run / "pairs.jsonl").write_text("".join(json.dumps(p) + "\n" for p in pairs))
+    return run
+
+
+def evaluators(run, **over):
+    return [("minimal_pairs", {"path": str(run / "pairs.jsonl"), **over})]
+
+
+def test_load_checkpoint(run_dir):
+    model, tok = load_checkpoint(run_dir / "checkpoints" / "step-00000100")
+    assert not model.training and next(model.parameters()).dtype == torch.float32
+    assert tok.bos_token_id == 0 and tok.eos_token_id == 0
+    assert len(tok("The cat sleeps.", add_special_tokens=False)["input_ids"]) > 0
+    with pytest.raises(DataError, match="no config.json"):
+        load_checkpoint(run_dir)
+
+
+def test_run_is_cached_and_resumable(run_dir, tmp_path):
+    evs = evaluators(run_dir) + [("minimal_pairs", {"path": str(run_dir / "pairs.jsonl"), "bos": "none"}, "mp_nobos")]
+    first = evaluate_run(run_dir, evs, log=None)
+    assert [r["step"] for r in first] == [100, 200, 300] and all(r["cached"] == [] for r in first)
+    s = run_dir / "evals" / "step-00000200" / "minimal_pairs" / "summary.json"
+    summary = json.loads(s.read_text())
+    assert summary["cache"]["version"] == "1" and summary["checkpoint_meta"]["tokens"] == 200 * 64
+    assert (s.parent / "items.jsonl").is_file()
+    # different BOS modes really differ, so the labels hold different results
+    assert summary != json.loads((s.parent.parent / "mp_nobos" / "summary.json").read_text())
+    # rerun: everything cached, nothing rewritten
+    mtime = s.stat().st_mtime_ns
+    again = evaluate_run(run_dir, evs, log=None)
+    assert all(sorted(r["cached"]) == ["minimal_pairs", "mp_nobos"] for r in again)
+    assert s.stat().st_mtime_ns == mtime
+    assert again[1]["results"]["minimal_pairs"]["metrics"] == summary["metrics"]
+    # an interrupted sweep resumes: a missing summary is the only thing recomputed
+    (run_dir / "evals" / "step-00000300" / "mp_nobos" / "summary.json").unlink()
+    third = evaluate_run(run_dir, evs, log=None)
+    assert [r["cached"] for r in third][2] == ["minimal_pairs"]
+    # a config change invalidates the cache
+    changed = evaluate_run(run_dir, evaluators(run_dir, max_pairs_per_paradigm=3), steps=[200], log=None)
+    assert changed[0]["cached"] == [] and changed[0]["results"]["minimal_pairs"]["metrics"]["n_pairs"] == 3
+    # so does a rewritten checkpoint (new weight file mtime)
+    w = run_dir / "checkpoints" / "step-00000100" / "model.safetensors"
+    os.utime(w, ns=(w.stat().st_atime_ns, w.stat().st_mtime_ns + 10**9))
+    redo = evaluate_run(run_dir, evs, steps=[100], log=None)
+    assert redo[0]["cached"] == []
+    # force recomputes regardless
+    assert evaluate_run(run_dir, evs, steps=[100], force=True, log=None)[0]["cached"] == []
+
+
+def test_collect_results(run_dir):
+    evaluate_run(run_dir, evaluators(run_dir), log=None)
+    rows = collect_results(run_dir)
+    acc = [r for r in rows if r["evaluator"] == "minimal_pairs" and r["metric"] == "acc"]
+    assert [r["step"] for r in acc] == [100, 200, 300]
+    assert [(r["tokens"], r["pt_tokens"]) for r in acc] == [(6400, 3200), (12800, 6400), (19200, 9600)]
+    assert all(0 <= r["value"] <= 1 for r in acc)
+    # per-pair items agree with the stored accuracy
+    items = [json.loads(x) for x in (run_dir / "evals/step-00000300/minimal_pairs/items.jsonl").read_text().splitlines()]
+    assert acc[-1]["value"] == pytest.approx(np.mean([r["correct"] for r in items]))
+
+
+def test_selection_and_errors(run_dir, tmp_path):
+    steps = lambda **kw: [s for s, _ in select_checkpoints(run_dir, **kw)]  # noqa: E731
+    assert steps() == [100, 200, 300]
+    assert steps(every=200) == [200, 300]  # multiples of 200, plus the final checkpoint
+    assert steps(steps=[100]) == [100]
+    with pytest.raises(ConfigError, match="steps"):
+        select_checkpoints(run_dir, steps=[150])
+    with pytest.raises(ConfigError, match="did you mean 'minimal_pairs'"):
+        evaluate_run(run_dir, [("minimal_pair", {})], log=None)
+    with pytest.raises(ConfigError, match="used twice"):
+        evaluate_run(run_dir, evaluators(run_dir) * 2, log=None)
+    with pytest.raises(DataError, match="not a run folder"):
+        evaluate_run(tmp_path, evaluators(run_dir), log=None)
+    # a standalone checkpoint can be evaluated into any folder
+    res = evaluate_checkpoint(run_dir / "checkpoints" / "step-00000100", evaluators(run_dir), tmp_path / "out")
+    assert res["step"] == 100 and (tmp_path / "out" / "minimal_pairs" / "summary.json").is_file()
