@@ -1,0 +1,256 @@
+"""Documents, read statistics, the corpus config, text clean-up and the train/val split.
+
+A corpus is read as a stream of :class:`Document` (``id``, ``text``, ``meta``).
+Ids are stable across runs and machines (``<relative file>``,
+``<relative file>#<chunk>``, ``<relative file>:<line>``, ``storybook:<index>``)
+and documents come in a deterministic order (files sorted by relative path),
+so anything keyed on ids -- the train/validation split, exclusion lists,
+``doc_ids.txt`` -- is reproducible.
+
+Every source passes its raw text through :func:`clean_text` (BOM and CR
+removed) and, when ``split_documents`` asks for it, through :func:`chunk_text`,
+which turns one long text (a novel) into many documents of about
+``chunk_chars`` characters made of whole paragraphs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Iterable, Iterator, Literal
+
+from ..config import check
+from .storybook import StorybookConfig
+
+
+@dataclass
+class Document:
+    """One training document. ``id`` is unique within its corpus and stable across runs."""
+
+    id: str
+    text: str
+    meta: dict = field(default_factory=dict)
+
+
+@dataclass
+class ReadStats:
+    """What a read produced and what it skipped (by reason), for manifests and logs.
+
+    ``drops`` reasons: ``empty`` (no non-whitespace text: empty files, blank
+    records), ``too_short`` (under ``min_chars``), ``bad_utf8``
+    (``on_bad_utf8: drop``), ``bad_json`` and ``missing_field``
+    (``on_bad_record: drop``). ``replaced_bad_utf8`` counts inputs (files or
+    lines) in which undecodable bytes were replaced by U+FFFD.
+    """
+
+    files: int = 0
+    documents: int = 0
+    chars: int = 0
+    words: int = 0  # whitespace-separated words in yielded documents
+    replaced_bad_utf8: int = 0
+    drops: Counter = field(default_factory=Counter)
+
+    def drop(self, reason: str, n: int = 1) -> None:
+        self.drops[reason] += n
+
+    def as_dict(self) -> dict:
+        return {"files": self.files, "documents": self.documents, "chars": self.chars, "words": self.words,
+                "replaced_bad_utf8": self.replaced_bad_utf8, "drops": dict(sorted(self.drops.items()))}
+
+
+SplitMode = Literal["none", "paragraphs", "lines"]
+
+
+@dataclass
+class CorpusConfig:
+    """Where a corpus comes from and how it is cut into documents (see docs/corpora.md).
+
+    ``source``: ``text`` | ``jsonl`` | ``parquet`` | ``hf`` | ``storybook``.
+    ``path``: a file or folder (text/jsonl/parquet); for ``hf`` an optional
+    local ``save_to_disk`` folder or data files for a builder such as
+    ``parquet``. Reading stops after ``max_documents`` documents or once
+    ``target_tokens`` whitespace words (or tokens, when ``iter_documents`` gets
+    a ``count_tokens`` callback) have been yielded; storybook with neither is
+    an endless stream the consumer stops.
+    """
+
+    source: str = "text"
+    path: str | None = None
+    text_field: str = "text"
+    id_field: str | None = None  # jsonl/parquet/hf: use this field as the document id (default: file:line / row)
+    glob: str = "**/*"  # for folders; the default '**/*' keeps only the source's own extensions
+    hf_name: str | None = None
+    hf_config: str | None = None
+    hf_split: str = "train"
+    streaming: bool = True
+    max_documents: int | None = None
+    target_tokens: int | None = None
+    split_documents: SplitMode = "none"
+    chunk_chars: int = 4000
+    on_bad_utf8: Literal["error", "replace", "drop"] = "error"
+    on_bad_record: Literal["error", "drop"] = "error"
+    min_chars: int = 1
+    seed: int = 0
+    storybook: StorybookConfig = field(default_factory=StorybookConfig)
+
+    def validate(self) -> None:
+        from .sources import SOURCES
+
+        SOURCES.get(self.source, "source")  # unknown source -> ConfigError with "did you mean"
+        if self.source in ("text", "jsonl", "parquet"):
+            check(bool(self.path), "path", f"source {self.source!r} needs a file or folder path")
+        if self.source == "hf":
+            check(bool(self.hf_name) or bool(self.path), "hf_name",
+                  "source 'hf' needs hf_name (a hub dataset or a builder like 'parquet') or a save_to_disk path")
+        check(self.max_documents is None or self.max_documents > 0, "max_documents",
+              f"must be > 0 (or null for no limit), got {self.max_documents}")
+        check(self.target_tokens is None or self.target_tokens > 0, "target_tokens",
+              f"must be > 0 (or null for no limit), got {self.target_tokens}")
+        check(self.chunk_chars >= 100, "chunk_chars", f"must be >= 100, got {self.chunk_chars}")
+        check(self.min_chars >= 1, "min_chars", f"must be >= 1, got {self.min_chars}")
+        check(self.seed >= 0, "seed", f"must be >= 0, got {self.seed}")
+        check(bool(self.text_field), "text_field", "must not be empty")
+        check(bool(self.glob), "glob", "must not be empty")
+        try:
+            self.storybook.validate()
+        except Exception as e:  # re-root the nested field name
+            from ..errors import ConfigError
+
+            if isinstance(e, ConfigError):
+                raise ConfigError(f"storybook.{e.field}", str(e).split(": ", 1)[-1]) from None
+            raise
+
+
+# ---------------------------------------------------------------- text clean-up
+
+_CR = re.compile(r"\r\n?")
+
+
+def clean_text(text: str) -> str:
+    """Drop byte-order marks and turn CRLF / lone CR into LF; nothing else is changed."""
+    if "\ufeff" in text:
+        text = text.replace("\ufeff", "")  # a BOM mid-text comes from concatenated files
+    if "\r" in text:
+        text = _CR.sub("\n", text)
+    return text
+
+
+def decode_bytes(data: bytes, where: str, policy: str, stats: ReadStats, base_offset: int = 0) -> str | None:
+    """UTF-8 decode under ``on_bad_utf8``; ``None`` means dropped. ``where`` names the file (and line)."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        if policy == "error":
+            from ..errors import DataError
+
+            raise DataError(f"{where}: invalid UTF-8 at byte offset {base_offset + e.start} "
+                            f"({data[e.start:e.start + 4]!r}); set on_bad_utf8: replace or drop to read it anyway") from None
+        if policy == "drop":
+            stats.drop("bad_utf8")
+            return None
+        stats.replaced_bad_utf8 += 1
+        return data.decode("utf-8", errors="replace")
+
+
+_PARA = re.compile(r"\n[ \t]*\n+")
+_SENT_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+")
+
+
+def _units(text: str, chunk_chars: int) -> Iterator[tuple[str, str]]:
+    """(piece, separator before it): paragraphs; oversized ones cut at line ends, then sentence ends, then spaces.
+
+    The separator is what stood between the pieces in the text (blank line,
+    newline or space), so chunks keep the text's own layout.
+    """
+    for para in _PARA.split(text):
+        para = para.strip("\n")
+        if not para.strip():
+            continue
+        if len(para) <= chunk_chars:
+            yield para, "\n\n"
+            continue
+        sep = "\n\n"
+        for line in para.split("\n"):
+            if not line.strip():
+                continue
+            if len(line) <= chunk_chars:
+                yield line, sep
+            else:
+                for k, piece in enumerate(_cut_long(line, chunk_chars)):
+                    yield piece, sep if k == 0 else " "
+            sep = "\n"
+
+
+def _cut_long(line: str, chunk_chars: int) -> Iterator[str]:
+    start = 0
+    n = len(line)
+    while n - start > chunk_chars:
+        window = line[start:start + chunk_chars]
+        cut = max((m.end() for m in _SENT_END.finditer(window)), default=0)
+        if cut < chunk_chars // 4:  # no sentence end in the window: fall back to the last space
+            sp = window.rfind(" ")
+            cut = sp + 1 if sp >= chunk_chars // 4 else chunk_chars
+        yield line[start:start + cut].rstrip()
+        start += cut
+    if line[start:].strip():
+        yield line[start:]
+
+
+def chunk_text(text: str, mode: str, chunk_chars: int) -> list[str]:
+    """Cut a cleaned text into documents: whole text, greedy groups of paragraphs, or non-blank lines.
+
+    ``paragraphs``: blank-line separated paragraphs are joined (with their
+    original separator) until adding the next would pass ``chunk_chars``; a
+    paragraph longer than that is cut at line ends, then sentence ends, then
+    spaces, so no chunk is over ``chunk_chars``. Texts with one paragraph per
+    line (no blank lines) are cut at line ends the same way.
+    """
+    if mode == "none":
+        return [text]
+    if mode == "lines":
+        return [ln for ln in text.split("\n") if ln.strip()]
+    chunks: list[str] = []
+    cur: list[str] = []
+    size = 0
+    for piece, sep in _units(text, chunk_chars):
+        if cur and size + len(sep) + len(piece) > chunk_chars:
+            chunks.append("".join(cur))
+            cur, size = [], 0
+        if cur:
+            cur.append(sep)
+            size += len(sep)
+        cur.append(piece)
+        size += len(piece)
+    if cur:
+        chunks.append("".join(cur))
+    return chunks
+
+
+# ---------------------------------------------------------------- train / validation split
+
+def is_validation(doc_id: str, val_fraction: float, seed: int = 0) -> bool:
+    """Whether ``doc_id`` is held out: sha256("<seed>:<id>") read as a fraction of 2^64, compared to ``val_fraction``.
+
+    Depends only on (seed, id) -- never on order or worker count -- and
+    agrees with ``data.prepare.is_val_doc`` so both layers split alike.
+    """
+    if val_fraction <= 0:
+        return False
+    h = hashlib.sha256(f"{seed}:{doc_id}".encode()).digest()
+    return int.from_bytes(h[:8], "big") / 2**64 < val_fraction
+
+
+def split_documents(docs: Iterable[Document | str], val_fraction: float, seed: int = 0) -> tuple[list[str], list[str]]:
+    """Split documents (or ids) into (train_ids, val_ids) by hashing (seed, id); keeps input order."""
+    from ..errors import ConfigError
+
+    if not 0.0 <= val_fraction < 1.0:
+        raise ConfigError("val_fraction", f"must be in [0, 1), got {val_fraction}")
+    train: list[str] = []
+    val: list[str] = []
+    for d in docs:
+        did = d if isinstance(d, str) else d.id
+        (val if is_validation(did, val_fraction, seed) else train).append(did)
+    return train, val
