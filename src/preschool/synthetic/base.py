@@ -57,9 +57,23 @@ class Item:
 
 
 class Generator:
-    """Base class; subclasses are pure functions of (config, index)."""
+    """Base class; subclasses are pure functions of (config, index).
+
+    Conventions every generator follows (the shared test checks them):
+
+    - ``cfg.<length_field>`` symbols per item, exactly (tasks whose instances are
+      shorter pad with a PAD symbol that carries no loss);
+    - tasks with an answer put ``meta["answer_spans"] = [(start, stop), ...]``
+      and set ``loss_mask`` to 1 exactly on those positions when loss is
+      answer-only;
+    - ``check(item)`` re-derives the answer with an independent reference
+      computation and raises AssertionError on any mismatch.
+    """
 
     registry_name: ClassVar[str] = "?"
+    # Config field holding the number of symbols per item (None: not resizable).
+    # ``write.exact_fill_length`` sets it so that documents fill a row exactly.
+    length_field: ClassVar[str | None] = "length"
 
     def __init__(self, cfg: GeneratorConfig):
         self.cfg = cfg
@@ -89,6 +103,41 @@ class Generator:
     def items(self, start: int, stop: int):
         for i in range(start, stop):
             yield self.item(i)
+
+    @property
+    def length(self) -> int | None:
+        """Symbols per item (``None`` when the task has no fixed length)."""
+        return None if self.length_field is None else int(getattr(self.cfg, self.length_field))
+
+    def symbol_name(self, s: int) -> str:
+        """Human-readable name of symbol ``s`` (for ``--preview``); default the integer."""
+        return str(int(s))
+
+    def decode(self, symbols: np.ndarray) -> str:
+        return " ".join(self.symbol_name(s) for s in np.asarray(symbols).tolist())
+
+
+def spans_mask(length: int, spans: list[tuple[int, int]]) -> np.ndarray:
+    """uint8 mask of ``length`` with 1 on every ``[start, stop)`` span."""
+    m = np.zeros(length, np.uint8)
+    for a, b in spans:
+        m[a:b] = 1
+    return m
+
+
+def check_digits(cfg: Any, vocab_size: int, field: str) -> None:
+    """Digit budget: the largest symbol must render in ``cfg.max_digits`` digits (0 = no limit).
+
+    Text rendering (verify-ppt) relies on every symbol being a 1-3 digit
+    integer, which a Llama-3-style tokenizer turns into exactly one token.
+    ``field`` names the parameter that sets the vocabulary size.
+    """
+    md = int(getattr(cfg, "max_digits", 3))
+    check(md >= 0, "max_digits", f"must be >= 0, got {md}")
+    if md:
+        check(vocab_size - 1 < 10 ** md, field,
+              f"gives symbol {vocab_size - 1} ({len(str(vocab_size - 1))} digits), more than "
+              f"max_digits={md}; lower {field} or set max_digits=0 and use render=reserved")
 
 
 def render_text(symbols: np.ndarray) -> str:

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..config import check
-from .base import GENERATORS, Generator, GeneratorConfig, Item, register_preset
+from .base import GENERATORS, Generator, GeneratorConfig, Item, check_digits, register_preset
 
 
 @dataclass
@@ -38,7 +38,7 @@ class ShuffleDyckConfig(GeneratorConfig):
     max_depth: int = 8
     p_open: float = 0.5
     close_at_end: bool = False
-    max_digits: int = 3  # symbols must render in <= this many digits (2k-1 < 10^max_digits)
+    max_digits: int = 3  # symbols must render in <= this many digits (2k-1 < 10^max_digits); 0 = no limit
 
     def validate(self) -> None:
         super().validate()
@@ -52,8 +52,7 @@ class ShuffleDyckConfig(GeneratorConfig):
         if self.close_at_end:
             check(self.length >= 2 * self.max_depth and self.length % 2 == 0, "length",
                   f"close_at_end needs an even length >= 2*max_depth = {2 * self.max_depth}, got {self.length}")
-        check(2 * self.k - 1 < 10 ** self.max_digits, "k",
-              f"k={self.k} gives symbol {2 * self.k - 1}, more than max_digits={self.max_digits} digits")
+        check_digits(self, 2 * self.k, "k")
 
 
 @GENERATORS.register("shuffle_dyck", config=ShuffleDyckConfig)
@@ -69,45 +68,58 @@ class ShuffleDyck(Generator):
     def item(self, index: int) -> Item:
         c = self.cfg
         rng = self.rng(index)
-        # Draw all randomness up front in vectors (fast), consume sequentially.
-        u = rng.random(c.length)
-        pick = rng.random(c.length)
-        out = np.empty(c.length, np.int64)
-        open_count = np.zeros(c.k, np.int64)
+        # Draw all randomness up front in vectors (fast), consume sequentially
+        # with plain Python ints (a numpy call per symbol would be ~20x slower).
+        u = rng.random(c.length).tolist()
+        pick = rng.random(c.length).tolist()
+        k, p_open, max_depth, length = c.k, c.p_open, c.max_depth, c.length
+        out = [0] * length
+        open_count = [0] * k
+        # Types with at least one open bracket, plus each one's slot in the list,
+        # so a close picks uniformly among them in O(1) (swap-remove on empty).
+        open_types: list[int] = []
+        slot = [-1] * k
         depth = 0
-        n = 0
-        for _ in range(c.min_depth):
-            t = int(pick[n] * c.k)
-            out[n] = t
-            open_count[t] += 1
-            depth += 1
-            n += 1
-        while n < c.length:
-            remaining = c.length - n
-            if c.close_at_end and depth >= remaining:
-                must = "close"
-            elif depth == 0:
-                must = "open"
-            elif depth >= c.max_depth:
-                must = "close"
+        for n in range(length):
+            if n < c.min_depth:
+                op = True
             else:
-                must = "open" if u[n] < c.p_open else "close"
-            if must == "open" and c.close_at_end and depth + 1 > remaining - 1:
-                must = "close"
-            if must == "open":
-                t = int(pick[n] * c.k)
+                remaining = length - n
+                if c.close_at_end and depth >= remaining:
+                    op = False
+                elif depth == 0:
+                    op = True
+                elif depth >= max_depth:
+                    op = False
+                else:
+                    op = u[n] < p_open
+                if op and c.close_at_end and depth + 1 > remaining - 1:
+                    op = False
+            if op:
+                t = int(pick[n] * k)
+                if open_count[t] == 0:
+                    slot[t] = len(open_types)
+                    open_types.append(t)
                 open_count[t] += 1
                 depth += 1
                 out[n] = t
             else:
                 # uniform over *types* with an open bracket, as the reference does
-                types = np.flatnonzero(open_count)
-                t = int(types[int(pick[n] * len(types))])
+                t = open_types[int(pick[n] * len(open_types))]
                 open_count[t] -= 1
+                if open_count[t] == 0:
+                    last = open_types.pop()
+                    if last != t:
+                        open_types[slot[t]] = last
+                        slot[last] = slot[t]
+                    slot[t] = -1
                 depth -= 1
-                out[n] = t + c.k
-            n += 1
-        return Item(out, None, {"final_depth": depth, "k": c.k})
+                out[n] = t + k
+        return Item(np.asarray(out, np.int64), None, {"final_depth": depth, "k": k})
+
+    def symbol_name(self, s: int) -> str:
+        k = self.cfg.k
+        return f"({s}" if s < k else f"){s - k}"
 
     def check(self, item: Item) -> None:
         c = self.cfg

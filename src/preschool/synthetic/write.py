@@ -16,6 +16,7 @@ import numpy as np
 
 from ..data.packing import Doc, PackStats, pack
 from ..data.shards import ShardWriter
+from ..errors import ConfigError, DataError
 from ..io import code_version
 from .base import Generator, render_text
 
@@ -24,14 +25,40 @@ Render = Literal["text", "reserved"]
 
 @dataclass
 class SymbolEncoder:
-    """Maps an item's symbols (and loss mask) to token ids of the run's vocabulary."""
+    """Maps an item's symbols (and loss mask) to token ids of the run's vocabulary.
+
+    ``text``: symbols rendered as space-separated integers (trailing space) and
+    tokenized with ``tokenizer_json``; every symbol must have at most
+    ``max_digits`` digits. ``reserved``: symbol ``s`` -> id ``reserved_offset + s``.
+    """
 
     render: Render
     tokenizer_json: str | None = None  # text mode: the tokenizer, serialised (picklable)
     reserved_offset: int = 0  # reserved mode: id of symbol 0
+    max_digits: int = 3  # text mode digit budget (verify-ppt: 1-3 digit integers are one token each)
 
     def __post_init__(self):
         self._tok = None
+        if self.render not in ("text", "reserved"):
+            raise ConfigError("render", f"must be 'text' or 'reserved', got {self.render!r}")
+        if self.render == "text" and not self.tokenizer_json:
+            raise ConfigError("tokenizer", "render=text needs the run's tokenizer (tokenizer.json)")
+        if self.reserved_offset < 0:
+            raise ConfigError("reserved_offset", f"must be >= 0, got {self.reserved_offset}")
+
+    @classmethod
+    def text(cls, tokenizer, max_digits: int = 3) -> "SymbolEncoder":
+        """Text render with a ``tokenizers.Tokenizer`` (or a path to tokenizer.json / its folder)."""
+        if isinstance(tokenizer, (str, Path)):
+            from ..data.tokenizer import load_tokenizer
+
+            tokenizer = load_tokenizer(tokenizer)
+        return cls("text", tokenizer.to_str(), max_digits=max_digits)
+
+    def __getstate__(self):
+        d = dict(self.__dict__)
+        d["_tok"] = None
+        return d
 
     def _tokenizer(self):
         if self._tok is None:
@@ -39,6 +66,22 @@ class SymbolEncoder:
 
             self._tok = Tokenizer.from_str(self.tokenizer_json)
         return self._tok
+
+    def vocab_size(self, gen: Generator) -> int:
+        """Size of the id space the encoded documents live in."""
+        if self.render == "reserved":
+            return self.reserved_offset + gen.vocab_size
+        return self._tokenizer().get_vocab_size(with_added_tokens=True)
+
+    def check_generator(self, gen: Generator) -> None:
+        """Text render: every symbol of ``gen`` must fit the digit budget (error names the field)."""
+        if self.render == "text" and self.max_digits:
+            top = gen.vocab_size - 1
+            if len(str(top)) > self.max_digits:
+                raise ConfigError("render", f"{gen.registry_name} uses symbols up to {top} ({len(str(top))} digits), "
+                                  f"more than the text digit budget max_digits={self.max_digits}; multi-digit "
+                                  f"numbers split unpredictably under BPE. Use render=reserved"
+                                  + (" or encoding=split" if gen.registry_name == "nca" else ""))
 
     def encode(self, item) -> Doc:
         if self.render == "reserved":
@@ -49,12 +92,96 @@ class SymbolEncoder:
         ids = np.asarray(enc.ids, np.int64)
         if item.loss_mask is None:
             return Doc(ids, None)
-        # A token inherits the mask of the symbol its text starts in (symbol i spans
-        # the characters of its digits plus the following space).
-        starts = np.cumsum([0] + [len(str(s)) + 1 for s in item.symbols.tolist()])[:-1]
-        tok_starts = np.asarray([o[0] for o in enc.offsets], np.int64)
-        sym = np.searchsorted(starts, tok_starts, side="right") - 1
-        return Doc(ids, np.asarray(item.loss_mask, np.uint8)[np.clip(sym, 0, len(starts) - 1)])
+        sym = self.token_symbols(item.symbols, text, enc.offsets)
+        return Doc(ids, np.asarray(item.loss_mask, np.uint8)[sym])
+
+    @staticmethod
+    def token_symbols(symbols: np.ndarray, text: str, offsets) -> np.ndarray:
+        """Index of the symbol each token belongs to.
+
+        Symbol i spans its digits plus the following space. A token belongs to
+        the symbol of its first non-space character (so GPT-2 style " 12" tokens
+        go with 12, not with the symbol before); an all-space token to the
+        symbol whose trailing space it is.
+        """
+        lens = np.fromiter((len(str(s)) + 1 for s in symbols.tolist()), np.int64, len(symbols))
+        starts = np.concatenate([[0], np.cumsum(lens)[:-1]])
+        off = np.asarray(offsets, np.int64).reshape(-1, 2)
+        n = len(text)
+        is_space = np.frombuffer(text.encode("utf-32-le"), np.uint32) == 32
+        # next_ns[i] = first index >= i that is not a space (n if none)
+        idx = np.where(is_space, n, np.arange(n))
+        next_ns = np.append(np.minimum.accumulate(idx[::-1])[::-1], n)
+        first = next_ns[np.clip(off[:, 0], 0, n)]
+        pos = np.where(first < off[:, 1], first, off[:, 0])
+        return np.clip(np.searchsorted(starts, pos, side="right") - 1, 0, len(symbols) - 1)
+
+    def symbol_cost(self, gen: Generator, probe_repeats: int = 2) -> tuple[int, int]:
+        """Tokens per symbol ``a`` and a constant ``b``: a document of N symbols is a*N + b tokens.
+
+        Reserved: (1, 0). Text: measured by tokenizing every symbol of ``gen`` in
+        context (each once per repeat, in shuffled order) and attributing tokens
+        to symbols; raises ConfigError('render') unless every symbol costs the
+        same number of tokens (then no document length can be exact).
+        """
+        if self.render == "reserved":
+            return 1, 0
+        self.check_generator(gen)
+        V = gen.vocab_size
+        rng = np.random.default_rng([V, 7])
+        probe = np.concatenate([rng.permutation(V) for _ in range(probe_repeats)])
+        text = render_text(probe)
+        enc = self._tokenizer().encode(text, add_special_tokens=False)
+        owner = self.token_symbols(probe, text, enc.offsets)
+        counts = np.bincount(owner, minlength=len(probe))
+        inner = counts[1:-1]  # the first/last symbol may absorb boundary effects
+        a = int(np.bincount(inner).argmax())
+        bad = np.flatnonzero(inner != a) + 1
+        if len(bad):
+            ex = sorted({int(probe[i]) for i in bad})[:8]
+            raise ConfigError("render", f"symbols of {gen.registry_name} cost different numbers of tokens under "
+                              f"this tokenizer (most cost {a}; e.g. {ex} do not), so documents cannot fill a row "
+                              f"exactly; use render=reserved or a tokenizer with every symbol 0..{V - 1} as one token")
+        return a, len(enc.ids) - a * len(probe)
+
+
+def exact_fill_length(gen: Generator, enc: SymbolEncoder, row_len: int, eos_id: int | None) -> int:
+    """Symbols per document so that one document (+ EOS) is exactly ``row_len`` tokens."""
+    a, b = enc.symbol_cost(gen)
+    room = row_len - (1 if eos_id is not None else 0) - b
+    if room <= 0 or room % a:
+        good = [(n * a + b + (eos_id is not None)) - 1 for n in range(max(1, room // a - 1), room // a + 2)]
+        raise ConfigError("seq_len", f"{gen.registry_name} under render={enc.render} costs {a} tokens per symbol "
+                          f"(+{b}); seq_len {row_len - 1} cannot be filled exactly; nearby seq_len that can: "
+                          f"{[g for g in good if g > 0]}")
+    return room // a
+
+
+def fit_generator(name: str, params: dict, enc: SymbolEncoder, row_len: int, eos_id: int | None) -> Generator:
+    """Build generator ``name`` with its length set so documents fill rows exactly (then verify a sample)."""
+    from .base import GENERATORS
+
+    gen = GENERATORS.build(name, params)
+    field = gen.length_field
+    if field is None:
+        raise ConfigError("exact_fill", f"{name} has no length parameter to fit")
+    n = exact_fill_length(gen, enc, row_len, eos_id)
+    if field in params and int(params[field]) != n:
+        raise ConfigError(field, f"exact fill of seq_len {row_len - 1} needs {field}={n}, got {params[field]}; "
+                          f"drop {field} or turn exact fill off")
+    gen = GENERATORS.build(name, {**params, field: n}, field="")
+    verify_fill(gen, enc, row_len, eos_id)
+    return gen
+
+
+def verify_fill(gen: Generator, enc: SymbolEncoder, row_len: int, eos_id: int | None, n: int = 16) -> None:
+    """Tokenize the first ``n`` documents and require each (+ EOS) to be exactly ``row_len`` tokens."""
+    extra = 1 if eos_id is not None else 0
+    for i, item in zip(range(n), gen.items(0, n)):
+        got = len(enc.encode(item).ids) + extra
+        if got != row_len:
+            raise DataError(f"{gen.registry_name} document {i} is {got} tokens with EOS, not row_len {row_len}: "
+                            f"exact fill does not hold under this tokenizer")
 
 
 _WORKER: tuple[Generator, SymbolEncoder] | None = None
@@ -67,7 +194,7 @@ def _init(gen: Generator, enc: SymbolEncoder) -> None:
 
 def _chunk(bounds: tuple[int, int]) -> list[Doc]:
     gen, enc = _WORKER  # type: ignore[misc]
-    return [enc.encode(gen.item(i)) for i in range(*bounds)]
+    return [enc.encode(it) for it in gen.items(*bounds)]
 
 
 def iter_docs(gen: Generator, enc: SymbolEncoder, workers: int = 1, chunk: int = 64, start: int = 0) -> Iterator[Doc]:
@@ -102,36 +229,52 @@ def write_generator_shards(
     pad_id: int = 0,
     progress: bool = False,
     manifest_extra: dict | None = None,
+    exact_fill: bool = False,
 ) -> dict:
-    """Generate items until ``n_rows`` rows of ``row_len`` tokens are full; write shards."""
+    """Generate items until ``n_rows`` rows of ``row_len`` tokens are full; write shards.
+
+    Memory stays bounded: documents are produced in chunks, packed, and flushed
+    to shard files as they fill. ``exact_fill=True`` asserts that every row is
+    exactly one document (see :func:`fit_generator`); a row holding parts of
+    two documents raises DataError.
+    """
     from ..config import to_dict
 
     stats = PackStats()
-    has_mask = True
     bar = None
     if progress:
         from tqdm import tqdm
 
         bar = tqdm(total=n_rows * row_len, unit="tok", unit_scale=True, desc=f"generate {gen.registry_name}")
     docs = iter_docs(gen, enc, workers)
-    with ShardWriter(out, row_len, vocab_size, arrays=["loss_mask", "segments"]) as w:
-        written = 0
-        for block in pack(docs, row_len, eos_id, mode=pack_mode, pad_id=pad_id, stats=stats):
-            take = min(len(block["tokens"]), n_rows - written)
-            w.add_rows(block["tokens"][:take], loss_mask=block["loss_mask"][:take], segments=block["segments"][:take])
-            written += take
-            if bar:
-                bar.update(take * row_len)
-            if written >= n_rows:
-                break
+    try:
+        with ShardWriter(out, row_len, vocab_size, arrays=["loss_mask", "segments"]) as w:
+            written = 0
+            for block in pack(docs, row_len, eos_id, mode=pack_mode, pad_id=pad_id, stats=stats):
+                take = min(len(block["tokens"]), n_rows - written)
+                if exact_fill and block["segments"][:take].any():
+                    row = written + int(np.flatnonzero(block["segments"][:take].any(1))[0])
+                    raise DataError(f"{out}: row {row} holds parts of two documents although exact fill was "
+                                    f"requested (a document is not exactly row_len={row_len} tokens)")
+                w.add_rows(block["tokens"][:take], loss_mask=block["loss_mask"][:take],
+                           segments=block["segments"][:take])
+                written += take
+                if bar:
+                    bar.update(take * row_len)
+                if written >= n_rows:
+                    break
+            return w.close(
+                source={"kind": "generator", "name": gen.registry_name, "config": to_dict(gen.cfg)},
+                render=enc.render,
+                reserved_offset=enc.reserved_offset if enc.render == "reserved" else None,
+                symbol_vocab_size=gen.vocab_size,
+                eos_id=eos_id,
+                exact_fill=exact_fill,
+                documents_used=stats.documents,
+                code_version=code_version(),
+                **(manifest_extra or {}),
+            )
+    finally:
         docs.close()
         if bar:
             bar.close()
-        return w.close(
-            source={"kind": "generator", "name": gen.registry_name, "config": to_dict(gen.cfg)},
-            render=enc.render,
-            documents_used=stats.documents,
-            code_version=code_version(),
-            **(manifest_extra or {}),
-        )
-    del has_mask

@@ -1,0 +1,163 @@
+"""MP-Struct Core: X-bar-like trees with movement/agreement dependencies and head markers.
+
+Follows Mita et al. 2026 ("Language Acquisition Device in LLMs", osekilab/LAD-PPT,
+``src/mp_struct_core.py`` at commit 9bee317) as ported by verify-ppt
+(``preprocessing/src/tokenize_mpstruct_core.py``):
+
+- 5 bracket types (``k_struct=1`` + ``k_dep=4``): type t opens with symbol t and
+  closes with t + 5. Type 0 is the structural constituent bracket, 1 = MOVE,
+  2 / 3 = AGREE variant A / B, 4 = SELECT (a local pair);
+- head markers ("functional landmarks"): HEAD_CP = 10, HEAD_TP = 11,
+  HEAD_VP = 12; LEAF = 13 is in the vocabulary (14 symbols);
+- one sentence = CP[Spec-CP, C head, TP[Spec-TP, T head, VP[shuffled V head,
+  subject slot, argument]]], with movement (p = 0.5) leaving an empty Spec-TP,
+  a MOVE-close in the VP subject slot and the subject DP under Spec-CP: 37
+  symbols without movement, 41 with;
+- sentences are concatenated until ``length`` symbols and the stream is cut
+  there (the last sentence is usually truncated), as the reference does.
+
+``markers`` selects the ablation: ``heads`` (the paper, distinct HEAD_* per
+projection = ``use_head_diversity=True``), ``uniform`` (every head is the
+same LEAF symbol 13; our reading of ``use_head_diversity=False``) or
+``none`` (no head symbols at all: 34 / 38 symbols per sentence). Departures:
+the reference seeds one ``random.Random(42)`` for the whole stream; here each
+document is a pure function of (seed, index), and every document starts at a
+sentence boundary. ``use_complex_args`` (0-2 arguments) is not implemented.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import permutations
+from typing import Literal
+
+import numpy as np
+
+from ..config import check
+from .base import GENERATORS, Generator, GeneratorConfig, Item, register_preset
+
+STRUCT, MOVE, AGREE_A, AGREE_B, SELECT = 0, 1, 2, 3, 4
+N_TYPES = 5
+HEAD_CP, HEAD_TP, HEAD_VP, LEAF = 10, 11, 12, 13
+_NAMES = {HEAD_CP: "C", HEAD_TP: "T", HEAD_VP: "V", LEAF: "H"}
+_TYPE_NAMES = ["", "mv", "agA", "agB", "sel"]
+_PERMS = list(permutations(range(3)))
+
+
+@dataclass
+class MPStructCoreConfig(GeneratorConfig):
+    length: int = 2048  # symbols per document
+    p_move: float = 0.5
+    markers: Literal["heads", "uniform", "none"] = "heads"
+    max_digits: int = 3
+
+    def validate(self) -> None:
+        super().validate()
+        check(0.0 <= self.p_move <= 1.0, "p_move", f"must be in [0, 1], got {self.p_move}")
+        check(self.length >= 1, "length", f"must be >= 1, got {self.length}")
+
+
+def _close(t: int) -> int:
+    return t + N_TYPES
+
+
+@GENERATORS.register("mp_struct_core", config=MPStructCoreConfig)
+class MPStructCore(Generator):
+    """MP-Struct Core sentences (Mita et al. 2026; verify-ppt port), cut to ``length`` symbols."""
+
+    cfg: MPStructCoreConfig
+
+    @property
+    def vocab_size(self) -> int:
+        return 14
+
+    def _head(self, h: int) -> list[int]:
+        m = self.cfg.markers
+        return [] if m == "none" else [LEAF] if m == "uniform" else [h]
+
+    def sentence(self, move: bool, agree: int, perm: tuple[int, int, int]) -> list[int]:
+        """One tree; ``agree`` is AGREE_A or AGREE_B, ``perm`` orders the VP's three parts."""
+        o, c = STRUCT, _close(STRUCT)
+        local_pair = [o, SELECT, c, o, _close(SELECT), c]
+        v_head = [o, *self._head(HEAD_VP), c]
+        subj_slot = [o, _close(MOVE), c] if move else [o, c]
+        arg = [o, *local_pair, c]
+        parts = (v_head, subj_slot, arg)
+        vp = [o, *(x for i in perm for x in parts[i]), c]
+        t_head = [o, *self._head(HEAD_TP), _close(agree), c]
+        dp = [o, agree, *local_pair, c]
+        tp = [o, *([o, c] if move else dp), *t_head, *vp, c]
+        c_head = [o, *self._head(HEAD_CP), *([MOVE] if move else []), c]
+        spec_cp = [o, *dp, c] if move else [o, c]
+        return [o, *spec_cp, *c_head, *tp, c]
+
+    def sentence_length(self, move: bool) -> int:
+        return (41 if move else 37) - (3 if self.cfg.markers == "none" else 0)
+
+    def item(self, index: int) -> Item:
+        c = self.cfg
+        rng = self.rng(index)
+        n_max = c.length // self.sentence_length(False) + 2  # enough sentences to pass length
+        move = (rng.random(n_max) < c.p_move).tolist()
+        agree = rng.integers(AGREE_A, AGREE_B + 1, n_max).tolist()
+        perm = rng.integers(0, len(_PERMS), n_max).tolist()
+        out: list[int] = []
+        n = 0
+        while len(out) < c.length:
+            out.extend(self.sentence(move[n], agree[n], _PERMS[perm[n]]))
+            n += 1
+        return Item(np.asarray(out[: c.length], np.int64), None,
+                    {"sentences": n, "moves": int(sum(move[:n])), "truncated_last": len(out) > c.length})
+
+    def symbol_name(self, s: int) -> str:
+        if s in _NAMES:
+            return _NAMES[s]
+        return f"[{_TYPE_NAMES[s]}" if s < N_TYPES else f"]{_TYPE_NAMES[s - N_TYPES]}"
+
+    def check(self, item: Item) -> None:
+        c = self.cfg
+        s = item.symbols.tolist()
+        assert len(s) == c.length, f"length {len(s)} != {c.length}"
+        assert min(s) >= 0 and max(s) < self.vocab_size
+        if c.markers == "none":
+            assert not set(s) & {HEAD_CP, HEAD_TP, HEAD_VP, LEAF}
+        # Split into sentences at structural depth 0 and check each complete one.
+        start, depth, n_full = 0, 0, 0
+        for i, x in enumerate(s):
+            if x == STRUCT:
+                depth += 1
+            elif x == _close(STRUCT):
+                depth -= 1
+                assert depth >= 0, f"position {i}: structural bracket closes below depth 0"
+                if depth == 0:
+                    self._check_sentence(s[start: i + 1], start)
+                    n_full += 1
+                    start = i + 1
+            else:
+                assert depth > 0, f"position {i}: symbol outside a constituent"
+        assert n_full + (start < len(s)) == item.meta["sentences"]
+
+    def _check_sentence(self, t: list[int], at: int) -> None:
+        where = f"sentence at {at}"
+        move = MOVE in t
+        assert len(t) == self.sentence_length(move), f"{where}: length {len(t)}"
+        m = self.cfg.markers
+        heads = [HEAD_CP, HEAD_TP, HEAD_VP]
+        if m == "heads":
+            assert [x for x in t if x in heads] == heads, f"{where}: head markers out of order"
+        elif m == "uniform":
+            assert t.count(LEAF) == 3 and not set(t) & set(heads), f"{where}: uniform heads"
+        # Each dependency opens before it closes, once per sentence (SELECT twice).
+        for typ, n in ((MOVE, int(move)), (SELECT, 2)):
+            assert t.count(typ) == n == t.count(_close(typ)), f"{where}: type {typ} count"
+        ag = [x for x in (AGREE_A, AGREE_B) if x in t]
+        assert len(ag) == 1 and t.count(ag[0]) == 1 and t.count(_close(ag[0])) == 1, f"{where}: agreement"
+        for typ in (MOVE, ag[0]):
+            if typ in t:
+                assert t.index(typ) < t.index(_close(typ)), f"{where}: type {typ} closes before it opens"
+
+
+register_preset("mpstruct_core_verify_ppt", "mp_struct_core", "verify-ppt MP-Struct Core (2048 ids, head markers)",
+                length=2048, markers="heads")
+register_preset("mpstruct_core_lad1024", "mp_struct_core", "LAD-PPT defaults (1024 ids per line)",
+                length=1024, markers="heads")
