@@ -1,0 +1,68 @@
+"""DDP on CPU: 2 gloo processes under torchrun train the same global batches as one process."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+from preschool.train.trainer import train
+
+SCRIPT = textwrap.dedent('''
+    import json, os, sys, torch
+    from preschool.train.callbacks import Callback
+    from preschool.train.trainer import train
+
+    class Dump(Callback):
+        def on_train_end(self, trainer):
+            torch.save({k: v.detach().clone() for k, v in trainer.model.state_dict().items()},
+                       os.path.join(sys.argv[1], f"params-rank{trainer.rank}.pt"))
+
+    cfg, out, datasets = json.load(open(sys.argv[2]))
+    train(cfg, out, datasets, callbacks=[Dump()])
+''')
+
+
+def free_port():
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def rows(run):
+    return [json.loads(l) for l in (run / "metrics.jsonl").read_text().splitlines() if '"train"' in l]
+
+
+def test_two_rank_ddp_matches_single_process(tmp_path, datasets, micro_cfg):
+    pytest.importorskip("torch.distributed.run")
+    cfg = micro_cfg(stages=[{"name": "pt", "data": {"text": 1, "synth": 1}, "tokens": 4 * 16 * 4}],
+                    checkpoint_every=2, micro_batch_size=1, attention_reset_between_docs=True)
+    datasets = {k: str(v) for k, v in datasets.items()}
+    (tmp_path / "job.json").write_text(json.dumps([cfg, str(tmp_path / "ddp"), datasets]))
+    (tmp_path / "script.py").write_text(SCRIPT)
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
+                           "--master_port", str(free_port()),
+                           str(tmp_path / "script.py"), str(tmp_path), str(tmp_path / "job.json")],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    p0 = torch.load(tmp_path / "params-rank0.pt")
+    p1 = torch.load(tmp_path / "params-rank1.pt")
+    assert all(torch.equal(p0[k], p1[k]) for k in p0)  # replicas agree exactly
+    single = train(cfg, tmp_path / "single", datasets)
+    assert single["steps"] == 4
+    a, b = rows(tmp_path / "ddp"), rows(tmp_path / "single")
+    assert [r["step"] for r in a] == [1, 2, 3, 4]
+    for x, y in zip(a, b):
+        assert x["loss"] == pytest.approx(y["loss"], abs=1e-4)
+    from safetensors.torch import load_file
+
+    ref = load_file(str(tmp_path / "single" / "checkpoints" / "step-00000004" / "model.safetensors"))
+    for k, v in ref.items():
+        assert torch.allclose(p0[k], v, atol=1e-4), k
+    assert (tmp_path / "ddp" / "DONE").is_file()
