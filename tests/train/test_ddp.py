@@ -38,6 +38,7 @@ def rows(run):
     return [json.loads(l) for l in (run / "metrics.jsonl").read_text().splitlines() if '"train"' in l]
 
 
+@pytest.mark.slow  # 13 s idle, ~45 s on a loaded 2-core box (process start + imports)
 def test_two_rank_ddp_matches_single_process(tmp_path, datasets, micro_cfg):
     pytest.importorskip("torch.distributed.run")
     cfg = micro_cfg(stages=[{"name": "pt", "data": {"text": 1, "synth": 1}, "tokens": 4 * 16 * 4}],
