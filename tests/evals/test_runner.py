@@ -122,3 +122,29 @@ def test_selection_and_errors(run_dir, tmp_path):
     # a standalone checkpoint can be evaluated into any folder
     res = evaluate_checkpoint(run_dir / "checkpoints" / "step-00000100", evaluators(run_dir), tmp_path / "out")
     assert res["step"] == 100 and (tmp_path / "out" / "minimal_pairs" / "summary.json").is_file()
+
+
+def test_cli(run_dir, tmp_path, capsys):
+    from preschool.cli import main
+
+    argv = ["eval", "--checkpoints", str(run_dir), "--steps", "100,300", "--blimp", str(run_dir / "pairs.jsonl"),
+            "--set", "max_pairs_per_paradigm=4", "--label", "blimp4"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "blimp4" in out and "acc=" in out and "n_pairs=4" in out and "cached" not in out
+    assert (run_dir / "evals" / "step-00000300" / "blimp4" / "summary.json").is_file()
+    assert not (run_dir / "evals" / "step-00000200" / "blimp4").exists()
+    assert main(argv + ["--json"]) == 0
+    res = json.loads(capsys.readouterr().out)
+    assert [r["step"] for r in res] == [100, 300] and all(r["cached"] == ["blimp4"] for r in res)
+    # one checkpoint inside a run folder lands in the run's evals/
+    ckpt = run_dir / "checkpoints" / "step-00000200"
+    assert main(["eval", "--checkpoint", str(ckpt), "--evaluator", "minimal_pairs",
+                 "--set", f"path={run_dir / 'pairs.jsonl'}", "--set", "bos=none"]) == 0
+    assert json.loads((run_dir / "evals/step-00000200/minimal_pairs/summary.json").read_text())["config"]["bos"] == "none"
+    # errors: --set without an evaluator; unknown config key names the field
+    with pytest.raises(SystemExit):
+        main(["eval", "--checkpoint", str(ckpt), "--set", "bos=none"])
+    capsys.readouterr()
+    assert main(["eval", "--checkpoint", str(ckpt), "--evaluator", "heldout", "--set", "rows=3"]) == 2
+    assert "evaluators[0].rows: unknown key" in capsys.readouterr().err

@@ -1,0 +1,150 @@
+"""``preschool eval``: score one checkpoint or every checkpoint of a run, resumably."""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import json
+from pathlib import Path
+
+HELP = "evaluate checkpoints (BLiMP minimal pairs, held-out loss, ...), cached and resumable"
+DESCRIPTION = """\
+Evaluate one checkpoint or the checkpoints of a run folder with one or more
+registered evaluators, then print a summary table.
+
+Results go to <run>/evals/step-XXXXXXXX/<evaluator>/summary.json (+ items.jsonl).
+A (checkpoint, evaluator, version, config) already evaluated is skipped, so an
+interrupted sweep resumes by rerunning the same command; --force recomputes.
+
+Each --evaluator NAME starts an evaluator; the --set key=value and --label
+options after it configure that evaluator (values are YAML; dotted keys reach
+into mappings, e.g. --set sources.books=data/books/val).
+
+examples:
+  preschool eval --checkpoints runs/arm0 --blimp ../shared/data/blimp --set max_pairs_per_paradigm=100
+  preschool eval --checkpoints runs/arm0 --every 1000 \\
+      --evaluator minimal_pairs --set path=blimp/ --set bos=none --label blimp_nobos \\
+      --evaluator heldout --set sources.books=out/data/books
+  preschool eval --checkpoint runs/arm0/checkpoints/step-00002000 --blimp blimp/
+  preschool eval --list
+"""
+
+
+class _StartEvaluator(argparse.Action):
+    def __call__(self, parser, ns, value, option_string=None):
+        evs = list(getattr(ns, "evaluators", None) or [])
+        if option_string == "--blimp":
+            evs.append({"name": "blimp", "sets": [f"path={json.dumps(value)}"], "label": None})
+        else:
+            evs.append({"name": value, "sets": [], "label": None})
+        ns.evaluators = evs
+
+
+class _Configure(argparse.Action):
+    def __call__(self, parser, ns, value, option_string=None):
+        evs = getattr(ns, "evaluators", None)
+        if not evs:
+            parser.error(f"{option_string} must follow an --evaluator (or --blimp) it applies to")
+        if option_string == "--set":
+            if "=" not in value:
+                parser.error(f"--set expects key=value, got {value!r}")
+            evs[-1]["sets"].append(value)
+        else:
+            evs[-1]["label"] = value
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    what = p.add_mutually_exclusive_group()
+    what.add_argument("--checkpoints", metavar="RUN_DIR", help="a run folder: evaluate its checkpoints/step-* folders")
+    what.add_argument("--checkpoint", metavar="DIR", help="one checkpoint folder (HF save_pretrained + tokenizer)")
+    what.add_argument("--list", action="store_true", help="list the registered evaluators and exit")
+    p.add_argument("--every", type=int, metavar="N", help="only steps that are multiples of N (plus the last)")
+    p.add_argument("--steps", metavar="S1,S2", help="only these steps (comma-separated)")
+    p.add_argument("--evaluator", action=_StartEvaluator, metavar="NAME", dest="evaluators",
+                   help="add an evaluator by registry name (repeatable)")
+    p.add_argument("--blimp", action=_StartEvaluator, metavar="PATH", dest="evaluators",
+                   help="shortcut for --evaluator blimp --set path=PATH (BLiMP .jsonl file or folder)")
+    p.add_argument("--set", action=_Configure, metavar="KEY=VALUE", dest="_set",
+                   help="config value for the preceding evaluator (repeatable)")
+    p.add_argument("--label", action=_Configure, metavar="LABEL", dest="_label",
+                   help="result folder name for the preceding evaluator (default: its name)")
+    p.add_argument("--out", metavar="DIR", help="with --checkpoint: where results go "
+                   "(default <run>/evals/<step-dir> inside a run folder, else <checkpoint>/evals)")
+    p.add_argument("--device", default="auto", help="cpu, cuda, cuda:1, ... (default: cuda if available)")
+    p.add_argument("--force", action="store_true", help="recompute even when cached results match")
+    p.add_argument("--json", action="store_true", help="print the results as JSON instead of a table")
+
+
+def _evaluator_specs(raw: list[dict]) -> list[tuple]:
+    from ..config import apply_overrides
+
+    specs = []
+    for ev in raw:
+        values = apply_overrides({}, ev["sets"])
+        specs.append((ev["name"], values, ev["label"]) if ev["label"] else (ev["name"], values))
+    return specs
+
+
+def _headline(name: str, metrics: dict) -> list[tuple[str, float]]:
+    from . import EVALUATORS
+
+    patterns = getattr(EVALUATORS.get(name).cls, "headline_metrics", None) or ("*",)
+    keys = []
+    for pat in patterns:
+        keys += [k for k in metrics if fnmatch.fnmatchcase(k, pat) and k not in keys]
+    return [(k, metrics[k]) for k in keys[:8]]
+
+
+def format_table(results: list[dict]) -> str:
+    """One line per (checkpoint, evaluator): step, label, headline metrics, and whether it was cached."""
+    lines = [f"{'step':>10}  {'evaluator':<20} {'':6}  metrics"]
+    for r in results:
+        step = "-" if r["step"] is None else str(r["step"])
+        for label, summary in r["results"].items():
+            shown = "  ".join(f"{k}={v:.4g}" for k, v in _headline(summary["evaluator"], summary["metrics"]))
+            lines.append(f"{step:>10}  {label:<20} {'cached' if label in r['cached'] else '':6}  {shown}")
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..errors import ConfigError
+    from . import EVALUATORS
+    from .runner import evaluate_checkpoint, evaluate_run, step_dirname, checkpoint_step
+
+    if args.list:
+        for e in EVALUATORS:
+            print(f"{e.name:<16} v{e.cls.version:<3} {e.summary}")
+        return 0
+    if not (args.checkpoints or args.checkpoint):
+        raise ConfigError("--checkpoints", "give --checkpoints RUN_DIR or --checkpoint DIR (see --help)")
+    if not getattr(args, "evaluators", None):
+        raise ConfigError("--evaluator", "give at least one --evaluator NAME (or --blimp PATH); --list shows names")
+    specs = _evaluator_specs(args.evaluators)
+    if args.checkpoints:
+        steps = None
+        if args.steps:
+            try:
+                steps = [int(s) for s in args.steps.split(",") if s.strip()]
+            except ValueError:
+                raise ConfigError("--steps", f"expected comma-separated integers, got {args.steps!r}") from None
+        results = evaluate_run(args.checkpoints, specs, every=args.every, steps=steps, device=args.device,
+                               force=args.force)
+    else:
+        if args.every or args.steps:
+            raise ConfigError("--every", "--every/--steps apply to --checkpoints RUN_DIR, not --checkpoint")
+        ckpt = Path(args.checkpoint)
+        if args.out:
+            out = Path(args.out)
+        elif ckpt.resolve().parent.name == "checkpoints":
+            step = checkpoint_step(ckpt)
+            out = ckpt.resolve().parent.parent / "evals" / (step_dirname(step) if step is not None else ckpt.name)
+        else:
+            out = ckpt / "evals"
+        results = [evaluate_checkpoint(ckpt, specs, out, device=args.device, force=args.force,
+                                       log=lambda m: print(m, flush=True))]
+    if args.json:
+        print(json.dumps([{"step": r["step"], "checkpoint": r["checkpoint"], "cached": r["cached"],
+                           "metrics": {k: v["metrics"] for k, v in r["results"].items()}} for r in results], indent=2))
+    else:
+        print(format_table(results))
+    return 0
