@@ -20,9 +20,9 @@ Row order: rows of both kinds are shuffled together with ``shuffle_seed`` (the
 reference shuffles the concatenated rows with seed 21). A ``curriculum``
 ``[start, end]`` instead orders rows so the L2T share of rows goes linearly from
 ``start`` to ``end`` over the output (the paper's suggested follow-up of
-confining L2T to early training); each pool is shuffled within itself, and when
-a pool runs out the other fills the rest, so the realised shares (reported per
-tenth of the output) follow the schedule as closely as the pool sizes allow.
+confining L2T to early training); each pool is shuffled within itself and
+spread along the schedule (see :func:`row_order`); the realised shares are
+reported per tenth of the output in the manifest.
 """
 
 from __future__ import annotations
@@ -77,28 +77,38 @@ class TokenRouter:
         return side
 
 
+def _quantile_times(n: int, density: np.ndarray, grid: np.ndarray) -> np.ndarray:
+    """Positions in [0, 1] of ``n`` rows spread out as the quantiles of ``density`` on ``grid``."""
+    if n == 0:
+        return np.zeros(0)
+    q = (np.arange(n) + 0.5) / n
+    if density.sum() <= 0:
+        return q  # nothing to follow: spread evenly
+    cdf = np.concatenate([[0.0], np.cumsum((density[1:] + density[:-1]) / 2 * np.diff(grid))])
+    return np.interp(q, cdf / cdf[-1], grid)
+
+
 def row_order(n_l2t: int, n_raw: int, seed: int = 21, curriculum: list[float] | None = None) -> np.ndarray:
-    """Output order as global indices: ``i < n_l2t`` is L2T row i, else raw row ``i - n_l2t``."""
+    """Output order as global indices: ``i < n_l2t`` is L2T row i, else raw row ``i - n_l2t``.
+
+    With a curriculum, L2T rows are placed at the quantiles of the density
+    ``s(f) = start + (end - start) f`` and raw rows at those of ``1 - s(f)``
+    (f = position in the output, 0..1), then merged by position; when the pool
+    sizes match the schedule's mean (``n_l2t / total = (start + end) / 2``) the
+    L2T share at f is exactly s(f), otherwise the schedule is followed in shape.
+    """
     total = n_l2t + n_raw
     rng = np.random.default_rng(seed)
     if not curriculum:
         return rng.permutation(total)
     start, end = curriculum
-    l2t = rng.permutation(n_l2t)
-    raw = rng.permutation(n_raw) + n_l2t
-    out = np.empty(total, np.int64)
-    a = b = 0
-    want = 0.0
-    for p in range(total):
-        want += start + (end - start) * (p + 0.5) / max(total, 1)
-        take_l2t = (a < n_l2t) and (b >= n_raw or a < want)
-        if take_l2t:
-            out[p] = l2t[a]
-            a += 1
-        else:
-            out[p] = raw[b]
-            b += 1
-    return out
+    grid = np.linspace(0.0, 1.0, 4097)
+    share = start + (end - start) * grid
+    t_l2t = _quantile_times(n_l2t, share, grid)
+    t_raw = _quantile_times(n_raw, 1.0 - share, grid)
+    ids = np.concatenate([rng.permutation(n_l2t), rng.permutation(n_raw) + n_l2t])
+    times = np.concatenate([t_l2t, t_raw])
+    return ids[np.argsort(times, kind="stable")]
 
 
 def share_profile(order: np.ndarray, n_l2t: int, parts: int = 10) -> list[float]:
