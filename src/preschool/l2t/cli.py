@@ -23,7 +23,7 @@ examples:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--input", required=True, help=".txt file (one document), .jsonl (text field), folder of them, "
-                   "or a corpus .yaml (preschool.corpora)")
+                   "a corpus .yaml (preschool.corpora CorpusConfig) or 'storybook'")
     p.add_argument("--out", help="output folder (train/, val/, tokenizer/, manifest.json, stats.json)")
     p.add_argument("--tasks", nargs="+", help="tasks to draw from (default: all 14); comma or space separated")
     p.add_argument("--scenario", choices=["disjoint", "shared"], default="disjoint")
@@ -76,12 +76,12 @@ def build_config(args: argparse.Namespace):
 def _texts(args):
     from .inputs import iter_texts
 
-    it = (t for _, t in iter_texts(args.input, args.text_field))
-    return itertools.islice(it, args.max_documents) if args.max_documents else it
+    return (t for _, t in iter_texts(args.input, args.text_field, args.max_documents or None))
 
 
-def preview(cfg, args, out=sys.stdout) -> int:
+def preview(cfg, args, out=None) -> int:
     """Print ``args.preview`` samples per task (each task forced on the first documents)."""
+    out = out or sys.stdout
     from .transform import L2TTransform
     from .text import corpus_pool
 

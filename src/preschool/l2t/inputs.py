@@ -1,65 +1,51 @@
-"""Input documents for ``preschool transform l2t``.
+"""Input documents for ``preschool transform l2t``, read through ``preschool.corpora``.
 
-``iter_texts(src)`` yields ``(doc_id, text)`` in a fixed order (the order defines
-document indices, hence seeds and previous-document distractors):
+``iter_texts(src)`` yields ``(doc_id, text)`` in the corpus's deterministic
+order (that order defines document indices, hence seeds and the
+previous-document distractors). ``src`` is one of:
 
-- a ``.txt`` file: the whole file is one document;
-- a ``.jsonl`` file: one document per line, text under ``text_field``;
-- a folder: its ``*.txt`` / ``*.jsonl`` files (recursively), sorted by path.
-
-Text is read as UTF-8 with a byte-order mark removed and CRLF turned into LF.
-When ``preschool.corpora`` provides ``CorpusConfig``/``iter_documents``, a
-``.yaml`` corpus spec is read through it instead.
+- a ``.yaml``/``.yml`` file holding a :class:`preschool.corpora.CorpusConfig`;
+- ``storybook``: the built-in generated corpus (endless: give ``max_documents``);
+- a ``.jsonl`` file or a folder of them (``source: jsonl``, text in ``text_field``);
+- a text file or a folder of ``.txt``/``.md`` files (``source: text``; each
+  file one document, BOM and CRLF cleaned by the corpora reader).
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Iterator
 
-from ..errors import ConfigError, DataError
+from ..config import from_dict, load_yaml
+from ..errors import ConfigError
 
 
-def _read_txt(p: Path) -> str:
-    try:
-        return p.read_text(encoding="utf-8-sig").replace("\r\n", "\n").replace("\r", "\n")
-    except UnicodeDecodeError as e:
-        raise DataError(f"{p}: not UTF-8 text ({e})") from None
+def corpus_config(src: str | Path, text_field: str = "text", max_documents: int | None = None):
+    from ..corpora import CorpusConfig
 
-
-def _read_jsonl(p: Path, field: str) -> Iterator[tuple[str, str]]:
-    with open(p, encoding="utf-8-sig") as fh:
-        for ln, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise DataError(f"{p}:{ln}: not JSON ({e})") from None
-            if not isinstance(row, dict) or not isinstance(row.get(field), str):
-                raise DataError(f"{p}:{ln}: no string field {field!r}")
-            yield f"{p.name}:{ln}", row[field].replace("\r\n", "\n")
-
-
-def iter_texts(src: str | Path, text_field: str = "text") -> Iterator[tuple[str, str]]:
-    p = Path(src)
+    s = str(src)
+    p = Path(s)
+    extra = {"max_documents": max_documents} if max_documents else {}
     if p.suffix in (".yaml", ".yml") and p.is_file():
-        try:
-            from ..config import from_dict, load_yaml
-            from ..corpora import CorpusConfig, iter_documents  # type: ignore[attr-defined]
-        except ImportError:
-            raise ConfigError("input", f"{p}: corpus specs need preschool.corpora, which is not available") from None
-        for d in iter_documents(from_dict(CorpusConfig, load_yaml(p))):
-            yield str(d.id), d.text
-        return
+        data = load_yaml(p)
+        data = data.get("corpus", data)
+        return from_dict(CorpusConfig, {**data, **extra}, "input")
+    if s == "storybook":
+        if not max_documents:
+            raise ConfigError("max_documents", "the storybook corpus is endless: give --max-documents")
+        return from_dict(CorpusConfig, {"source": "storybook", **extra}, "input")
     if not p.exists():
         raise ConfigError("input", f"no such file or folder: {p}")
-    files = [p] if p.is_file() else sorted(f for f in p.rglob("*") if f.suffix in (".txt", ".jsonl") and f.is_file())
-    if not files:
-        raise ConfigError("input", f"{p}: no .txt or .jsonl files")
-    for f in files:
-        if f.suffix == ".jsonl":
-            yield from _read_jsonl(f, text_field)
-        else:
-            yield f.name, _read_txt(f)
+    if p.is_dir():
+        jsonl = any(f.suffix in (".jsonl", ".ndjson") for f in p.rglob("*") if f.is_file())
+    else:
+        jsonl = p.suffix in (".jsonl", ".ndjson", ".json")
+    return from_dict(CorpusConfig, {"source": "jsonl" if jsonl else "text", "path": s, "text_field": text_field,
+                                    **extra}, "input")
+
+
+def iter_texts(src: str | Path, text_field: str = "text", max_documents: int | None = None) -> Iterator[tuple[str, str]]:
+    from ..corpora import iter_documents
+
+    for d in iter_documents(corpus_config(src, text_field, max_documents)):
+        yield d.id, d.text
