@@ -234,7 +234,7 @@ def is_validation(doc_id: str, val_fraction: float, seed: int = 0) -> bool:
     """Whether ``doc_id`` is held out: sha256("<seed>:<id>") read as a fraction of 2^64, compared to ``val_fraction``.
 
     Depends only on (seed, id) -- never on order or worker count -- and
-    agrees with ``data.prepare.is_val_doc`` so both layers split alike.
+    is the one split rule every layer uses (data.prepare, L2T, Control).
     """
     if val_fraction <= 0:
         return False

@@ -98,7 +98,7 @@ REFLEXIVE_VERBS = {"likes", "sees", "helps", "washes", "teaches", "knows", "hear
 # (the checker accepts any adjective anywhere).
 ADJ_ANIMATE: list[str] = (
     "big small little happy sad tired hungry old young brave kind quiet loud tall short funny sleepy busy gentle "
-    "clever proud lucky angry scared silly lazy fast slow wet dry").split()
+    "clever proud lucky angry shy silly lazy fast slow wet dry").split()
 ADJ_THING: list[str] = "big small little red blue green yellow soft warm cold clean dirty shiny wet dry new round " \
     "empty heavy old pretty".split()
 ADJECTIVES: list[str] = sorted(set(ADJ_ANIMATE) | set(ADJ_THING))

@@ -30,6 +30,7 @@ every ``sentence_good`` to it and check it rejects every ``sentence_bad``.
 
 from __future__ import annotations
 
+import bisect
 import json
 import zlib
 from dataclasses import dataclass, field
@@ -318,11 +319,10 @@ class Storybook:
             out.append(_render(["there", _be(first.num, tense)] + p.words, "."))
         else:  # "Anna had a red ball."
             p = self._mention(r, props[0], tense)
-            verb = next(v for v in _TR if v.s3 == "has")
-            out.append(_render([first.name, _fin(verb, "sg", tense)] + p.words, "."))
+            out.append(_render([first.name, "had" if tense == "past" else "has"] + p.words, "."))
         last = first
         while len(out) < n_sent:
-            kind = self._types[int(np.searchsorted(self._cum, r.u(), side="right"))] if len(self._types) > 1 else self._types[0]
+            kind = self._types[min(bisect.bisect_right(self._cum, r.u()), len(self._types) - 1)]
             sent, last = self._sentence(r, kind, chars, props, last, tense)
             out.append(sent)
         return " ".join(out)

@@ -1,0 +1,59 @@
+import random
+
+import pytest
+
+from preschool.corpora import Document, chunk_text, clean_text, is_validation, split_documents
+from preschool.errors import ConfigError
+
+
+def test_clean_text():
+    assert clean_text("\ufeffa\r\nb\rc\n\ufeffd") == "a\nb\nc\nd"
+    assert clean_text("plain\n") == "plain\n"
+
+
+def test_chunk_text_keeps_words_and_layout():
+    paras = [" ".join(f"w{i}_{j}" for j in range(random.Random(i).randint(1, 120))) for i in range(200)]
+    text = "\n\n".join(paras)
+    chunks = chunk_text(text, "paragraphs", 500)
+    assert all(len(c) <= 500 for c in chunks)
+    assert " ".join(chunks).split() == text.split()
+    small = "\n\n".join(p[:400] for p in paras)
+    assert "\n\n".join(chunk_text(small, "paragraphs", 500)) == small  # paragraphs that fit are never cut
+    assert chunk_text(text, "none", 500) == [text]
+    assert chunk_text("a\n\n  \nb\n", "lines", 500) == ["a", "b"]
+    assert chunk_text("", "paragraphs", 500) == []
+
+
+def test_chunk_text_one_paragraph_per_line():
+    text = "\n".join("x" * 150 for _ in range(10))
+    chunks = chunk_text(text, "paragraphs", 400)
+    assert chunks == ["\n".join(["x" * 150] * 2)] * 5
+
+
+def test_chunk_text_long_line_cut_at_sentence_end():
+    line = " ".join(["This is a sentence."] * 100)
+    chunks = chunk_text(line, "paragraphs", 200)
+    assert all(len(c) <= 200 and c.endswith(".") for c in chunks)
+    assert " ".join(chunks).split() == line.split()
+
+
+def test_split_documents_deterministic_and_order_free():
+    ids = [f"book{i}.txt#{k}" for i in range(40) for k in range(50)]
+    train, val = split_documents([Document(i, "x") for i in ids], 0.1, seed=7)
+    assert sorted(train + val) == sorted(ids) and not set(train) & set(val)
+    assert 0.07 < len(val) / len(ids) < 0.13
+    shuffled = list(ids)
+    random.Random(1).shuffle(shuffled)
+    t2, v2 = split_documents(shuffled, 0.1, seed=7)
+    assert set(v2) == set(val) and set(t2) == set(train)
+    _, v3 = split_documents(ids, 0.1, seed=8)
+    assert set(v3) != set(val)
+    assert all(is_validation(i, 0.1, 7) for i in val)
+    assert split_documents(ids, 0.0, 7) == (ids, [])
+    with pytest.raises(ConfigError, match="val_fraction"):
+        split_documents(ids, 1.0)
+
+
+def test_split_matches_known_hash():
+    # sha256("0:doc") starts with 960a9713..., i.e. 0.5861 of 2^64: held out at 0.59, kept at 0.58.
+    assert is_validation("doc", 0.59, 0) and not is_validation("doc", 0.58, 0)

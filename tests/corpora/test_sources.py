@@ -1,0 +1,222 @@
+import gzip
+import json
+import pytest
+
+from preschool.config import from_dict
+from preschool.corpora import SOURCES, CorpusConfig, ReadStats, iter_documents
+from preschool.errors import ConfigError, DataError
+
+
+def cfg(**kw):
+    return from_dict(CorpusConfig, kw)
+
+
+def read(c, count_tokens=None):
+    st = ReadStats()
+    return list(iter_documents(c, st, count_tokens=count_tokens)), st
+
+
+@pytest.fixture
+def messy(tmp_path):
+    d = tmp_path / "txt"
+    (d / "sub").mkdir(parents=True)
+    (d / "b.txt").write_bytes(b"\xef\xbb\xbfFirst line\r\nsecond line\r\n\r\nNew paragraph\rwith a lone CR\r\n")
+    (d / "a.txt").write_bytes(("word " * 60_000).encode() + b"\n")  # one 300k-char line
+    (d / "sub" / "c.txt").write_text("Nested file.\n", encoding="utf-8")
+    (d / "empty.txt").write_bytes(b"")
+    (d / "blank.txt").write_bytes(b" \r\n\r\n \t\n")
+    (d / ".hidden.txt").write_text("never read", encoding="utf-8")
+    (d / "notes.csv").write_text("not,text", encoding="utf-8")
+    return d
+
+
+def test_registry_names():
+    assert SOURCES.names() == ["hf", "jsonl", "parquet", "storybook", "text"]
+
+
+def test_text_folder_sorted_clean_and_counted(messy):
+    docs, st = read(cfg(source="text", path=str(messy)))
+    assert [d.id for d in docs] == ["a.txt", "b.txt", "sub/c.txt"]
+    b = docs[1].text
+    assert b == "First line\nsecond line\n\nNew paragraph\nwith a lone CR\n"
+    assert all("\r" not in d.text and "\ufeff" not in d.text for d in docs)
+    assert len(docs[0].text) == 300_001
+    assert st.files == 5 and st.documents == 3 and st.drops == {"empty": 2}
+    assert st.chars == sum(len(d.text) for d in docs)
+    assert st.words == sum(len(d.text.split()) for d in docs)
+    assert docs[0].meta == {"source": "text", "path": "a.txt"}
+
+
+def test_text_glob_override_and_single_file(messy):
+    docs, _ = read(cfg(source="text", path=str(messy), glob="**/*.csv"))
+    assert [d.id for d in docs] == ["notes.csv"]
+    docs, _ = read(cfg(source="text", path=str(messy / "b.txt")))
+    assert [d.id for d in docs] == ["b.txt"]
+    with pytest.raises(DataError, match="no files match"):
+        read(cfg(source="text", path=str(messy), glob="**/*.nothing"))
+
+
+def test_paragraph_chunks(messy):
+    docs, st = read(cfg(source="text", path=str(messy), split_documents="paragraphs", chunk_chars=1000))
+    ids = [d.id for d in docs]
+    assert ids[0] == "a.txt#0" and "b.txt#0" in ids and ids[-1] == "sub/c.txt#0"
+    a = [d for d in docs if d.meta["path"] == "a.txt"]
+    assert len(a) >= 300 and all(len(d.text) <= 1000 for d in a)
+    assert sum(len(d.text.split()) for d in a) == 60_000  # the long line is cut at spaces, no word lost or split
+    assert [d.meta["chunk"] for d in a] == list(range(len(a)))
+    assert st.documents == len(docs)
+    b = [d for d in docs if d.meta["path"] == "b.txt"]
+    assert b[0].text == "First line\nsecond line\n\nNew paragraph\nwith a lone CR"
+
+
+def test_lines_mode_and_limits(messy):
+    docs, _ = read(cfg(source="text", path=str(messy), split_documents="lines"))
+    assert [d.id for d in docs] == ["a.txt#0", "b.txt#0", "b.txt#1", "b.txt#2", "b.txt#3", "sub/c.txt#0"]
+    docs, _ = read(cfg(source="text", path=str(messy), split_documents="lines", max_documents=2))
+    assert len(docs) == 2
+    docs, _ = read(cfg(source="text", path=str(messy), split_documents="lines", min_chars=13))
+    assert "sub/c.txt#0" not in [d.id for d in docs]  # "Nested file." has 12 chars
+
+
+def test_bad_utf8_policies(tmp_path):
+    (tmp_path / "ok.txt").write_text("fine\n", encoding="utf-8")
+    (tmp_path / "bad.txt").write_bytes(b"hello \xff\xfe world\n")
+    with pytest.raises(DataError, match=r"bad\.txt: invalid UTF-8 at byte offset 6"):
+        read(cfg(source="text", path=str(tmp_path)))
+    docs, st = read(cfg(source="text", path=str(tmp_path), on_bad_utf8="drop"))
+    assert [d.id for d in docs] == ["ok.txt"] and st.drops == {"bad_utf8": 1}
+    docs, st = read(cfg(source="text", path=str(tmp_path), on_bad_utf8="replace"))
+    assert docs[0].text == "hello \ufffd\ufffd world\n" and st.replaced_bad_utf8 == 1
+
+
+def write_jsonl(path, lines):
+    path.write_bytes(b"".join(x if isinstance(x, bytes) else (x + "\n").encode() for x in lines))
+
+
+def test_jsonl_records_ids_and_errors(tmp_path):
+    f = tmp_path / "d.jsonl"
+    write_jsonl(f, [b"\xef\xbb\xbf" + json.dumps({"text": "one\r\ntwo", "id": "x1"}).encode() + b"\r\n",
+                    json.dumps({"text": "three"}), "", "{not json", json.dumps({"body": "no text"}),
+                    json.dumps({"text": "caf\u00e9 " + "z" * 100_000})])
+    with pytest.raises(DataError, match=r"d\.jsonl:4: not valid JSON"):
+        read(cfg(source="jsonl", path=str(f)))
+    docs, st = read(cfg(source="jsonl", path=str(f), on_bad_record="drop"))
+    assert [d.id for d in docs] == ["d.jsonl:1", "d.jsonl:2", "d.jsonl:6"]
+    assert docs[0].text == "one\ntwo" and docs[2].meta["line"] == 6 and len(docs[2].text) == 100_005
+    assert st.drops == {"bad_json": 1, "missing_field": 1}
+    docs, _ = read(cfg(source="jsonl", path=str(f), on_bad_record="drop", id_field="id"))
+    assert docs[0].id == "x1" and docs[1].id == "d.jsonl:2"
+
+
+def test_jsonl_missing_field_error_names_line(tmp_path):
+    f = tmp_path / "m.jsonl"
+    write_jsonl(f, [json.dumps({"text": "ok"}), json.dumps({"content": "x"})])
+    with pytest.raises(DataError, match=r"m\.jsonl:2: no string field 'text'"):
+        read(cfg(source="jsonl", path=str(f)))
+    docs, _ = read(cfg(source="jsonl", path=str(f), text_field="content", on_bad_record="drop"))
+    assert [d.text for d in docs] == ["x"]
+
+
+def test_jsonl_bad_utf8_offset_and_gzip(tmp_path):
+    f = tmp_path / "u.jsonl"
+    line1 = (json.dumps({"text": "a"}) + "\n").encode()
+    f.write_bytes(line1 + b'{"text": "b\xc3"}\n')
+    with pytest.raises(DataError, match=rf"u\.jsonl:2: invalid UTF-8 at byte offset {len(line1) + 11}"):
+        read(cfg(source="jsonl", path=str(f)))
+    g = tmp_path / "z" / "v.jsonl.gz"
+    g.parent.mkdir()
+    with gzip.open(g, "wb") as fh:
+        fh.write(line1)
+    docs, _ = read(cfg(source="jsonl", path=str(g.parent)))
+    assert [(d.id, d.text) for d in docs] == [("v.jsonl.gz:1", "a")]
+
+
+def test_parquet(tmp_path):
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    d = tmp_path / "pq"
+    d.mkdir()
+    pq.write_table(pa.table({"text": ["\ufeffalpha\r\n", None, "", "gamma"], "k": ["a", "b", "c", "d"]}), d / "1.parquet",
+                   row_group_size=2)
+    pq.write_table(pa.table({"text": ["delta"], "k": ["e"]}), d / "0.parquet")
+    with pytest.raises(DataError, match=r"1\.parquet: row 1"):
+        read(cfg(source="parquet", path=str(d)))
+    docs, st = read(cfg(source="parquet", path=str(d), on_bad_record="drop"))
+    assert [(x.id, x.text) for x in docs] == [("0.parquet:0", "delta"), ("1.parquet:0", "alpha\n"), ("1.parquet:3", "gamma")]
+    assert st.drops == {"missing_field": 1, "empty": 1} and st.files == 2
+    docs, _ = read(cfg(source="parquet", path=str(d), on_bad_record="drop", id_field="k"))
+    assert [x.id for x in docs] == ["e", "a", "d"]
+    with pytest.raises(DataError, match=r"no column 'body'.*columns are \['text', 'k'\]"):
+        read(cfg(source="parquet", path=str(d), text_field="body"))
+
+
+def test_hf_saved_dataset_and_parquet_builder(tmp_path):
+    datasets = pytest.importorskip("datasets")
+    texts = [f"story number {i}\r\n" for i in range(7)]
+    ds = datasets.DatasetDict({"train": datasets.Dataset.from_dict({"text": texts}),
+                               "validation": datasets.Dataset.from_dict({"text": ["held out"]})})
+    ds.save_to_disk(str(tmp_path / "saved"))
+    for streaming in (True, False):
+        docs, st = read(cfg(source="hf", path=str(tmp_path / "saved"), streaming=streaming))
+        assert [x.text for x in docs] == [t.replace("\r\n", "\n") for t in texts]
+        assert docs[3].id == "saved/train:3" and docs[3].meta["row"] == 3
+    docs, _ = read(cfg(source="hf", path=str(tmp_path / "saved"), hf_split="validation"))
+    assert [x.text for x in docs] == ["held out"]
+    with pytest.raises(ConfigError, match="hf_split"):
+        read(cfg(source="hf", path=str(tmp_path / "saved"), hf_split="test"))
+    ds["train"].to_parquet(str(tmp_path / "p.parquet"))
+    docs, _ = read(cfg(source="hf", hf_name="parquet", path=str(tmp_path / "p.parquet"), max_documents=3))
+    assert [x.id for x in docs] == ["parquet/train:0", "parquet/train:1", "parquet/train:2"]
+    assert docs[2].text == "story number 2\n"
+
+
+def test_hf_hub_unreachable_is_a_data_error(monkeypatch):
+    pytest.importorskip("datasets")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    with pytest.raises(DataError, match="hf dataset 'nobody/no-such-dataset'.*could not be loaded"):
+        read(cfg(source="hf", hf_name="nobody/no-such-dataset"))
+
+
+def test_storybook_source_sizing():
+    docs, st = read(cfg(source="storybook", seed=3, max_documents=25))
+    assert len(docs) == 25 and docs[4].id == "storybook:4" and docs[4].meta["index"] == 4
+    again, _ = read(cfg(source="storybook", seed=3, max_documents=25))
+    assert [d.text for d in docs] == [d.text for d in again]
+    docs, st = read(cfg(source="storybook", target_tokens=2000))
+    assert 2000 <= st.words < 2000 + max(len(d.text.split()) for d in docs)
+    docs, _ = read(cfg(source="storybook", target_tokens=2000), count_tokens=len)  # characters as "tokens"
+    assert 2000 <= sum(len(d.text) for d in docs) < 2000 + 2000
+
+
+def test_config_errors(tmp_path):
+    with pytest.raises(ConfigError, match="source: unknown source 'txt'; did you mean 'text'"):
+        cfg(source="txt", path="x")
+    with pytest.raises(ConfigError, match="path: source 'jsonl' needs"):
+        cfg(source="jsonl")
+    with pytest.raises(ConfigError, match="split_documents: must be one of"):
+        cfg(source="text", path="x", split_documents="chapters")
+    with pytest.raises(ConfigError, match="storybook.p_past"):
+        cfg(source="storybook", storybook={"p_past": 2})
+    with pytest.raises(ConfigError, match="path: file or folder not found"):
+        read(cfg(source="text", path=str(tmp_path / "missing")))
+    with pytest.raises(ConfigError, match="hf_name"):
+        cfg(source="hf")
+
+
+def test_novels(shared_data):
+    c = cfg(source="text", path=str(shared_data / "novels"), split_documents="paragraphs", chunk_chars=4000)
+    docs, st = read(c)
+    assert st.files == 90 and not st.drops
+    assert 10_000 < st.documents < 40_000 and 10_000_000 < st.words < 20_000_000
+    assert len({d.id for d in docs}) == len(docs)
+    assert all("\r" not in d.text and "\ufeff" not in d.text for d in docs)
+    assert all(0 < len(d.text) <= 4000 for d in docs)
+    files = [d.meta["path"] for d in docs]
+    assert files == sorted(files) and len(set(files)) == 90
+    first = docs[:50]
+    again, _ = read(cfg(source="text", path=str(shared_data / "novels"), split_documents="paragraphs", max_documents=50))
+    assert [(d.id, d.text) for d in first] == [(d.id, d.text) for d in again]
+    whole, st2 = read(cfg(source="text", path=str(shared_data / "novels")))
+    assert len(whole) == 90 and st2.words == st.words
