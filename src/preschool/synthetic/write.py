@@ -210,9 +210,19 @@ def iter_docs(gen: Generator, enc: SymbolEncoder, workers: int = 1, chunk: int =
         for b in bounds():
             yield from _chunk(b)
         return
-    ctx = mp.get_context("fork" if hasattr(mp, "get_context") else None)
+    # At most ``2 * workers`` chunks in flight: Pool.imap would drain the endless
+    # bounds() iterator and let results pile up (unbounded memory).
+    from collections import deque
+
+    ctx = mp.get_context("fork")
     with ctx.Pool(workers, initializer=_init, initargs=(gen, enc)) as pool:
-        for docs in pool.imap(_chunk, bounds(), chunksize=1):
+        pending: deque = deque()
+        it = bounds()
+        for _ in range(2 * workers):
+            pending.append(pool.apply_async(_chunk, (next(it),)))
+        while True:
+            docs = pending.popleft().get()
+            pending.append(pool.apply_async(_chunk, (next(it),)))
             yield from docs
 
 
@@ -246,7 +256,11 @@ def write_generator_shards(
         from tqdm import tqdm
 
         bar = tqdm(total=n_rows * row_len, unit="tok", unit_scale=True, desc=f"generate {gen.registry_name}")
-    docs = iter_docs(gen, enc, workers)
+    # Chunk size only sets the work unit (output is identical for any value):
+    # small jobs get small chunks so workers do not generate far past the end.
+    est_docs = n_rows * row_len // max(1, gen.length or row_len) + 1
+    chunk = max(1, min(64, est_docs // (4 * max(1, workers)) + 1))
+    docs = iter_docs(gen, enc, workers, chunk=chunk)
     try:
         with ShardWriter(out, row_len, vocab_size, arrays=["loss_mask", "segments"]) as w:
             written = 0
