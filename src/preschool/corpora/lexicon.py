@@ -30,8 +30,8 @@ class Verb:
     base: str  # present plural and bare form after do/does/did
     past: str
     kind: str  # intr (intransitive) | tr (transitive)
-    obj: str = "any"  # tr: which objects make sense: any | animate | thing
-    subj: str = "animate"  # intr: animate | any (things can do it too: "the ball rolls")
+    obj: str = "any"  # tr: which objects make sense: any | animate | thing | food
+    subj: str = "animate"  # intr: animate | any (things too: "the ball rolls") | thing ("the lamp glows")
 
 
 def _n(kind: str, gender: str, spec: str, rel: dict[str, str] | None = None) -> list[Noun]:
@@ -74,9 +74,9 @@ VERBS: list[Verb] = [
                 "plays/play/played walks/walk/walked climbs/climb/climbed shouts/shout/shouted sits/sit/sat "
                 "rests/rest/rested hops/hop/hopped giggles/giggle/giggled wakes/wake/woke hums/hum/hummed "
                 "whistles/whistle/whistled yawns/yawn/yawned"),
-    *_v("intr", "falls/fall/fell rolls/roll/rolled breaks/break/broke moves/move/moved shakes/shake/shook "
-                "spins/spin/spun glows/glow/glowed sinks/sink/sank floats/float/floated wobbles/wobble/wobbled",
-        subj="any"),
+    *_v("intr", "falls/fall/fell rolls/roll/rolled moves/move/moved shakes/shake/shook spins/spin/spun "
+                "sinks/sink/sank floats/float/floated wobbles/wobble/wobbled", subj="any"),
+    *_v("intr", "breaks/break/broke glows/glow/glowed shines/shine/shone", subj="thing"),
     *_v("tr", "likes/like/liked sees/see/saw finds/find/found wants/want/wanted holds/hold/held "
               "carries/carry/carried takes/take/took pushes/push/pushed pulls/pull/pulled watches/watch/watched "
               "loves/love/loved gets/get/got keeps/keep/kept brings/bring/brought catches/catch/caught "
@@ -87,8 +87,11 @@ VERBS: list[Verb] = [
               "feeds/feed/fed scares/scare/scared surprises/surprise/surprised admires/admire/admired "
               "dresses/dress/dressed", obj="animate"),
     *_v("tr", "opens/open/opened paints/paint/painted drops/drop/dropped buys/buy/bought throws/throw/threw "
-              "polishes/polish/polished fixes/fix/fixed draws/draw/drew hides/hide/hid eats/eat/ate has/have/had", obj="thing"),
+              "polishes/polish/polished fixes/fix/fixed draws/draw/drew hides/hide/hid has/have/had", obj="thing"),
+    *_v("tr", "eats/eat/ate", obj="food"),
 ]
+
+FOOD = {"cake", "cookie", "apple", "sandwich", "candy", "berry", "orange", "egg"}  # what "eat" takes
 
 # Verbs that take a reflexive object naturally ("Anna washed herself").
 REFLEXIVE_VERBS = {"likes", "sees", "helps", "washes", "teaches", "knows", "hears", "blames", "trusts", "protects",

@@ -109,11 +109,17 @@ _PERSONS = [n for n in L.NOUNS if n.kind == "person"]
 _ANIMATE = [n for n in L.NOUNS if n.kind != "thing"]
 _GENDERED = [n for n in _PERSONS if n.gender in "mf"]
 _THINGS = [n for n in L.NOUNS if n.kind == "thing"]
-_INTR = [v for v in L.VERBS if v.kind == "intr"]
-_INTR_ANY = [v for v in _INTR if v.subj == "any"]
+_FOOD = [n for n in _THINGS if n.sg in L.FOOD]
+_INTR = [v for v in L.VERBS if v.kind == "intr" and v.subj != "thing"]  # for animate subjects
+_INTR_ANY = [v for v in L.VERBS if v.kind == "intr" and v.subj != "animate"]  # for things
 _TR = [v for v in L.VERBS if v.kind == "tr"]
 _TR_ANIMATE_OBJ = [v for v in _TR if v.obj in ("any", "animate")]
 _TR_THING_OBJ = [v for v in _TR if v.obj in ("any", "thing")]
+
+
+def _objects(verb: L.Verb) -> list[L.Noun]:
+    """Nouns that make sense as ``verb``'s object."""
+    return {"thing": _THINGS, "animate": _ANIMATE, "food": _FOOD}.get(verb.obj, L.NOUNS)
 _REFL = [v for v in _TR if v.s3 in L.REFLEXIVE_VERBS]
 _NAMES = sorted(L.NAMES)
 _NAMES_F = [n for n in _NAMES if L.NAMES[n] == "f"]
@@ -244,8 +250,7 @@ class Storybook:
         verb = r.pick(_INTR + _TR)  # subject relative: the head is the clause's subject
         words = p.words + ["that", _fin(verb, p.num, tense)]
         if verb.kind == "tr":
-            words += self._dnp(r, _THINGS if verb.obj == "thing" else _ANIMATE if verb.obj == "animate" else L.NOUNS,
-                               det="the", adj_p=0.1).words
+            words += self._dnp(r, _objects(verb), det="the", adj_p=0.1).words
         return _Phrase(words, p.num, p.gen, p.animate, p.noun)
 
     # ------------------------------------------------------------ stories
@@ -336,6 +341,9 @@ class Storybook:
         return self._mention(r, ch, tense, allow_mod), ch
 
     def _object(self, r: _Rand, verb: L.Verb, chars: list[_Char], props: list[_Char], subj: _Char, tense: str) -> list[str]:
+        if verb.obj == "food":
+            food = [p for p in props if p.noun is not None and p.noun.sg in L.FOOD]
+            return self._mention(r, r.pick(food), tense).words if food and r.chance(0.8) else self._dnp(r, _FOOD).words
         if verb.obj == "thing" or (verb.obj == "any" and r.chance(0.5)):
             if r.chance(0.8):
                 return self._mention(r, r.pick(props), tense).words
@@ -467,8 +475,7 @@ class Storybook:
         verb = r.pick(_INTR + _TR)
         words = [_fin(verb, s.num, "pres")]
         if verb.kind == "tr":
-            words += self._dnp(r, _THINGS if verb.obj == "thing" else _ANIMATE if verb.obj == "animate" else L.NOUNS,
-                               adj_p=0.1).words
+            words += self._dnp(r, _objects(verb), adj_p=0.1).words
         return words, 0, _fin(verb, other, "pres")
 
     def _pair_sv_simple(self, r: _Rand):
@@ -503,8 +510,7 @@ class Storybook:
             rc = ["that"] + inner.words + [_fin(verb, other, "pres")]
         else:  # subject relative: the clause's object is the attractor
             verb = r.pick(_TR)
-            nouns = _THINGS if verb.obj == "thing" else _ANIMATE if verb.obj == "animate" else L.NOUNS
-            rc = ["that", _fin(verb, head.num, "pres")] + self._dnp(r, nouns, num=other, det="the", adj_p=0.1).words
+            rc = ["that", _fin(verb, head.num, "pres")] + self._dnp(r, _objects(verb), num=other, det="the", adj_p=0.1).words
         subj = _Phrase(head.words + rc, head.num, head.gen, True, head.noun)
         pred, k, bad = self._pv(r, subj, "pres")
         return subj.words + pred, len(subj.words) + k, bad, ".", {"dependency_length": len(rc)}
@@ -515,7 +521,7 @@ class Storybook:
         verb = r.pick(_INTR + _TR)
         words = s.words + [_do(s.num, "pres"), "not", verb.base]
         if verb.kind == "tr":
-            words += self._dnp(r, _THINGS if verb.obj == "thing" else _ANIMATE, adj_p=0.1).words
+            words += self._dnp(r, _objects(verb), adj_p=0.1).words
         return words, len(s.words), _do(other, "pres"), ".", {}
 
     def _pair_question(self, r: _Rand):
@@ -527,7 +533,7 @@ class Storybook:
         verb = r.pick(_INTR + _TR)
         words = [_do(s.num, "pres")] + s.words + [verb.base]
         if verb.kind == "tr":
-            words += self._dnp(r, _THINGS if verb.obj == "thing" else _ANIMATE, adj_p=0.1).words
+            words += self._dnp(r, _objects(verb), adj_p=0.1).words
         return words, 0, _do(other, "pres"), "?", {}
 
     def _pair_there(self, r: _Rand):
@@ -542,8 +548,7 @@ class Storybook:
     def _pair_det_noun(self, r: _Rand):
         s = self._subject_any(r, pronouns=False)
         verb = r.pick(_TR)
-        nouns = _THINGS if verb.obj == "thing" else _ANIMATE if verb.obj == "animate" else L.NOUNS
-        obj = self._dnp(r, nouns, det="dem")
+        obj = self._dnp(r, _objects(verb), det="dem")
         assert obj.noun is not None
         other = "pl" if obj.num == "sg" else "sg"
         words = s.words + [_fin(verb, s.num, r.pick(["pres", "past"]))] + obj.words
