@@ -25,6 +25,13 @@ spec style_and_peers.md part 2):
 - **ties are ties**: when ``|logp_good - logp_bad| <= tie_tolerance`` the pair
   gets 0.5 credit and is counted in ``ties``; it never defaults to "good wins"
   (index-0 argmax) as in babylm-2025 #34.
+- **lm-eval parity**: lm-eval's multiple-choice tasks score
+  ``target_delimiter + choice`` (default ``" "``), so its BLiMP scores
+  ``" " + sentence`` after the prefix token. With a byte-level BPE this
+  changes the first word's token. ``sentence_prefix=" "`` reproduces
+  lm-eval's numbers exactly (tests/evals/test_lm_eval_bridge.py); the default
+  ``""`` scores the sentence as written, which is how a document starts after
+  EOS in our packed training data.
 - **two decisions**: by summed log-prob (``acc*``, the BLiMP/lm-eval metric)
   and by token-mean log-prob (``acc_tokmean*``), which removes the length bias
   of sums when the two sentences tokenize to different lengths.
@@ -85,6 +92,7 @@ class MinimalPairsConfig:
     max_pairs_per_paradigm: int | None = None  # fast subset: first N pairs by pairID in each paradigm
     paradigms: list[str] | None = None  # only these UIDs (default: all found)
     tie_tolerance: float = 1e-5  # |logp_good - logp_bad| at or below this (nats) is a tie (0.5 credit)
+    sentence_prefix: str = ""  # text put before every sentence; " " reproduces lm-eval's BLiMP exactly (see below)
     normalize_labels: bool = True  # map BLiMP's stray labels onto the paper's 12 phenomena / 4 fields (LABEL_FIXES)
     write_items: bool = True  # per-pair rows in items.jsonl
 
@@ -210,6 +218,8 @@ def load_pairs(
         files = sorted(p.glob("*.jsonl")) if p.is_dir() else [p]
         if not files:
             raise DataError(f"{p}: no *.jsonl files in this folder")
+        if wanted is not None and p.is_dir() and all((p / f"{u}.jsonl").is_file() for u in wanted):
+            files = [p / f"{u}.jsonl" for u in wanted]  # BLiMP layout (file stem = UID): skip the other files
         pairs = []
         for f in files:
             pairs.extend(read_jsonl_pairs(f))
@@ -252,9 +262,9 @@ def prefix_token_id(tokenizer) -> int:
     return int(tid)
 
 
-def encode_for_scoring(tokenizer, sentences: Sequence[str], bos: BosMode) -> list[list[int]]:
+def encode_for_scoring(tokenizer, sentences: Sequence[str], bos: BosMode, prefix: str = "") -> list[list[int]]:
     """Token ids fed to the model; every position after the first is a scored target."""
-    enc = tokenizer(list(sentences), add_special_tokens=False)["input_ids"]
+    enc = tokenizer([prefix + s for s in sentences], add_special_tokens=False)["input_ids"]
     if bos == "none":
         return [list(ids) for ids in enc]
     pre = prefix_token_id(tokenizer)
@@ -307,9 +317,9 @@ def score_token_ids(model, seqs: Sequence[Sequence[int]], batch_size: int = 64,
 
 
 def score_sentences(model, tokenizer, sentences: Sequence[str], bos: BosMode = "prepend",
-                    batch_size: int = 64) -> tuple[np.ndarray, np.ndarray]:
+                    batch_size: int = 64, prefix: str = "") -> tuple[np.ndarray, np.ndarray]:
     """``(summed log-prob, scored-token count)`` per sentence under the BOS rule ``bos``."""
-    seqs = encode_for_scoring(tokenizer, sentences, bos)
+    seqs = encode_for_scoring(tokenizer, sentences, bos, prefix)
     pad = getattr(tokenizer, "pad_token_id", None)
     return score_token_ids(model, seqs, batch_size, pad_id=0 if pad is None else int(pad))
 
@@ -325,11 +335,11 @@ def decide(a: float, b: float, tol: float) -> float:
 
 
 def score_pairs(model, tokenizer, pairs: Sequence[MinimalPair], bos: BosMode = "prepend",
-                batch_size: int = 64, tie_tolerance: float = 1e-5) -> list[dict]:
+                batch_size: int = 64, tie_tolerance: float = 1e-5, prefix: str = "") -> list[dict]:
     """One row per pair: log-probs, token counts and both decisions (1 / 0.5 / 0)."""
     # Score each distinct sentence once (BLiMP repeats some across pairs).
     uniq = sorted({s for pr in pairs for s in (pr.good, pr.bad)})
-    lp, nt = score_sentences(model, tokenizer, uniq, bos, batch_size)
+    lp, nt = score_sentences(model, tokenizer, uniq, bos, batch_size, prefix)
     where = {s: i for i, s in enumerate(uniq)}
     rows = []
     for pr in pairs:
@@ -389,10 +399,12 @@ class MinimalPairs(Evaluator):
         cfg = self.cfg
         pairs, sources = load_pairs(cfg.path, cfg.paradigms, cfg.max_pairs_per_paradigm, cfg.hub,
                                     cfg.normalize_labels)
-        rows = score_pairs(model, tokenizer, pairs, cfg.bos, cfg.batch_size, cfg.tie_tolerance)
+        rows = score_pairs(model, tokenizer, pairs, cfg.bos, cfg.batch_size, cfg.tie_tolerance,
+                           cfg.sentence_prefix)
         metrics, table = summarize(rows)
         extra = {
             "bos": cfg.bos,
+            "sentence_prefix": cfg.sentence_prefix,
             "prefix_token_id": prefix_token_id(tokenizer) if cfg.bos == "prepend" else None,
             "paradigms": table,
             "sources": sources,

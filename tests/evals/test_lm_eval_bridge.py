@@ -1,0 +1,69 @@
+import random
+
+import numpy as np
+import pytest
+import torch
+
+from preschool.errors import ConfigError
+from preschool.evals import EVALUATORS
+from preschool.evals.lm_eval_bridge import flatten_metrics, pair_scores, run_lm_eval, write_minimal_pair_task
+from preschool.evals.minimal_pairs import load_pairs, score_pairs
+
+pytest.importorskip("lm_eval")
+pytest.importorskip("accelerate")  # lm-eval's HF backend imports it
+
+PARADIGMS = ["adjunct_island", "determiner_noun_agreement_2"]
+
+
+@pytest.fixture(scope="module")
+def setup(shared_data, tmp_path_factory):
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    from preschool.data.tokenizer import as_hf, train_bpe
+
+    pairs, _ = load_pairs(shared_data / "blimp", PARADIGMS, max_pairs_per_paradigm=15)
+    texts = [s for p in pairs for s in (p.good, p.bad)]
+    tok = as_hf(train_bpe(texts, vocab_size=400, min_frequency=1))
+    cfg = Qwen2Config(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=128)
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        model = Qwen2ForCausalLM(cfg).eval()
+    tasks = tmp_path_factory.mktemp("lm_eval_tasks")  # the JSONL copy lives only here, never in the repo
+    write_minimal_pair_task(shared_data / "blimp", tasks, task="mp_test", paradigms=PARADIGMS,
+                            max_pairs_per_paradigm=15)
+    return model, tok, pairs, tasks
+
+
+def test_decisions_match_lm_eval(setup):
+    model, tok, pairs, tasks = setup
+    state = (random.getstate(), np.random.get_state()[1][:4].tolist(), torch.random.get_rng_state())
+    res = run_lm_eval(model, tok, ["mp_test"], include_path=tasks, batch_size=16, log_samples=True,
+                      include_defaults=False)
+    # lm-eval reseeds the global RNGs; the bridge puts them back
+    assert random.getstate() == state[0] and np.random.get_state()[1][:4].tolist() == state[1]
+    assert torch.equal(torch.random.get_rng_state(), state[2])
+    theirs = pair_scores(res, "mp_test")
+    # lm-eval scores " " + sentence after the prefix (BOS) token: sentence_prefix=" " is the same request
+    ours = score_pairs(model, tok, pairs, bos="prepend", batch_size=7, prefix=" ")
+    assert len(theirs) == len(ours) == 30
+    for a, b in zip(ours, theirs):
+        assert (a["UID"], a["pairID"]) == (b["UID"], b["pairID"])
+        assert a["logp_good"] == pytest.approx(b["logp_good"], abs=1e-4)
+        assert a["logp_bad"] == pytest.approx(b["logp_bad"], abs=1e-4)
+        if a["correct"] != 0.5:  # lm-eval scores a tie as correct (argmax picks index 0); ours gives 0.5
+            assert a["correct"] == b["correct_lmeval"]
+    acc = flatten_metrics(res)["mp_test/acc"]
+    ties = sum(r["correct"] == 0.5 for r in ours)
+    assert acc == pytest.approx((sum(r["correct"] for r in ours) + 0.5 * ties) / 30)
+
+
+def test_lm_eval_evaluator(setup):
+    model, tok, _, tasks = setup
+    ev = EVALUATORS.build("lm_eval", {"tasks": ["mp_test"], "include_path": str(tasks), "limit": 4,
+                                    "include_defaults": False})
+    res = ev.evaluate(model, tok)
+    assert 0.0 <= res.metrics["mp_test/acc"] <= 1.0
+    assert res.extra["n_samples"]["mp_test"]["effective"] == 4
+    with pytest.raises(ConfigError, match="tasks"):
+        EVALUATORS.build("lm_eval", {"tasks": []})
