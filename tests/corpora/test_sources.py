@@ -81,7 +81,7 @@ def test_lines_mode_and_limits(messy):
 def test_bad_utf8_policies(tmp_path):
     (tmp_path / "ok.txt").write_text("fine\n", encoding="utf-8")
     (tmp_path / "bad.txt").write_bytes(b"hello \xff\xfe world\n")
-    with pytest.raises(DataError, match=r"bad\.txt: invalid UTF-8 at byte offset 6"):
+    with pytest.raises(DataError, match=r"bad\.txt: invalid UTF-8 at byte offset 6, line 1"):
         read(cfg(source="text", path=str(tmp_path)))
     docs, st = read(cfg(source="text", path=str(tmp_path), on_bad_utf8="drop"))
     assert [d.id for d in docs] == ["ok.txt"] and st.drops == {"bad_utf8": 1}
@@ -115,6 +115,19 @@ def test_jsonl_missing_field_error_names_line(tmp_path):
         read(cfg(source="jsonl", path=str(f)))
     docs, _ = read(cfg(source="jsonl", path=str(f), text_field="content", on_bad_record="drop"))
     assert [d.text for d in docs] == ["x"]
+
+
+def test_text_bad_utf8_line_number(tmp_path):
+    (tmp_path / "bad.txt").write_bytes(b"one\r\ntwo\r\nthr\xe9e\r\n")
+    with pytest.raises(DataError, match=r"invalid UTF-8 at byte offset 13, line 3"):
+        read(cfg(source="text", path=str(tmp_path)))
+
+
+def test_json_array_file_is_explained(tmp_path):
+    f = tmp_path / "a.json"
+    f.write_text('[\n  {"text": "a"},\n  {"text": "b"}\n]\n', encoding="utf-8")
+    with pytest.raises(DataError, match="one JSON array, not JSON Lines"):
+        read(cfg(source="jsonl", path=str(f), on_bad_record="drop"))
 
 
 def test_jsonl_bad_utf8_offset_and_gzip(tmp_path):

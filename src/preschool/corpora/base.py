@@ -137,15 +137,22 @@ def clean_text(text: str) -> str:
     return text
 
 
-def decode_bytes(data: bytes, where: str, policy: str, stats: ReadStats, base_offset: int = 0) -> str | None:
-    """UTF-8 decode under ``on_bad_utf8``; ``None`` means dropped. ``where`` names the file (and line)."""
+def decode_bytes(data: bytes, where: str, policy: str, stats: ReadStats, base_offset: int = 0,
+                 count_lines: bool = False) -> str | None:
+    """UTF-8 decode under ``on_bad_utf8``; ``None`` means dropped.
+
+    ``where`` names the file (and line); the error gives the byte offset in the
+    file (``base_offset`` + position in ``data``) and, with ``count_lines``,
+    the line of ``data`` it is on.
+    """
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
         if policy == "error":
             from ..errors import DataError
 
-            raise DataError(f"{where}: invalid UTF-8 at byte offset {base_offset + e.start} "
+            line = ", line %d" % (data.count(b"\n", 0, e.start) + 1) if count_lines else ""
+            raise DataError(f"{where}: invalid UTF-8 at byte offset {base_offset + e.start}{line} "
                             f"({data[e.start:e.start + 4]!r}); set on_bad_utf8: replace or drop to read it anyway") from None
         if policy == "drop":
             stats.drop("bad_utf8")

@@ -128,9 +128,8 @@ class _Parser:
     def vp(self, i: int, num: str, gen: str, nested: bool = False):
         w = self.w(i)
         for form, verb in _VERB_FORMS.get(w, ()):
-            if form != "base" or num == "pl":
-                if self.finite_ok(form, num):
-                    yield from self.rest(i + 1, verb, num, gen, nested)
+            if self.finite_ok(form, num):
+                yield from self.rest(i + 1, verb, num, gen, nested)
         if w in L.BE and _num_ok(L.BE[w][0], num):
             j = i + 2 if self.w(i + 1) == "not" else i + 1
             if self.w(j) in _ADJ:

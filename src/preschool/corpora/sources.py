@@ -87,7 +87,7 @@ class TextSource(Source):
             with self.open_binary(path) as fh:
                 data = fh.read()
             stats.files += 1
-            text = decode_bytes(data, str(path), self.cfg.on_bad_utf8, stats)
+            text = decode_bytes(data, str(path), self.cfg.on_bad_utf8, stats, count_lines=True)
             if text is None:
                 continue
             yield Document(rel, clean_text(text), {"source": "text", "path": rel})
@@ -109,6 +109,9 @@ class JsonlSource(Source):
                     start, offset = offset, offset + len(raw)
                     if lineno == 1 and raw.startswith(b"\xef\xbb\xbf"):
                         raw, start = raw[3:], start + 3
+                    if lineno == 1 and raw.lstrip().startswith(b"[") and not raw.rstrip().endswith(b"]"):
+                        raise DataError(f"{path}: looks like one JSON array, not JSON Lines (one object per line); "
+                                        "convert it, or read it with source: hf, hf_name: json")
                     raw = raw.rstrip(b"\r\n")
                     if not raw.strip():
                         continue  # blank lines (a trailing newline pair) are not records
