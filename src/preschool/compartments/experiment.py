@@ -1,0 +1,429 @@
+"""Compartmentalization experiments: one YAML -> base data -> compartmented arms -> slowdown report.
+
+``preschool compartments EXPERIMENT.yaml`` (or ``python -m
+preschool.compartments.experiment``) runs, resuming whatever is done:
+
+1. ``prepare``: tokenizer + the base dataset (``data``, one ``DatasetSpec``) via
+   ``data.prepare.prepare_data``, under ``<out>/data``;
+2. per arm: the compartmented training set (``compartments.dataset``) and one
+   val set per compartment (the same rows shifted), under
+   ``<out>/data/arms/<arm>/`` (rebuilt only when the arm's data config changes);
+3. per arm: training with :class:`~preschool.compartments.trainer.CompartmentTrainer`
+   (compartment embedding / init copies / c=1 expansion), InfoNCE when the arm
+   asks, validation at log-spaced steps, log-spaced checkpoints;
+4. report: per-arm curves of loss averaged over compartments, slowdown vs the
+   baseline arm (curve and at ``targets``), plateau vs c, cross-compartment
+   similarity of the final checkpoint; ``results.json``, ``report.md`` and plots
+   (loss vs step per arm, slowdown vs baseline step, plateau vs c).
+
+The paper's protocol (Howe & Wingate; spec B.2/B.3) at toy scale: every arm
+trains the same trunk on the same token budget; c compartments split the rows.
+Departures from the paper are the scale (tiny model, tiny BPE vocabulary, CPU
+budget) and the LR/schedule, set in the YAML.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..config import check, from_dict, to_dict
+from ..data.prepare import DatasetSpec
+from ..data.tokenizer import TokenizerConfig
+from ..errors import ConfigError
+from ..io import read_json, write_json, write_text
+from .dataset import CompartmentsConfig, write_compartment_val, write_compartmented
+from .infonce import InfoNCEConfig
+from .model import CompartmentModelConfig
+
+
+@dataclass
+class ArmConfig:
+    """One arm: its presentation, model options, optional InfoNCE and optional c=1 initialisation."""
+
+    name: str
+    compartments: CompartmentsConfig = field(default_factory=CompartmentsConfig)
+    model_options: CompartmentModelConfig = field(default_factory=CompartmentModelConfig)
+    infonce: InfoNCEConfig | None = None
+    init_from: str | None = None  # name of an earlier c=1 arm whose final checkpoint is expanded
+    tokens: int | None = None  # default: the experiment's tokens
+    train: dict[str, Any] = field(default_factory=dict)  # TrainConfig overrides
+
+    def validate(self) -> None:
+        check(bool(self.name) and "/" not in self.name, "name", f"must be a non-empty name without '/', got {self.name!r}")
+        if self.compartments.presentation == "permute":
+            check(not self.model_options.compartment_embedding, "model_options.compartment_embedding",
+                  "needs the offset presentation (compartments are read from ids); set false for permute")
+            check(self.infonce is None, "infonce", "needs the offset presentation")
+        if self.infonce is not None:
+            check(self.compartments.n_compartments >= 2, "infonce", "needs n_compartments >= 2")
+
+
+@dataclass
+class CompartmentExperimentConfig:
+    name: str
+    out: str | None = None
+    seed: int = 0  # data and training seed
+    seq_len: int = 64
+    corpora: dict[str, dict[str, Any]] = field(default_factory=dict)
+    tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
+    data: DatasetSpec = field(default_factory=DatasetSpec)
+    model: dict[str, Any] = field(default_factory=dict)  # ModelConfig fields
+    train: dict[str, Any] = field(default_factory=dict)  # TrainConfig fields shared by every arm
+    stage: dict[str, Any] = field(default_factory=dict)  # StageConfig fields (schedule, lr, warmup...)
+    tokens: int = 1_000_000  # training tokens per arm
+    val_per_decade: int = 4
+    arms: list[ArmConfig] = field(default_factory=list)
+    baseline: str | None = None  # default: the first arm with n_compartments == 1
+    targets: list[float] = field(default_factory=list)  # named losses for the slowdown table
+    similarity_rows: int = 16
+    similarity_layer: int = 0
+
+    def validate(self) -> None:
+        check(self.seq_len >= 8, "seq_len", f"must be >= 8, got {self.seq_len}")
+        check(self.tokens > 0, "tokens", f"must be > 0, got {self.tokens}")
+        check(len(self.arms) > 0, "arms", "needs at least one arm")
+        names = [a.name for a in self.arms]
+        check(len(set(names)) == len(names), "arms", f"arm names must be unique, got {names}")
+        check(self.data.corpus is not None or self.data.generator is not None, "data",
+              "name a corpus or a generator for the base dataset")
+        for i, a in enumerate(self.arms):
+            if a.init_from is not None:
+                check(a.init_from in names[:i], f"arms[{i}].init_from", f"must name an earlier arm, got {a.init_from!r}")
+                src = self.arms[names.index(a.init_from)]
+                check(src.compartments.n_compartments == 1, f"arms[{i}].init_from",
+                      f"arm {a.init_from!r} has n_compartments={src.compartments.n_compartments}; expansion needs c=1")
+            self.train_config(a)  # validates the merged TrainConfig
+        if self.baseline is not None:
+            check(self.baseline in names, "baseline", f"no arm named {self.baseline!r}")
+
+    @property
+    def out_dir(self) -> Path:
+        return Path(self.out or f"runs/{self.name}")
+
+    def baseline_arm(self) -> ArmConfig | None:
+        if self.baseline:
+            return next(a for a in self.arms if a.name == self.baseline)
+        return next((a for a in self.arms if a.compartments.n_compartments == 1 and a.init_from is None), None)
+
+    def train_config(self, arm: ArmConfig):
+        from ..train.trainer import TrainConfig
+
+        merged = _merge(self.train, arm.train)
+        c = arm.compartments.n_compartments
+        stage = {"name": "train", "data": "main", "tokens": arm.tokens or self.tokens, **self.stage}
+        merged = {"eval_every": 0, "checkpoint_schedule": "log", **merged,
+                  "model": self.model, "stages": [stage], "seed": self.seed, "val": [f"c{i}" for i in range(c)]}
+        try:
+            return from_dict(TrainConfig, merged)
+        except ConfigError as e:
+            raise ConfigError(f"arms[{arm.name}].train.{e.field}", str(e).split(": ", 1)[-1]) from None
+
+
+def _merge(a: dict, b: dict) -> dict:
+    out = copy.deepcopy(a)
+    for k, v in b.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else copy.deepcopy(v)
+    return out
+
+
+def load_config(path: str | Path, overrides: list[str] = ()) -> CompartmentExperimentConfig:
+    from ..config import apply_overrides, load_yaml
+
+    data = load_yaml(path)
+    if overrides:
+        data = apply_overrides(data, list(overrides))
+    return from_dict(CompartmentExperimentConfig, data)
+
+
+# ----------------------------------------------------------------------------- steps
+
+
+def prepare_base(cfg: CompartmentExperimentConfig, progress: bool = True) -> dict:
+    from ..corpora import CorpusConfig
+    from ..data.prepare import prepare_data
+
+    corpora = {n: from_dict(CorpusConfig, c, f"corpora.{n}") for n, c in cfg.corpora.items()}
+    return prepare_data(cfg.out_dir / "data", cfg.tokenizer, corpora, {"base": cfg.data}, cfg.seq_len, cfg.seed,
+                        1, progress)
+
+
+def arm_data(cfg: CompartmentExperimentConfig, arm: ArmConfig, progress: bool = True) -> dict[str, Path]:
+    """Compartmented train set + per-compartment val sets of one arm; returns trainer ``datasets``."""
+    base = cfg.out_dir / "data" / "base"
+    root = cfg.out_dir / "data" / "arms" / arm.name
+    c = arm.compartments.n_compartments
+    key = {"compartments": to_dict(arm.compartments), "base": read_json(base / "dataset.json")["hash"]}
+    stamp = root / "data.json"
+    datasets = {"main": root / "main", **{f"c{i}": root / f"c{i}" for i in range(c)}}
+    if stamp.is_file() and read_json(stamp) == key:
+        return datasets
+    write_compartmented(base / "train", root / "main" / "train", arm.compartments, progress=progress)
+    write_compartment_val(base / "val", root / "val_sets", arm.compartments)
+    for i in range(c):
+        dst = root / f"c{i}" / "val"
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        if dst.exists():
+            import shutil
+
+            shutil.rmtree(dst)
+        (root / "val_sets" / f"c{i}").rename(dst)
+    write_json(stamp, key)
+    return datasets
+
+
+def final_checkpoint(run_dir: Path) -> Path:
+    cks = sorted((run_dir / "checkpoints").glob("step-*"))
+    if not cks:
+        raise ConfigError("init_from", f"{run_dir}: no checkpoints (train that arm first)")
+    return cks[-1]
+
+
+def train_arm(cfg: CompartmentExperimentConfig, arm: ArmConfig, progress: bool = True) -> Path:
+    from ..train.callbacks.base import Callback
+    from .infonce import InfoNCECallback
+    from .trainer import CompartmentTrainer, LogSpacedValidation
+
+    run_dir = cfg.out_dir / "arms" / arm.name
+    if (run_dir / "DONE").is_file():
+        return run_dir
+    datasets = arm_data(cfg, arm, progress)
+    V = int(read_json(cfg.out_dir / "data" / "base" / "train" / "manifest.json")["vocab_size"])
+    tcfg = cfg.train_config(arm)
+    callbacks: list[Callback] = [LogSpacedValidation(cfg.val_per_decade)]
+    if arm.infonce is not None:
+        callbacks.append(InfoNCECallback(arm.infonce, arm.compartments.n_compartments, V))
+    init = final_checkpoint(cfg.out_dir / "arms" / arm.init_from) if arm.init_from else None
+    print(f"[compartments] arm {arm.name}: c={arm.compartments.n_compartments} -> {run_dir}", flush=True)
+    CompartmentTrainer(tcfg, run_dir, datasets, None, callbacks, n_compartments=arm.compartments.n_compartments,
+                       base_vocab=V, model_options=arm.model_options, init_from=init).run()
+    return run_dir
+
+
+def analyse(cfg: CompartmentExperimentConfig) -> dict:
+    """Curves, slowdown vs baseline, plateau and similarity for every trained arm."""
+    from ..data.shards import ShardSet
+    from .model import load_compartment_model
+    from .similarity import cross_compartment_similarity
+    from .slowdown import plateau, read_val_curve, slowdown_at_targets, slowdown_curve
+
+    V = int(read_json(cfg.out_dir / "data" / "base" / "train" / "manifest.json")["vocab_size"])
+    val = ShardSet(cfg.out_dir / "data" / "base" / "val", verify="size")
+    rows = val.rows(range(min(cfg.similarity_rows, len(val))))[:, :-1]
+    base_arm = cfg.baseline_arm()
+    curves, out = {}, {"baseline": base_arm.name if base_arm else None, "arms": {}}
+    for arm in cfg.arms:
+        run_dir = cfg.out_dir / "arms" / arm.name
+        if not (run_dir / "metrics.jsonl").is_file():
+            continue
+        c = arm.compartments.n_compartments
+        curve = read_val_curve(run_dir, keys=[f"val/c{i}" for i in range(c)])
+        curves[arm.name] = curve
+        entry: dict[str, Any] = {"n_compartments": c, "translation_fraction": arm.compartments.translation.fraction,
+                                 "infonce": to_dict(arm.infonce) if arm.infonce else None, "init_from": arm.init_from,
+                                 "done": (run_dir / "DONE").is_file(),
+                                 "curve": {"steps": curve.steps.tolist(), "losses": curve.losses.tolist()}}
+        per = _per_compartment_final(run_dir, c)
+        entry["final_per_compartment"] = per
+        if c >= 2 and (run_dir / "checkpoints").is_dir():
+            model = load_compartment_model(final_checkpoint(run_dir))
+            entry["similarity"] = cross_compartment_similarity(model, rows, c, V, cfg.similarity_layer)
+        out["arms"][arm.name] = entry
+    if base_arm is not None and base_arm.name in curves:
+        bc = curves[base_arm.name]
+        for name, e in out["arms"].items():
+            if e["init_from"]:
+                continue  # a fine-tune's steps do not start from scratch: no slowdown against a fresh baseline
+            e["slowdown"] = slowdown_curve(bc, curves[name])
+            e["slowdown_at"] = slowdown_at_targets(bc, curves[name], cfg.targets)
+    out["plateau"] = {name: v for name, v in plateau(curves, k=1).items()}
+    return out
+
+
+def _per_compartment_final(run_dir: Path, c: int) -> dict[str, float]:
+    last: dict[str, float] = {}
+    with open(run_dir / "metrics.jsonl", encoding="utf-8") as fh:
+        for line in fh:
+            row = json.loads(line)
+            if row.get("event") == "val" and f"val/c{c - 1}" in row:
+                last = {f"c{i}": row[f"val/c{i}"] for i in range(c)}
+    return last
+
+
+# ----------------------------------------------------------------------------- report
+
+
+def _figure():
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(6.4, 4.0), dpi=100)
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _save(fig, path: Path) -> str:
+    from ..io import atomic_path
+
+    fig.tight_layout()
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png")
+    return path.name
+
+
+def write_report(cfg: CompartmentExperimentConfig, res: dict) -> Path:
+    from ..io import provenance
+
+    out = cfg.out_dir
+    plots = out / "plots"
+    arms = res["arms"]
+    files = []
+    fig = _figure()
+    ax = fig.add_subplot(111)
+    for name, e in arms.items():
+        s, l = np.asarray(e["curve"]["steps"]), np.asarray(e["curve"]["losses"])
+        ax.plot(np.maximum(s, 0.5), l, marker=".", label=f"{name} (c={e['n_compartments']})")
+    ax.set_xscale("log")
+    ax.set_xlabel("step (step 0 drawn at 0.5)")
+    ax.set_ylabel("val loss, mean over compartments")
+    ax.legend(fontsize=8)
+    files.append(_save(fig, plots / "loss_vs_step.png"))
+    if res["baseline"]:
+        fig = _figure()
+        ax = fig.add_subplot(111)
+        for name, e in arms.items():
+            if name == res["baseline"] or not e.get("slowdown"):
+                continue
+            ax.plot([r["base_step"] for r in e["slowdown"]], [r["slowdown"] for r in e["slowdown"]], marker=".",
+                    label=name)
+        ax.axhline(1.0, color="grey", lw=0.8)
+        ax.set_xscale("log")
+        ax.set_xlabel(f"baseline ({res['baseline']}) step at the same loss")
+        ax.set_ylabel("slowdown (steps / baseline steps)")
+        ax.legend(fontsize=8)
+        files.append(_save(fig, plots / "slowdown.png"))
+    fig = _figure()
+    ax = fig.add_subplot(111)
+    groups: dict[str, list] = {}
+    for name, e in arms.items():
+        key = f"tr={e['translation_fraction']}" + (" infonce" if e["infonce"] else "") + \
+              (f" init={e['init_from']}" if e["init_from"] else "")
+        groups.setdefault(key, []).append((e["n_compartments"], res["plateau"][name]))
+    for key, pts in groups.items():
+        pts.sort()
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=key)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("compartments c")
+    ax.set_ylabel("final val loss")
+    ax.legend(fontsize=8)
+    files.append(_save(fig, plots / "plateau_vs_c.png"))
+
+    lines = [f"# {cfg.name}: compartmentalization", "",
+             f"Base data: {cfg.data.corpus or cfg.data.generator}, seq_len {cfg.seq_len}, "
+             f"{cfg.tokens:,} training tokens per arm, model {cfg.model}.", "",
+             "| arm | c | tr | infonce | init | final loss (mean) | per compartment | similarity | done |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for name, e in arms.items():
+        per = ", ".join(f"{v:.3f}" for v in e["final_per_compartment"].values())
+        sim = f"{e['similarity']['mean']:.3f}" if e.get("similarity") else "-"
+        lines.append(f"| {name} | {e['n_compartments']} | {e['translation_fraction']} | "
+                     f"{'yes' if e['infonce'] else 'no'} | {e['init_from'] or '-'} | {res['plateau'][name]:.4f} | "
+                     f"{per} | {sim} | {'yes' if e['done'] else 'NO'} |")
+    if res["baseline"]:
+        lines += ["", f"## Slowdown vs `{res['baseline']}`", "",
+                  "Slowdown = step of the arm / baseline step at the same loss (linear interpolation, "
+                  "overlap of loss ranges only; spec B.3).", ""]
+        if cfg.targets:
+            lines += ["| arm | " + " | ".join(f"loss {t}" for t in cfg.targets) + " |",
+                      "|---|" + "---|" * len(cfg.targets)]
+            for name, e in arms.items():
+                if e["init_from"]:
+                    continue
+                cells = []
+                for t in cfg.targets:
+                    v = e.get("slowdown_at", {}).get(str(float(t)))
+                    cells.append(f"{v['slowdown']:.2f}x" if v else "not reached")
+                lines.append(f"| {name} | " + " | ".join(cells) + " |")
+        lines += ["", "| arm | points in overlap | median slowdown | last slowdown |", "|---|---|---|---|"]
+        for name, e in arms.items():
+            sd = e.get("slowdown") or []
+            if e["init_from"]:
+                lines.append(f"| {name} | fine-tune from {e['init_from']}: not comparable | - | - |")
+            elif sd:
+                lines.append(f"| {name} | {len(sd)} | {np.median([r['slowdown'] for r in sd]):.2f} | "
+                             f"{sd[-1]['slowdown']:.2f} (loss {sd[-1]['loss']:.3f}) |")
+            else:
+                lines.append(f"| {name} | 0 | - | - |")
+    lines += ["", "Plots: " + ", ".join(f"[{f}](plots/{f})" for f in files), ""]
+    write_text(out / "report.md", "\n".join(lines))
+    write_json(out / "results.json", {**res, **provenance(cfg)})
+    return out / "report.md"
+
+
+def run(cfg: CompartmentExperimentConfig, progress: bool = True, steps: tuple[str, ...] = ("train", "report")) -> Path:
+    import yaml
+
+    cfg.out_dir.mkdir(parents=True, exist_ok=True)
+    write_text(cfg.out_dir / "experiment.yaml", yaml.safe_dump(to_dict(cfg), sort_keys=False))
+    prepare_base(cfg, progress)
+    if "train" in steps:
+        for arm in cfg.arms:
+            train_arm(cfg, arm, progress)
+    res = analyse(cfg)
+    return write_report(cfg, res)
+
+
+# ----------------------------------------------------------------------------- CLI
+
+HELP = "compartmentalization experiments: c presentations, slowdown, remedies, dataset audit"
+DESCRIPTION = __doc__
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("config", help="experiment YAML (examples/compartments_*.yaml)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a config value, e.g. --set tokens=200000 (repeatable)")
+    p.add_argument("--report-only", action="store_true", help="skip training; analyse what exists")
+    p.add_argument("--no-progress", action="store_true")
+
+
+def run_cli(args) -> int:
+    from ..config import load_yaml
+
+    raw = load_yaml(args.config)
+    if raw.get("kind") == "audit":
+        from .audit import load_audit, run_audit
+
+        path = run_audit(load_audit(args.config, args.overrides), not args.no_progress,
+                         () if args.report_only else ("train",))
+    else:
+        cfg = load_config(args.config, args.overrides)
+        path = run(cfg, not args.no_progress, ("report",) if args.report_only else ("train", "report"))
+    print(f"[compartments] report: {path}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    import sys
+
+    from ..errors import PreschoolError
+
+    p = argparse.ArgumentParser(prog="python -m preschool.compartments.experiment", description=HELP)
+    add_arguments(p)
+    args = p.parse_args(argv)
+    try:
+        return run_cli(args)
+    except PreschoolError as e:
+        print(f"compartments: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
