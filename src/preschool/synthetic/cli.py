@@ -145,7 +145,8 @@ def _encoder(args):
     return SymbolEncoder("reserved", reserved_offset=offset), (eos_id(tok) if tok is not None else None), tok
 
 
-def preview(gen, enc, n: int, out=sys.stdout, max_symbols: int = 96) -> None:
+def preview(gen, enc, n: int, out=None, max_symbols: int = 96) -> None:
+    out = out or sys.stdout
     for i, item in zip(range(n), gen.items(0, n)):
         s = item.symbols
         shown = gen.decode(s[:max_symbols]) + (f" ... (+{len(s) - max_symbols})" if len(s) > max_symbols else "")

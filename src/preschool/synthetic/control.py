@@ -112,7 +112,7 @@ def write_control_shards(
         with ShardWriter(out, row_len, tokenizer.get_vocab_size(with_added_tokens=True),
                          arrays=["loss_mask", "segments"]) as w:
             written = 0
-            for block in pack(encoded(), row_len, eos_id, mode="concat", stats=stats, chunk_rows=64):
+            for block in pack(encoded(), row_len, eos_id, mode="concat", stats=stats, chunk_rows=max(1, min(1024, n_rows))):
                 take = min(len(block["tokens"]), n_rows - written)
                 w.add_rows(block["tokens"][:take], loss_mask=block["loss_mask"][:take],
                            segments=block["segments"][:take])

@@ -264,7 +264,8 @@ def write_generator_shards(
     try:
         with ShardWriter(out, row_len, vocab_size, arrays=["loss_mask", "segments"]) as w:
             written = 0
-            for block in pack(docs, row_len, eos_id, mode=pack_mode, pad_id=pad_id, stats=stats):
+            for block in pack(docs, row_len, eos_id, mode=pack_mode, pad_id=pad_id, stats=stats,
+                              chunk_rows=max(1, min(1024, n_rows))):
                 take = min(len(block["tokens"]), n_rows - written)
                 if exact_fill and block["segments"][:take].any():
                     row = written + int(np.flatnonzero(block["segments"][:take].any(1))[0])

@@ -1,0 +1,49 @@
+
+import numpy as np
+
+from preschool.cli import main
+from preschool.data.shards import ShardSet
+from preschool.data.tokenizer import save_tokenizer
+
+
+def test_list_shows_every_task_parameters_and_presets(capsys):
+    assert main(["generate", "--list"]) == 0
+    out = capsys.readouterr().out
+    for name in ("shuffle_dyck", "mp_struct_core", "nca", "set", "stack", "queue", "depo", "retrieval"):
+        assert f"{name}:" in out
+    assert "p_open = 0.5" in out and "preset dyck_hu2025" in out and "# symbols per document" in out
+
+
+def test_preview_prints_decoded_items(capsys):
+    assert main(["generate", "stack", "--preview", "2", "--set", "n_ops=8", "--set", "length=16"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("--- item") == 2 and "answers:" in out and "pop" in out and "meta:" in out
+
+
+def test_generate_reserved_and_text(tmp_path, capsys, number_tokenizer):
+    out = tmp_path / "q"
+    assert main(["generate", "queue", "--tokens", "2k", "--out", str(out), "--seq-len", "64", "--quiet",
+                 "--set", "n_ops=16", "--workers", "2"]) == 0
+    s = ShardSet(out)
+    assert s.row_len == 65 and len(s) == 31 and s.manifest["source"]["config"]["length"] == 65
+    save_tokenizer(number_tokenizer, tmp_path / "tok")
+    out2 = tmp_path / "d"
+    assert main(["generate", "--preset", "dyck_hu2025", "--tokens", "3000", "--out", str(out2), "--seq-len", "256",
+                 "--tokenizer", str(tmp_path / "tok"), "--quiet"]) == 0
+    s = ShardSet(out2)
+    assert s.manifest["render"] == "text" and s.manifest["source"]["config"]["length"] == 128
+    assert s.manifest["source"]["config"]["p_open"] == 0.51
+    assert np.all(s.rows(range(len(s)))[:, -1] == 0)  # one document + EOS per row
+
+
+def test_user_errors_name_the_field(tmp_path, capsys):
+    assert main(["generate", "stack", "--tokens", "1000", "--out", str(tmp_path / "x"), "--set", "n_ops=99",
+                 "--set", "length=100", "--no-exact-fill"]) == 2
+    assert "length:" in capsys.readouterr().err
+    assert main(["generate", "stak", "--preview", "1"]) == 2
+    assert "did you mean 'stack'" in capsys.readouterr().err
+    assert main(["generate", "nca", "--tokens", "1000", "--out", str(tmp_path / "y"), "--render", "text"]) == 2
+    assert "tokenizer" in capsys.readouterr().err
+    assert main(["generate", "set", "--out", str(tmp_path / "z")]) == 2
+    assert "tokens" in capsys.readouterr().err
+    assert not any(p.name in ("x", "y", "z") for p in tmp_path.iterdir())
