@@ -204,6 +204,7 @@ def train_arms(cfg: ExperimentConfig, manifest: dict, progress: bool = True) -> 
 
     for i, (arm, seed, run_dir) in enumerate(arm_dirs(cfg)):
         tcfg = cfg.train_config(arm, seed, f"arms[{i}]")
+        tcfg.progress = tcfg.progress and progress
         if (run_dir / "DONE").is_file():
             print(f"[preschool] arm {arm.name} seed {seed}: done, skipping")
             continue
@@ -213,8 +214,11 @@ def train_arms(cfg: ExperimentConfig, manifest: dict, progress: bool = True) -> 
 
 def evaluate_arms(cfg: ExperimentConfig) -> None:
     """Step 4: every configured evaluator on every (every-th) checkpoint, cached."""
+    from transformers.utils import logging as hf_logging
+
     from .evals.runner import evaluate_run
 
+    hf_logging.disable_progress_bar()  # one "Loading weights" bar per checkpoint is noise
     data_dir = cfg.out_dir / "data"
     for arm, seed, run_dir in arm_dirs(cfg):
         for e in cfg.evals:

@@ -82,6 +82,34 @@ def collect(cfg) -> dict[str, Any]:
     return arms
 
 
+def _is_count(metric: str) -> bool:
+    """Bookkeeping metrics (pair counts, ties) and micro-averages stay out of the headline table."""
+    return metric.startswith("n_") or metric.startswith("ties") or metric.endswith("_micro")
+
+
+def _on_base_grid(arm: list, base: list) -> tuple[list, list, list]:
+    """The arm's curve read at the baseline's checkpoints (linear interpolation inside the arm's range).
+
+    Arms checkpoint at different PT-token counts when a PPT stage shifts their
+    step counter, so curves are compared on the baseline's grid, never extrapolated.
+    """
+    import numpy as np
+
+    if not arm or not base:
+        return [], [], []
+    ax = np.array([p[0] for p in arm], float)
+    av = np.array([p[1] for p in arm], float)
+    order = np.argsort(ax, kind="stable")
+    ax, av = ax[order], av[order]
+    xs, a_out, b_out = [], [], []
+    for x, v in base:
+        if ax[0] <= x <= ax[-1]:
+            xs.append(float(x))
+            a_out.append(float(np.interp(x, ax, av)))
+            b_out.append(float(v))
+    return xs, a_out, b_out
+
+
 def _final(points: list) -> float:
     return points[-1][1] if points else float("nan")
 
@@ -99,7 +127,8 @@ def write_report(cfg) -> Path:
     # Headline metrics: validation losses and the overall minimal-pair accuracy; per-phenomenon
     # and per-paradigm breakdowns go to their own table/plot.
     headline = [m for m in metric_names if m.startswith("val/")] + [
-        m for m in metric_names if not m.startswith("val/") and m.count("/") == 1]
+        m for m in metric_names if not m.startswith("val/") and m.count("/") == 1
+        and not _is_count(m.split("/", 1)[1])]
     lower_better = lambda m: m.startswith("val/") or "loss" in m or "nll" in m or "x_perc" in m  # noqa: E731
 
     # --- final values, mean ± SD over seeds
@@ -124,14 +153,11 @@ def write_report(cfg) -> Path:
                 b = arms[baseline]["seeds"].get(seed)
                 if b is None or m not in s["curves"] or m not in b["curves"]:
                     continue
-                bx = dict(b["curves"][m])
-                ax = dict(s["curves"][m])
-                common = sorted(set(bx) & set(ax))
-                if not common:
+                xs, av, bv = _on_base_grid(s["curves"][m], b["curves"][m])
+                if not xs:
                     continue
-                lo = common[-1] * (1 - cfg.report.window)
-                g = stable_gain(common, [ax[t] for t in common], [bx[t] for t in common],
-                                window=(lo, common[-1]), higher_is_better=not lower_better(m))
+                lo = xs[-1] * (1 - cfg.report.window)
+                g = stable_gain(xs, av, bv, window=(lo, xs[-1]), higher_is_better=not lower_better(m))
                 per_seed.append(g)
                 deltas_all += list(g["deltas"])
             if per_seed:
@@ -155,7 +181,7 @@ def write_report(cfg) -> Path:
         acc = defaultdict(list)
         for s in arms[name]["seeds"].values():
             for m, pts in s["curves"].items():
-                if "/phenomenon/" in m and pts:
+                if "/acc/term/" in m and pts:
                     acc[m.rsplit("/", 1)[-1]].append(pts[-1][1])
         if acc:
             phen[name] = {k: sum(v) / len(v) for k, v in sorted(acc.items())}
@@ -168,6 +194,21 @@ def write_report(cfg) -> Path:
     lines += [f"Arms: {', '.join(names)}; baseline for comparisons: **{baseline}**; training seeds: {list(cfg.seeds)}.",
               "Values are at the final checkpoint, mean ± SD over seeds when there are several. "
               "Lower is better for losses, higher for accuracies.", ""]
+    lines += ["## Arms", ""]
+    for arm in cfg.arms:
+        tc = cfg.train_config(arm, cfg.seeds[0])
+        steps = []
+        for st in tc.stages:
+            data = st.data if isinstance(st.data, str) else " + ".join(f"{k}×{w:g}" for k, w in st.data.items())
+            bits = [f"{st.tokens:,} tokens of {data}", st.schedule,
+                    "fresh optimizer + schedule" if st.reset_optimizer else "optimizer carried over",
+                    f"embeddings: {st.embeddings_at_start}"]
+            if not st.counts_as_pt:
+                bits.append("not counted as PT")
+            steps.append(f"**{st.name}** ({', '.join(bits)})")
+        lines.append(f"- `{arm.name}`: " + " → ".join(steps))
+    lines.append("")
+    lines += ["## Results", ""]
     hdr = ["arm", "tokens trained"] + headline
     lines.append("| " + " | ".join(hdr) + " |")
     lines.append("|" + "---|" * len(hdr))
@@ -179,7 +220,8 @@ def write_report(cfg) -> Path:
     if gains:
         lines += [f"## Difference from {baseline}",
                   f"Per-checkpoint difference (arm − baseline, sign flipped for losses so positive = better) over the "
-                  f"last {cfg.report.window:.0%} of PT tokens; **stable** when mean > SD (the verify-ppt one-SD rule).", "",
+                  f"last {cfg.report.window:.0%} of PT tokens, at the baseline's checkpoints (the arm's curve is "
+                  f"linearly interpolated there); **stable** when mean > SD (the verify-ppt one-SD rule).", "",
                   "| arm | metric | mean Δ | SD | n | stable |", "|---|---|---|---|---|---|"]
         for g in gains:
             lines.append(f"| {g['arm']} | {g['metric']} | {g['mean']:+.4f} | {g['sd']:.4f} | {g['n']} | "

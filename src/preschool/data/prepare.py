@@ -31,6 +31,7 @@ import numpy as np
 from ..config import check, from_dict, to_dict
 from ..errors import ConfigError
 from ..io import atomic_dir, read_json, write_json
+from ..corpora.base import is_validation
 from .packing import ConcatPacker, Doc, PackStats
 from .shards import ShardWriter
 from .tokenizer import (
@@ -82,14 +83,6 @@ def spec_hash(obj: Any) -> str:
     return hashlib.sha256(json.dumps(to_dict(obj), sort_keys=True).encode()).hexdigest()[:16]
 
 
-def is_val_doc(doc_id: str, seed: int, fraction: float) -> bool:
-    """Deterministic train/val assignment by document id (independent of order and workers)."""
-    if fraction <= 0:
-        return False
-    h = hashlib.sha256(f"{seed}:{doc_id}".encode()).digest()
-    return int.from_bytes(h[:8], "big") / 2**64 < fraction
-
-
 def _corpus_docs(corpus_cfg) -> Iterator:
     from ..corpora import iter_documents
 
@@ -111,7 +104,7 @@ def build_tokenizer(cfg: TokenizerConfig, corpus_cfg, out: Path, progress: bool 
     return tok
 
 
-def _write_corpus(spec: DatasetSpec, corpus_cfg, tok, row_len: int, seed: int, out: Path,
+def _write_corpus(name: str, spec: DatasetSpec, corpus_cfg, tok, row_len: int, seed: int, out: Path,
                   excluded: set[str], progress: bool) -> dict:
     """Tokenize + pack documents into train and val shard sets, splitting by document."""
     eos = eos_id(tok)
@@ -126,7 +119,7 @@ def _write_corpus(spec: DatasetSpec, corpus_cfg, tok, row_len: int, seed: int, o
         from tqdm import tqdm
 
         bar = tqdm(total=sum(n_rows[s] for s in writers) * row_len, unit="tok", unit_scale=True,
-                   desc=f"tokenize {out.name}", leave=False)
+                   desc=f"tokenize {name}", leave=False, disable=None)
 
     packers = {s: ConcatPacker(row_len, eos, stats[s]) for s in writers}
     try:
@@ -134,7 +127,7 @@ def _write_corpus(spec: DatasetSpec, corpus_cfg, tok, row_len: int, seed: int, o
         for doc in _corpus_docs(corpus_cfg):
             if doc.id in excluded:
                 continue
-            split = "val" if is_val_doc(doc.id, seed, spec.val_fraction) else "train"
+            split = "val" if is_validation(doc.id, spec.val_fraction, seed) else "train"
             if split not in writers or written[split] >= n_rows[split]:
                 if all(written[s] >= n_rows[s] for s in writers):
                     break
@@ -148,7 +141,7 @@ def _write_corpus(spec: DatasetSpec, corpus_cfg, tok, row_len: int, seed: int, o
         for s in writers:
             if written[s] < n_rows[s]:
                 raise ConfigError(
-                    f"data.{out.name}.{'tokens' if s == 'train' else 'val_tokens'}",
+                    f"data.{name}.{'tokens' if s == 'train' else 'val_tokens'}",
                     f"the corpus ran out after {written[s] * row_len} {s} tokens "
                     f"(asked for {n_rows[s] * row_len}); lower the budget or give a larger corpus",
                 )
@@ -259,7 +252,9 @@ def prepare_data(
         done = dpath / "dataset.json"
         if done.is_file() and read_json(done).get("hash") == h:
             manifest["datasets"][name] = read_json(done)
+            print(f"[preschool] data {name}: up to date ({dpath})")
             continue
+        print(f"[preschool] data {name}: building ({dpath})")
         with atomic_dir(dpath) as tmp:
             if spec.corpus is not None:
                 if spec.corpus not in corpora:
@@ -270,7 +265,7 @@ def prepare_data(
                         f = out / other / f"{split}.doc_ids.txt"
                         if f.is_file():
                             excluded.update(f.read_text(encoding="utf-8").split("\n"))
-                m = _write_corpus(spec, corpora[spec.corpus], tok, row_len, seed, tmp, excluded, progress)
+                m = _write_corpus(name, spec, corpora[spec.corpus], tok, row_len, seed, tmp, excluded, progress)
             else:
                 m = _write_generator(spec, tok, row_len, seed, tmp, workers, progress)
             entry = {"hash": h, "spec": to_dict(spec), "splits": {s: {k: v for k, v in mm.items() if k != "shards"}
