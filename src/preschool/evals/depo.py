@@ -1,0 +1,159 @@
+"""DEPO k-hop accuracy per hop count on held-out instances.
+
+The evaluation of "Lasting Effects of Abstract Pretraining Beyond Perplexity"
+(DEPO from Physics of LMs 4.1): for each hop count k, ``instances`` fresh
+documents from :class:`preschool.synthetic.depo.Depo` with the training task
+parameters but a held-out ``seed`` and every query fixed to k; a query is
+correct when the model's greedy answer reproduces the whole target word.
+Greedy decoding of a word equals "argmax at every answer position given the
+correct prefix", so one teacher-forced forward pass per document scores all
+its queries (answers earlier in a document are context for later ones, as in
+training).
+
+Documents are rendered exactly as the training data: ``text`` (integers under
+the model's tokenizer) or ``reserved`` (symbol s -> ``reserved_offset + s``,
+default the tokenizer's vocabulary size), with EOS in front as the packer puts
+it between training documents (``prepend_eos``).
+
+Metrics: ``acc/k<k>`` (exact-match rate), ``nll/k<k>`` (mean answer-token
+NLL, nats, fp32 log-softmax), ``acc`` (mean over the hop counts scored).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import ClassVar, Literal
+
+import numpy as np
+
+from ..config import check
+from ..errors import ConfigError, DataError
+from .base import EVALUATORS, EvalResult, Evaluator
+
+
+@dataclass
+class DepoEvalConfig:
+    task: dict = field(default_factory=dict)  # DEPO generator parameters used in training (n_nodes, max_hops, ...)
+    hops: list[int] = field(default_factory=list)  # hop counts to score; [] = 1..max_hops
+    instances: int = 64  # held-out documents per hop count
+    seed: int = 1_000_003  # held-out seed; must differ from the training seed
+    render: Literal["text", "reserved"] = "text"
+    reserved_offset: int | None = None  # reserved: id of symbol 0 (default: tokenizer vocab size)
+    prepend_eos: bool = True
+    batch_size: int = 16
+
+    def validate(self) -> None:
+        from ..synthetic import GENERATORS
+
+        check(self.instances >= 1, "instances", f"must be >= 1, got {self.instances}")
+        check(self.batch_size >= 1, "batch_size", f"must be >= 1, got {self.batch_size}")
+        check(self.seed >= 0, "seed", f"must be >= 0, got {self.seed}")
+        check(self.seed != int(self.task.get("seed", 0)), "seed",
+              f"held-out seed {self.seed} equals the training seed; instances would repeat training data")
+        check(self.reserved_offset is None or self.reserved_offset >= 0, "reserved_offset", "must be >= 0")
+        check("hops" not in self.task, "task.hops", "set the hop counts to score with `hops`, not task.hops")
+        try:
+            cfg = GENERATORS.build_config("depo", {**self.task, "seed": self.seed})
+        except ConfigError as e:
+            raise ConfigError(f"task.{e.field}", str(e).split(": ", 1)[-1]) from None
+        for i, k in enumerate(self.hops):
+            check(1 <= k <= cfg.max_hops, f"hops[{i}]", f"must be in [1, max_hops={cfg.max_hops}], got {k}")
+
+
+@EVALUATORS.register("depo", config=DepoEvalConfig)
+class DepoEval(Evaluator):
+    """DEPO k-hop exact-match accuracy per hop count on held-out instances (Beyond Perplexity)."""
+
+    version: ClassVar[str] = "1"
+    headline_metrics: ClassVar[tuple[str, ...]] = ("acc", "acc/*")
+    cfg: DepoEvalConfig
+
+    def generator(self, k: int):
+        from ..synthetic import GENERATORS
+
+        return GENERATORS.build("depo", {**self.cfg.task, "seed": self.cfg.seed, "hops": [k]})
+
+    def encoder(self, tokenizer):
+        from ..synthetic.write import SymbolEncoder
+
+        if self.cfg.render == "reserved":
+            off = self.cfg.reserved_offset
+            if off is None:
+                if tokenizer is None:
+                    raise ConfigError("reserved_offset", "give reserved_offset when no tokenizer is passed")
+                off = len(tokenizer)
+            return SymbolEncoder("reserved", reserved_offset=off)
+        if tokenizer is None:
+            raise ConfigError("render", "render=text needs the model's tokenizer")
+        backend = getattr(tokenizer, "backend_tokenizer", tokenizer)
+        return SymbolEncoder("text", backend.to_str(), max_digits=0)
+
+    def documents(self, tokenizer) -> list[dict]:
+        """Encoded held-out documents: ids, and per query its k and answer token span."""
+        from ..synthetic import Item
+
+        enc = self.encoder(tokenizer)
+        eos = getattr(tokenizer, "eos_token_id", None) if self.cfg.prepend_eos and tokenizer is not None else None
+        cfg_hops = self.cfg.hops or list(range(1, self.generator(1).cfg.max_hops + 1))
+        docs = []
+        for k in cfg_hops:
+            gen = self.generator(k)
+            for i, it in zip(range(self.cfg.instances), gen.items(0, self.cfg.instances)):
+                end = it.meta["answer_spans"][-1][1]  # drop the trailing padding
+                d = enc.encode(Item(it.symbols[:end], it.loss_mask[:end], it.meta))
+                ids, mask = d.ids, np.asarray(d.loss_mask, np.uint8)
+                if eos is not None:
+                    ids, mask = np.concatenate([[eos], ids]), np.concatenate([[0], mask])
+                # contiguous runs of answer tokens, one per query (queries are separated by non-answer tokens)
+                edges = np.flatnonzero(np.diff(np.concatenate([[0], mask, [0]])))
+                spans = list(zip(edges[::2].tolist(), edges[1::2].tolist()))
+                if len(spans) != len(it.meta["queries"]):
+                    raise DataError(f"depo instance {i}, k={k}: {len(spans)} answer spans after rendering, "
+                                    f"expected {len(it.meta['queries'])}")
+                docs.append({"k": k, "instance": i, "ids": ids, "spans": spans})
+        return docs
+
+    def evaluate(self, model, tokenizer) -> EvalResult:
+        import torch
+
+        docs = self.documents(tokenizer)
+        vocab = getattr(getattr(model, "config", None), "vocab_size", None)
+        top = max(int(d["ids"].max()) for d in docs)
+        if vocab is not None and top >= vocab:
+            raise DataError(f"depo: token id {top} >= model vocab_size {vocab} (render={self.cfg.render}; "
+                            f"reserved ids need the model's vocabulary to include them)")
+        try:
+            device = next(model.parameters()).device
+        except StopIteration:
+            device = torch.device("cpu")
+        rows = []
+        with torch.inference_mode():
+            for b in range(0, len(docs), self.cfg.batch_size):
+                batch = docs[b: b + self.cfg.batch_size]
+                L = max(len(d["ids"]) for d in batch)
+                ids = np.zeros((len(batch), L), np.int64)
+                att = np.zeros((len(batch), L), np.int64)
+                for r, d in enumerate(batch):  # right padding: causal positions before it are unaffected
+                    ids[r, : len(d["ids"])] = d["ids"]
+                    att[r, : len(d["ids"])] = 1
+                x = torch.as_tensor(ids, device=device)
+                out = model(input_ids=x, attention_mask=torch.as_tensor(att, device=device))
+                logits = (out.logits if hasattr(out, "logits") else out).float()
+                logp = torch.log_softmax(logits, -1)
+                pred = logits.argmax(-1).cpu().numpy()
+                for r, d in enumerate(batch):
+                    for q, (a, e) in enumerate(d["spans"]):
+                        tgt = ids[r, a:e]
+                        correct = bool(np.all(pred[r, a - 1: e - 1] == tgt))
+                        nll = -logp[r, torch.arange(a - 1, e - 1), torch.as_tensor(tgt, device=device)]
+                        rows.append({"k": d["k"], "instance": d["instance"], "query": q, "correct": correct,
+                                     "answer_tokens": int(e - a), "nll": float(nll.double().mean())})
+        metrics: dict[str, float] = {}
+        ks = sorted({r["k"] for r in rows})
+        for k in ks:
+            sel = [r for r in rows if r["k"] == k]
+            metrics[f"acc/k{k}"] = float(np.mean([r["correct"] for r in sel]))
+            metrics[f"nll/k{k}"] = float(np.mean([r["nll"] for r in sel]))
+            metrics[f"n/k{k}"] = float(len(sel))
+        metrics["acc"] = float(np.mean([metrics[f"acc/k{k}"] for k in ks]))
+        return EvalResult(metrics=metrics, items=rows, extra={"hops": ks, "render": self.cfg.render})

@@ -1,0 +1,103 @@
+import numpy as np
+import pytest
+import torch
+
+from preschool.data.tokenizer import as_hf, train_bpe
+from preschool.errors import ConfigError
+from preschool.evals import EVALUATORS
+
+TASK = {"n_nodes": 6, "max_hops": 3, "n_queries": 3, "alphabet": 6, "length": 96}
+
+
+@pytest.fixture(scope="module")
+def hf_tok():
+    tok = train_bpe([" ".join(str(i) for i in range(100)) + " "] * 6, vocab_size=400, split_digits=True)
+    return as_hf(tok)
+
+
+class Oracle(torch.nn.Module):
+    """Predicts the next input token (it sees the future): every answer is right. ``lag=0`` repeats the
+    current token instead, which is never the next answer token here."""
+
+    def __init__(self, vocab, lag=1):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.zeros(1))
+        self.config = type("C", (), {"vocab_size": vocab})()
+        self.vocab, self.lag = vocab, lag
+
+    def forward(self, input_ids, attention_mask=None):
+        nxt = torch.roll(input_ids, -self.lag, dims=1)
+        logits = torch.nn.functional.one_hot(nxt, self.vocab).float() * 20 + self.w
+        return type("O", (), {"logits": logits})()
+
+
+def micro_model(vocab):
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    cfg = Qwen2Config(vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=512)
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        return Qwen2ForCausalLM(cfg).eval()
+
+
+@pytest.mark.parametrize("render", ["text", "reserved"])
+def test_oracle_scores_one_and_a_wrong_model_zero(render, hf_tok):
+    ev = EVALUATORS.build("depo", {"task": TASK, "instances": 5, "render": render, "batch_size": 4})
+    vocab = len(hf_tok) + 40
+    res = ev.evaluate(Oracle(vocab), hf_tok)
+    assert res.metrics["acc"] == 1.0 and {"acc/k1", "acc/k2", "acc/k3"} <= set(res.metrics)
+    assert res.metrics["n/k2"] == 15  # 5 instances x 3 queries
+    assert all(r["answer_tokens"] >= (2 if render == "reserved" else 4) for r in res.items)
+    assert EVALUATORS.build("depo", {"task": TASK, "instances": 5, "render": render}).evaluate(
+        Oracle(vocab, lag=0), hf_tok).metrics["acc"] == 0.0
+
+
+def test_items_are_held_out_and_fixed_per_hop(hf_tok):
+    ev = EVALUATORS.build("depo", {"task": {**TASK, "seed": 7}, "instances": 3, "hops": [2, 3]})
+    docs = ev.documents(hf_tok)
+    assert [d["k"] for d in docs] == [2, 2, 2, 3, 3, 3]
+    from preschool.synthetic import GENERATORS
+
+    train = GENERATORS.build("depo", {**TASK, "seed": 7}).item(0).symbols
+    held = ev.generator(2).item(0).symbols
+    assert not np.array_equal(train, held)
+    for k in (2, 3):
+        assert {q["k"] for q in ev.generator(k).item(0).meta["queries"]} == {k}
+
+
+def test_real_micro_model_is_batch_size_independent(hf_tok):
+    model = micro_model(len(hf_tok) + 40)
+    kw = {"task": TASK, "instances": 4, "render": "reserved"}
+    a = EVALUATORS.build("depo", {**kw, "batch_size": 1}).evaluate(model, hf_tok).metrics
+    b = EVALUATORS.build("depo", {**kw, "batch_size": 7}).evaluate(model, hf_tok).metrics
+    assert 0.0 <= a["acc"] <= 1.0
+    for k in (1, 2, 3):
+        assert a[f"nll/k{k}"] == pytest.approx(b[f"nll/k{k}"], abs=1e-4)
+        assert a[f"acc/k{k}"] == b[f"acc/k{k}"]
+
+
+def test_summary_written(tmp_path, hf_tok):
+    ev = EVALUATORS.build("depo", {"task": TASK, "instances": 2})
+    s = ev.run(Oracle(len(hf_tok)), hf_tok, out_dir=tmp_path)
+    assert s["metrics"]["acc"] == 1.0 and (tmp_path / "items.jsonl").read_text().count("\n") == 18
+
+
+@pytest.mark.parametrize("cfg, field", [
+    ({"task": TASK, "hops": [4]}, "hops[0]"),
+    ({"task": {**TASK, "seed": 5}, "seed": 5}, "seed"),
+    ({"task": {**TASK, "length": 10}}, "task.length"),
+    ({"task": {**TASK, "hops": [1]}}, "task.hops"),
+])
+def test_bad_config_names_the_field(cfg, field):
+    with pytest.raises(ConfigError) as e:
+        EVALUATORS.build("depo", cfg)
+    assert e.value.field == field
+
+
+def test_vocab_too_small_for_reserved_ids(hf_tok):
+    from preschool.errors import DataError
+
+    ev = EVALUATORS.build("depo", {"task": TASK, "instances": 1, "render": "reserved"})
+    with pytest.raises(DataError, match="vocab_size"):
+        ev.evaluate(Oracle(len(hf_tok)), hf_tok)
