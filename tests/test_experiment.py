@@ -1,0 +1,115 @@
+"""The quickstart pipeline end to end on a micro config: prepare -> train arms -> eval -> report."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from preschool.errors import ConfigError
+from preschool.experiment import load_experiment, run_experiment
+
+REPO = Path(__file__).resolve().parents[1]
+QUICKSTART = REPO / "examples" / "quickstart.yaml"
+
+# The quickstart, shrunk to seconds: micro model, tiny budgets, few pairs.
+MICRO = [
+    "seq_len=32", "tokenizer.vocab_size=300", "tokenizer.sample_documents=200",
+    "data.pt.tokens=12000", "data.pt.val_tokens=1056", "data.dyck.tokens=2112", "data.dyck.val_tokens=528",
+    "data.dyck.params.length=24",
+    "minimal_pairs.per_paradigm=8", "model.preset=micro",
+    "train.batch_size=8", "train.eval_every=6", "train.checkpoint_every=6", "train.val_rows=8",
+    "arms.0.stages.0.tokens=4096", "arms.1.stages.0.tokens=768", "arms.1.stages.1.tokens=4096",
+]
+
+
+def _cfg(out: Path, extra=()):
+    return load_experiment(QUICKSTART, MICRO + [f"out={out}", *extra])
+
+
+def _curves(out: Path) -> dict:
+    res = json.loads((out / "results.json").read_text())
+    return {arm: {k: v for k, v in a["seeds"]["0"]["curves"].items()} for arm, a in res["arms"].items()}
+
+
+def test_quickstart_micro_end_to_end_and_rerun_is_a_noop(tmp_path):
+    out = tmp_path / "qs"
+    report = run_experiment(_cfg(out), progress=False)
+    text = report.read_text()
+    assert "| pt_only |" in text and "| ppt_dyck |" in text and "val/pt" in text
+    assert "minimal_pairs/acc" in text and "subject_verb_agreement" in text
+    assert (out / "plots" / "val_pt.png").stat().st_size > 1000
+    assert (out / "plots" / "minimal_pairs_by_phenomenon.png").is_file()
+    res = json.loads((out / "results.json").read_text())
+    assert res["code_version"]["preschool"] and res["config"]["name"] == "quickstart"
+    assert set(res["data_manifests"]["datasets"]) == {"pt", "dyck"}
+    for arm in ("pt_only", "ppt_dyck"):
+        run = out / "arms" / arm / "seed0"
+        assert (run / "DONE").is_file()
+        ckpts = sorted((run / "checkpoints").iterdir())
+        assert ckpts and all((c / "model.safetensors").is_file() for c in ckpts)
+        assert all((run / "evals" / c.name / "minimal_pairs" / "summary.json").is_file() for c in ckpts)
+    # the PPT arm's first checkpoint is the end of its Dyck stage, before any PT token
+    ppt_curve = _curves(out)["ppt_dyck"]["val/pt"]
+    assert ppt_curve[0][0] == 0
+    before = _curves(out)
+    mtimes = {p: p.stat().st_mtime for p in (out / "arms").rglob("model.safetensors")}
+    run_experiment(_cfg(out), progress=False)  # everything cached: nothing retrained
+    assert {p: p.stat().st_mtime for p in (out / "arms").rglob("model.safetensors")} == mtimes
+    assert _curves(out) == before
+
+
+@pytest.mark.parametrize("override, field, msg", [
+    ("model.preset=huge", "model.preset", "unknown model preset"),
+    ("arms.0.stages.0.tokens=-5", "arms[0].stages[0].tokens", "must be > 0"),
+    ("corpora.storybook.sorce=text", "corpora.storybook.sorce", "did you mean 'source'"),
+    ("data.dyck.generator=shuffle_dyk", "data.dyck.generator", "did you mean 'shuffle_dyck'"),
+    ("arms.1.stages.0.data=nope", "arms[1].stages[0].data", "no dataset named 'nope'"),
+    ("evals.0.name=blimpp", "evals[0].name", "unknown evaluator"),
+])
+def test_bad_configs_fail_before_any_work(tmp_path, override, field, msg):
+    out = tmp_path / "never"
+    with pytest.raises(ConfigError, match=msg) as e:
+        _cfg(out, [override])
+    assert e.value.field == field
+    assert not out.exists()
+
+
+def test_missing_corpus_file_is_named(tmp_path):
+    with pytest.raises(ConfigError, match="not found") as e:
+        _cfg(tmp_path / "x", ["corpora.storybook.source=text", f"corpora.storybook.path={tmp_path}/missing.txt"])
+    assert e.value.field == "corpora.storybook.path"
+
+
+@pytest.mark.slow
+def test_killed_run_resumes_to_the_same_numbers(tmp_path):
+    """SIGKILL mid-arm, rerun: every curve equals an uninterrupted run's."""
+    ref = tmp_path / "ref"
+    run_experiment(_cfg(ref), progress=False)
+    out = tmp_path / "killed"
+    args = [sys.executable, "-m", "preschool.cli", "run", str(QUICKSTART), "--no-progress"]
+    for o in MICRO + [f"out={out}"]:
+        args += ["--set", o]
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    proc = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    ckdir = out / "arms" / "ppt_dyck" / "seed0" / "checkpoints"
+    deadline = time.time() + 600
+    while time.time() < deadline and proc.poll() is None:
+        if ckdir.is_dir() and len([p for p in ckdir.iterdir() if p.name.startswith("step-")]) >= 2:
+            break
+        time.sleep(0.2)
+    assert proc.poll() is None, "run finished before it could be killed; enlarge the budget"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert not (out / "arms" / "ppt_dyck" / "seed0" / "DONE").exists()
+    run_experiment(_cfg(out), progress=False)
+    got, want = _curves(out), _curves(ref)
+    assert got.keys() == want.keys()
+    for arm in want:
+        for k in want[arm]:
+            assert [x for x, _ in got[arm][k]] == [x for x, _ in want[arm][k]], (arm, k)
+            assert got[arm][k] == pytest.approx(want[arm][k], abs=1e-5), (arm, k)
