@@ -1,0 +1,72 @@
+import json
+
+import pytest
+
+from preschool.compartments.audit import AuditConfig, run_audit
+from preschool.compartments.experiment import CompartmentExperimentConfig, analyse, run
+from preschool.config import from_dict
+from preschool.errors import ConfigError
+
+BASE = {
+    "seq_len": 16,
+    "corpora": {"storybook": {"source": "storybook", "seed": 0}},
+    "tokenizer": {"kind": "train", "vocab_size": 260, "sample_documents": 100},
+    "model": {"preset": "micro", "family": "qwen2", "tie_embeddings": False},
+    "train": {"batch_size": 4, "lr": 3.0e-3, "weight_decay": 0.0, "val_rows": 4, "progress": False,
+              "log_every": 5, "checkpoints_per_decade": 1},
+    "stage": {"schedule": "constant", "warmup": 2},
+    "tokens": 640,  # 10 steps
+    "val_per_decade": 2,
+}
+
+
+@pytest.mark.slow  # ~40 s CPU: data prep + 3 arms
+def test_micro_slowdown_experiment(tmp_path):
+    cfg = from_dict(CompartmentExperimentConfig, {
+        **BASE, "name": "micro", "out": str(tmp_path / "run"),
+        "data": {"corpus": "storybook", "tokens": 4000, "val_tokens": 400},
+        "targets": [5.0],
+        "arms": [{"name": "c1", "compartments": {"n_compartments": 1}},
+                 {"name": "c2", "compartments": {"n_compartments": 2, "translation": {"fraction": 0.25}},
+                  "infonce": {"pair_batch": 2, "weight": 0.1}},
+                 {"name": "c2_ft", "compartments": {"n_compartments": 2}, "init_from": "c1", "tokens": 320}]})
+    report = run(cfg, progress=False)
+    res = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert set(res["arms"]) == {"c1", "c2", "c2_ft"} and res["baseline"] == "c1"
+    c2 = res["arms"]["c2"]
+    assert c2["curve"]["steps"][0] == 0 and c2["curve"]["steps"][-1] == 10
+    assert set(c2["final_per_compartment"]) == {"c0", "c1"}
+    assert -1.0 <= c2["similarity"]["mean"] <= 1.0
+    assert all(r["slowdown"] == pytest.approx(1.0) for r in res["arms"]["c1"]["slowdown"])
+    assert "c2_ft" in report.read_text() and (tmp_path / "run" / "plots" / "slowdown.png").is_file()
+    # the fine-tune starts from the c=1 arm: its first val loss is far below a fresh c=2 model's
+    assert res["arms"]["c2_ft"]["curve"]["losses"][0] < c2["curve"]["losses"][0] - 0.5
+    # rerun: everything is done, the analysis is identical
+    assert analyse(cfg)["plateau"] == res["plateau"]
+
+
+@pytest.mark.slow  # ~25 s CPU: data prep + 4 arms
+def test_micro_audit(tmp_path):
+    cfg = from_dict(AuditConfig, {
+        **BASE, "name": "audit", "out": str(tmp_path / "audit"), "monolingual": True,
+        "presentations": {"story": {"corpus": "storybook", "tokens": 3000, "val_tokens": 300},
+                          "dyck": {"generator": "shuffle_dyck", "params": {"k": 4, "length": 20, "max_depth": 4},
+                                   "tokens": 3000, "val_tokens": 300}}})
+    run_audit(cfg, progress=False)
+    res = json.loads((tmp_path / "audit" / "results.json").read_text())
+    assert set(res["gaps"]) == {"compartmented", "mono_story", "mono_dyck"}
+    g = res["gaps"]["compartmented"]["story"]
+    assert g["steps"][0] == 0 and len(g["gap"]) == len(g["steps"])
+    assert set(res["summary"]) == {"story", "dyck"} and all(res["done"].values())
+
+
+def test_config_errors(tmp_path):
+    with pytest.raises(ConfigError, match="init_from"):
+        from_dict(CompartmentExperimentConfig, {**BASE, "name": "x", "data": {"corpus": "storybook", "tokens": 1000},
+                                                "arms": [{"name": "a", "compartments": {"n_compartments": 2}},
+                                                         {"name": "b", "init_from": "a"}]})
+    with pytest.raises(ConfigError, match="compartment_embedding"):
+        from_dict(CompartmentExperimentConfig, {**BASE, "name": "x", "data": {"corpus": "storybook", "tokens": 1000},
+                                                "arms": [{"name": "a", "compartments": {"presentation": "permute"}}]})
+    with pytest.raises(ConfigError, match="presentations"):
+        from_dict(AuditConfig, {**BASE, "name": "x", "presentations": {}})
