@@ -42,7 +42,8 @@ def rows(run):
 def test_two_rank_ddp_matches_single_process(tmp_path, datasets, micro_cfg):
     pytest.importorskip("torch.distributed.run")
     cfg = micro_cfg(stages=[{"name": "pt", "data": {"text": 1, "synth": 1}, "tokens": 4 * 16 * 4}],
-                    checkpoint_every=2, micro_batch_size=1, attention_reset_between_docs=True)
+                    checkpoint_every=2, micro_batch_size=1, attention_reset_between_docs=True,
+                    device="cpu")  # gloo ranks on CPU even where a GPU exists
     datasets = {k: str(v) for k, v in datasets.items()}
     (tmp_path / "job.json").write_text(json.dumps([cfg, str(tmp_path / "ddp"), datasets]))
     (tmp_path / "script.py").write_text(SCRIPT)

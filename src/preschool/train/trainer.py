@@ -20,7 +20,7 @@ budget and an LR schedule, and says what carries over:
   outside ``reserved_ids = [lo, hi)`` set to the mean of the reserved rows),
   the transfer options of procedural pretraining (Shinnick et al. 2025).
 
-Optimisation: AdamW (torch foreach on CPU, fused on CUDA) with weight decay on
+Optimisation: AdamW (torch's fused kernel on CPU and CUDA) with weight decay on
 matrices only (no decay on norms, biases or embeddings), global-norm
 clipping, gradient accumulation, and a token-mean loss over the whole global
 batch (labels -100 where the shard's loss_mask is 0), normalised by the
@@ -388,8 +388,11 @@ class Trainer:
             (decay if p.ndim >= 2 and id(p) not in emb else no_decay).append(p)
         groups = [{"params": decay, "weight_decay": self.cfg.weight_decay},
                   {"params": no_decay, "weight_decay": 0.0}]
-        kw: dict[str, Any] = {"fused": True} if self.device.type == "cuda" else {"foreach": True}
-        return torch.optim.AdamW(groups, lr=self.cfg.lr, betas=tuple(self.cfg.betas), eps=self.cfg.eps, **kw)
+        # fused AdamW (one kernel per step; CPU support since torch 2.4) is ~2x the foreach path on CPU
+        try:
+            return torch.optim.AdamW(groups, lr=self.cfg.lr, betas=tuple(self.cfg.betas), eps=self.cfg.eps, fused=True)
+        except (RuntimeError, TypeError):
+            return torch.optim.AdamW(groups, lr=self.cfg.lr, betas=tuple(self.cfg.betas), eps=self.cfg.eps, foreach=True)
 
     def _config_tree(self) -> dict:
         return {"train": C.to_dict(self.cfg), "datasets": {k: str(v) for k, v in self.datasets.items()},
