@@ -22,6 +22,7 @@ COMMANDS: dict[str, str] = {
     "train": "preschool.train.cli",
     "eval": "preschool.evals.cli",
     "report": "preschool.analysis.cli",
+    "compartments": "preschool.compartments.cli",
 }
 
 
