@@ -87,3 +87,13 @@ def test_arbitrary_unicode_never_raises(splitter):
             assert "/" in key and n > 0
 
     check()
+
+
+def test_chunk_size_by_chars_per_token():
+    doc = " ".join(f"Sentence {i} has a few words in it." for i in range(60))  # ~2100 chars
+    few = L2TTransform({"tasks": ["one"], "min_num_words": 1, "count_tokens": "chars", "chars_per_token": 8.0,
+                        "chunk_tokens": 128})
+    many = L2TTransform({"tasks": ["one"], "min_num_words": 1, "count_tokens": "chars", "chars_per_token": 2.0,
+                         "chunk_tokens": 128})
+    n_few, n_many = len(few(0, doc).samples), len(many(0, doc).samples)
+    assert n_few == len(doc) // 8 // 128 + 1 and n_many == -(-len(doc) // 2) // 128 + 1

@@ -36,7 +36,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-loss-on-padding", action="store_true", help="reference trains on padding; this turns it off")
     p.add_argument("--seq-len", type=int, default=2048)
     p.add_argument("--chunk-tokens", type=int, help="chunk target (default seq_len // 4: 512 at 2048, as the reference)")
-    p.add_argument("--count-tokens", choices=["estimate", "tokenizer"], default="estimate")
+    p.add_argument("--count-tokens", choices=["chars", "estimate", "tokenizer"], default="chars",
+                   help="how chunk sizes are counted: chars / (chars per token of the run's tokenizer, measured on "
+                        "the input; default), 4/3 x words (a GPT-2-class count), or the run's tokenizer itself")
     p.add_argument("--splitter", choices=["blingfire", "rules"], default="blingfire")
     p.add_argument("--word-pool", choices=["gcide", "web2", "corpus"], default="gcide")
     p.add_argument("--min-words", type=int, default=20)
@@ -57,12 +59,12 @@ def _tasks(raw: list[str] | None) -> list[str] | None:
     return [t for item in raw for t in item.split(",") if t]
 
 
-def build_config(args: argparse.Namespace):
+def build_config(args: argparse.Namespace, chars_per_token: float = 4.0):
     from ..config import from_dict
     from .build import BuildConfig
 
     l2t = {"seed": args.seed, "min_num_words": args.min_words, "splitter": args.splitter,
-           "word_pool": args.word_pool, "count_tokens": args.count_tokens,
+           "word_pool": args.word_pool, "count_tokens": args.count_tokens, "chars_per_token": chars_per_token,
            "chunk_tokens": args.chunk_tokens or max(1, args.seq_len // 4)}
     if _tasks(args.tasks):
         l2t["tasks"] = _tasks(args.tasks)
@@ -108,13 +110,25 @@ def _plain(cfg):
     return to_dict(cfg)
 
 
+def chars_per_token(tok, texts, max_chars: int = 2_000_000) -> float:
+    """Mean characters per token of ``tok`` on the first ``max_chars`` characters of ``texts``."""
+    chars = toks = 0
+    for t in texts:
+        t = t[: max_chars - chars]
+        chars += len(t)
+        toks += len(tok.encode(t, add_special_tokens=False).ids)
+        if chars >= max_chars:
+            break
+    return round(chars / toks, 4) if toks else 4.0
+
+
 def run(args: argparse.Namespace) -> int:
     from ..data.tokenizer import iter_sample, load_tokenizer, train_bpe
     from ..errors import ConfigError
     from .build import build_l2t
     from .text import corpus_pool
 
-    cfg = build_config(args)
+    cfg = build_config(args)  # validates before any slow work
     if args.preview:
         return preview(cfg, args)
     if not args.out:
@@ -128,6 +142,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         tok = train_bpe(iter_sample(_texts(args), args.tokenizer_documents), args.vocab_size)
         source_tok = {"kind": "train", "vocab_size": args.vocab_size, "documents": args.tokenizer_documents}
+    cpt = chars_per_token(tok, _texts(args))
+    cfg = build_config(args, cpt)
     if cfg.l2t.word_pool == "corpus":
         pool = corpus_pool(iter_sample(_texts(args), args.tokenizer_documents))
     m = build_l2t(_texts(args), args.out, cfg, tok, workers=args.workers, pool=pool,

@@ -16,8 +16,11 @@ Per document (spec section 1.0, reference code behaviour):
 3. chunk with "loose chunking" (``count // chunk_tokens + 1`` blocks of
    ``ceil(S/n)`` sentences; Fill Middle uses ``2 * (count // chunk_tokens) + 1``);
    ``count`` is an estimate of the corpus tokenizer's token count (the
-   reference reads smollm-corpus's ``metadata.token_count``) or, with
-   ``count_tokens: tokenizer``, the run's own tokenizer count;
+   reference reads smollm-corpus's ``metadata.token_count``; ``estimate``:
+   4/3 tokens per word), the run's own tokenizer count (``tokenizer``), or
+   ``chars / chars_per_token`` (``chars``; the CLI measures chars_per_token of
+   the run's tokenizer on the input, so chunks are sized in the run's tokens
+   at the cost of no extra tokenization);
 4. apply the task to every chunk; chunks under ``min_num_words`` are skipped;
 5. join each pair as ``prompt\\n\\n<prefix> completion``.
 
@@ -26,6 +29,7 @@ Every skipped chunk or document is counted under ``<task>/<reason>``.
 
 from __future__ import annotations
 
+import math
 import zlib
 from collections import Counter
 from dataclasses import dataclass, field
@@ -57,7 +61,8 @@ class L2TConfig:
     seed: int = 0
     min_num_words: int = 20
     chunk_tokens: int = 512
-    count_tokens: Literal["estimate", "tokenizer"] = "estimate"
+    count_tokens: Literal["estimate", "tokenizer", "chars"] = "estimate"
+    chars_per_token: float = 4.0  # count_tokens "chars": tokens = ceil(chars / chars_per_token)
     splitter: Literal["blingfire", "rules"] = "blingfire"
     word_pool: Literal["gcide", "web2", "corpus"] = "gcide"
     answer_prefixes: bool = True
@@ -74,6 +79,7 @@ class L2TConfig:
         check(self.seed >= 0, "seed", f"must be >= 0, got {self.seed}")
         check(self.min_num_words >= 0, "min_num_words", f"must be >= 0, got {self.min_num_words}")
         check(self.chunk_tokens >= 1, "chunk_tokens", f"must be >= 1, got {self.chunk_tokens}")
+        check(self.chars_per_token > 0, "chars_per_token", f"must be > 0, got {self.chars_per_token}")
 
 
 @dataclass
@@ -122,6 +128,8 @@ class L2TTransform:
     def token_count(self, text: str) -> int:
         if self.cfg.count_tokens == "tokenizer":
             return len(self.tokenizer.encode(text, add_special_tokens=False).ids)
+        if self.cfg.count_tokens == "chars":
+            return math.ceil(len(text) / self.cfg.chars_per_token)
         return estimate_tokens(text)
 
     def __call__(self, index: int, text: str, prev_text: str | None = None, *,
