@@ -13,6 +13,7 @@ from preschool.evals.verbatim import (
     builtin_lists,
     intervening_text,
     load_noun_lists,
+    load_rnn_inputs,
     load_vignettes,
 )
 
@@ -167,3 +168,35 @@ def test_micro_model_batch_size_independent_and_truncation(micro):
     r = EVALUATORS.build("verbatim", {**base, "max_length": 40}).evaluate(model, tok)
     assert r.extra["n_truncated"] + r.metrics["n_skipped"] > 0
     assert r.extra["n_scored"] + r.metrics["n_skipped"] == r.extra["n_stimuli"]
+
+
+def _write_rnn_inputs(folder, lines, markers, name="mylists_sce9_repeat"):
+    (folder / f"{name}.txt").write_text("\n".join(lines) + "\n")
+    rows = ["stimid\tmarkers\tlist_len\tprompt_len"]
+    rows += [f"{i}\t{m}\t{n}\t{p}" for i, (m, n, p) in enumerate(markers)]
+    (folder / f"{name}_markers.txt").write_text("\n".join(rows) + "\n")
+    return folder / f"{name}.txt"
+
+
+def test_rnn_input_files_are_read_verbatim(tmp_path):
+    # Our own two stimuli in the Armeni input-file layout (text + per-word marker TSV).
+    lines = ["Tom made a list : cup , pan . Later he read it : cup , pan .",
+             "Tom made a list : owl , hawk . Later , at home , he read it : owl , hawk ."]
+    m1 = [0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 2, 3, 3, 3, 3]
+    m2 = [0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3]
+    path = _write_rnn_inputs(tmp_path, lines, [(m1, 2, 1), (m2, 2, 2)])
+    cfg = VerbatimConfig(source="rnn_inputs", input_files=[str(path)], list_lengths=[2], n_lists=None)
+    stims = build_stimuli(cfg)
+    assert [s.text for s in stims] == lines  # exact text, NLTK spacing kept
+    assert stims[0].list1 == ["cup", "pan"] and stims[1].list2 == ["owl", "hawk"]
+    assert stims[1].intervening == 2 and stims[0].vignette == "mylists_sce9" and stims[0].condition == "repeat"
+    tok = word_tokenizer(lines)
+    res = EVALUATORS.build("verbatim", {"source": "rnn_inputs", "input_files": [str(path)], "list_lengths": [2],
+                                        "bootstrap_resamples": 50}).evaluate(CopyModel(len(tok)), tok)
+    assert res.metrics["x_perc"] == pytest.approx(100 / 3, abs=1e-3)
+    assert res.metrics["n_stimuli"] == 2
+    bad = _write_rnn_inputs(tmp_path, lines[:1], [(m1[:-1], 2, 1)], name="bad_repeat")
+    with pytest.raises(DataError, match="17 markers for 18 words"):
+        load_rnn_inputs(bad)
+    with pytest.raises(ConfigError, match="input_files"):
+        VerbatimConfig(source="rnn_inputs").validate()

@@ -28,7 +28,10 @@ categories and vignettes written for this project; lists are 10-noun base
 lists circularly shifted so every noun appears in every position, shorter
 lists being the first n nouns, as in Armeni et al.), or from the published
 noun lists by path (``source: file``, ``lists_path`` = ``categorized_lists.json``
-/ ``random_lists.json`` with keys ``n3``/``n5``/``n7``/``n10``).
+/ ``random_lists.json`` with keys ``n3``/``n5``/``n7``/``n10``), or from Armeni
+et al.'s prebuilt input files, the exact verify-ppt inputs (``source:
+rnn_inputs``, ``input_files`` = ``categorized_lists_sce{1..5}_repeat.txt``, each
+read with its ``*_markers.txt``; see :func:`load_rnn_inputs`).
 
 Departures: the vignettes are ours, so absolute numbers differ from the
 papers'. Text spacing defaults to the reference's NLTK-style spacing (a space
@@ -69,8 +72,9 @@ _WORD_RE = re.compile(r"\w+(?:[-']\w+)*|[^\w\s]")
 class VerbatimConfig:
     """Stimuli and scoring for the ``verbatim`` evaluator (see module docstring)."""
 
-    source: str = "builtin"  # builtin (our nouns + vignettes) | file (published noun lists at lists_path)
+    source: str = "builtin"  # builtin (our nouns + vignettes) | file (published noun lists) | rnn_inputs (Armeni input files)
     lists_path: str | None = None  # JSON with n3/n5/n7/n10, or a folder holding <list_kind>_lists.json
+    input_files: list[str] = field(default_factory=list)  # rnn_inputs: *_<condition>.txt files (+ *_markers.txt beside)
     list_kind: str = "categorized"  # categorized (one semantic category per list) | random
     n_base_lists: int = 12  # builtin: 10-noun base lists, each circularly shifted 10 times
     n_lists: int | None = 40  # lists used per length (first n; None = all). 40 = 4 base lists x 10 shifts
@@ -88,9 +92,12 @@ class VerbatimConfig:
     seed: int = 12345
 
     def validate(self) -> None:
-        check(self.source in ("builtin", "file"), "source", f"must be 'builtin' or 'file', got {self.source!r}")
+        check(self.source in ("builtin", "file", "rnn_inputs"), "source",
+              f"must be 'builtin', 'file' or 'rnn_inputs', got {self.source!r}")
         if self.source == "file":
             check(bool(self.lists_path), "lists_path", "required when source is 'file'")
+        if self.source == "rnn_inputs":
+            check(len(self.input_files) > 0, "input_files", "required when source is 'rnn_inputs'")
         check(self.list_kind in ("categorized", "random"), "list_kind",
               f"must be 'categorized' or 'random', got {self.list_kind!r}")
         check(self.n_base_lists >= 2, "n_base_lists", f"must be >= 2 (control lists come from another base list), got {self.n_base_lists}")
@@ -280,8 +287,86 @@ def _second_list(cond: str, lists: list[list[str]], i: int, n: int, seed: int) -
     return list(lists[j][:n])
 
 
+def load_rnn_inputs(path: str | Path, sid_start: int = 0) -> list[Stimulus]:
+    """Stimuli from one of Armeni et al.'s prebuilt input files plus its markers file.
+
+    ``path`` is e.g. ``categorized_lists_sce1_repeat.txt``: one stimulus per line,
+    words separated by single spaces (NLTK-tokenized). Beside it,
+    ``categorized_lists_sce1_repeat_markers.txt`` is a TSV with header
+    ``stimid, markers, list_len, prompt_len``; ``markers`` is a list with one
+    code per space-separated word (0 preface, 1 list 1, 2 intervening + cue,
+    3 list 2). The text is used exactly as stored. List positions count the
+    non-punctuation words of each list. ``vignette`` is the file stem without
+    its condition (e.g. ``categorized_lists_sce1``), ``intervening`` the
+    ``prompt_len`` key (1-5) and ``condition`` the stem's last part.
+    """
+    import ast
+
+    p = Path(path)
+    mp = p.with_name(p.stem + "_markers" + p.suffix)
+    for f in (p, mp):
+        if not f.is_file():
+            raise DataError(f"{f}: verbatim input file not found")
+    lines = p.read_text(encoding="utf-8").splitlines()
+    rows = mp.read_text(encoding="utf-8").splitlines()
+    if not rows or rows[0].split("\t")[:4] != ["stimid", "markers", "list_len", "prompt_len"]:
+        raise DataError(f"{mp}:1: expected the header 'stimid<TAB>markers<TAB>list_len<TAB>prompt_len'")
+    rows = [r for r in rows[1:] if r.strip()]
+    lines = [ln for ln in lines if ln.strip()]
+    if len(rows) != len(lines):
+        raise DataError(f"{mp}: {len(rows)} marker rows for {len(lines)} lines in {p.name}")
+    stem = p.stem
+    condition = stem.rsplit("_", 1)[-1] if "_" in stem else "repeat"
+    vignette = stem.rsplit("_", 1)[0] if "_" in stem else stem
+    out = []
+    for k, (text, row) in enumerate(zip(lines, rows)):
+        where = f"{mp}:{k + 2}"
+        cols = row.split("\t")
+        try:
+            stimid, markers, list_len, prompt_len = int(cols[0]), ast.literal_eval(cols[1]), int(cols[2]), int(cols[3])
+        except (ValueError, SyntaxError, IndexError):
+            raise DataError(f"{where}: cannot parse marker row {row[:80]!r}") from None
+        words = text.split(" ")
+        if not isinstance(markers, list) or len(markers) != len(words):
+            raise DataError(f"{where}: {len(markers) if isinstance(markers, list) else '?'} markers for "
+                            f"{len(words)} words on line {k + 1} of {p.name}")
+        spans, pos, at = [], {LIST1: 0, LIST2: 0}, 0
+        lists: dict[int, list[str]] = {LIST1: [], LIST2: []}
+        for w, m in zip(words, markers):
+            m = int(m)
+            if w and all(ch in PUNCT for ch in w):
+                spans.append((at, at + len(w), PUNCT_MARK, -1))
+            elif m in (LIST1, LIST2):
+                spans.append((at, at + len(w), m, pos[m]))
+                pos[m] += 1
+                lists[m].append(w)
+            else:
+                spans.append((at, at + len(w), m, -1))
+            at += len(w) + 1
+        if pos[LIST1] != list_len or pos[LIST2] != list_len:
+            raise DataError(f"{where}: list_len {list_len} but the markers hold {pos[LIST1]} and {pos[LIST2]} list words")
+        out.append(Stimulus(sid_start + k, text, spans, vignette, prompt_len, list_len, condition, stimid,
+                            lists[LIST1], lists[LIST2]))
+    return out
+
+
 def build_stimuli(cfg: VerbatimConfig) -> list[Stimulus]:
     """All stimuli for ``cfg``: vignettes x intervening lengths x list lengths x conditions x lists."""
+    if cfg.source == "rnn_inputs":
+        out: list[Stimulus] = []
+        for f in cfg.input_files:
+            out += load_rnn_inputs(f, sid_start=len(out))
+        out = [s for s in out if s.list_len in cfg.list_lengths]
+        if cfg.n_lists is not None:  # first n stimuli per (file, list length, prompt length) group
+            seen: dict[tuple, int] = {}
+            kept = []
+            for s in out:
+                key = (s.vignette, s.condition, s.list_len, s.intervening)
+                seen[key] = seen.get(key, 0) + 1
+                if seen[key] <= cfg.n_lists:
+                    kept.append(s)
+            out = kept
+        return out
     vigs = load_vignettes(cfg.vignettes_path)
     for i, v in enumerate(cfg.vignettes):
         if v not in vigs:
@@ -461,6 +546,10 @@ def summarise(rows: list[dict], conditions: list[str], resamples: int = 10000, s
             for iw in sorted({r["intervening"] for r in rs}):
                 sub = [r for r in rs if r["intervening"] == iw]
                 block[f"x_perc/int{iw}"] = _nanmean(r["x_perc"] for r in sub)
+            vigs = sorted({r["vignette"] for r in rs})
+            if len(vigs) > 1:
+                for vg in vigs:
+                    block[f"x_perc/vignette/{vg}"] = _nanmean(r["x_perc"] for r in rs if r["vignette"] == vg)
             wx = np.asarray([r["word_x_perc"] for r in rs], dtype=np.float64)
             wx = wx[np.isfinite(wx)]
             if wx.size:
@@ -545,7 +634,9 @@ class VerbatimEvaluator(Evaluator):
         finally:
             model.train(was_training)
         rows = [stimulus_metrics(s, o, n, cfg.armeni_skip_first) for s, o, n in zip(keep, offs, nlls)]
-        metrics, extra = summarise(rows, cfg.conditions, cfg.bootstrap_resamples, cfg.seed)
+        # rnn_inputs files carry their own condition; summarise any the config did not list, after it
+        conds = list(cfg.conditions) + sorted({r["condition"] for r in rows} - set(cfg.conditions))
+        metrics, extra = summarise(rows, conds, cfg.bootstrap_resamples, cfg.seed)
         metrics["n_skipped"] = float(len(skipped))
         extra.update({"n_stimuli": len(stims), "n_scored": len(rows), "n_truncated": truncated,
                       "skipped_ids": skipped[:100], "example": stims[0].text if stims else None})
