@@ -90,3 +90,14 @@ def test_curriculum_and_concat_packer(tmp_path, tok):
                                             "val_fraction": 0.0}, tok)
     prof = m["splits"]["train"]["l2t_share_by_tenth"]
     assert prof[0] > prof[-1]
+
+
+def test_token_caps_stop_early_and_keep_mix(tmp_path, tok):
+    full = build_l2t(_docs(), tmp_path / "f", {**CFG, "val_fraction": 0.0}, tok)
+    n = full["splits"]["train"]["n_rows"]
+    cap = (n // 3) * 256
+    m = build_l2t(_docs(), tmp_path / "c", {**CFG, "val_fraction": 0.0, "train_tokens": cap}, tok)
+    s = m["splits"]["train"]
+    assert s["n_rows"] == n // 3 and m["documents"] < 40
+    assert 0 < s["l2t_rows"] < s["n_rows"]
+    assert ShardSet(tmp_path / "c" / "train").n_rows == n // 3

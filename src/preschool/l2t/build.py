@@ -57,12 +57,17 @@ class BuildConfig:
     val_fraction: float = 0.01
     shuffle_seed: int = 21  # reference shuffles the mixed rows with seed 21
     batch_docs: int = 4  # documents per worker task
+    train_tokens: int = 0  # cap on train rows x row_len (0 = everything the input gives)
+    val_tokens: int = 0  # cap on val rows x row_len (0 = no cap: all, or what the train cap's documents gave)
+    cap_margin: float = 0.05  # with caps: read until both splits hold this much more than needed
 
     def validate(self) -> None:
         check(0.0 <= self.raw_ratio <= 1.0, "raw_ratio", f"must be in [0, 1], got {self.raw_ratio}")
         check(self.seq_len >= 8, "seq_len", f"must be >= 8, got {self.seq_len}")
         check(self.pack_batch >= 1, "pack_batch", "must be >= 1")
         check(self.batch_docs >= 1, "batch_docs", "must be >= 1")
+        check(self.train_tokens >= 0, "train_tokens", f"must be >= 0, got {self.train_tokens}")
+        check(self.val_tokens >= 0, "val_tokens", f"must be >= 0, got {self.val_tokens}")
         check(0.0 <= self.val_fraction < 1.0, "val_fraction", f"must be in [0, 1), got {self.val_fraction}")
         check(len(self.curriculum) in (0, 2), "curriculum", "must be [] or [start_share, end_share]")
         for i, v in enumerate(self.curriculum):
@@ -233,6 +238,10 @@ class _Side:
         self.sample_tokens: Counter = Counter()
         self.drops: Counter = Counter()
 
+    def rows(self) -> int:
+        """Rows written so far (both kinds; pending greedy batches not included)."""
+        return self.w["l2t"].n_rows + self.w["raw"].n_rows
+
     def _write(self, kind: str, block) -> None:
         if block is not None and len(block["tokens"]):
             self.w[kind].add_rows(block["tokens"], loss_mask=block["loss_mask"], segments=block["segments"])
@@ -284,9 +293,21 @@ def _gather(ss: ShardSet, idx: np.ndarray, name: str) -> np.ndarray:
     return out
 
 
+def _cap_rows(cfg: BuildConfig, split: str) -> int:
+    cap = cfg.train_tokens if split == "train" else cfg.val_tokens
+    return cap // cfg.row_len if cap else 0
+
+
 def _merge(cfg: BuildConfig, tmp: Path, split: str, out: Path, vocab: int, extra: dict, block: int = 4096) -> dict:
     l2t, raw = ShardSet(tmp / f"{split}-l2t", verify="size"), ShardSet(tmp / f"{split}-raw", verify="size")
-    order = row_order(len(l2t), len(raw), cfg.shuffle_seed + (split == "val"), cfg.curriculum or None)
+    n_l2t, n_raw = len(l2t), len(raw)
+    cap = _cap_rows(cfg, split)
+    if cap and n_l2t + n_raw > cap:
+        # Keep the pools' proportions: the first rows of each (already shuffled or in stream order).
+        n_l2t = min(n_l2t, round(cap * n_l2t / (n_l2t + n_raw)))
+        n_raw = cap - n_l2t
+    order = row_order(n_l2t, n_raw, cfg.shuffle_seed + (split == "val"), cfg.curriculum or None)
+    order = np.where(order < n_l2t, order, order - n_l2t + len(l2t))
     with ShardWriter(out, cfg.row_len, vocab, arrays=["loss_mask", "segments"]) as w:
         for s in range(0, len(order), block):
             o = order[s:s + block]
@@ -300,7 +321,7 @@ def _merge(cfg: BuildConfig, tmp: Path, split: str, out: Path, vocab: int, extra
                     arr[~is_l2t] = _gather(raw, o[~is_l2t] - len(l2t), name)
                 parts[name] = arr
             w.add_rows(parts["tokens"], loss_mask=parts["loss_mask"], segments=parts["segments"])
-        extra = {**extra, "l2t_rows": len(l2t), "raw_rows": len(raw),
+        extra = {**extra, "l2t_rows": n_l2t, "raw_rows": n_raw,
                  "l2t_share_by_tenth": share_profile(order, len(l2t))}
         return w.close(**extra)
 
@@ -345,6 +366,11 @@ def build_l2t(
                     side.add_raw(d.raw)
                 if bar:
                     bar.update(1)
+                if cfg.train_tokens and all(
+                        sides[sp].rows() >= _cap_rows(cfg, sp) * (1 + cfg.cap_margin) for sp in sides):
+                    # Enough rows (the margin keeps the L2T/raw mix representative); without a val cap,
+                    # val holds what the documents read so far gave.
+                    break
             closed = {s: side.finish() for s, side in sides.items()}
         except BaseException:
             for side in sides.values():

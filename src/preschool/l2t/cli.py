@@ -45,6 +45,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--val-fraction", type=float, default=0.01)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--workers", type=int, default=1)
+    p.add_argument("--train-tokens", type=int, default=0, help="cap on train tokens (rows x row_len; 0 = all)")
+    p.add_argument("--val-tokens", type=int, default=0, help="cap on val tokens (0 = all)")
     p.add_argument("--max-documents", type=int, default=0, help="stop after this many documents (0 = all)")
     p.add_argument("--tokenizer", help="tokenizer.json (or folder) to use; default: train a BPE on the input")
     p.add_argument("--vocab-size", type=int, default=2048, help="vocabulary of the trained tokenizer")
@@ -72,6 +74,7 @@ def build_config(args: argparse.Namespace, chars_per_token: float = 4.0):
         "l2t": l2t, "scenario": args.scenario, "raw_ratio": args.raw_ratio, "ratio_by": args.ratio_by,
         "curriculum": list(args.curriculum or []), "packer": args.packer, "seq_len": args.seq_len,
         "loss": args.loss, "loss_on_padding": not args.no_loss_on_padding, "val_fraction": args.val_fraction,
+        "train_tokens": args.train_tokens, "val_tokens": args.val_tokens,
     })
 
 
