@@ -113,3 +113,21 @@ def test_killed_run_resumes_to_the_same_numbers(tmp_path):
         for k in want[arm]:
             assert [x for x, _ in got[arm][k]] == [x for x, _ in want[arm][k]], (arm, k)
             assert got[arm][k] == pytest.approx(want[arm][k], abs=1e-5), (arm, k)
+
+
+def test_reserved_ids_render_grows_the_vocabulary_and_feeds_mean_transfer(tmp_path):
+    """Dyck on its own ids: the model covers tokenizer + symbols; the arm learns reserved_ids from the data."""
+    import yaml
+    from transformers import AutoModelForCausalLM
+
+    out = tmp_path / "r"
+    cfg = _cfg(out, ["data.dyck.render=reserved", "arms.1.stages.1.embeddings_at_start=mean"])
+    run_experiment(cfg, progress=False, stages=("prepare", "train"))
+    man = json.loads((out / "data" / "manifest.json").read_text())
+    base = man["tokenizer"]["vocab_size"]
+    k = 16  # quickstart's Dyck k: 2k symbols
+    assert man["datasets"]["dyck"]["vocab_size"] == base + 2 * k
+    run = out / "arms" / "ppt_dyck" / "seed0"
+    assert yaml.safe_load((run / "config.yaml").read_text())["train"]["reserved_ids"] == [base, base + 2 * k]
+    last = sorted((run / "checkpoints").iterdir())[-1]
+    assert AutoModelForCausalLM.from_pretrained(str(last)).get_input_embeddings().weight.shape[0] == base + 2 * k

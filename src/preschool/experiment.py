@@ -125,13 +125,23 @@ class ExperimentConfig:
             EVALUATORS.get(e.name, f"evals[{i}].name")
             check(e.every >= 1, f"evals[{i}].every", "must be >= 1")
 
-    def train_config(self, arm: ArmSpec, seed: int, path: str = ""):
-        """The resolved TrainConfig of one arm and seed (shared train settings + arm overrides)."""
+    def train_config(self, arm: ArmSpec, seed: int, path: str = "", reserved_ids: list[int] | None = None):
+        """The resolved TrainConfig of one arm and seed (shared train settings + arm overrides).
+
+        ``reserved_ids`` (known once the data exists) fills ``train.reserved_ids`` when the
+        config leaves it unset; before that, a dataset rendered on reserved ids stands in
+        with a dummy range so that validation can check the stages that need one.
+        """
         from .train.trainer import TrainConfig
 
         merged = _deep_merge(self.train, arm.train)
         model = _deep_merge(self.model, arm.model)
         merged = {**merged, "model": model, "stages": arm.stages, "seed": seed}
+        if merged.get("reserved_ids") is None:
+            if reserved_ids is not None:
+                merged["reserved_ids"] = reserved_ids
+            elif any(d.render == "reserved" and d.generator for d in self.data.values()):
+                merged["reserved_ids"] = [0, 1]
         try:
             return from_dict(TrainConfig, merged)
         except ConfigError as e:
@@ -203,13 +213,22 @@ def train_arms(cfg: ExperimentConfig, manifest: dict, progress: bool = True) -> 
     datasets = {name: str(data_dir / name) for name in cfg.data}
 
     for i, (arm, seed, run_dir) in enumerate(arm_dirs(cfg)):
-        tcfg = cfg.train_config(arm, seed, f"arms[{i}]")
+        tcfg = cfg.train_config(arm, seed, f"arms[{i}]", reserved_ids=_reserved_range(manifest))
         tcfg.progress = tcfg.progress and progress
         if (run_dir / "DONE").is_file():
             print(f"[preschool] arm {arm.name} seed {seed}: done, skipping")
             continue
         print(f"[preschool] arm {arm.name} seed {seed}: training -> {run_dir}")
         train(tcfg, run_dir, datasets, data_dir / "tokenizer")
+
+
+def _reserved_range(manifest: dict) -> list[int] | None:
+    """[lo, hi) covering every dataset rendered on reserved ids (for embeddings_at_start: mean)."""
+    ranges = [m["reserved_ids"] for d in manifest["datasets"].values() for m in d["splits"].values()
+              if m.get("reserved_ids")]
+    if not ranges:
+        return None
+    return [min(r[0] for r in ranges), max(r[1] for r in ranges)]
 
 
 def evaluate_arms(cfg: ExperimentConfig) -> None:

@@ -363,11 +363,13 @@ class Trainer:
 
     # -- setup ---------------------------------------------------------------
     def _vocab_size(self) -> int:
+        # The model must cover the tokenizer *and* any reserved ids appended after it
+        # (synthetic symbols rendered as their own tokens), so take the max of both.
+        sizes = []
         if self.tokenizer_dir is not None:
             from ..data.tokenizer import load_tokenizer
 
-            return int(load_tokenizer(self.tokenizer_dir).get_vocab_size())
-        sizes = []
+            sizes.append(int(load_tokenizer(self.tokenizer_dir).get_vocab_size()))
         for name, path in self.datasets.items():
             mpath = path / "train" / "manifest.json"
             if mpath.is_file():
