@@ -10,6 +10,8 @@ from preschool.analysis.stats import (
     mean_sd_over_checkpoints,
     seed_summary,
     stable_gain,
+    t_cdf,
+    t_quantile,
 )
 from preschool.errors import ConfigError, DataError
 
@@ -101,3 +103,17 @@ def test_seed_summary_and_checkpoint_summary():
     m = mean_sd_over_checkpoints([0, 5000, 7500, 10000], [9.0, 1.0, 2.0, 3.0], window=(5000, 10000))
     assert m["n"] == 3 and m["mean"] == pytest.approx(2.0) and m["sd"] == pytest.approx(1.0)
     assert mad([1, 2, 3, 4, 100]) == 1.0
+
+
+def test_student_t_against_table_values():
+    # two-sided 95% critical values from standard t tables
+    for df, crit in ((1, 12.7062), (2, 4.3027), (4, 2.7764), (10, 2.2281), (30, 2.0423), (1000, 1.9623)):
+        assert t_quantile(0.975, df) == pytest.approx(crit, abs=1e-4)
+    assert t_quantile(0.995, 5) == pytest.approx(4.0321, abs=1e-4)
+    assert t_quantile(0.5, 3) == pytest.approx(0.0, abs=1e-9)
+    assert t_quantile(0.025, 10) == pytest.approx(-2.2281, abs=1e-4)
+    # df = 1 is the Cauchy distribution: F(t) = 1/2 + atan(t)/pi
+    for t in (-3.0, -0.5, 0.0, 0.7, 5.0):
+        assert t_cdf(t, 1) == pytest.approx(0.5 + math.atan(t) / math.pi, abs=1e-12)
+    with pytest.raises(ConfigError):
+        t_quantile(1.0, 3)

@@ -197,6 +197,66 @@ def mad(values: Sequence[float]) -> float:
     return float(np.median(np.abs(x - np.median(x))))
 
 
+def _betacf(a: float, b: float, x: float) -> float:
+    """Continued fraction of the regularised incomplete beta function (modified Lentz)."""
+    tiny = 1e-300
+    qab, qap, qam = a + b, a + 1.0, a - 1.0
+    c, d = 1.0, 1.0 - qab * x / qap
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 300):
+        m2 = 2 * m
+        for num in (m * (b - m) * x / ((qam + m2) * (a + m2)), -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))):
+            d = 1.0 + num * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + num / c
+            c = c if abs(c) > tiny else tiny
+            h *= d * c
+        if abs(d * c - 1.0) < 1e-15:
+            break
+    return h
+
+
+def _betainc(a: float, b: float, x: float) -> float:
+    """Regularised incomplete beta I_x(a, b)."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    lbt = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
+    if x < (a + 1.0) / (a + b + 2.0):
+        return math.exp(lbt) * _betacf(a, b, x) / a
+    return 1.0 - math.exp(lbt) * _betacf(b, a, 1.0 - x) / b
+
+
+def t_cdf(t: float, df: float) -> float:
+    """Student-t cumulative distribution function."""
+    tail = 0.5 * _betainc(df / 2.0, 0.5, df / (df + t * t))
+    return 1.0 - tail if t >= 0 else tail
+
+
+def t_quantile(p: float, df: float) -> float:
+    """Student-t quantile (inverse CDF) by bisection; accurate to ~1e-10."""
+    if not 0 < p < 1:
+        raise ConfigError("p", f"must be in (0, 1), got {p}")
+    if df <= 0:
+        raise ConfigError("df", f"must be > 0, got {df}")
+    if p < 0.5:
+        return -t_quantile(1 - p, df)
+    lo, hi = 0.0, 1.0
+    while t_cdf(hi, df) < p:
+        hi *= 2.0
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if t_cdf(mid, df) < p:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo < 1e-12 * max(1.0, hi):
+            break
+    return 0.5 * (lo + hi)
+
+
 def seed_summary(
     per_seed_values: Sequence[float] | Mapping[Any, float],
     ci: float = 0.95,
@@ -208,7 +268,8 @@ def seed_summary(
 
     ``per_seed_values``: one value per seed (list, or dict seed -> value).
     ``method``: ``bootstrap`` (percentile bootstrap of the mean) or ``t``
-    (Student-t interval; needs scipy). Returns
+    (Student-t interval; better with few seeds, where the bootstrap interval
+    shrinks towards the min-max of the seeds). Returns
     ``{mean, sd, sd_pop, n, ci_lo, ci_hi, method, values}``; with one seed the
     SD and CI are None.
     """
@@ -230,13 +291,7 @@ def seed_summary(
     if method == "bootstrap":
         out["ci_lo"], out["ci_hi"] = bootstrap_ci(x, n_resamples=n_resamples, ci=ci, seed=seed, stat="mean")
     else:
-        try:
-            from scipy import stats as sst
-        except ImportError:
-            from ..errors import MissingDependency
-
-            raise MissingDependency("scipy", purpose="t-intervals in seed_summary(method='t')") from None
-        half = float(sst.t.ppf(0.5 + ci / 2, df=n - 1)) * out["sd"] / math.sqrt(n)
+        half = t_quantile(0.5 + ci / 2, df=n - 1) * out["sd"] / math.sqrt(n)
         out["ci_lo"], out["ci_hi"] = out["mean"] - half, out["mean"] + half
     return out
 
