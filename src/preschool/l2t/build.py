@@ -7,7 +7,7 @@ matter which worker runs it. Workers return token ids; the parent consumes the
 batches in order, packs and writes, so 1 and N workers write identical bytes.
 
 Per document (pure function of ``(cfg, index, text, previous text)``):
-train/val assignment (``val_fraction``, by document), raw/L2T routing
+train/val assignment (``val_fraction``, by document id), raw/L2T routing
 (``mixing``), the L2T transform (``transform``), tokenization with BOS
 (``<|endoftext|>``, which is also EOS and padding) before every sample and raw
 document and no EOS (reference), and the per-task drop counts, including
@@ -35,7 +35,7 @@ from ..config import check, from_dict, to_dict
 from ..data.packing import Doc
 from ..data.shards import ShardSet, ShardWriter
 from ..io import atomic_dir, code_version, write_json
-from .mixing import TokenRouter, is_val, route_by_documents, row_order, share_profile
+from .mixing import TokenRouter, route_by_documents, row_order, share_profile
 from .packing import ConcatPacker, PackCounts, pack_greedy
 from .transform import L2TConfig, L2TTransform
 
@@ -162,13 +162,16 @@ class DocumentEncoder:
         out[1:] = ids
         return Doc(out, None)
 
-    def process(self, start: int, texts: list[str], prev_text: str | None) -> list[DocOut]:
+    def process(self, start: int, docs: list[tuple[str, str]], prev_text: str | None) -> list[DocOut]:
+        """Documents ``start, start+1, ...`` given as ``(doc_id, text)``; ``prev_text`` precedes the first."""
+        from ..corpora import is_validation
+
         outs = []
         tf = self.transform
         prev_sents = None
-        for k, text in enumerate(texts):
+        for k, (doc_id, text) in enumerate(docs):
             i = start + k
-            split = "val" if is_val(self.cfg.l2t.seed, i, self.cfg.val_fraction) else "train"
+            split = "val" if is_validation(doc_id, self.cfg.val_fraction, self.cfg.l2t.seed) else "train"
             route = self.route(i)
             sents = tf.sentences(text) if route != "raw" else None
             samples, names, drops, task, raw = [], [], Counter(), None, None
@@ -196,19 +199,30 @@ def _run(batch: tuple[int, list[str], str | None]) -> list[DocOut]:
     return _WORKER.process(*batch)  # type: ignore[union-attr]
 
 
-def _batches(texts: Iterable[str], size: int) -> Iterator[tuple[int, list[str], str | None]]:
+def _as_pair(i: int, d) -> tuple[str, str]:
+    if isinstance(d, str):
+        return str(i), d
+    if isinstance(d, tuple):
+        return str(d[0]), d[1]
+    return str(d.id), d.text  # preschool.corpora.Document
+
+
+def _batches(docs: Iterable, size: int) -> Iterator[tuple[int, list[tuple[str, str]], str | None]]:
     prev, buf, start = None, [], 0
-    for t in texts:
-        buf.append(t)
+    for i, d in enumerate(docs):
+        buf.append(_as_pair(i, d))
         if len(buf) == size:
             yield start, buf, prev
-            start, prev, buf = start + size, buf[-1], []
+            start, prev, buf = start + size, buf[-1][1], []
     if buf:
         yield start, buf, prev
 
 
-def encode_documents(texts: Iterable[str], enc: DocumentEncoder, workers: int = 1) -> Iterator[DocOut]:
-    """Per-document outputs in input order (identical for any ``workers``)."""
+def encode_documents(texts: Iterable, enc: DocumentEncoder, workers: int = 1) -> Iterator[DocOut]:
+    """Per-document outputs in input order (identical for any ``workers``).
+
+    Items are texts (id = their index), ``(doc_id, text)`` pairs or ``Document`` s.
+    """
     batches = _batches(texts, enc.cfg.batch_docs)
     if workers <= 1:
         for b in batches:
@@ -327,10 +341,17 @@ def _merge(cfg: BuildConfig, tmp: Path, split: str, out: Path, vocab: int, extra
 
 
 def build_l2t(
-    texts: Iterable[str], out: str | Path, cfg: BuildConfig | dict, tokenizer, workers: int = 1,
+    texts: Iterable, out: str | Path, cfg: BuildConfig | dict, tokenizer, workers: int = 1,
     pool: tuple[str, ...] | None = None, source: dict | None = None, progress: bool = False,
 ) -> dict:
-    """Transform, pack, mix and write ``out/{train,val}``; returns the top-level manifest."""
+    """Transform, pack, mix and write ``out/{train,val}``; returns the top-level manifest.
+
+    ``texts``: strings (document id = index), ``(doc_id, text)`` pairs or
+    ``preschool.corpora.Document`` s. Val documents are chosen by
+    ``corpora.is_validation(doc_id, val_fraction, seed)``, the split rule the
+    other data pipelines use, so the same corpus and seed hold out the same
+    documents everywhere.
+    """
     from ..data.tokenizer import eos_id, save_tokenizer, tokenizer_hash
 
     if not isinstance(cfg, BuildConfig):

@@ -84,6 +84,12 @@ def _texts(args):
     return (t for _, t in iter_texts(args.input, args.text_field, args.max_documents or None))
 
 
+def _docs(args):
+    from .inputs import iter_texts
+
+    return iter_texts(args.input, args.text_field, args.max_documents or None)
+
+
 def preview(cfg, args, out=None) -> int:
     """Print ``args.preview`` samples per task (each task forced on the first documents)."""
     out = out or sys.stdout
@@ -149,7 +155,7 @@ def run(args: argparse.Namespace) -> int:
     cfg = build_config(args, cpt)
     if cfg.l2t.word_pool == "corpus":
         pool = corpus_pool(iter_sample(_texts(args), args.tokenizer_documents))
-    m = build_l2t(_texts(args), args.out, cfg, tok, workers=args.workers, pool=pool,
+    m = build_l2t(_docs(args), args.out, cfg, tok, workers=args.workers, pool=pool,
                   source={"input": str(Path(args.input)), "tokenizer": source_tok}, progress=sys.stderr.isatty())
     for split, s in m["splits"].items():
         print(f"{split}: {s['n_rows']} rows ({s['l2t_rows']} L2T, {s['raw_rows']} raw)")

@@ -32,15 +32,10 @@ import zlib
 import numpy as np
 
 _ROUTE = zlib.crc32(b"l2t-route")
-_VAL = zlib.crc32(b"l2t-val")
 
 
 def doc_uniform(seed: int, index: int, salt: int) -> float:
     return float(np.random.default_rng([seed, int(index), salt]).random())
-
-
-def is_val(seed: int, index: int, val_fraction: float) -> bool:
-    return val_fraction > 0 and doc_uniform(seed, index, _VAL) < val_fraction
 
 
 def route_by_documents(seed: int, index: int, raw_ratio: float) -> str:

@@ -1,0 +1,70 @@
+"""L2T datasets inside an experiment (``preschool run``): the hook ``data/prepare.py`` needs.
+
+An experiment dataset with an ``l2t:`` block (a :class:`BuildConfig` as a
+mapping, without ``seq_len``) is built from its corpus by
+:func:`write_l2t_dataset` into ``<data>/<name>/{train,val}``, with the
+experiment's tokenizer, ``seq_len``, seed and token budgets::
+
+    data:
+      l2t_disjoint:
+        corpus: novels
+        tokens: 2_000_000
+        val_tokens: 65_536
+        l2t: {scenario: disjoint, raw_ratio: 0.5}
+
+Chunk sizes default to ``seq_len // 4`` tokens of the experiment's tokenizer
+(the reference's 512 at 2048), counted as characters / (characters per token,
+measured on the corpus). Held-out documents are chosen with
+``corpora.is_validation(doc.id, val_fraction, seed)``, as for plain corpus
+datasets, so every arm holds out the same documents.
+"""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Any
+
+from ..config import from_dict
+from ..errors import ConfigError
+from .build import BuildConfig, build_l2t
+
+
+def l2t_build_config(l2t: dict[str, Any], seq_len: int, seed: int, tokens: int, val_tokens: int,
+                     val_fraction: float, chars_per_token: float = 4.0, field: str = "l2t") -> BuildConfig:
+    if "seq_len" in l2t:
+        raise ConfigError(f"{field}.seq_len", "set by the experiment's seq_len")
+    inner = {"seed": seed, "chunk_tokens": max(1, seq_len // 4), "count_tokens": "chars",
+             "chars_per_token": chars_per_token, **dict(l2t.get("l2t", {}))}
+    return from_dict(BuildConfig, {**l2t, "l2t": inner, "seq_len": seq_len, "train_tokens": tokens,
+                                   "val_tokens": val_tokens, "val_fraction": val_fraction}, field)
+
+
+def write_l2t_dataset(name: str, l2t: dict[str, Any], corpus_cfg, tok, row_len: int, seed: int, out: str | Path,
+                      tokens: int, val_tokens: int, val_fraction: float, workers: int = 1,
+                      progress: bool = False) -> dict[str, dict]:
+    """Build ``out/train`` (and ``out/val``) for an experiment; returns the shard manifests by split."""
+    from ..config import to_dict
+    from ..corpora import iter_documents
+    from ..data.shards import ShardSet
+    from .cli import chars_per_token
+
+    field = f"data.{name}.l2t"
+    l2t_build_config(l2t, row_len - 1, seed, tokens, val_tokens, val_fraction, field=field)  # fail fast
+    sample = (d.text for d in itertools.islice(iter_documents(corpus_cfg), 200))
+    cfg = l2t_build_config(l2t, row_len - 1, seed, tokens, val_tokens, val_fraction,
+                           chars_per_token(tok, sample), field)
+    pool = None
+    if cfg.l2t.word_pool == "corpus":
+        from .text import corpus_pool
+
+        pool = corpus_pool(d.text for d in itertools.islice(iter_documents(corpus_cfg), 20000))
+    m = build_l2t(iter_documents(corpus_cfg), out, cfg, tok, workers=workers, pool=pool,
+                  source={"kind": "corpus", "config": to_dict(corpus_cfg)}, progress=progress)
+    got = m["splits"]["train"]["n_rows"]
+    if got < tokens // row_len:
+        raise ConfigError(f"data.{name}.tokens", f"the corpus ran out after {got * row_len} L2T+raw train tokens "
+                                                 f"(asked for {tokens}); lower the budget or give a larger corpus")
+    out = Path(out)
+    return {s: ShardSet(out / s, verify="size").manifest for s in ("train", "val")
+            if (out / s / "manifest.json").is_file() and (s == "train" or val_tokens > 0)}
