@@ -104,6 +104,9 @@ class NCA(Generator):
         # Flat-cell index tables: the 9 periodic neighbours of every cell (offset
         # order dy, dx in -1..1), and the 4 cells of every 2x2 patch (row-major).
         yy, xx = np.divmod(np.arange(g * g), g)
+        self._base: dict[int, np.ndarray] = {}
+        self._states = np.arange(n, dtype=np.int64)[None, :, None]
+        self._w3_cache: tuple = (None, None)
         self._nbr = np.stack([((yy + dy) % g) * g + (xx + dx) % g for dy in (-1, 0, 1) for dx in (-1, 0, 1)])
         py, px = np.divmod(np.arange((g // 2) ** 2), g // 2)
         self._patch_cells = np.stack([(2 * py + a) * g + 2 * px + b for a in (0, 1) for b in (0, 1)], -1)
@@ -143,14 +146,28 @@ class NCA(Generator):
         return w1, w2, w3
 
     def logits(self, rule, state: np.ndarray) -> np.ndarray:
-        """Next-state logits (B, cells, n_states) for flat integer states (B, cells)."""
+        """Next-state logits (B, n_states, cells) for flat integer states (B, cells).
+
+        States-first layout: reductions over the states then run over contiguous
+        (B, cells) slices, ~10x faster than over a short last axis.
+        """
         w1, w2, w3 = rule
-        b, n = len(state), self.cfg.n_states
+        b = len(state)
+        base = self._base.get(b)
+        if base is None:  # flat row of (rule, neighbour offset) in w1 viewed as (B*9*n, channels)
+            base = self._base[b] = ((np.arange(b)[:, None, None] * 9 + np.arange(9)[None, :, None])
+                                    * self.cfg.n_states).astype(np.int32)
         # One-hot input: the 3x3 conv is a table look-up per (rule, neighbour offset,
         # neighbour state), summed over the 9 offsets; one flat gather is fastest.
-        flat = (np.arange(b)[:, None, None] * 9 + np.arange(9)[None, :, None]) * n + state[:, self._nbr]
+        flat = np.take(state, self._nbr, axis=1)
+        flat += base
         h = np.take(w1.reshape(-1, w1.shape[-1]), flat, axis=0).sum(1)  # (B, cells, channels)
-        return np.maximum(h @ w2, 0.0) @ w3
+        return np.matmul(self._w3t(w3), np.maximum(h @ w2, 0.0).transpose(0, 2, 1))
+
+    def _w3t(self, w3: np.ndarray) -> np.ndarray:
+        if self._w3_cache[0] is not w3:
+            self._w3_cache = (w3, np.ascontiguousarray(w3.transpose(0, 2, 1)))
+        return self._w3_cache[1]
 
     def initial_states(self, rng: np.random.Generator, b: int) -> np.ndarray:
         c = self.cfg
@@ -181,22 +198,34 @@ class NCA(Generator):
         c = self.cfg
         b = len(s0)
         s = s0
-        inv_t = np.float32(1.0 / c.temperature)
         frames = np.empty((b, n_frames, c.grid * c.grid), np.int64)
         for t in range(c.warmup + n_frames - 1):
             if t >= c.warmup:
                 frames[:, t - c.warmup] = s
             z = self.logits(rules, s)
-            z -= z.max(-1, keepdims=True)
-            z *= inv_t
-            # exp(-60) ~ 1e-26 is already no chance at all; clipping keeps float32
-            # away from slow denormals.
-            np.maximum(z, -60.0, out=z)
-            np.exp(z, out=z)
-            cdf = np.cumsum(z, -1)
-            s = np.minimum((u[:, t] * cdf[..., -1:] > cdf).sum(-1), c.n_states - 1)
+            s = self.sample(z, u[:, t])
         frames[:, n_frames - 1] = s
         return frames
+
+    def sample(self, z: np.ndarray, u: np.ndarray) -> np.ndarray:
+        """Next states from logits z (B, n, cells) and uniforms u (B, cells, 1).
+
+        Categorical(softmax(z / T)) by inverse CDF, except that a cell whose best
+        logit leads every other by >= 60 T takes the argmax directly (any other
+        state has probability < e^-60 there); with T = 1e-4 that is nearly every
+        cell, so the exp/cumsum runs only on the near-ties.
+        """
+        c = self.cfg
+        zmax = z.max(1)
+        close = z >= (zmax - np.float32(60.0 * c.temperature))[:, None]
+        s = (close * self._states).sum(1)  # the argmax where it is the only close state
+        tie = np.count_nonzero(close, axis=1) > 1
+        if tie.any():
+            zt = (z.transpose(0, 2, 1)[tie] - zmax[tie][:, None]) * np.float32(1.0 / c.temperature)
+            np.maximum(zt, -60.0, out=zt)
+            cdf = np.cumsum(np.exp(zt), -1)
+            s[tie] = np.minimum((u[tie] * cdf[:, -1:] > cdf).sum(-1), c.n_states - 1)
+        return s
 
     def rollout(self, rules, rng: np.random.Generator, n_frames: int) -> np.ndarray:
         """Draw and simulate ``len(rules[0])`` trajectories under ``rules``."""
@@ -347,9 +376,9 @@ class NCA(Generator):
             # sample is the argmax (probability of anything else < e^-50); cells
             # near a tie (e.g. every hidden unit off, all logits 0) are random.
             z = self.logits(tuple(np.repeat(w, T - 1, 0) for w in rule), frames[:-1])
-            top2 = np.sort(z, -1)[..., -2:]
-            sure = (top2[..., 1] - top2[..., 0]) >= 50 * c.temperature
-            follows = np.argmax(z, -1) == frames[1:]
+            top2 = np.sort(z, 1)[:, -2:]
+            sure = (top2[:, 1] - top2[:, 0]) >= 50 * c.temperature
+            follows = np.argmax(z, 1) == frames[1:]
             bad = sure & ~follows
             assert not bad.any(), f"frame {int(np.argwhere(bad)[0][0]) + 1}: a cell breaks the rule"
             assert sure.mean() > 0.5, "most cells should be decided by the rule"
