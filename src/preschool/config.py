@@ -196,3 +196,21 @@ def apply_overrides(data: dict, overrides: list[str]) -> dict:
         else:
             node[last] = value
     return data
+
+
+def deep_merge(a: dict, b: dict) -> dict:
+    """``a`` updated by ``b``, recursing into nested mappings (inputs untouched)."""
+    import copy
+
+    out = copy.deepcopy(a)
+    for k, v in b.items():
+        out[k] = deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else copy.deepcopy(v)
+    return out
+
+
+def load_config(cls: type, path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> Any:
+    """Build config dataclass ``cls`` from a YAML file plus ``a.b=value`` overrides."""
+    data = load_yaml(path)
+    if overrides:
+        data = apply_overrides(data, list(overrides))
+    return from_dict(cls, data)

@@ -23,12 +23,11 @@ Layout under ``out``::
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .config import check, from_dict, to_dict
+from .config import check, deep_merge, from_dict, load_config, to_dict
 from .data.prepare import DatasetSpec
 from .data.tokenizer import TokenizerConfig
 from .errors import ConfigError
@@ -134,8 +133,8 @@ class ExperimentConfig:
         """
         from .train.trainer import TrainConfig
 
-        merged = _deep_merge(self.train, arm.train)
-        model = _deep_merge(self.model, arm.model)
+        merged = deep_merge(self.train, arm.train)
+        model = deep_merge(self.model, arm.model)
         merged = {**merged, "model": model, "stages": arm.stages, "seed": seed}
         if merged.get("reserved_ids") is None:
             if reserved_ids is not None:
@@ -157,20 +156,8 @@ class ExperimentConfig:
         return Path(self.out or f"runs/{self.name}")
 
 
-def _deep_merge(a: dict, b: dict) -> dict:
-    out = copy.deepcopy(a)
-    for k, v in b.items():
-        out[k] = _deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else copy.deepcopy(v)
-    return out
-
-
 def load_experiment(path: str | Path, overrides: list[str] = ()) -> ExperimentConfig:
-    from .config import apply_overrides, load_yaml
-
-    data = load_yaml(path)
-    if overrides:
-        data = apply_overrides(data, list(overrides))
-    return from_dict(ExperimentConfig, data)
+    return load_config(ExperimentConfig, path, overrides)
 
 
 def _resolve(value: Any, data_dir: Path) -> Any:
