@@ -44,7 +44,7 @@ import math
 import re
 import string
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
