@@ -27,3 +27,17 @@ def test_seq_len_is_the_experiments():
         l2t_build_config({"seq_len": 64}, 128, 0, 1000, 0, 0.0)
     with pytest.raises(ConfigError, match="l2t.scenario"):
         l2t_build_config({"scenario": "sharde"}, 128, 0, 1000, 0, 0.0)
+
+
+def test_example_l2t_blocks_validate():
+    from pathlib import Path
+
+    import yaml
+
+    ex = Path(__file__).resolve().parents[2] / "examples" / "l2t_blimp.yaml"
+    d = yaml.safe_load(ex.read_text())
+    blocks = {n: s for n, s in d["data"].items() if "l2t" in s}
+    assert set(blocks) == {"l2t_disjoint", "l2t_shared"}
+    for n, s in blocks.items():
+        cfg = l2t_build_config(s["l2t"], d["seq_len"], 0, s["tokens"], s["val_tokens"], 0.02, field=f"data.{n}.l2t")
+        assert cfg.train_tokens == s["tokens"] == d["data"]["raw"]["tokens"]
