@@ -194,6 +194,7 @@ def test_hf_hub_unreachable_is_a_data_error(monkeypatch):
 
 def test_storybook_source_sizing():
     docs, st = read(cfg(source="storybook", seed=3, max_documents=25))
+    assert [d.text for d in iter_documents({"source": "storybook", "seed": 3, "max_documents": 25})] == [d.text for d in docs]
     assert len(docs) == 25 and docs[4].id == "storybook:4" and docs[4].meta["index"] == 4
     again, _ = read(cfg(source="storybook", seed=3, max_documents=25))
     assert [d.text for d in docs] == [d.text for d in again]

@@ -150,3 +150,13 @@ def test_write_minimal_pairs(tmp_path):
     assert write_minimal_pairs(tmp_path / "c", seed=5, n_per_paradigm=50)[0].read_bytes() != paths[0].read_bytes()
     with pytest.raises(ConfigError, match="paradigms"):
         write_minimal_pairs(tmp_path / "d", paradigms=["nope"])
+
+
+def test_pairs_load_in_the_minimal_pairs_evaluator(tmp_path):
+    mp = pytest.importorskip("preschool.evals.minimal_pairs")
+    if not hasattr(mp, "load_pairs"):
+        pytest.skip("evaluator has no load_pairs")
+    write_minimal_pairs(tmp_path, seed=0, n_per_paradigm=10)
+    pairs, sources = mp.load_pairs(str(tmp_path))
+    assert len(pairs) == 10 * len(PARADIGMS) and len(sources) == len(PARADIGMS)
+    assert {p.uid for p in pairs} == {f"storybook_{k}" for k in PARADIGMS}

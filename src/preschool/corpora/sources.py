@@ -241,15 +241,19 @@ class StorybookSource(Source):
             yield Document(f"storybook:{i}", book.story(i), {"source": "storybook", "index": i, "seed": self.cfg.seed})
 
 
-def iter_documents(cfg: CorpusConfig, stats: ReadStats | None = None,
+def iter_documents(cfg: CorpusConfig | dict, stats: ReadStats | None = None,
                    count_tokens: Callable[[str], int] | None = None) -> Iterator[Document]:
-    """Documents of corpus ``cfg`` in a deterministic order, with stable ids.
+    """Documents of corpus ``cfg`` (a CorpusConfig or its fields as a dict) in a deterministic order, with stable ids.
 
     ``stats`` (optional) is filled in as documents are read. ``count_tokens``
     (optional) measures ``target_tokens`` in tokenizer tokens instead of
     whitespace words. Documents that are empty after clean-up, or shorter than
     ``min_chars``, are dropped and counted.
     """
+    if isinstance(cfg, dict):
+        from ..config import from_dict
+
+        cfg = from_dict(CorpusConfig, cfg)
     stats = stats if stats is not None else ReadStats()
     source = SOURCES.get(cfg.source, "source").cls(cfg)
     n_docs = 0
