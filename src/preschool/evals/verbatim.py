@@ -437,20 +437,26 @@ def token_nlls(model, batches_of_ids: list[list[int]], batch_size: int, pad_id: 
     return out  # type: ignore[return-value]
 
 
-def _token_words(text: str, spans, offsets) -> np.ndarray:
-    """Word index per token by majority character overlap (-1: no word, e.g. a space or special token)."""
-    owner = np.full(len(text) + 1, -1, dtype=np.int64)
-    for w, (a, b, _, _) in enumerate(spans):
-        owner[a:b] = w
-    res = np.full(len(offsets), -1, dtype=np.int64)
-    for t, (a, b) in enumerate(offsets):
-        if b <= a:
-            continue
-        o = owner[a:b]
-        o = o[o >= 0]
-        if o.size:
-            vals, counts = np.unique(o, return_counts=True)
-            res[t] = int(vals[np.argmax(counts)])
+def _token_words(text: str, spans, offsets) -> list[int]:
+    """Word index per token by majority character overlap (-1: no word, e.g. a space or special token).
+
+    Word spans are sorted and disjoint, so each token's candidate words are found
+    by bisection; ties go to the earlier word.
+    """
+    import bisect
+
+    starts = [a for a, _, _, _ in spans]
+    res = []
+    for a, b in offsets:
+        best, best_len = -1, 0
+        if b > a:
+            w = max(0, bisect.bisect_right(starts, a) - 1)
+            while w < len(spans) and spans[w][0] < b:
+                ov = min(b, spans[w][1]) - max(a, spans[w][0])
+                if ov > best_len:
+                    best, best_len = w, ov
+                w += 1
+        res.append(best)
     return res
 
 
