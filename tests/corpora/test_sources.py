@@ -3,7 +3,7 @@ import json
 import pytest
 
 from preschool.config import from_dict
-from preschool.corpora import SOURCES, CorpusConfig, ReadStats, iter_documents
+from preschool.corpora import SOURCES, CorpusConfig, ReadStats, chunk_text, clean_text, iter_documents
 from preschool.errors import ConfigError, DataError
 
 
@@ -78,15 +78,16 @@ def test_lines_mode_and_limits(messy):
     assert "sub/c.txt#0" not in [d.id for d in docs]  # "Nested file." has 12 chars
 
 
-def test_bad_utf8_policies(tmp_path):
+@pytest.mark.parametrize("mode", ["none", "paragraphs"])  # whole-file read and line streaming
+def test_bad_utf8_policies(tmp_path, mode):
     (tmp_path / "ok.txt").write_text("fine\n", encoding="utf-8")
-    (tmp_path / "bad.txt").write_bytes(b"hello \xff\xfe world\n")
-    with pytest.raises(DataError, match=r"bad\.txt: invalid UTF-8 at byte offset 6, line 1"):
-        read(cfg(source="text", path=str(tmp_path)))
-    docs, st = read(cfg(source="text", path=str(tmp_path), on_bad_utf8="drop"))
-    assert [d.id for d in docs] == ["ok.txt"] and st.drops == {"bad_utf8": 1}
-    docs, st = read(cfg(source="text", path=str(tmp_path), on_bad_utf8="replace"))
-    assert docs[0].text == "hello \ufffd\ufffd world\n" and st.replaced_bad_utf8 == 1
+    (tmp_path / "bad.txt").write_bytes(b"\xef\xbb\xbfgood\r\nhello \xff\xfe world\n\xff\n")
+    with pytest.raises(DataError, match=r"bad\.txt: invalid UTF-8 at byte offset 15, line 2"):
+        read(cfg(source="text", path=str(tmp_path), split_documents=mode))
+    docs, st = read(cfg(source="text", path=str(tmp_path), on_bad_utf8="drop", split_documents=mode))
+    assert [d.meta["path"] for d in docs] == ["ok.txt"] and st.drops == {"bad_utf8": 1} and st.files == 2
+    docs, st = read(cfg(source="text", path=str(tmp_path), on_bad_utf8="replace", split_documents=mode))
+    assert docs[0].text.startswith("good\nhello \ufffd\ufffd world\n\ufffd") and st.replaced_bad_utf8 == 1
 
 
 def write_jsonl(path, lines):
@@ -117,10 +118,13 @@ def test_jsonl_missing_field_error_names_line(tmp_path):
     assert [d.text for d in docs] == ["x"]
 
 
-def test_text_bad_utf8_line_number(tmp_path):
-    (tmp_path / "bad.txt").write_bytes(b"one\r\ntwo\r\nthr\xe9e\r\n")
-    with pytest.raises(DataError, match=r"invalid UTF-8 at byte offset 13, line 3"):
-        read(cfg(source="text", path=str(tmp_path)))
+def test_streamed_chunks_equal_whole_text_chunks(messy, tmp_path):
+    (messy / "odd.txt").write_bytes(b"  \r\n\r\nA\rB\r\r\n \t \nC\x0c\n\x0c\n\n" + b"long line. " * 500 + b"\n\xef\xbb\xbfx")  # + a BOM mid-text
+    for mode in ("paragraphs", "lines"):
+        docs, _ = read(cfg(source="text", path=str(messy), split_documents=mode, chunk_chars=300))
+        for f in ["a.txt", "b.txt", "odd.txt", "sub/c.txt"]:
+            whole = clean_text((messy / f).read_bytes().decode("utf-8"))
+            assert [d.text for d in docs if d.meta["path"] == f] == [c for c in chunk_text(whole, mode, 300) if c.strip()]
 
 
 def test_json_array_file_is_explained(tmp_path):
@@ -234,3 +238,5 @@ def test_novels(shared_data):
     assert [(d.id, d.text) for d in first] == [(d.id, d.text) for d in again]
     whole, st2 = read(cfg(source="text", path=str(shared_data / "novels")))
     assert len(whole) == 90 and st2.words == st.words
+    for w in whole[::15]:  # the line-streamed chunks are exactly the chunks of the whole text
+        assert [d.text for d in docs if d.meta["path"] == w.id] == chunk_text(w.text, "paragraphs", 4000)

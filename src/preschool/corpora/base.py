@@ -137,13 +137,18 @@ def clean_text(text: str) -> str:
     return text
 
 
+def bad_utf8_message(where: str, offset: int, line: int | None, snippet: bytes) -> str:
+    at = f"byte offset {offset}" + (f", line {line}" if line is not None else "")
+    return f"{where}: invalid UTF-8 at {at} ({snippet!r}); set on_bad_utf8: replace or drop to read it anyway"
+
+
 def decode_bytes(data: bytes, where: str, policy: str, stats: ReadStats, base_offset: int = 0,
-                 count_lines: bool = False) -> str | None:
+                 first_line: int | None = None) -> str | None:
     """UTF-8 decode under ``on_bad_utf8``; ``None`` means dropped.
 
     ``where`` names the file (and line); the error gives the byte offset in the
-    file (``base_offset`` + position in ``data``) and, with ``count_lines``,
-    the line of ``data`` it is on.
+    file (``base_offset`` + position in ``data``) and, when ``first_line`` (the
+    line ``data`` starts on) is given, the line of the bad byte.
     """
     try:
         return data.decode("utf-8")
@@ -151,9 +156,8 @@ def decode_bytes(data: bytes, where: str, policy: str, stats: ReadStats, base_of
         if policy == "error":
             from ..errors import DataError
 
-            line = ", line %d" % (data.count(b"\n", 0, e.start) + 1) if count_lines else ""
-            raise DataError(f"{where}: invalid UTF-8 at byte offset {base_offset + e.start}{line} "
-                            f"({data[e.start:e.start + 4]!r}); set on_bad_utf8: replace or drop to read it anyway") from None
+            line = None if first_line is None else first_line + data.count(b"\n", 0, e.start)
+            raise DataError(bad_utf8_message(where, base_offset + e.start, line, data[e.start:e.start + 4])) from None
         if policy == "drop":
             stats.drop("bad_utf8")
             return None
@@ -161,36 +165,11 @@ def decode_bytes(data: bytes, where: str, policy: str, stats: ReadStats, base_of
         return data.decode("utf-8", errors="replace")
 
 
-_PARA = re.compile(r"\n[ \t]*\n+")
 _SENT_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+")
 
 
-def _units(text: str, chunk_chars: int) -> Iterator[tuple[str, str]]:
-    """(piece, separator before it): paragraphs; oversized ones cut at line ends, then sentence ends, then spaces.
-
-    The separator is what stood between the pieces in the text (blank line,
-    newline or space), so chunks keep the text's own layout.
-    """
-    for para in _PARA.split(text):
-        para = para.strip("\n")
-        if not para.strip():
-            continue
-        if len(para) <= chunk_chars:
-            yield para, "\n\n"
-            continue
-        sep = "\n\n"
-        for line in para.split("\n"):
-            if not line.strip():
-                continue
-            if len(line) <= chunk_chars:
-                yield line, sep
-            else:
-                for k, piece in enumerate(_cut_long(line, chunk_chars)):
-                    yield piece, sep if k == 0 else " "
-            sep = "\n"
-
-
 def _cut_long(line: str, chunk_chars: int) -> Iterator[str]:
+    """Pieces of at most ``chunk_chars`` of one long line: cut after a sentence end, else at a space."""
     start = 0
     n = len(line)
     while n - start > chunk_chars:
@@ -205,34 +184,88 @@ def _cut_long(line: str, chunk_chars: int) -> Iterator[str]:
         yield line[start:]
 
 
-def chunk_text(text: str, mode: str, chunk_chars: int) -> list[str]:
-    """Cut a cleaned text into documents: whole text, greedy groups of paragraphs, or non-blank lines.
+class _Packer:
+    """Greedy chunk builder: pieces (with the separator that stood before them) until the next would overflow."""
 
-    ``paragraphs``: blank-line separated paragraphs are joined (with their
-    original separator) until adding the next would pass ``chunk_chars``; a
-    paragraph longer than that is cut at line ends, then sentence ends, then
-    spaces, so no chunk is over ``chunk_chars``. Texts with one paragraph per
-    line (no blank lines) are cut at line ends the same way.
+    def __init__(self, limit: int):
+        self.limit = limit
+        self.cur: list[str] = []
+        self.size = 0
+
+    def add(self, piece: str, sep: str) -> Iterator[str]:
+        if self.cur and self.size + len(sep) + len(piece) > self.limit:
+            yield "".join(self.cur)
+            self.cur, self.size = [], 0
+        if self.cur:
+            self.cur.append(sep)
+            self.size += len(sep)
+        self.cur.append(piece)
+        self.size += len(piece)
+
+    def add_line(self, line: str, sep: str) -> Iterator[str]:
+        if len(line) <= self.limit:
+            yield from self.add(line, sep)
+            return
+        for k, piece in enumerate(_cut_long(line, self.limit)):
+            yield from self.add(piece, sep if k == 0 else " ")
+
+    def flush(self) -> Iterator[str]:
+        if self.cur:
+            yield "".join(self.cur)
+        self.cur, self.size = [], 0
+
+
+def chunk_lines(lines: Iterable[str], mode: str, chunk_chars: int) -> Iterator[str]:
+    """Cut a cleaned text, given as its lines (no newlines), into documents; streams in bounded memory.
+
+    ``none``: the whole text. ``lines``: each non-blank line. ``paragraphs``: a
+    paragraph is a run of lines without a blank (empty or spaces/tabs only)
+    line; paragraphs are joined with a blank line until adding the next would
+    pass ``chunk_chars``. A paragraph longer than that is taken line by line
+    (joined with a newline), and a line longer than that is cut after a
+    sentence end, else at a space, so no chunk is over ``chunk_chars``. A text
+    with one paragraph per line and no blank lines is thus cut at line ends.
+    Memory stays about ``chunk_chars`` plus the longest line.
     """
     if mode == "none":
-        return [text]
+        yield "\n".join(lines)
+        return
     if mode == "lines":
-        return [ln for ln in text.split("\n") if ln.strip()]
-    chunks: list[str] = []
-    cur: list[str] = []
+        yield from (ln for ln in lines if ln.strip())
+        return
+    pack = _Packer(chunk_chars)
+    para: list[str] = []
     size = 0
-    for piece, sep in _units(text, chunk_chars):
-        if cur and size + len(sep) + len(piece) > chunk_chars:
-            chunks.append("".join(cur))
-            cur, size = [], 0
-        if cur:
-            cur.append(sep)
-            size += len(sep)
-        cur.append(piece)
-        size += len(piece)
-    if cur:
-        chunks.append("".join(cur))
-    return chunks
+    big = False  # the current paragraph overflowed: its lines go out one by one
+    for ln in lines:
+        if not ln.strip(" \t"):
+            if para and not big and "".join(para).strip():
+                yield from pack.add("\n".join(para), "\n\n")
+            para, size, big = [], 0, False
+        elif big:
+            if ln.strip():
+                yield from pack.add_line(ln, "\n")
+        else:
+            size += len(ln) + (1 if para else 0)
+            para.append(ln)
+            if size > chunk_chars:
+                big = True
+                sep = "\n\n"
+                for held in para:
+                    if held.strip():
+                        yield from pack.add_line(held, sep)
+                        sep = "\n"
+                para = []
+    if para and not big and "".join(para).strip():
+        yield from pack.add("\n".join(para), "\n\n")
+    yield from pack.flush()
+
+
+def chunk_text(text: str, mode: str, chunk_chars: int) -> list[str]:
+    """:func:`chunk_lines` over a whole text held in memory."""
+    if mode == "none":
+        return [text]
+    return list(chunk_lines(text.split("\n"), mode, chunk_chars))
 
 
 # ---------------------------------------------------------------- train / validation split

@@ -15,15 +15,17 @@ With ``id_field`` set, jsonl/parquet/hf use that field's value instead.
 
 from __future__ import annotations
 
+import codecs
 import gzip
 import itertools
 import json
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterable, Iterator
 
 from ..errors import ConfigError, DataError
 from ..registry import Registry
-from .base import CorpusConfig, Document, ReadStats, chunk_text, clean_text, decode_bytes
+from .base import (CorpusConfig, Document, ReadStats, bad_utf8_message, chunk_lines, chunk_text, clean_text,
+                   decode_bytes)
 
 SOURCES = Registry("source")
 
@@ -40,6 +42,11 @@ class Source:
 
     def documents(self, stats: ReadStats) -> Iterator[Document]:
         raise NotImplementedError
+
+    def pieces(self, stats: ReadStats) -> Iterator[tuple[str, dict, Iterable[str]]]:
+        """(id, meta, texts after ``split_documents``) per raw document; a source may override it to stream."""
+        for doc in self.documents(stats):
+            yield doc.id, doc.meta, chunk_text(doc.text, self.cfg.split_documents, self.cfg.chunk_chars)
 
     # -- shared file helpers
     def files(self) -> list[tuple[Path, str]]:
@@ -78,16 +85,73 @@ class Source:
 
 @SOURCES.register("text", config=CorpusConfig)
 class TextSource(Source):
-    """Plain-text files: each file is one document (cut into chunks by ``split_documents``)."""
+    """Plain-text files: each file is one document (cut into chunks by ``split_documents``).
+
+    With ``split_documents`` other than ``none`` a file is streamed line by
+    line, so memory stays bounded whatever the file's size; with ``none`` it is
+    read whole (it is one document).
+    """
 
     extensions = (".txt", ".text", ".md")
+
+    def pieces(self, stats: ReadStats) -> Iterator[tuple[str, dict, Iterable[str]]]:
+        c = self.cfg
+        if c.split_documents == "none":
+            yield from super().pieces(stats)
+            return
+        for path, rel in self.files():
+            stats.files += 1
+            if c.on_bad_utf8 == "drop" and not self._valid_utf8(path):
+                stats.drop("bad_utf8")  # checked first: chunks already handed out could not be taken back
+                continue
+            yield rel, {"source": "text", "path": rel}, chunk_lines(self._lines(path, stats), c.split_documents,
+                                                                    c.chunk_chars)
+
+    def _valid_utf8(self, path: Path) -> bool:
+        dec = codecs.getincrementaldecoder("utf-8")()
+        with self.open_binary(path) as fh:
+            try:
+                while block := fh.read(1 << 20):
+                    dec.decode(block)
+                dec.decode(b"", final=True)
+            except UnicodeDecodeError:
+                return False
+        return True
+
+    def _lines(self, path: Path, stats: ReadStats) -> Iterator[str]:
+        """The file's lines, cleaned like :func:`clean_text` (no BOM, CRLF and lone CR as line ends)."""
+        replaced = False
+        offset = 0
+        with self.open_binary(path) as fh:
+            for lineno, raw in enumerate(fh, 1):
+                start, offset = offset, offset + len(raw)
+                if lineno == 1 and raw.startswith(b"\xef\xbb\xbf"):
+                    raw, start = raw[3:], start + 3
+                if raw.endswith(b"\n"):
+                    raw = raw[:-1]
+                if raw.endswith(b"\r"):
+                    raw = raw[:-1]
+                try:
+                    line = raw.decode("utf-8")
+                except UnicodeDecodeError as e:
+                    if self.cfg.on_bad_utf8 == "error":
+                        raise DataError(bad_utf8_message(str(path), start + e.start, lineno, raw[e.start:e.start + 4])) from None
+                    line, replaced = raw.decode("utf-8", errors="replace"), True
+                if "\ufeff" in line:
+                    line = line.replace("\ufeff", "")
+                if "\r" in line:
+                    yield from line.split("\r")
+                else:
+                    yield line
+        if replaced:
+            stats.replaced_bad_utf8 += 1
 
     def documents(self, stats: ReadStats) -> Iterator[Document]:
         for path, rel in self.files():
             with self.open_binary(path) as fh:
                 data = fh.read()
             stats.files += 1
-            text = decode_bytes(data, str(path), self.cfg.on_bad_utf8, stats, count_lines=True)
+            text = decode_bytes(data, str(path), self.cfg.on_bad_utf8, stats, first_line=1)
             if text is None:
                 continue
             yield Document(rel, clean_text(text), {"source": "text", "path": rel})
@@ -258,12 +322,10 @@ def iter_documents(cfg: CorpusConfig | dict, stats: ReadStats | None = None,
     source = SOURCES.get(cfg.source, "source").cls(cfg)
     n_docs = 0
     n_tokens = 0
-    for doc in source.documents(stats):
-        pieces = chunk_text(doc.text, cfg.split_documents, cfg.chunk_chars)
-        if not pieces or not any(p.strip() for p in pieces):
-            stats.drop("empty")
-            continue
+    for doc_id, meta, pieces in source.pieces(stats):
+        any_piece = False
         for k, text in enumerate(pieces):
+            any_piece = True
             if not text.strip():
                 stats.drop("empty")
                 continue
@@ -271,9 +333,9 @@ def iter_documents(cfg: CorpusConfig | dict, stats: ReadStats | None = None,
                 stats.drop("too_short")
                 continue
             if cfg.split_documents == "none":
-                out = Document(doc.id, text, doc.meta)
+                out = Document(doc_id, text, meta)
             else:
-                out = Document(f"{doc.id}#{k}", text, {**doc.meta, "chunk": k})
+                out = Document(f"{doc_id}#{k}", text, {**meta, "chunk": k})
             words = len(text.split())
             stats.documents += 1
             stats.chars += len(text)
@@ -284,3 +346,5 @@ def iter_documents(cfg: CorpusConfig | dict, stats: ReadStats | None = None,
             if (cfg.max_documents is not None and n_docs >= cfg.max_documents) or \
                     (cfg.target_tokens is not None and n_tokens >= cfg.target_tokens):
                 return
+        if not any_piece:
+            stats.drop("empty")  # nothing left after clean-up (an empty file, a blank record)
