@@ -129,7 +129,8 @@ def write_report(cfg) -> Path:
     headline = [m for m in metric_names if m.startswith("val/")] + [
         m for m in metric_names if not m.startswith("val/") and m.count("/") == 1
         and not _is_count(m.split("/", 1)[1])]
-    lower_better = lambda m: m.startswith("val/") or "loss" in m or "nll" in m or "x_perc" in m  # noqa: E731
+    lower_better = lambda m: m.startswith("val/") or any(  # noqa: E731
+        k in m for k in ("loss", "nll", "ppl", "perplexity", "x_perc", "x_del", "surprisal"))
 
     # --- final values, mean ± SD over seeds
     table = []
