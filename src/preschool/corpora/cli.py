@@ -1,0 +1,82 @@
+"""``python -m preschool.corpora``: look at a corpus, print storybook stories, write storybook minimal pairs.
+
+Shaped like the other subcommands (HELP, DESCRIPTION, add_arguments, run), so
+it can be listed in ``cli.COMMANDS`` as ``corpus`` when wanted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+HELP = "inspect a text corpus, print storybook stories, write storybook minimal pairs"
+DESCRIPTION = """\
+Examples:
+  python -m preschool.corpora read --set source=text --set path=../shared/data/novels \\
+      --set split_documents=paragraphs --show 2
+  python -m preschool.corpora stories --seed 0 --n 3
+  python -m preschool.corpora pairs out/minimal_pairs --seed 0 --per-paradigm 1000
+
+`read` streams the whole corpus (or up to max_documents) and prints its ReadStats
+as JSON; --set takes any CorpusConfig field (values parsed as YAML), or --config a
+YAML file holding them.
+"""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    sub = p.add_subparsers(dest="action", required=True, metavar="ACTION")
+    r = sub.add_parser("read", help="read a corpus and print its statistics (and the first documents)")
+    r.add_argument("--config", help="YAML file with CorpusConfig fields")
+    r.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE", help="a CorpusConfig field (repeatable)")
+    r.add_argument("--show", type=int, default=0, help="print the first N documents (id and first 300 characters)")
+    s = sub.add_parser("stories", help="print storybook stories")
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--start", type=int, default=0)
+    s.add_argument("--n", type=int, default=5)
+    m = sub.add_parser("pairs", help="write storybook minimal pairs (BLiMP JSONL, one file per paradigm)")
+    m.add_argument("out", help="output folder")
+    m.add_argument("--seed", type=int, default=0)
+    m.add_argument("--per-paradigm", type=int, default=1000)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.action == "stories":
+        from .storybook import Storybook
+
+        book = Storybook(seed=args.seed)
+        for i in range(args.start, args.start + args.n):
+            print(f"[storybook:{i}] {book.story(i)}")
+        return 0
+    if args.action == "pairs":
+        from .storybook import write_minimal_pairs
+
+        for path in write_minimal_pairs(args.out, seed=args.seed, n_per_paradigm=args.per_paradigm):
+            print(path)
+        return 0
+    from ..config import apply_overrides, from_dict, load_yaml
+    from .base import CorpusConfig, ReadStats
+    from .sources import iter_documents
+
+    data = load_yaml(args.config) if args.config else {}
+    cfg = from_dict(CorpusConfig, apply_overrides(data, args.set))
+    stats = ReadStats()
+    for k, doc in enumerate(iter_documents(cfg, stats)):
+        if k < args.show:
+            print(f"--- {doc.id} {json.dumps(doc.meta)}\n{doc.text[:300]}")
+    print(json.dumps(stats.as_dict(), indent=2))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    from ..errors import PreschoolError
+
+    parser = argparse.ArgumentParser(prog="python -m preschool.corpora", description=DESCRIPTION,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        return run(args)
+    except PreschoolError as e:
+        print(f"preschool.corpora: error: {e}", file=sys.stderr)
+        return 2
