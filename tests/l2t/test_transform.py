@@ -97,3 +97,28 @@ def test_chunk_size_by_chars_per_token():
                          "chunk_tokens": 128})
     n_few, n_many = len(few(0, doc).samples), len(many(0, doc).samples)
     assert n_few == len(doc) // 8 // 128 + 1 and n_many == -(-len(doc) // 2) // 128 + 1
+
+
+@pytest.mark.parametrize("name", ALL_TASKS)
+def test_every_task_on_arbitrary_chunks(name):
+    """Each task alone: a Pair of strings or a counted Skip, never another exception."""
+    import numpy as np
+
+    from preschool.l2t.base import L2T_TASKS, Chunk, Context, Pair, Skip
+    from preschool.l2t.text import STOPWORDS
+
+    task = L2T_TASKS.build(name, {"min_num_words": 0})
+    sent = st.text(min_size=1, max_size=60).map(str.strip).filter(bool)
+
+    @settings(max_examples=40, deadline=None)
+    @given(st.lists(sent, min_size=1, max_size=5), st.lists(sent, max_size=3), st.integers(0, 2**32 - 1))
+    def check(sents, prev, seed):
+        ctx = Context(prev_sentences=prev, word_pool=("alpha", "beta"), stopwords=STOPWORDS)
+        try:
+            p = task.make(Chunk(sents), np.random.default_rng(seed), ctx)
+        except Skip as s:
+            assert s.reason
+            return
+        assert isinstance(p, Pair) and isinstance(p.prompt, str) and isinstance(p.completion, str)
+
+    check()
