@@ -61,3 +61,21 @@ def test_config_errors():
     with pytest.raises(ConfigError, match="presentation"):
         from_dict(CompartmentsConfig, {"presentation": "shift"})
     assert TranslationConfig().loss_on == "all"
+
+
+def test_translation_val_rows_cycle_pairs_and_train_target_only(tmp_path):
+    from preschool.compartments.dataset import write_translation_val
+
+    base = _source(tmp_path / "val", n=7)
+    out = write_translation_val(tmp_path / "val", tmp_path / "tr", CompartmentsConfig(n_compartments=3))
+    s = ShardSet(out)
+    p = build_presentation("offset", 3, 30)
+    m = span_length(9)
+    pairs = [(i, j) for i in range(3) for j in range(3) if i != j]
+    for r in range(7):
+        i, j = pairs[r % 6]
+        row, mask = s.row(r), s.row(r, "loss_mask")
+        np.testing.assert_array_equal(row[1:m + 1], base[r, :m] + 30 * i)
+        np.testing.assert_array_equal(row[m + 2:2 * m + 2], base[r, :m] + 30 * j)
+        assert mask.tolist() == [0] * (m + 2) + [1] * m + [0] * (9 - 2 * m - 2)
+    assert row[0] == p.translation_id

@@ -35,7 +35,8 @@ def test_micro_slowdown_experiment(tmp_path):
     assert set(res["arms"]) == {"c1", "c2", "c2_ft"} and res["baseline"] == "c1"
     c2 = res["arms"]["c2"]
     assert c2["curve"]["steps"][0] == 0 and c2["curve"]["steps"][-1] == 10
-    assert set(c2["final_per_compartment"]) == {"c0", "c1"}
+    assert set(c2["final_per_compartment"]) == {"c0", "c1"} and c2["final_translation_loss"] > 0
+    assert res["arms"]["c1"]["final_translation_loss"] is None
     assert -1.0 <= c2["similarity"]["mean"] <= 1.0
     assert all(r["slowdown"] == pytest.approx(1.0) for r in res["arms"]["c1"]["slowdown"])
     assert "c2_ft" in report.read_text() and (tmp_path / "run" / "plots" / "slowdown.png").is_file()

@@ -184,4 +184,28 @@ def write_compartment_val(src: str | Path | ShardSet, out_dir: str | Path, cfg: 
     return paths
 
 
-__all__ = ["CompartmentsConfig", "PresentationConfig", "write_compartmented", "write_compartment_val", "read_plan"]
+def write_translation_val(src: str | Path | ShardSet, out: str | Path, cfg: CompartmentsConfig,
+                          max_rows: int | None = None) -> Path:
+    """Val set of translation rows (loss on the target half only): row r uses ordered pair r mod c(c-1).
+
+    Scores the translation task itself (the paper's ``loss_target_compartment_i > compartment_j``),
+    averaged over all ordered pairs.
+    """
+    src = src if isinstance(src, ShardSet) else ShardSet(src)
+    c = cfg.n_compartments
+    if c < 2:
+        raise DataError("translation val rows need n_compartments >= 2")
+    pres = cfg.build_presentation(src.vocab_size)
+    n = len(src) if max_rows is None else min(len(src), max_rows)
+    pairs = np.array([(i, j) for i in range(c) for j in range(c) if i != j])
+    pick = pairs[np.arange(n) % len(pairs)]
+    base = _read_rows(src, np.arange(n), "tokens")[:, :span_length(src.row_len)]
+    toks, mask = translation_rows(base, pres, pick[:, 0], pick[:, 1], src.row_len, "target")
+    with ShardWriter(out, src.row_len, pres.vocab_size, arrays=["loss_mask", "segments"]) as w:
+        w.add_rows(toks, loss_mask=mask, segments=np.zeros_like(toks, np.uint16))
+        w.close(source={"kind": "translation_val", "path": str(src.path)},
+                compartments={"config": to_dict(cfg), "presentation": pres.manifest(), "loss_on": "target"})
+    return Path(out)
+
+
+__all__ = ["write_translation_val", "CompartmentsConfig", "PresentationConfig", "write_compartmented", "write_compartment_val", "read_plan"]

@@ -39,7 +39,7 @@ from ..data.prepare import DatasetSpec
 from ..data.tokenizer import TokenizerConfig
 from ..errors import ConfigError
 from ..io import read_json, write_json, write_text
-from .dataset import CompartmentsConfig, write_compartment_val, write_compartmented
+from .dataset import CompartmentsConfig, write_compartment_val, write_compartmented, write_translation_val
 from .infonce import InfoNCEConfig
 from .model import CompartmentModelConfig
 
@@ -119,12 +119,17 @@ class CompartmentExperimentConfig:
         merged = _merge(self.train, arm.train)
         c = arm.compartments.n_compartments
         stage = {"name": "train", "data": "main", "tokens": arm.tokens or self.tokens, **self.stage}
+        val = [f"c{i}" for i in range(c)] + (["translation"] if _has_translation(arm) else [])
         merged = {"eval_every": 0, "checkpoint_schedule": "log", **merged,
-                  "model": self.model, "stages": [stage], "seed": self.seed, "val": [f"c{i}" for i in range(c)]}
+                  "model": self.model, "stages": [stage], "seed": self.seed, "val": val}
         try:
             return from_dict(TrainConfig, merged)
         except ConfigError as e:
             raise ConfigError(f"arms[{arm.name}].train.{e.field}", str(e).split(": ", 1)[-1]) from None
+
+
+def _has_translation(arm: ArmConfig) -> bool:
+    return arm.compartments.translation.fraction > 0
 
 
 def _merge(a: dict, b: dict) -> dict:
@@ -163,8 +168,12 @@ def arm_data(cfg: CompartmentExperimentConfig, arm: ArmConfig, progress: bool = 
     key = {"compartments": to_dict(arm.compartments), "base": read_json(base / "dataset.json")["hash"]}
     stamp = root / "data.json"
     datasets = {"main": root / "main", **{f"c{i}": root / f"c{i}" for i in range(c)}}
+    if _has_translation(arm):
+        datasets["translation"] = root / "translation"
     if stamp.is_file() and read_json(stamp) == key:
         return datasets
+    if _has_translation(arm):
+        write_translation_val(base / "val", root / "translation" / "val", arm.compartments)
     write_compartmented(base / "train", root / "main" / "train", arm.compartments, progress=progress)
     write_compartment_val(base / "val", root / "val_sets", arm.compartments)
     for i in range(c):
@@ -232,7 +241,8 @@ def analyse(cfg: CompartmentExperimentConfig) -> dict:
                                  "curve": {"steps": curve.steps.tolist(), "losses": curve.losses.tolist()}}
         per = _per_compartment_final(run_dir, c)
         entry["final_per_compartment"] = per
-        if c >= 2 and (run_dir / "checkpoints").is_dir():
+        entry["final_translation_loss"] = _last_val(run_dir, "val/translation")
+        if c >= 2 and arm.compartments.presentation == "offset" and (run_dir / "checkpoints").is_dir():
             model = load_compartment_model(final_checkpoint(run_dir))
             entry["similarity"] = cross_compartment_similarity(model, rows, c, V, cfg.similarity_layer)
         out["arms"][arm.name] = entry
@@ -245,6 +255,16 @@ def analyse(cfg: CompartmentExperimentConfig) -> dict:
             e["slowdown_at"] = slowdown_at_targets(bc, curves[name], cfg.targets)
     out["plateau"] = {name: v for name, v in plateau(curves, k=1).items()}
     return out
+
+
+def _last_val(run_dir: Path, key: str) -> float | None:
+    last = None
+    with open(run_dir / "metrics.jsonl", encoding="utf-8") as fh:
+        for line in fh:
+            row = json.loads(line)
+            if row.get("event") == "val" and key in row:
+                last = row[key]
+    return last
 
 
 def _per_compartment_final(run_dir: Path, c: int) -> dict[str, float]:
@@ -328,14 +348,16 @@ def write_report(cfg: CompartmentExperimentConfig, res: dict) -> Path:
     lines = [f"# {cfg.name}: compartmentalization", "",
              f"Base data: {cfg.data.corpus or cfg.data.generator}, seq_len {cfg.seq_len}, "
              f"{cfg.tokens:,} training tokens per arm, model {cfg.model}.", "",
-             "| arm | c | tr | infonce | init | final loss (mean) | per compartment | similarity | done |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "| arm | c | tr | infonce | init | final loss (mean) | per compartment | translation (target half) "
+             "| similarity | done |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for name, e in arms.items():
         per = ", ".join(f"{v:.3f}" for v in e["final_per_compartment"].values())
         sim = f"{e['similarity']['mean']:.3f}" if e.get("similarity") else "-"
+        trl = f"{e['final_translation_loss']:.3f}" if e.get("final_translation_loss") is not None else "-"
         lines.append(f"| {name} | {e['n_compartments']} | {e['translation_fraction']} | "
                      f"{'yes' if e['infonce'] else 'no'} | {e['init_from'] or '-'} | {res['plateau'][name]:.4f} | "
-                     f"{per} | {sim} | {'yes' if e['done'] else 'NO'} |")
+                     f"{per} | {trl} | {sim} | {'yes' if e['done'] else 'NO'} |")
     if res["baseline"]:
         lines += ["", f"## Slowdown vs `{res['baseline']}`", "",
                   "Slowdown = step of the arm / baseline step at the same loss (linear interpolation, "
