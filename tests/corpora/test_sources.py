@@ -127,6 +127,15 @@ def test_streamed_chunks_equal_whole_text_chunks(messy, tmp_path):
             assert [d.text for d in docs if d.meta["path"] == f] == [c for c in chunk_text(whole, mode, 300) if c.strip()]
 
 
+@pytest.mark.parametrize("source,mode", [("text", "none"), ("text", "paragraphs"), ("jsonl", "none")])
+def test_truncated_gzip_is_a_data_error(tmp_path, source, mode):
+    ext = "txt" if source == "text" else "jsonl"
+    blob = gzip.compress(("".join(json.dumps({"text": f"line {i}"}) + "\n" for i in range(2000))).encode())
+    (tmp_path / f"t.{ext}.gz").write_bytes(blob[: len(blob) // 2])
+    with pytest.raises(DataError, match=rf"t\.{ext}\.gz: could not be read"):
+        read(cfg(source=source, path=str(tmp_path), split_documents=mode))
+
+
 def test_json_array_file_is_explained(tmp_path):
     f = tmp_path / "a.json"
     f.write_text('[\n  {"text": "a"},\n  {"text": "b"}\n]\n', encoding="utf-8")

@@ -16,6 +16,7 @@ With ``id_field`` set, jsonl/parquet/hf use that field's value instead.
 from __future__ import annotations
 
 import codecs
+import contextlib
 import gzip
 import itertools
 import json
@@ -77,6 +78,15 @@ class Source:
     def open_binary(path: Path):
         return gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
 
+    @staticmethod
+    @contextlib.contextmanager
+    def reading(path: Path):
+        """Turn I/O failures while reading ``path`` (a truncated .gz, a vanished file) into a DataError naming it."""
+        try:
+            yield
+        except (OSError, EOFError) as e:
+            raise DataError(f"{path}: could not be read ({type(e).__name__}: {e})") from None
+
     def bad_record(self, stats: ReadStats, reason: str, message: str) -> None:
         if self.cfg.on_bad_record == "error":
             raise DataError(message + "; set on_bad_record: drop to skip such records")
@@ -109,7 +119,7 @@ class TextSource(Source):
 
     def _valid_utf8(self, path: Path) -> bool:
         dec = codecs.getincrementaldecoder("utf-8")()
-        with self.open_binary(path) as fh:
+        with self.reading(path), self.open_binary(path) as fh:
             try:
                 while block := fh.read(1 << 20):
                     dec.decode(block)
@@ -122,7 +132,7 @@ class TextSource(Source):
         """The file's lines, cleaned like :func:`clean_text` (no BOM, CRLF and lone CR as line ends)."""
         replaced = False
         offset = 0
-        with self.open_binary(path) as fh:
+        with self.reading(path), self.open_binary(path) as fh:
             for lineno, raw in enumerate(fh, 1):
                 start, offset = offset, offset + len(raw)
                 if lineno == 1 and raw.startswith(b"\xef\xbb\xbf"):
@@ -148,7 +158,7 @@ class TextSource(Source):
 
     def documents(self, stats: ReadStats) -> Iterator[Document]:
         for path, rel in self.files():
-            with self.open_binary(path) as fh:
+            with self.reading(path), self.open_binary(path) as fh:
                 data = fh.read()
             stats.files += 1
             text = decode_bytes(data, str(path), self.cfg.on_bad_utf8, stats, first_line=1)
@@ -168,7 +178,7 @@ class JsonlSource(Source):
         for path, rel in self.files():
             stats.files += 1
             offset = 0
-            with self.open_binary(path) as fh:
+            with self.reading(path), self.open_binary(path) as fh:
                 for lineno, raw in enumerate(fh, 1):
                     start, offset = offset, offset + len(raw)
                     if lineno == 1 and raw.startswith(b"\xef\xbb\xbf"):
