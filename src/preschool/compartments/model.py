@@ -31,7 +31,7 @@ Follows Howe & Wingate (vinhowe/compartmentalization ``src/model.py``,
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
@@ -50,7 +50,7 @@ class CompartmentModelConfig:
     """Model-side options of a compartment arm."""
 
     compartment_embedding: bool = True
-    copy_init: list[str] = None  # subset of COPY_PARTS applied after init
+    copy_init: list[str] = field(default_factory=list)  # subset of COPY_PARTS applied after init
     init_std: float = 0.02
 
     def validate(self) -> None:
