@@ -213,3 +213,16 @@ def test_tokenizer_copied_into_checkpoints(tmp_path, datasets, micro_cfg):
 
     assert AutoModelForCausalLM.from_pretrained(ck).config.vocab_size == tok.get_vocab_size()
     assert AutoTokenizer.from_pretrained(ck).eos_token == "<|endoftext|>"
+
+
+def test_tensorboard_needs_package(tmp_path, datasets, micro_cfg):
+    from preschool.errors import MissingDependency
+
+    try:
+        import tensorboard  # noqa: F401
+    except ImportError:
+        with pytest.raises(MissingDependency, match="preschool\\[tensorboard\\]"):
+            train(micro_cfg(tensorboard=True), tmp_path / "r", datasets)
+    else:
+        train(micro_cfg(tensorboard=True, checkpoint_every=100), tmp_path / "r", datasets)
+        assert any((tmp_path / "r" / "tensorboard").iterdir())
