@@ -112,7 +112,7 @@ def test_killed_run_resumes_to_the_same_numbers(tmp_path):
     for arm in want:
         for k in want[arm]:
             assert [x for x, _ in got[arm][k]] == [x for x, _ in want[arm][k]], (arm, k)
-            assert got[arm][k] == pytest.approx(want[arm][k], abs=1e-5), (arm, k)
+            assert [v for _, v in got[arm][k]] == pytest.approx([v for _, v in want[arm][k]], abs=1e-5), (arm, k)
 
 
 def test_reserved_ids_render_grows_the_vocabulary_and_feeds_mean_transfer(tmp_path):
@@ -131,3 +131,18 @@ def test_reserved_ids_render_grows_the_vocabulary_and_feeds_mean_transfer(tmp_pa
     assert yaml.safe_load((run / "config.yaml").read_text())["train"]["reserved_ids"] == [base, base + 2 * k]
     last = sorted((run / "checkpoints").iterdir())[-1]
     assert AutoModelForCausalLM.from_pretrained(str(last)).get_input_embeddings().weight.shape[0] == base + 2 * k
+
+
+def test_l2t_dataset_is_built_by_the_runner(tmp_path):
+    """An `l2t:` dataset goes through the L2T transform with the experiment's tokenizer and split rule."""
+    from preschool.data.shards import ShardSet
+    from preschool.experiment import prepare
+
+    out = tmp_path / "l"
+    cfg = _cfg(out, ["data.l2t={corpus: storybook, tokens: 4096, val_tokens: 0, l2t: {scenario: shared}}"])
+    man = prepare(cfg, progress=False)
+    l2t = ShardSet(out / "data" / "l2t" / "train")
+    assert l2t.row_len == 33 and len(l2t) == 4096 // 33
+    assert l2t.manifest["tokenizer_sha256"] == man["tokenizer"]["sha256"]
+    assert l2t.manifest["l2t_rows"] > 0 and l2t.manifest["raw_rows"] > 0  # shared: raw text and exercises
+    assert man["datasets"]["l2t"]["spec"]["l2t"] == {"scenario": "shared"}

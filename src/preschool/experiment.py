@@ -107,6 +107,11 @@ class ExperimentConfig:
                 raise ConfigError(f"data.{dname}.corpus", f"no corpus named {d.corpus!r}; have {sorted(self.corpora)}")
             for other in d.exclude:
                 check(other in self.data, f"data.{dname}.exclude", f"no dataset named {other!r}")
+            if d.l2t is not None:
+                from .l2t.prepare import l2t_build_config
+
+                l2t_build_config(d.l2t, self.seq_len, self.seed, d.tokens, d.val_tokens, d.val_fraction,
+                                 field=f"data.{dname}.l2t")
         for i, arm in enumerate(self.arms):
             cfg = self.train_config(arm, self.seeds[0], f"arms[{i}]")
             for j, st in enumerate(cfg.stages):

@@ -53,6 +53,7 @@ class DatasetSpec:
     val_fraction: float = 0.02  # corpus: share of documents held out (by document id hash)
     pack: Literal["concat", "pad"] = "concat"
     exclude: list[str] = field(default_factory=list)  # corpus: skip documents used by these datasets (Control)
+    l2t: dict[str, Any] | None = None  # corpus: turn documents into L2T samples (l2t.build.BuildConfig fields)
 
     def validate(self) -> None:
         check((self.corpus is None) != (self.generator is None), "corpus",
@@ -60,6 +61,8 @@ class DatasetSpec:
         check(self.tokens > 0, "tokens", f"must be > 0, got {self.tokens}")
         check(self.val_tokens >= 0, "val_tokens", f"must be >= 0, got {self.val_tokens}")
         check(0.0 <= self.val_fraction < 1.0, "val_fraction", f"must be in [0, 1), got {self.val_fraction}")
+        check(self.l2t is None or self.corpus is not None, "l2t", "L2T needs a 'corpus' to transform")
+        check(self.l2t is None or not self.exclude, "exclude", "not supported together with 'l2t'")
         if self.generator is not None:
             from ..synthetic import GENERATORS, PRESETS
 
@@ -265,7 +268,13 @@ def prepare_data(
                         f = out / other / f"{split}.doc_ids.txt"
                         if f.is_file():
                             excluded.update(f.read_text(encoding="utf-8").split("\n"))
-                m = _write_corpus(name, spec, corpora[spec.corpus], tok, row_len, seed, tmp, excluded, progress)
+                if spec.l2t is not None:
+                    from ..l2t.prepare import write_l2t_dataset
+
+                    m = write_l2t_dataset(name, spec.l2t, corpora[spec.corpus], tok, row_len, seed, tmp,
+                                          spec.tokens, spec.val_tokens, spec.val_fraction, workers, progress)
+                else:
+                    m = _write_corpus(name, spec, corpora[spec.corpus], tok, row_len, seed, tmp, excluded, progress)
             else:
                 m = _write_generator(spec, tok, row_len, seed, tmp, workers, progress)
             entry = {"hash": h, "spec": to_dict(spec), "splits": {s: {k: v for k, v in mm.items() if k != "shards"}
