@@ -28,9 +28,9 @@ import numpy as np
 import torch
 
 
-def matmul_flops(device: torch.device, n: int = 2048, reps: int = 10) -> float:
-    a = torch.randn(n, n, device=device)
-    b = torch.randn(n, n, device=device)
+def matmul_flops(device: torch.device, n: int = 2048, reps: int = 10, dtype=torch.float32) -> float:
+    a = torch.randn(n, n, device=device, dtype=dtype)
+    b = torch.randn(n, n, device=device, dtype=dtype)
     for _ in range(2):
         a @ b
     if device.type == "cuda":
@@ -41,6 +41,11 @@ def matmul_flops(device: torch.device, n: int = 2048, reps: int = 10) -> float:
     if device.type == "cuda":
         torch.cuda.synchronize()
     return 2 * n**3 * reps / (time.perf_counter() - t)
+
+
+def _sync() -> None:
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
 
 
 def make_data(root: Path, rows: int, seq_len: int, vocab: int) -> Path:
@@ -64,7 +69,7 @@ def flops_per_token(preset: str, vocab: int, seq_len: int) -> float:
 def run_ours(preset, data, steps, warm, batch, seq_len, out: Path) -> float:
     from preschool.train.trainer import train
 
-    cfg = {"model": {"preset": preset}, "batch_size": batch, "lr": 1e-3, "log_every": 1, "eval_every": 0,
+    cfg = {"model": {"preset": preset}, "batch_size": batch, "lr": 1e-3, "log_every": steps, "eval_every": 0,
            "val": [], "checkpoint_every": 10**9, "progress": False, "seed": 0,
            "stages": [{"name": "pt", "data": "rand", "tokens": steps * batch * seq_len, "warmup": 0.1}]}
     stamps = []
@@ -73,6 +78,7 @@ def run_ours(preset, data, steps, warm, batch, seq_len, out: Path) -> float:
 
     class Clock(Callback):
         def on_step_end(self, trainer):
+            _sync()
             stamps.append(time.perf_counter())
 
     train(cfg, out, {"rand": data}, callbacks=[Clock()])
@@ -99,6 +105,7 @@ def run_hf(preset, data, steps, warm, batch, seq_len, out: Path) -> float:
 
     class Clock(TrainerCallback):
         def on_step_end(self, args, state, control, **kw):
+            _sync()
             stamps.append(time.perf_counter())
 
     model = build_model(ModelConfig(preset=preset), shards.vocab_size, seed=0)
@@ -111,7 +118,8 @@ def run_hf(preset, data, steps, warm, batch, seq_len, out: Path) -> float:
                              learning_rate=1e-3, weight_decay=0.1, adam_beta2=0.95, max_grad_norm=1.0,
                              lr_scheduler_type="cosine", warmup_steps=max(1, steps // 10), logging_steps=10**9,
                              save_strategy="no", report_to=[], use_cpu=not torch.cuda.is_available(),
-                             dataloader_num_workers=0, disable_tqdm=True, seed=0)
+                             dataloader_num_workers=0, disable_tqdm=True, seed=0,
+                             bf16=torch.cuda.is_available())  # ours: bf16 autocast on CUDA (precision auto)
     Trainer(model=model, args=args, train_dataset=Rows(), callbacks=[Clock()], compute_loss_func=loss_fn).train()
     return (len(stamps) - 1 - warm) * batch * seq_len / (stamps[-1] - stamps[warm])
 
@@ -128,8 +136,12 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    peak = matmul_flops(dev)
-    print(f"device {dev}, threads {torch.get_num_threads()}, measured fp32 matmul {peak / 1e9:.1f} GFLOP/s")
+    # the peak both trainers compute at: fp32 on CPU, bf16 (autocast) on CUDA
+    if dev.type == "cuda":
+        peak, kind = matmul_flops(dev, n=8192, dtype=torch.bfloat16), "bf16"
+    else:
+        peak, kind = matmul_flops(dev), "fp32"
+    print(f"device {dev}, threads {torch.get_num_threads()}, measured {kind} matmul {peak / 1e9:.1f} GFLOP/s")
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)

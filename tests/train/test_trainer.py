@@ -226,3 +226,18 @@ def test_tensorboard_needs_package(tmp_path, datasets, micro_cfg):
     else:
         train(micro_cfg(tensorboard=True, checkpoint_every=100), tmp_path / "r", datasets)
         assert any((tmp_path / "r" / "tensorboard").iterdir())
+
+
+def test_on_model_built_runs_before_optimizer(tmp_path, datasets, micro_cfg):
+    class Freeze(Callback):
+        def on_model_built(self, trainer):
+            assert not hasattr(trainer, "optimizer")
+            trainer.model.get_input_embeddings().weight.requires_grad_(False)
+            self.before = trainer.model.get_input_embeddings().weight.detach().clone()
+
+    cb = Freeze()
+    train(micro_cfg(checkpoint_every=100), tmp_path / "r", datasets, callbacks=[cb])
+    from safetensors.torch import load_file
+
+    w = load_file(str(tmp_path / "r" / "checkpoints" / "step-00000008" / "model.safetensors"))
+    assert torch.equal(w["model.embed_tokens.weight"], cb.before)  # frozen: the optimizer never saw it

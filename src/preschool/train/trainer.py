@@ -625,6 +625,8 @@ class Trainer:
         self._barrier()
 
         self.model = build_model(cfg.model, self.vocab_size, seed=cfg.seed).to(self.device)
+        for cb in self.callbacks:
+            cb.on_model_built(self)
         if cfg.attention_reset_between_docs:
             impl = getattr(self.model.config, "_attn_implementation", None)
             if impl not in ("sdpa", "eager"):

@@ -29,6 +29,11 @@ class Callback:
     #: set True to receive ``outputs.hidden_states`` in ``extra_loss`` (costs memory)
     needs_hidden_states: bool = False
 
+    def on_model_built(self, trainer: "Trainer") -> None:
+        """After the fresh model is built and moved to the device, before the optimizer is made and any
+        checkpoint is loaded: edit ``trainer.model`` in place or replace it (same parameter names as
+        its checkpoints), e.g. to add parameters or load other weights."""
+
     def on_train_start(self, trainer: "Trainer") -> None: ...
 
     def on_stage_start(self, trainer: "Trainer", stage: "StageConfig") -> None: ...
