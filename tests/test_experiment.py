@@ -139,10 +139,21 @@ def test_l2t_dataset_is_built_by_the_runner(tmp_path):
     from preschool.experiment import prepare
 
     out = tmp_path / "l"
-    cfg = _cfg(out, ["data.l2t={corpus: storybook, tokens: 4096, val_tokens: 0, l2t: {scenario: shared}}"])
+    cfg = _cfg(out, ["seq_len=256", "data.l2t={corpus: storybook, tokens: 16384, val_tokens: 0, l2t: {scenario: shared}}"])
     man = prepare(cfg, progress=False)
     l2t = ShardSet(out / "data" / "l2t" / "train")
-    assert l2t.row_len == 33 and len(l2t) == 4096 // 33
+    assert l2t.row_len == 257 and len(l2t) == 16384 // 257
     assert l2t.manifest["tokenizer_sha256"] == man["tokenizer"]["sha256"]
     assert l2t.manifest["l2t_rows"] > 0 and l2t.manifest["raw_rows"] > 0  # shared: raw text and exercises
     assert man["datasets"]["l2t"]["spec"]["l2t"] == {"scenario": "shared"}
+
+
+def test_l2t_dataset_that_yields_no_exercise_is_an_error(tmp_path):
+    """Chunks too short for every task (seq_len 32): fail naming the dataset, never a silent raw-only arm."""
+    from preschool.experiment import prepare
+
+    cfg = _cfg(tmp_path / "l", ["data.l2t={corpus: storybook, tokens: 4096, val_tokens: 0, l2t: {scenario: shared}}"])
+    with pytest.raises(ConfigError, match="no document produced an L2T sample") as e:
+        prepare(cfg, progress=False)
+    assert e.value.field == "data.l2t.l2t"
+    assert not (tmp_path / "l" / "data" / "l2t").exists()

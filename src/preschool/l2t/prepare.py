@@ -27,6 +27,7 @@ from typing import Any
 
 from ..config import from_dict
 from ..errors import ConfigError
+from ..io import read_json
 from .build import BuildConfig, build_l2t
 
 
@@ -62,6 +63,14 @@ def write_l2t_dataset(name: str, l2t: dict[str, Any], corpus_cfg, tok, row_len: 
     m = build_l2t(iter_documents(corpus_cfg), out, cfg, tok, workers=workers, pool=pool,
                   source={"kind": "corpus", "config": to_dict(corpus_cfg)}, progress=progress)
     got = m["splits"]["train"]["n_rows"]
+    if m["splits"]["train"]["l2t_rows"] == 0:
+        # Silently training on raw text only would make an "L2T" arm a copy of the baseline.
+        stats_file = Path(out) / "stats.json"
+        drops = read_json(stats_file).get("train", {}).get("drops", {}) if stats_file.is_file() else {}
+        top = ", ".join(f"{k}: {v}" for k, v in sorted(drops.items(), key=lambda kv: -kv[1])[:3])
+        raise ConfigError(field, "no document produced an L2T sample"
+                          + (f" (most common drops: {top})" if top else "")
+                          + "; use longer documents or a larger seq_len (chunks are seq_len // 4 tokens)")
     if got < tokens // row_len:
         raise ConfigError(f"data.{name}.tokens", f"the corpus ran out after {got * row_len} L2T+raw train tokens "
                                                  f"(asked for {tokens}); lower the budget or give a larger corpus")
