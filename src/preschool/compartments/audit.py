@@ -104,12 +104,9 @@ class AuditConfig:
 
 
 def load_audit(path: str | Path, overrides: list[str] = ()) -> AuditConfig:
-    from ..config import apply_overrides, load_yaml
+    from ..config import load_config
 
-    data = load_yaml(path)
-    if overrides:
-        data = apply_overrides(data, list(overrides))
-    return from_dict(AuditConfig, data)
+    return load_config(AuditConfig, path, overrides)
 
 
 def shift_shard_set(src: str | Path, out: str | Path, k: int, n_presentations: int) -> dict:

@@ -25,7 +25,6 @@ budget) and the LR/schedule, set in the YAML.
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,7 +32,8 @@ from typing import Any
 
 import numpy as np
 
-from ..config import check, from_dict, to_dict
+from ..config import check, deep_merge, from_dict, to_dict
+from ..config import load_config as _load_config
 from ..data.prepare import DatasetSpec
 from ..data.tokenizer import TokenizerConfig
 from ..errors import ConfigError
@@ -115,7 +115,7 @@ class CompartmentExperimentConfig:
     def train_config(self, arm: ArmConfig):
         from ..train.trainer import TrainConfig
 
-        merged = _merge(self.train, arm.train)
+        merged = deep_merge(self.train, arm.train)
         c = arm.compartments.n_compartments
         stage = {"name": "train", "data": "main", "tokens": arm.tokens or self.tokens, **self.stage}
         val = [f"c{i}" for i in range(c)] + (["translation"] if _has_translation(arm) else [])
@@ -131,20 +131,8 @@ def _has_translation(arm: ArmConfig) -> bool:
     return arm.compartments.translation.fraction > 0
 
 
-def _merge(a: dict, b: dict) -> dict:
-    out = copy.deepcopy(a)
-    for k, v in b.items():
-        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else copy.deepcopy(v)
-    return out
-
-
 def load_config(path: str | Path, overrides: list[str] = ()) -> CompartmentExperimentConfig:
-    from ..config import apply_overrides, load_yaml
-
-    data = load_yaml(path)
-    if overrides:
-        data = apply_overrides(data, list(overrides))
-    return from_dict(CompartmentExperimentConfig, data)
+    return _load_config(CompartmentExperimentConfig, path, overrides)
 
 
 # ----------------------------------------------------------------------------- steps

@@ -120,6 +120,10 @@ def load_checkpoint(path: str | Path, device: str = "cpu"):
         model = AutoModelForCausalLM.from_pretrained(str(p), dtype=torch.float32)
     except (OSError, ValueError) as e:
         raise DataError(f"{p}: cannot load model ({e})") from None
+    from ..compartments.model import restore_compartments
+
+    # A compartment embedding lives outside the HF architecture; re-attach it (no-op otherwise).
+    model = restore_compartments(model, p)
     model = model.to(resolve_device(device)).eval()
     try:
         tok = AutoTokenizer.from_pretrained(str(p))
