@@ -262,7 +262,10 @@ def write_generator_shards(
     chunk = max(1, min(64, est_docs // (4 * max(1, workers)) + 1))
     docs = iter_docs(gen, enc, workers, chunk=chunk)
     try:
-        with ShardWriter(out, row_len, vocab_size, arrays=["loss_mask", "segments"]) as w:
+        # ~8M tokens per shard file: the writer buffers one shard in memory.
+        rows_per_shard = max(1, (1 << 23) // row_len)
+        with ShardWriter(out, row_len, vocab_size, arrays=["loss_mask", "segments"],
+                         rows_per_shard=rows_per_shard) as w:
             written = 0
             for block in pack(docs, row_len, eos_id, mode=pack_mode, pad_id=pad_id, stats=stats,
                               chunk_rows=max(1, min(1024, n_rows))):
