@@ -196,3 +196,26 @@ def test_real_blimp_subset(shared_data, bpe, tmp_path):
     # BLiMP's stray labels are folded into the paper's phenomena
     assert summary["extra"]["paradigms"]["animate_subject_passive"]["linguistics_term"] == "argument_structure"
     assert summary["extra"]["paradigms"]["principle_A_case_2"]["field"] == "syntax_semantics"
+
+
+class Bf16BigramLM(BigramLM):
+    """Emits bf16 logits, as a bf16 model would."""
+
+    def forward(self, input_ids, attention_mask=None):
+        return SimpleNamespace(logits=self.W[input_ids].to(torch.bfloat16))
+
+
+def test_bf16_logits_normalised_in_fp32():
+    rng = np.random.default_rng([7, 1])
+    W = rng.normal(size=(len(WORDS), len(WORDS))) * 8
+    Wb = torch.as_tensor(W, dtype=torch.float32).to(torch.bfloat16).double().numpy()  # what the model emits
+    sents = ["the cat sleeps .", "dogs bark .", "the dogs bark"]
+    lp, _ = score_sentences(Bf16BigramLM(W), word_tokenizer(), sents)
+    for s, got in zip(sents, lp):
+        want, _ = hand_logp(Wb, [0, *[WORDS.index(w) for w in s.split()]])
+        assert got == pytest.approx(want, abs=1e-4)  # a bf16 log-softmax misses by > 1e-3 (checked below)
+    # and that tolerance would catch it: normalising in bf16 gives a visibly different number
+    logits = torch.as_tensor(Wb, dtype=torch.bfloat16)
+    ids = [0, *[WORDS.index(w) for w in sents[0].split()]]
+    bf16_sum = float(sum(torch.log_softmax(logits[ids[t - 1]], -1)[ids[t]] for t in range(1, len(ids))))
+    assert abs(bf16_sum - lp[0]) > 1e-3
