@@ -110,21 +110,21 @@ def resolve_device(device: str) -> str:
 
 def load_checkpoint(path: str | Path, device: str = "cpu"):
     """``(model, tokenizer)`` from an HF ``save_pretrained`` folder: fp32 weights, eval mode, on ``device``."""
-    import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerFast
 
     p = Path(path)
     if not (p / "config.json").is_file():
         raise DataError(f"{p}: not a checkpoint (no config.json)")
     try:
-        model = AutoModelForCausalLM.from_pretrained(str(p), dtype=torch.float32)
+        model = AutoModelForCausalLM.from_pretrained(str(p))
     except (OSError, ValueError) as e:
         raise DataError(f"{p}: cannot load model ({e})") from None
     from ..compartments.model import restore_compartments
 
     # A compartment embedding lives outside the HF architecture; re-attach it (no-op otherwise).
     model = restore_compartments(model, p)
-    model = model.to(resolve_device(device)).eval()
+    # .float() rather than a dtype argument: its name changed across transformers versions (torch_dtype -> dtype)
+    model = model.float().to(resolve_device(device)).eval()
     try:
         tok = AutoTokenizer.from_pretrained(str(p))
     except (OSError, ValueError, TypeError):
