@@ -219,3 +219,13 @@ def test_bf16_logits_normalised_in_fp32():
     ids = [0, *[WORDS.index(w) for w in sents[0].split()]]
     bf16_sum = float(sum(torch.log_softmax(logits[ids[t - 1]], -1)[ids[t]] for t in range(1, len(ids))))
     assert abs(bf16_sum - lp[0]) > 1e-3
+
+
+def test_full_blimp_loads_and_validates(shared_data):
+    pairs, sources = load_pairs(shared_data / "blimp")
+    assert len(pairs) == 67000 and len(sources) == 67
+    per_uid = {}
+    for p in pairs:
+        per_uid[p.uid] = per_uid.get(p.uid, 0) + 1
+    assert len(per_uid) == 67 and set(per_uid.values()) == {1000}
+    assert len({p.term for p in pairs}) == 12 and len({p.field for p in pairs}) == 4

@@ -142,6 +142,8 @@ def test_cli(run_dir, tmp_path, capsys):
     assert main(["eval", "--checkpoint", str(ckpt), "--evaluator", "minimal_pairs",
                  "--set", f"path={run_dir / 'pairs.jsonl'}", "--set", "bos=none"]) == 0
     assert json.loads((run_dir / "evals/step-00000200/minimal_pairs/summary.json").read_text())["config"]["bos"] == "none"
+    assert main(["eval", "--list"]) == 0
+    assert {"minimal_pairs", "blimp", "heldout", "lm_eval"} <= {ln.split()[0] for ln in capsys.readouterr().out.splitlines()}
     # errors: --set without an evaluator; unknown config key names the field
     with pytest.raises(SystemExit):
         main(["eval", "--checkpoint", str(ckpt), "--set", "bos=none"])
