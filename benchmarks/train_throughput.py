@@ -8,7 +8,7 @@ trainers (best round of each is kept, so background load hurts both alike),
 and the script prints our/HF ratio plus MFU against the machine's fp32 matmul
 rate, measured here with a large matmul.
 
-    python benchmarks/train_throughput.py [--presets tiny-1m small-6m] [--steps 12] [--rounds 2]
+    python benchmarks/train_throughput.py [--presets tiny-1m small-6m] [--steps 12] [--rounds 2] [--compile]
 
 Model FLOPs per trained token: 6 * (non-embedding params + head matmul) +
 6 * layers * seq_len * hidden (attention scores and values, causal not halved).
@@ -66,11 +66,11 @@ def flops_per_token(preset: str, vocab: int, seq_len: int) -> float:
     return 6 * n + 6 * hf.num_hidden_layers * seq_len * hf.hidden_size
 
 
-def run_ours(preset, data, steps, warm, batch, seq_len, out: Path) -> float:
+def run_ours(preset, data, steps, warm, batch, seq_len, out: Path, compile: bool = False) -> float:
     from preschool.train.trainer import train
 
     cfg = {"model": {"preset": preset}, "batch_size": batch, "lr": 1e-3, "log_every": steps, "eval_every": 0,
-           "val": [], "checkpoint_every": 10**9, "progress": False, "seed": 0,
+           "val": [], "checkpoint_every": 10**9, "progress": False, "seed": 0, "compile": compile,
            "stages": [{"name": "pt", "data": "rand", "tokens": steps * batch * seq_len, "warmup": 0.1}]}
     stamps = []
 
@@ -85,7 +85,7 @@ def run_ours(preset, data, steps, warm, batch, seq_len, out: Path) -> float:
     return (len(stamps) - 1 - warm) * batch * seq_len / (stamps[-1] - stamps[warm])
 
 
-def run_hf(preset, data, steps, warm, batch, seq_len, out: Path) -> float:
+def run_hf(preset, data, steps, warm, batch, seq_len, out: Path, compile: bool = False) -> float:
     from transformers import Trainer, TrainerCallback, TrainingArguments
 
     from preschool.data.shards import ShardSet
@@ -119,7 +119,7 @@ def run_hf(preset, data, steps, warm, batch, seq_len, out: Path) -> float:
                              lr_scheduler_type="cosine", warmup_steps=max(1, steps // 10), logging_steps=10**9,
                              save_strategy="no", report_to=[], use_cpu=not torch.cuda.is_available(),
                              dataloader_num_workers=0, disable_tqdm=True, seed=0,
-                             bf16=torch.cuda.is_available())  # ours: bf16 autocast on CUDA (precision auto)
+                             bf16=torch.cuda.is_available(), torch_compile=compile)  # ours: bf16 autocast on CUDA (precision auto)
     Trainer(model=model, args=args, train_dataset=Rows(), callbacks=[Clock()], compute_loss_func=loss_fn).train()
     return (len(stamps) - 1 - warm) * batch * seq_len / (stamps[-1] - stamps[warm])
 
@@ -133,6 +133,8 @@ def main(argv=None) -> int:
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--seq-len", type=int, default=256)
     ap.add_argument("--vocab", type=int, default=2048)
+    ap.add_argument("--compile", action="store_true",
+                    help="also compare with torch.compile on both sides (ours: compile: true; HF: torch_compile)")
     a = ap.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -146,17 +148,20 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         data = make_data(tmp, rows=a.batch * a.steps, seq_len=a.seq_len, vocab=a.vocab)
-        for preset in a.presets:
+        for preset, comp in [(p, c) for p in a.presets for c in ([False, True] if a.compile else [False])]:
             ours, hf = [], []
             for r in range(a.rounds):
-                ours.append(run_ours(preset, data, a.steps, a.warmup_steps, a.batch, a.seq_len, tmp / f"o-{preset}-{r}"))
-                hf.append(run_hf(preset, data, a.steps, a.warmup_steps, a.batch, a.seq_len, tmp / f"h-{preset}-{r}"))
+                ours.append(run_ours(preset, data, a.steps, a.warmup_steps, a.batch, a.seq_len,
+                                     tmp / f"o-{preset}-{comp}-{r}", comp))
+                hf.append(run_hf(preset, data, a.steps, a.warmup_steps, a.batch, a.seq_len,
+                                 tmp / f"h-{preset}-{comp}-{r}", comp))
             fpt = flops_per_token(preset, a.vocab, a.seq_len)
             o, h = max(ours), max(hf)
-            results[preset] = {"ours_tokens_per_s": o, "hf_tokens_per_s": h, "ratio": o / h,
+            label = preset + ("+compile" if comp else "")
+            results[label] = {"ours_tokens_per_s": o, "hf_tokens_per_s": h, "ratio": o / h,
                                "mfu_ours": o * fpt / peak, "mfu_hf": h * fpt / peak,
                                "rounds_ours": ours, "rounds_hf": hf}
-            print(f"{preset:9s} ours {o:9.0f} tok/s  HF Trainer {h:9.0f} tok/s  ratio {o / h:5.2f}x  "
+            print(f"{label:17s} ours {o:9.0f} tok/s  HF Trainer {h:9.0f} tok/s  ratio {o / h:5.2f}x  "
                   f"MFU ours {100 * o * fpt / peak:5.1f}%  HF {100 * h * fpt / peak:5.1f}%", flush=True)
     print(json.dumps({"device": str(dev), "matmul_flops": peak, "batch": a.batch, "seq_len": a.seq_len,
                       "steps": a.steps, "results": results}, indent=1))

@@ -241,3 +241,15 @@ def test_on_model_built_runs_before_optimizer(tmp_path, datasets, micro_cfg):
 
     w = load_file(str(tmp_path / "r" / "checkpoints" / "step-00000008" / "model.safetensors"))
     assert torch.equal(w["model.embed_tokens.weight"], cb.before)  # frozen: the optimizer never saw it
+
+
+def test_stop_on_last_step_of_grouped_stage_resumes_group(tmp_path, datasets, micro_cfg):
+    cfg = micro_cfg(stages=[{"name": "a", "data": "text", "tokens": 4 * 16 * 3, "group": "pt", "warmup": 1},
+                            {"name": "s", "data": "synth", "tokens": 4 * 16 * 2},
+                            {"name": "b", "data": "text", "tokens": 4 * 16 * 3, "group": "pt", "warmup": 1}],
+                    checkpoint_every=100, eval_every=0)
+    train(cfg, tmp_path / "straight", datasets)
+    train(cfg, tmp_path / "r", datasets, callbacks=[StopAt(3)])  # stop exactly at the end of stage a
+    train(cfg, tmp_path / "r", datasets)
+    for x, y in zip(rows(tmp_path / "straight"), rows(tmp_path / "r")):
+        assert x["lr"] == y["lr"] and x["loss"] == pytest.approx(y["loss"], abs=1e-6)

@@ -677,11 +677,12 @@ class Trainer:
                     cb.on_step_end(self)
                 if self.should_stop:
                     break
+            if self.stage_step >= n:  # a stop on a stage's last step still closes the stage
+                self._end_stage(i)
+                for cb in self.callbacks:
+                    cb.on_stage_end(self, s)
             if self.should_stop:
                 break
-            self._end_stage(i)
-            for cb in self.callbacks:
-                cb.on_stage_end(self, s)
         for cb in self.callbacks:
             cb.on_train_end(self)
         summary = {"out_dir": str(self.out_dir), "steps": self.step, "tokens": self.tokens,

@@ -34,11 +34,11 @@ class CheckpointCallback(Callback):
             self.last_saved = trainer.step
 
     def on_step_end(self, trainer) -> None:
+        if trainer.stage_step == trainer.stage_steps[trainer.stage_index]:
+            return  # the stage-end checkpoint (after group bookkeeping) covers this step, stop or not
         if trainer.should_stop:
             self._save(trainer)
             return
-        if trainer.stage_step == trainer.stage_steps[trainer.stage_index]:
-            return  # the stage-end checkpoint (after group bookkeeping) covers this step
         cfg = trainer.cfg
         due = (trainer.step in self._log_steps) if cfg.checkpoint_schedule == "log" else \
             (trainer.step % cfg.checkpoint_every == 0)
