@@ -53,11 +53,10 @@ accuracy.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Iterable, Literal, Sequence
+from typing import Any, ClassVar, Iterable, Literal, NamedTuple, Sequence
 
 import numpy as np
 
@@ -109,8 +108,7 @@ class MinimalPairsConfig:
             check(bool(self.hub), "hub", "give a hub dataset name or a local path")
 
 
-@dataclass(frozen=True)
-class MinimalPair:
+class MinimalPair(NamedTuple):
     """One pair; ``source`` is ``file:line`` (1-based) for error messages and provenance."""
 
     uid: str
@@ -130,7 +128,7 @@ def _pair_sort_key(pair_id: str) -> tuple:
     return (0, int(pair_id), "") if pair_id.isdigit() else (1, 0, pair_id)
 
 
-def _pair_from_obj(obj: Any, where: str, default_uid: str, default_id: str) -> MinimalPair:
+def _pair_from_obj(obj: Any, where: str, default_uid: str, default_id: str, normalize: bool = True) -> MinimalPair:
     if not isinstance(obj, dict):
         raise DataError(f"{where}: expected a JSON object, got {type(obj).__name__}")
     for f in REQUIRED_FIELDS:
@@ -141,18 +139,15 @@ def _pair_from_obj(obj: Any, where: str, default_uid: str, default_id: str) -> M
     for f in ("UID", "pairID", "field", "linguistics_term"):
         if f in obj and not isinstance(obj[f], (str, int)):
             raise DataError(f"{where}: field {f!r} must be a string, got {obj[f]!r}")
-    return MinimalPair(
-        uid=str(obj.get("UID", default_uid)),
-        pair_id=str(obj.get("pairID", default_id)),
-        good=obj["sentence_good"],
-        bad=obj["sentence_bad"],
-        field=str(obj.get("field", "unknown")),
-        term=str(obj.get("linguistics_term", "unknown")),
-        source=where,
-    )
+    field, term = str(obj.get("field", "unknown")), str(obj.get("linguistics_term", "unknown"))
+    if normalize:
+        field = LABEL_FIXES["field"].get(field, field)
+        term = LABEL_FIXES["linguistics_term"].get(term, term)
+    return MinimalPair(str(obj.get("UID", default_uid)), str(obj.get("pairID", default_id)), obj["sentence_good"],
+                       obj["sentence_bad"], field, term, where)
 
 
-def read_jsonl_pairs(path: str | Path) -> list[MinimalPair]:
+def read_jsonl_pairs(path: str | Path, normalize_labels: bool = True) -> list[MinimalPair]:
     """Parse one BLiMP-format JSONL file. ``UID`` defaults to the file stem, ``pairID`` to the line index."""
     path = Path(path)
     pairs = []
@@ -168,11 +163,11 @@ def read_jsonl_pairs(path: str | Path) -> list[MinimalPair]:
             obj = json.loads(line)
         except json.JSONDecodeError as e:
             raise DataError(f"{where}: not valid JSON ({e.msg})") from None
-        pairs.append(_pair_from_obj(obj, where, path.stem, str(n - 1)))
+        pairs.append(_pair_from_obj(obj, where, path.stem, str(n - 1), normalize_labels))
     return pairs
 
 
-def _hub_pairs(name: str, uids: Sequence[str] | None) -> list[MinimalPair]:
+def _hub_pairs(name: str, uids: Sequence[str] | None, normalize: bool = True) -> list[MinimalPair]:
     try:
         import datasets
     except ImportError as e:  # pragma: no cover - datasets is a core dependency
@@ -183,7 +178,7 @@ def _hub_pairs(name: str, uids: Sequence[str] | None) -> list[MinimalPair]:
         for uid in configs:
             ds = datasets.load_dataset(name, uid, split="train")
             for i, row in enumerate(ds):
-                pairs.append(_pair_from_obj(dict(row), f"hub:{name}/{uid}[{i}]", uid, str(i)))
+                pairs.append(_pair_from_obj(dict(row), f"hub:{name}/{uid}[{i}]", uid, str(i), normalize))
     except DataError:
         raise
     except Exception as e:  # network, offline mode, missing config: say what to do instead
@@ -211,7 +206,7 @@ def load_pairs(
     wanted = list(paradigms) if paradigms else None
     sources: list[dict] = []
     if path is None:
-        pairs = _hub_pairs(hub, wanted)
+        pairs = _hub_pairs(hub, wanted, normalize_labels)
         sources.append({"hub": hub})
     else:
         p = Path(path)
@@ -222,11 +217,8 @@ def load_pairs(
             files = [p / f"{u}.jsonl" for u in wanted]  # BLiMP layout (file stem = UID): skip the other files
         pairs = []
         for f in files:
-            pairs.extend(read_jsonl_pairs(f))
+            pairs.extend(read_jsonl_pairs(f, normalize_labels))
             sources.append({"file": str(f), "sha256": sha256_file(f)})
-    if normalize_labels:
-        pairs = [dataclasses.replace(pr, field=LABEL_FIXES["field"].get(pr.field, pr.field),
-                                     term=LABEL_FIXES["linguistics_term"].get(pr.term, pr.term)) for pr in pairs]
     by_uid: dict[str, list[MinimalPair]] = {}
     seen: dict[tuple[str, str], str] = {}
     for pr in pairs:
