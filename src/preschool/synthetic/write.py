@@ -288,7 +288,10 @@ def write_generator_shards(
                 symbol_vocab_size=gen.vocab_size,
                 eos_id=eos_id,
                 exact_fill=exact_fill,
-                documents_used=stats.documents,
+                # with exact fill every row is one document; otherwise the packer may
+                # have read a few documents past the last row written
+                documents_used=n_rows if exact_fill else None,
+                documents_generated=stats.documents,
                 code_version=code_version(),
                 **(manifest_extra or {}),
             )
