@@ -57,3 +57,21 @@ def test_split_documents_deterministic_and_order_free():
 def test_split_matches_known_hash():
     # sha256("0:doc") starts with 960a9713..., i.e. 0.5861 of 2^64: held out at 0.59, kept at 0.58.
     assert is_validation("doc", 0.59, 0) and not is_validation("doc", 0.58, 0)
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from preschool.corpora import chunk_lines  # noqa: E402
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="ab. \n\t\r\x0c\ufeff", max_size=400), st.integers(1, 60), st.sampled_from(["paragraphs", "lines"]))
+def test_chunking_properties(raw, limit, mode):
+    text = clean_text(raw)
+    chunks = chunk_text(text, mode, limit)
+    assert chunks == list(chunk_lines(iter(text.split("\n")), mode, limit))
+    assert all(c.strip() for c in chunks)  # never an empty chunk
+    assert "".join("".join(chunks).split()) == "".join(text.split())  # every visible character, in order, once
+    if mode == "paragraphs":
+        assert all(len(c) <= limit for c in chunks)

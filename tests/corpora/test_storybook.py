@@ -160,3 +160,17 @@ def test_pairs_load_in_the_minimal_pairs_evaluator(tmp_path):
     pairs, sources = mp.load_pairs(str(tmp_path))
     assert len(pairs) == 10 * len(PARADIGMS) and len(sources) == len(PARADIGMS)
     assert {p.uid for p in pairs} == {f"storybook_{k}" for k in PARADIGMS}
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(0, 10**9), st.sampled_from(list(PARADIGMS)))
+def test_any_seed_and_index(seed, index, paradigm):
+    book = Storybook(seed=seed)
+    assert all(is_grammatical(s) for s in split_sentences(book.story(index)))
+    row = book.minimal_pair(paradigm, index)
+    assert is_grammatical(row["sentence_good"]) and not is_grammatical(row["sentence_bad"])
+    assert book.story(index) == Storybook(seed=seed).story(index)

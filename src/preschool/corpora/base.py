@@ -175,10 +175,13 @@ def _cut_long(line: str, chunk_chars: int) -> Iterator[str]:
     while n - start > chunk_chars:
         window = line[start:start + chunk_chars]
         cut = max((m.end() for m in _SENT_END.finditer(window)), default=0)
-        if cut < chunk_chars // 4:  # no sentence end in the window: fall back to the last space
+        min_cut = max(1, chunk_chars // 4)  # pieces much shorter than the limit would waste chunks
+        if cut < min_cut:  # no sentence end in the window: fall back to the last space, else a hard cut
             sp = window.rfind(" ")
-            cut = sp + 1 if sp >= chunk_chars // 4 else chunk_chars
-        yield line[start:start + cut].rstrip()
+            cut = sp + 1 if sp + 1 >= min_cut else chunk_chars
+        piece = line[start:start + cut].rstrip()
+        if piece.strip():
+            yield piece
         start += cut
     if line[start:].strip():
         yield line[start:]
