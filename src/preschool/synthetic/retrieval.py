@@ -92,50 +92,49 @@ class Retrieval(Generator):
     def sym(self, special: int) -> int:
         return self._special0 + special
 
-    def instance(self, rng: np.random.Generator, at: int) -> tuple[list[int], tuple[int, int], dict]:
-        c = self.cfg
-        m, d = c.n_tracked, c.n_distractors
-        n = m + d
-        values = (c.n_keys + rng.integers(0, c.n_values, n)).tolist()
-        order = rng.permutation(n).tolist()  # cell order; cells 0..m-1 are the tracked ones
-        if c.mode == "recall":
-            keys = rng.choice(c.n_keys, n, replace=False).tolist()
-        else:
-            keys = [self.sym(self.MARK)] * m + [self.sym(self.NOMARK)] * d
-        seq: list[int] = []
-        pos = {}
-        for cell in order:
-            seq += [keys[cell], values[cell]]
-            pos[cell] = at + len(seq) - 1
-        gap = int(rng.integers(c.gap_min, c.gap_max + 1))
-        seq += (c.n_keys + c.n_values + rng.integers(0, c.n_filler, gap)).tolist()
-        if c.mode == "recall":
-            asked = rng.permutation(m).tolist()
-            seq += [self.sym(self.QUERY), *(keys[i] for i in asked), self.sym(self.ANSWER)]
-        else:
-            asked = sorted(range(m), key=lambda i: pos[i])  # in the order seen
-            seq += [self.sym(self.QUERY), self.sym(self.ANSWER)]
-        a = at + len(seq)
-        seq += [values[i] for i in asked]
-        distances = [a + j - pos[i] for j, i in enumerate(asked)]
-        return seq, (a, a + m), {"gap": gap, "distances": distances}
-
     def item(self, index: int) -> Item:
         c = self.cfg
         rng = self.rng(index)
+        m, d = c.n_tracked, c.n_distractors
+        n = m + d
+        # All randomness drawn up front, vectorised over the most instances that can fit.
+        min_len = 2 * n + c.gap_min + 2 + m * (2 if c.mode == "recall" else 1)
+        k = c.length // min_len + 1
+        values = (c.n_keys + rng.integers(0, c.n_values, (k, n))).tolist()
+        order = np.argsort(rng.random((k, n)), 1).tolist()  # cell order; cells 0..m-1 are tracked
+        if c.mode == "recall":  # n distinct keys per instance
+            keys = np.argsort(rng.random((k, c.n_keys)), 1)[:, :n].tolist()
+            asked_all = np.argsort(rng.random((k, m)), 1).tolist()
+        gaps = rng.integers(c.gap_min, c.gap_max + 1, k).tolist()
+        filler = (c.n_keys + c.n_values + rng.integers(0, c.n_filler, (k, c.gap_max))).tolist()
+        q, a_, mark, nomark = self.sym(self.QUERY), self.sym(self.ANSWER), self.sym(self.MARK), self.sym(self.NOMARK)
         out: list[int] = []
-        spans, metas = [], []
+        spans, gap_used, dist = [], [], []
+        j = 0
         while c.length - len(out) >= c.max_instance_length:
-            seq, span, meta = self.instance(rng, len(out))
-            out += seq
-            spans.append(span)
-            metas.append(meta)
+            ks = keys[j] if c.mode == "recall" else [mark] * m + [nomark] * d
+            vs = values[j]
+            pos = [0] * n
+            for cell in order[j]:
+                out += (ks[cell], vs[cell])
+                pos[cell] = len(out) - 1
+            out += filler[j][: gaps[j]]
+            if c.mode == "recall":
+                asked = asked_all[j]
+                out += [q, *(ks[i] for i in asked), a_]
+            else:
+                asked = sorted(range(m), key=pos.__getitem__)  # in the order seen
+                out += [q, a_]
+            start = len(out)
+            out += [vs[i] for i in asked]
+            spans.append((start, start + m))
+            gap_used.append(gaps[j])
+            dist += [start + t - pos[i] for t, i in enumerate(asked)]
+            j += 1
         doc = np.full(c.length, self.sym(self.PAD), np.int64)
         doc[: len(out)] = out
-        dist = [x for mt in metas for x in mt["distances"]]
         return Item(doc, spans_mask(c.length, spans),
-                    {"answer_spans": spans, "instances": len(spans), "gaps": [mt["gap"] for mt in metas],
-                     "distances": dist})
+                    {"answer_spans": spans, "instances": len(spans), "gaps": gap_used, "distances": dist})
 
     def symbol_name(self, s: int) -> str:
         c = self.cfg
