@@ -281,7 +281,7 @@ def write_generator_shards(
                     bar.update(take * row_len)
                 if written >= n_rows:
                     break
-            return w.close(
+            info = dict(
                 source={"kind": "generator", "name": gen.registry_name, "config": to_dict(gen.cfg)},
                 render=enc.render,
                 reserved_offset=enc.reserved_offset if enc.render == "reserved" else None,
@@ -293,8 +293,8 @@ def write_generator_shards(
                 documents_used=n_rows if exact_fill else None,
                 documents_generated=stats.documents,
                 code_version=code_version(),
-                **(manifest_extra or {}),
             )
+            return w.close(**{**info, **(manifest_extra or {})})
     finally:
         docs.close()
         if bar:
