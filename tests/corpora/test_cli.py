@@ -1,5 +1,6 @@
 import json
 
+from preschool.corpora import PARADIGMS
 from preschool.corpora.cli import main
 
 
@@ -19,4 +20,4 @@ def test_read_and_pairs(tmp_path, capsys):
     assert main(["read", "--set", "source=txt"]) == 2
     assert "did you mean 'text'" in capsys.readouterr().err
     assert main(["pairs", str(tmp_path / "mp"), "--per-paradigm", "3"]) == 0
-    assert len(list((tmp_path / "mp").glob("*.jsonl"))) == 9
+    assert len(list((tmp_path / "mp").glob("*.jsonl"))) == len(PARADIGMS)

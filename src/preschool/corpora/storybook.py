@@ -110,6 +110,7 @@ _ANIMATE = [n for n in L.NOUNS if n.kind != "thing"]
 _GENDERED = [n for n in _PERSONS if n.gender in "mf"]
 _THINGS = [n for n in L.NOUNS if n.kind == "thing"]
 _FOOD = [n for n in _THINGS if n.sg in L.FOOD]
+_IRREGULAR = [n for n in L.NOUNS if n.pl not in (n.sg + "s", n.sg + "es", n.sg[:-1] + "ies")]  # mice, children, leaves
 _INTR = [v for v in L.VERBS if v.kind == "intr" and v.subj != "thing"]  # for animate subjects
 _INTR_ANY = [v for v in L.VERBS if v.kind == "intr" and v.subj != "animate"]  # for things
 _TR = [v for v in L.VERBS if v.kind == "tr"]
@@ -491,6 +492,11 @@ class Storybook:
         pred, k, bad = self._pv(r, s, "past" if r.chance(0.2) else "pres")
         return s.words + pred, len(s.words) + k, bad, ".", {}
 
+    def _pair_sv_irregular(self, r: _Rand):
+        s = self._dnp(r, _IRREGULAR, num="pl" if r.chance(0.6) else "sg", det=r.pick(["the", "any"]), adj_p=0.1)
+        pred, k, bad = self._pv(r, s, "past" if r.chance(0.2) else "pres")
+        return s.words + pred, len(s.words) + k, bad, ".", {}
+
     def _pair_sv_attractor(self, r: _Rand):
         head = self._dnp(r, _ANIMATE if r.chance(0.7) else _THINGS, det=r.pick(["the", "any"]), adj_p=0.1)
         other = "pl" if head.num == "sg" else "sg"
@@ -602,6 +608,7 @@ def _lemma(word: str) -> str:
 # paradigm -> (BLiMP field, BLiMP linguistics_term, builder)
 PARADIGMS: dict[str, tuple[str, str, Callable]] = {
     "subject_verb_agreement": ("morphology", "subject_verb_agreement", Storybook._pair_sv_simple),
+    "agreement_irregular_plural": ("morphology", "subject_verb_agreement", Storybook._pair_sv_irregular),
     "agreement_prepositional_attractor": ("morphology", "subject_verb_agreement", Storybook._pair_sv_attractor),
     "agreement_relative_clause": ("morphology", "subject_verb_agreement", Storybook._pair_sv_relative),
     "agreement_negation": ("morphology", "subject_verb_agreement", Storybook._pair_negation),
