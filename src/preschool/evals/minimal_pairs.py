@@ -91,7 +91,7 @@ class MinimalPairsConfig:
     max_pairs_per_paradigm: int | None = None  # fast subset: first N pairs by pairID in each paradigm
     paradigms: list[str] | None = None  # only these UIDs (default: all found)
     tie_tolerance: float = 1e-5  # |logp_good - logp_bad| at or below this (nats) is a tie (0.5 credit)
-    sentence_prefix: str = ""  # text put before every sentence; " " reproduces lm-eval's BLiMP exactly (see below)
+    sentence_prefix: str = ""  # text put before every sentence; " " reproduces lm-eval's BLiMP exactly (docstring)
     normalize_labels: bool = True  # map BLiMP's stray labels onto the paper's 12 phenomena / 4 fields (LABEL_FIXES)
     write_items: bool = True  # per-pair rows in items.jsonl
 
