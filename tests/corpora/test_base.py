@@ -52,6 +52,9 @@ def test_split_documents_deterministic_and_order_free():
     assert split_documents(ids, 0.0, 7) == (ids, [])
     with pytest.raises(ConfigError, match="val_fraction"):
         split_documents(ids, 1.0)
+    _, vb = split_documents(ids, 0.1, seed=7, by_source=True)
+    books = {i.split("#")[0] for i in vb}
+    assert vb == [i for i in ids if i.split("#")[0] in books] and 0 < len(books) < 40
 
 
 def test_split_matches_known_hash():

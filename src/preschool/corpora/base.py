@@ -285,8 +285,13 @@ def is_validation(doc_id: str, val_fraction: float, seed: int = 0) -> bool:
     return int.from_bytes(h[:8], "big") / 2**64 < val_fraction
 
 
-def split_documents(docs: Iterable[Document | str], val_fraction: float, seed: int = 0) -> tuple[list[str], list[str]]:
-    """Split documents (or ids) into (train_ids, val_ids) by hashing (seed, id); keeps input order."""
+def split_documents(docs: Iterable[Document | str], val_fraction: float, seed: int = 0,
+                    by_source: bool = False) -> tuple[list[str], list[str]]:
+    """Split documents (or ids) into (train_ids, val_ids) by hashing (seed, id); keeps input order.
+
+    ``by_source``: hash the id without its ``#<chunk>`` suffix, so every chunk of
+    one file or record (a whole novel) lands on the same side.
+    """
     from ..errors import ConfigError
 
     if not 0.0 <= val_fraction < 1.0:
@@ -295,5 +300,6 @@ def split_documents(docs: Iterable[Document | str], val_fraction: float, seed: i
     val: list[str] = []
     for d in docs:
         did = d if isinstance(d, str) else d.id
-        (val if is_validation(did, val_fraction, seed) else train).append(did)
+        key = did.rsplit("#", 1)[0] if by_source else did
+        (val if is_validation(key, val_fraction, seed) else train).append(did)
     return train, val
