@@ -23,6 +23,7 @@ COMMANDS: dict[str, str] = {
     "eval": "preschool.evals.cli",
     "report": "preschool.analysis.cli",
     "compartments": "preschool.compartments.cli",
+    "corpus": "preschool.corpora.cli",
 }
 
 
