@@ -1,14 +1,12 @@
 import json
-import math
 
-import numpy as np
 import pytest
 import torch
 
 from preschool.config import from_dict
 from preschool.errors import ConfigError
 from preschool.train.callbacks import Callback
-from preschool.train.trainer import TrainConfig, Trainer, doc_attention_mask, train
+from preschool.train.trainer import TrainConfig, doc_attention_mask, train
 
 
 def rows(run, event="train"):

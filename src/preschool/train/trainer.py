@@ -58,7 +58,7 @@ from ..data.mixture import IGNORE_INDEX, Mixture, rank_indices
 from ..errors import ConfigError, DataError
 from ..io import atomic_dir, read_json, write_json, write_text
 from .callbacks.base import Callback
-from .model import ModelConfig, build_model, init_weights  # noqa: F401  (init_weights re-exported)
+from .model import ModelConfig, build_model
 from .schedules import ScheduleConfig, lr_at
 
 STATE_FILE = "trainer_state.pt"
