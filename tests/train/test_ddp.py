@@ -68,3 +68,19 @@ def test_two_rank_ddp_matches_single_process(tmp_path, datasets, micro_cfg):
     for k, v in ref.items():
         assert torch.allclose(p0[k], v, atol=1e-4), k
     assert (tmp_path / "ddp" / "DONE").is_file()
+
+
+@pytest.mark.slow
+def test_cli_under_torchrun(tmp_path, datasets, micro_cfg):
+    import yaml
+
+    cfg = micro_cfg(device="cpu", checkpoint_every=2)
+    (tmp_path / "run.yaml").write_text(yaml.safe_dump({"train": cfg, "datasets": {k: str(v) for k, v in datasets.items()}}))
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
+                           "--master_port", str(free_port()), "-m", "preschool.cli", "train", str(tmp_path / "run.yaml"),
+                           "--out", str(tmp_path / "out")], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.count('"steps": 8') == 1  # only rank 0 prints the summary
+    assert (tmp_path / "out" / "DONE").is_file()
+    assert [r["step"] for r in rows(tmp_path / "out")] == list(range(1, 9))
