@@ -84,3 +84,30 @@ def test_errors_name_the_problem(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(DataError, match="no manifest"):
         EVALUATORS.build("heldout", {"sources": {"e": str(tmp_path / "empty")}}).evaluate(micro_model(), None)
+
+
+def test_attention_reset_between_docs(tmp_path):
+    model = micro_model(seed=5)
+    rng = np.random.default_rng([9, 0])
+    toks = rng.integers(0, VOCAB, size=(3, ROW_LEN))
+    k = 6  # every row: document 0 = tokens[:k], document 1 = tokens[k:]
+    segs = np.zeros((3, ROW_LEN), np.uint16)
+    segs[:, k:] = 1
+    with ShardWriter(tmp_path / "s", ROW_LEN, VOCAB, arrays=["segments"]) as w:
+        w.add_rows(toks, segments=segs)
+
+    def nll(ids, targets):
+        with torch.no_grad():
+            lp = torch.log_softmax(model(input_ids=torch.as_tensor(ids)[None]).logits[0].double(), -1)
+        return -float(lp[torch.arange(len(targets)), torch.as_tensor(targets)].sum())
+
+    # by hand: document 0 alone predicts its own tokens and the first token of document 1;
+    # document 1 alone (positions from 0) predicts the rest
+    want = sum(nll(r[:k], r[1:k + 1]) + nll(r[k:-1], r[k + 1:]) for r in toks) / (3 * (ROW_LEN - 1))
+    cfg = {"sources": {"s": str(tmp_path / "s")}, "batch_size": 2}
+    reset = EVALUATORS.build("heldout", {**cfg, "attention_reset_between_docs": True}).evaluate(model, None)
+    plain = EVALUATORS.build("heldout", cfg).evaluate(model, None)
+    assert reset.metrics["loss/s"] == pytest.approx(want, abs=1e-4)
+    assert reset.extra["sources"]["s"]["attention_reset"] and not plain.extra["sources"]["s"]["attention_reset"]
+    assert abs(plain.metrics["loss/s"] - want) > 1e-4
+    assert plain.metrics["loss/s"] == pytest.approx(hf_loss(model, toks), abs=1e-4)

@@ -12,8 +12,10 @@ float64. ``loss/<name>`` is the token-weighted mean negative log-likelihood
 ``loss`` is the unweighted mean over sources.
 
 Packed rows are scored with full causal attention across document
-boundaries, as the trainer sees them (``segments`` is not used to reset
-attention), so these numbers match the trainer's ``val/<source>`` losses.
+boundaries, the trainer's default. With ``attention_reset_between_docs: true``
+(mirror the trainer option of that name) a set's ``segments`` array restricts
+attention to the same document and restarts position ids at each document, as
+the trainer does; sets without ``segments`` are scored unchanged.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ class HeldoutConfig:
     max_rows: int | None = 256  # evenly spaced fixed rows per source; null = every row
     batch_size: int = 16  # rows per forward pass; results do not depend on it
     verify: str = "sha256"  # shard check on open: "sha256" (sizes + checksums) or "size"
+    attention_reset_between_docs: bool = False  # as the trainer option: attend within a document only (segments)
 
     def validate(self) -> None:
         check(len(self.sources) > 0, "sources", "give at least one name: path")
@@ -68,8 +71,27 @@ def fixed_rows(n_rows: int, max_rows: int | None) -> np.ndarray:
     return np.unique(np.round(np.linspace(0, n_rows - 1, max_rows)).astype(np.int64))
 
 
-def rows_nll(model, tokens: np.ndarray, loss_mask: np.ndarray | None, batch_size: int = 16) -> tuple[float, int]:
-    """Summed NLL (float64) and count of the masked-in next-token predictions of ``tokens`` (n, row_len)."""
+def segment_attention(segments):
+    """``(attention_mask (B,1,T,T) bool, position_ids (B,T))`` confining attention to each document of a row."""
+    import torch
+
+    seg = segments
+    T = seg.shape[1]
+    causal = torch.ones(T, T, dtype=torch.bool, device=seg.device).tril()
+    mask = (causal[None] & (seg[:, :, None] == seg[:, None, :]))[:, None]
+    pos = torch.arange(T, device=seg.device).expand_as(seg)
+    start = torch.ones_like(seg, dtype=torch.bool)
+    start[:, 1:] = seg[:, 1:] != seg[:, :-1]
+    first = torch.where(start, pos, torch.zeros_like(pos)).cummax(dim=1).values  # index where each document starts
+    return mask, pos - first
+
+
+def rows_nll(model, tokens: np.ndarray, loss_mask: np.ndarray | None, batch_size: int = 16,
+             segments: np.ndarray | None = None) -> tuple[float, int]:
+    """Summed NLL (float64) and count of the masked-in next-token predictions of ``tokens`` (n, row_len).
+
+    With ``segments`` (n, row_len), attention and position ids restart at each document (see module doc).
+    """
     import torch
 
     try:
@@ -80,8 +102,12 @@ def rows_nll(model, tokens: np.ndarray, loss_mask: np.ndarray | None, batch_size
     with torch.inference_mode():
         for b in range(0, len(tokens), batch_size):
             ids = torch.as_tensor(tokens[b:b + batch_size], dtype=torch.long, device=device)
-            out = model(input_ids=ids)
-            logits = (out.logits if hasattr(out, "logits") else out)[:, :-1].float()
+            kw = {}
+            if segments is not None:
+                seg = torch.as_tensor(segments[b:b + batch_size, :-1], dtype=torch.long, device=device)
+                kw["attention_mask"], kw["position_ids"] = segment_attention(seg)
+            out = model(input_ids=ids[:, :-1], **kw)  # the last token is only ever a target
+            logits = (out.logits if hasattr(out, "logits") else out).float()
             targets = ids[:, 1:]
             nll = torch.logsumexp(logits, -1) - logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
             if loss_mask is not None:
@@ -118,7 +144,10 @@ class Heldout(Evaluator):
                 raise DataError(f"{sp}: token id {int(tokens.max())} >= model vocab_size {vocab} "
                                 f"(source {name!r} was tokenized with a different tokenizer)")
             mask = ss.rows(idx, "loss_mask") if ss.has_loss_mask else None
-            total, count = rows_nll(model, tokens, mask, self.cfg.batch_size)
+            segs = None
+            if self.cfg.attention_reset_between_docs and "segments" in ss.array_names:
+                segs = ss.rows(idx, "segments")
+            total, count = rows_nll(model, tokens, mask, self.cfg.batch_size, segs)
             if count == 0:
                 raise DataError(f"{sp}: the loss mask leaves no target in the {len(idx)} rows scored (source {name!r})")
             loss = total / count
@@ -127,6 +156,7 @@ class Heldout(Evaluator):
             metrics[f"ppl/{name}"] = math.exp(min(loss, 700.0))  # exp overflows past ~709
             metrics[f"tokens/{name}"] = float(count)
             extra["sources"][name] = {"path": str(sp), "rows": int(len(idx)), "rows_total": len(ss),
+                                      "attention_reset": segs is not None,
                                       "manifest_n_tokens": ss.manifest.get("n_tokens")}
         metrics["loss"] = float(np.mean(losses))
         return EvalResult(metrics=metrics, extra=extra)
