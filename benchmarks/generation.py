@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -86,7 +85,10 @@ enc = SymbolEncoder("reserved", reserved_offset=1)
 t = time.perf_counter()
 m = write_generator_shards(gen, enc, out, -(-tokens // row_len), row_len, enc.vocab_size(gen), 0, exact_fill=True)
 dt = time.perf_counter() - t
-print(f"{m['n_tokens']} {dt:.3f}")
+# VmHWM: this process image's own peak RSS (getrusage would also count the parent
+# image it was forked from before exec)
+hwm = [l for l in open("/proc/self/status") if l.startswith("VmHWM")][0].split()[1]
+print(f"{m['n_tokens']} {dt:.3f} {int(hwm) / 1024:.1f}")
 """
 
 
@@ -104,11 +106,20 @@ def main() -> int:
     ap.add_argument("--generators", nargs="*", help="default: every registered generator")
     ap.add_argument("--stream", type=_count, default=0, help="also stream this many tokens to disk (e.g. 50M)")
     ap.add_argument("--stream-generator", default="shuffle_dyck")
+    ap.add_argument("--stream-only", action="store_true", help="skip the ratio table")
     args = ap.parse_args()
 
     from preschool.synthetic import GENERATORS
 
-    names = args.generators or GENERATORS.names()
+    ok = True
+    if not args.stream_only:
+        ok = ratios(args, args.generators or GENERATORS.names())
+    if args.stream:
+        stream(args)
+    return 0 if ok else 1
+
+
+def ratios(args, names: list[str]) -> bool:
     # Training at the default thread count and single-threaded (faster on a busy
     # machine); the faster one is the baseline, so ratios are conservative.
     train1 = max(train_tokens_per_s(args.seq_len, args.batch, args.steps),
@@ -125,20 +136,22 @@ def main() -> int:
         r = tps / train
         ok &= r >= 100
         print(f"{name:<16}{tps:>14,.0f}{r:>10.0f}  {'ok' if r >= 100 else 'TOO SLOW'}")
-    if args.stream:
-        with tempfile.TemporaryDirectory() as d:
-            out = os.path.join(d, "shards")
-            t = time.perf_counter()
-            res = subprocess.run([sys.executable, "-c", STREAM_CHILD, args.stream_generator, str(args.stream),
-                                  str(args.seq_len + 1), out], capture_output=True, text=True, check=True)
-            wall = time.perf_counter() - t
-            n_tokens, gen_s = res.stdout.split()
-            rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024  # KiB -> MiB on Linux
-            size = sum(os.path.getsize(os.path.join(out, f)) for f in os.listdir(out)) / 2**20
-            print(f"\nstreamed {int(n_tokens):,} tokens of {args.stream_generator} to disk ({size:,.0f} MiB) in "
-                  f"{float(gen_s):.1f} s ({int(n_tokens) / float(gen_s):,.0f} tokens/s, wall {wall:.1f} s incl. "
-                  f"start-up); peak RSS of that process: {rss:,.0f} MiB")
-    return 0 if ok else 1
+    return ok
+
+
+def stream(args) -> None:
+    """Write ``args.stream`` tokens in a fresh process; print its speed and peak RSS."""
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, "shards")
+        t = time.perf_counter()
+        res = subprocess.run([sys.executable, "-c", STREAM_CHILD, args.stream_generator, str(args.stream),
+                              str(args.seq_len + 1), out], capture_output=True, text=True, check=True)
+        wall = time.perf_counter() - t
+        n_tokens, gen_s, rss = res.stdout.split()
+        size = sum(os.path.getsize(os.path.join(out, f)) for f in os.listdir(out)) / 2**20
+        print(f"\nstreamed {int(n_tokens):,} tokens of {args.stream_generator} to disk ({size:,.0f} MiB) in "
+              f"{float(gen_s):.1f} s ({int(n_tokens) / float(gen_s):,.0f} tokens/s, wall {wall:.1f} s incl. "
+              f"start-up); peak RSS of that process: {float(rss):,.0f} MiB")
 
 
 if __name__ == "__main__":
