@@ -150,3 +150,15 @@ def test_cli(run_dir, tmp_path, capsys):
     capsys.readouterr()
     assert main(["eval", "--checkpoint", str(ckpt), "--evaluator", "heldout", "--set", "rows=3"]) == 2
     assert "evaluators[0].rows: unknown key" in capsys.readouterr().err
+
+
+def test_data_edited_in_place_invalidates_cache(run_dir, tmp_path):
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_text((run_dir / "pairs.jsonl").read_text())
+    evs = [("minimal_pairs", {"path": str(pairs)}, "mp_tmpdata")]
+    assert evaluate_run(run_dir, evs, steps=[100], log=None)[0]["cached"] == []
+    assert evaluate_run(run_dir, evs, steps=[100], log=None)[0]["cached"] == ["mp_tmpdata"]
+    lines = pairs.read_text().splitlines()
+    pairs.write_text("\n".join(lines[:-1]) + "\n")  # same path and config, one pair fewer
+    again = evaluate_run(run_dir, evs, steps=[100], log=None)[0]
+    assert again["cached"] == [] and again["results"]["mp_tmpdata"]["metrics"]["n_pairs"] == len(lines) - 1

@@ -126,6 +126,18 @@ class Heldout(Evaluator):
     version: ClassVar[str] = "1"
     headline_metrics: ClassVar[tuple[str, ...]] = ("loss", "loss/*")
 
+    @classmethod
+    def data_fingerprint(cls, cfg: HeldoutConfig) -> str:
+        """sha256 over each source's manifest.json (it lists every shard file's sha256): runner cache key."""
+        import hashlib
+
+        from ..io import sha256_file
+
+        h = hashlib.sha256()
+        for name in sorted(cfg.sources):
+            h.update(f"{name}\0{sha256_file(resolve_shard_path(cfg.sources[name]) / 'manifest.json')}\0".encode())
+        return h.hexdigest()
+
     def evaluate(self, model, tokenizer) -> EvalResult:
         from ..data.shards import ShardSet
 

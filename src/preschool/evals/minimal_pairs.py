@@ -241,6 +241,15 @@ def load_pairs(
     return out, sources
 
 
+def _combined_sha256(files: Sequence[Path]) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    for f in files:
+        h.update(f"{f.name}\0{sha256_file(f)}\0".encode())
+    return h.hexdigest()
+
+
 # ---------------------------------------------------------------- scoring
 
 
@@ -386,6 +395,15 @@ class MinimalPairs(Evaluator):
 
     version: ClassVar[str] = "1"
     headline_metrics: ClassVar[tuple[str, ...]] = ("acc", "acc_micro", "acc_tokmean", "ties", "n_pairs")
+
+    @classmethod
+    def data_fingerprint(cls, cfg: MinimalPairsConfig) -> str | None:
+        """sha256 over the JSONL files read (runner cache key); None for the hub (pinned by name only)."""
+        if cfg.path is None:
+            return None
+        p = Path(cfg.path)
+        files = sorted(p.glob("*.jsonl")) if p.is_dir() else [p]
+        return _combined_sha256(files)
 
     def evaluate(self, model, tokenizer) -> EvalResult:
         cfg = self.cfg

@@ -9,7 +9,9 @@ where ``label`` is the evaluator's name unless given (so one evaluator can run
 under two configs, e.g. ``("minimal_pairs", {"bos": "none"}, "blimp_nobos")``).
 A summary carries a ``cache`` block: the checkpoint fingerprint (meta.json,
 config.json and the weight files' names, sizes and mtimes), the evaluator's
-registry name and ``version``, and the sha256 of its full resolved config. A
+registry name and ``version``, the sha256 of its full resolved config and, for
+evaluators defining ``data_fingerprint(cfg) -> str | None`` (a classmethod),
+a fingerprint of the data they read. A
 rerun skips every (checkpoint, evaluator) whose summary has the same block and
 recomputes the rest, so an interrupted sweep resumes where it stopped and a
 changed config or evaluator version is never served stale. The model is loaded
@@ -160,8 +162,14 @@ def _normalise(evaluators: Sequence[EvaluatorSpec]) -> list[tuple[str, str, Any]
 
 
 def _cache_block(fingerprint: str, name: str, cfg: Any) -> dict:
-    return {"checkpoint": fingerprint, "evaluator": name, "version": EVALUATORS.get(name).cls.version,
-            "config_hash": config_hash(cfg)}
+    cls = EVALUATORS.get(name).cls
+    block = {"checkpoint": fingerprint, "evaluator": name, "version": cls.version, "config_hash": config_hash(cfg)}
+    # Optional hook: an evaluator that reads data files can fingerprint them, so data edited in
+    # place under the same path invalidates its results too.
+    data_fp = getattr(cls, "data_fingerprint", None)
+    if data_fp is not None:
+        block["data"] = data_fp(cfg)
+    return block
 
 
 def _cached_summary(path: Path, cache: dict) -> dict | None:
