@@ -1,6 +1,6 @@
 # Two commands do everything on a fresh machine:
 #   make quickstart   -> creates .venv if missing, runs examples/quickstart.yaml
-#   make test         -> creates .venv if missing, runs the test suite
+#   make test         -> creates .venv if missing, runs the test suite (.venv/bin/python -m pytest -q)
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -8,13 +8,19 @@ export HF_HUB_OFFLINE := 1
 export HF_DATASETS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
+# The package and its runtime dependencies; torch first, pinned to the CPU wheel,
+# so that nothing below pulls a multi-GB CUDA build.
 $(BIN)/preschool: pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	# torch first, pinned to the CPU wheel, so nothing below pulls a multi-GB CUDA build
 	$(BIN)/pip install -q torch==2.13.0
 	$(BIN)/pip install -q -e '.[dev]'
 	touch $(BIN)/preschool
+
+# Test extras: lm-eval (our BLiMP decisions are checked against it) and the HF Trainer baseline.
+$(VENV)/.test-deps: $(BIN)/preschool
+	$(BIN)/pip install -q -e '.[dev,lmeval,bench]'
+	touch $(VENV)/.test-deps
 
 .PHONY: setup quickstart test test-all
 setup: $(BIN)/preschool
@@ -22,8 +28,8 @@ setup: $(BIN)/preschool
 quickstart: setup
 	$(BIN)/preschool run examples/quickstart.yaml
 
-test: setup
+test: $(VENV)/.test-deps
 	$(BIN)/python -m pytest -q
 
-test-all: setup
+test-all: $(VENV)/.test-deps
 	$(BIN)/python -m pytest -q -m ''
