@@ -97,10 +97,11 @@ def _on_base_grid(arm: list, base: list) -> tuple[list, list, list]:
 
     if not arm or not base:
         return [], [], []
+    # Stages that do not count as PT (a final DEPO stage, say) add checkpoints at the same
+    # PT-token count; the comparison keeps the latest checkpoint at each count.
+    arm, base = _last_per_x(arm), _last_per_x(base)
     ax = np.array([p[0] for p in arm], float)
     av = np.array([p[1] for p in arm], float)
-    order = np.argsort(ax, kind="stable")
-    ax, av = ax[order], av[order]
     xs, a_out, b_out = [], [], []
     for x, v in base:
         if ax[0] <= x <= ax[-1]:
@@ -108,6 +109,11 @@ def _on_base_grid(arm: list, base: list) -> tuple[list, list, list]:
             a_out.append(float(np.interp(x, ax, av)))
             b_out.append(float(v))
     return xs, a_out, b_out
+
+
+def _last_per_x(points: list) -> list:
+    """Points sorted by x, one per x: the last one given (curves arrive in step order)."""
+    return sorted({float(x): float(v) for x, v in points}.items())
 
 
 def _final(points: list) -> float:
@@ -198,12 +204,18 @@ def write_report(cfg) -> Path:
     lines += ["## Arms", ""]
     for arm in cfg.arms:
         tc = cfg.train_config(arm, cfg.seeds[0])
-        steps = []
+        steps, groups_seen = [], set()
         for st in tc.stages:
             data = st.data if isinstance(st.data, str) else " + ".join(f"{k}×{w:g}" for k, w in st.data.items())
-            bits = [f"{st.tokens:,} tokens of {data}", st.schedule,
-                    "fresh optimizer + schedule" if st.reset_optimizer else "optimizer carried over",
-                    f"embeddings: {st.embeddings_at_start}"]
+            if st.group is not None and st.group in groups_seen:
+                carry = f"resumes group '{st.group}' (its optimizer, schedule and data position)"
+            else:
+                carry = "fresh optimizer + schedule" if st.reset_optimizer else "optimizer carried over"
+                if st.group is not None:
+                    carry += f", schedule shared by group '{st.group}'"
+            if st.group is not None:
+                groups_seen.add(st.group)
+            bits = [f"{st.tokens:,} tokens of {data}", st.schedule, carry, f"embeddings: {st.embeddings_at_start}"]
             if not st.counts_as_pt:
                 bits.append("not counted as PT")
             steps.append(f"**{st.name}** ({', '.join(bits)})")
