@@ -157,3 +157,17 @@ def test_l2t_dataset_that_yields_no_exercise_is_an_error(tmp_path):
         prepare(cfg, progress=False)
     assert e.value.field == "data.l2t.l2t"
     assert not (tmp_path / "l" / "data" / "l2t").exists()
+
+
+def test_exact_fill_makes_one_dyck_document_per_row(tmp_path):
+    from preschool.data.shards import ShardSet
+    from preschool.experiment import prepare
+
+    out = tmp_path / "x"
+    cfg = _cfg(out, ["data.dyck.render=reserved", "data.dyck.exact_fill=true", "data.dyck.params={k: 16, max_depth: 8}"])
+    man = prepare(cfg, progress=False)
+    ss = ShardSet(out / "data" / "dyck" / "train")
+    eos = 0
+    rows = ss.rows(range(len(ss)))
+    assert (rows[:, -1] == eos).all() and not (rows[:, :-1] == eos).any()  # EOS exactly at each row's end
+    assert (rows[:, 0] >= man["tokenizer"]["vocab_size"]).all()  # every row starts a new document

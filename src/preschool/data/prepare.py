@@ -52,6 +52,7 @@ class DatasetSpec:
     val_tokens: int = 0  # held-out tokens to build (corpus: from held-out documents)
     val_fraction: float = 0.02  # corpus: share of documents held out (by document id hash)
     pack: Literal["concat", "pad"] = "concat"
+    exact_fill: bool = False  # generator: fit its length so one document + EOS is exactly one row (verified)
     exclude: list[str] = field(default_factory=list)  # corpus: skip documents used by these datasets (Control)
     l2t: dict[str, Any] | None = None  # corpus: turn documents into L2T samples (l2t.build.BuildConfig fields)
 
@@ -190,31 +191,32 @@ def _consume(batch, tok, row_len, writers, packers, n_rows, written, used_ids, b
 def _write_generator(spec: DatasetSpec, tok, row_len: int, seed: int, out: Path, workers: int,
                      progress: bool) -> dict:
     from ..synthetic import GENERATORS
-    from ..synthetic.write import SymbolEncoder, write_generator_shards
+    from ..synthetic.write import SymbolEncoder, fit_generator, write_generator_shards
 
-    params = spec.generator_params()
-    params.setdefault("seed", seed)
-    gen = GENERATORS.build(spec.generator, params, "params")
     base_vocab = tok.get_vocab_size()
+    eos = eos_id(tok)
     if spec.render == "text":
         enc = SymbolEncoder("text", tokenizer_json=tok.to_str())
-        vocab = base_vocab
     else:
         enc = SymbolEncoder("reserved", reserved_offset=base_vocab)
-        vocab = base_vocab + gen.vocab_size
+    params = spec.generator_params()
+    params.setdefault("seed", seed)
+    # Held-out items come from a disjoint seed stream (seed + a large odd offset).
+    splits = {"train": (params, spec.tokens), "val": ({**params, "seed": params["seed"] + 1_000_003}, spec.val_tokens)}
     manifests = {}
-    extra = {"tokenizer_sha256": tokenizer_hash(tok), "reserved_ids": [base_vocab, vocab] if spec.render == "reserved" else None}
-    manifests["train"] = write_generator_shards(
-        gen, enc, out / "train", spec.tokens // row_len, row_len, vocab, eos_id(tok), workers=workers,
-        pack_mode=spec.pack, pad_id=eos_id(tok), progress=progress, manifest_extra={**extra, "split": "train"},
-    )
-    if spec.val_tokens // row_len > 0:
-        # Held-out items come from a disjoint seed stream (seed + a large odd offset).
-        vparams = {**params, "seed": params["seed"] + 1_000_003}
-        vgen = GENERATORS.build(spec.generator, vparams, "params")
-        manifests["val"] = write_generator_shards(
-            vgen, enc, out / "val", spec.val_tokens // row_len, row_len, vocab, eos_id(tok), workers=workers,
-            pack_mode=spec.pack, pad_id=eos_id(tok), progress=progress, manifest_extra={**extra, "split": "val"},
+    for split, (p, tokens) in splits.items():
+        if tokens // row_len == 0:
+            continue
+        if spec.exact_fill:  # one document (+ EOS) is exactly one row: the generator's length is fitted
+            gen = fit_generator(spec.generator, p, enc, row_len, eos)
+        else:
+            gen = GENERATORS.build(spec.generator, p, "params")
+        vocab = base_vocab if spec.render == "text" else base_vocab + gen.vocab_size
+        extra = {"tokenizer_sha256": tokenizer_hash(tok), "split": split,
+                 "reserved_ids": [base_vocab, vocab] if spec.render == "reserved" else None}
+        manifests[split] = write_generator_shards(
+            gen, enc, out / split, tokens // row_len, row_len, vocab, eos, workers=workers, pack_mode=spec.pack,
+            pad_id=eos, progress=progress, manifest_extra=extra, exact_fill=spec.exact_fill,
         )
     return manifests
 
