@@ -171,3 +171,16 @@ def test_exact_fill_makes_one_dyck_document_per_row(tmp_path):
     rows = ss.rows(range(len(ss)))
     assert (rows[:, -1] == eos).all() and not (rows[:, :-1] == eos).any()  # EOS exactly at each row's end
     assert (rows[:, 0] >= man["tokenizer"]["vocab_size"]).all()  # every row starts a new document
+
+
+def test_control_dataset_is_disjoint_from_pt_by_document(tmp_path):
+    """Control (verify-ppt): natural text from the PT source that PT never trains on."""
+    from preschool.experiment import prepare
+
+    out = tmp_path / "c"
+    cfg = _cfg(out, ["data.control={corpus: storybook, tokens: 2112, exclude: [pt]}"])
+    man = prepare(cfg, progress=False)
+    ids = lambda name, split: set((out / "data" / name / f"{split}.doc_ids.txt").read_text().split())  # noqa: E731
+    control = ids("control", "train")
+    assert control and not control & (ids("pt", "train") | ids("pt", "val"))
+    assert man["datasets"]["control"]["splits"]["train"]["n_rows"] == 2112 // 33
