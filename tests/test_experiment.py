@@ -24,6 +24,7 @@ MICRO = [
     "minimal_pairs.per_paradigm=8", "model.preset=micro",
     "train.batch_size=8", "train.eval_every=6", "train.checkpoint_every=6", "train.val_rows=8",
     "arms.0.stages.0.tokens=4096", "arms.1.stages.0.tokens=768", "arms.1.stages.1.tokens=4096",
+    "arms.2.stages.0.tokens=768", "arms.2.stages.1.tokens=4096",
 ]
 
 

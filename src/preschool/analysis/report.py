@@ -169,8 +169,10 @@ def write_report(cfg) -> Path:
                 deltas_all += list(g["deltas"])
             if per_seed:
                 mean, sd = _mean_sd(deltas_all)
-                gains.append({"arm": name, "metric": m, "mean": mean, "sd": sd, "n": len(deltas_all),
-                              "stable": bool(len(deltas_all) > 1 and mean > sd), "seeds": len(per_seed)})
+                n = len(deltas_all)
+                gains.append({"arm": name, "metric": m, "mean": mean, "sd": sd, "n": n,
+                              "stable": bool(n > 1 and mean > sd), "stable_harm": bool(n > 1 and -mean > sd),
+                              "seeds": len(per_seed)})
 
     # --- plots
     pdir = out / "plots"
@@ -234,11 +236,12 @@ def write_report(cfg) -> Path:
         lines += [f"## Difference from {baseline}",
                   f"Per-checkpoint difference (arm − baseline, sign flipped for losses so positive = better) over the "
                   f"last {cfg.report.window:.0%} of PT tokens, at the baseline's checkpoints (the arm's curve is "
-                  f"linearly interpolated there); **stable** when mean > SD (the verify-ppt one-SD rule).", "",
-                  "| arm | metric | mean Δ | SD | n | stable |", "|---|---|---|---|---|---|"]
+                  f"linearly interpolated there). A gain is **stable** when mean > SD (the verify-ppt one-SD "
+                  f"rule); the same rule with the sign flipped flags a **stable harm**.", "",
+                  "| arm | metric | mean Δ | SD | n | verdict |", "|---|---|---|---|---|---|"]
         for g in gains:
-            lines.append(f"| {g['arm']} | {g['metric']} | {g['mean']:+.4f} | {g['sd']:.4f} | {g['n']} | "
-                         f"{'yes' if g['stable'] else 'no'} |")
+            verdict = "stable gain" if g["stable"] else "stable harm" if g["stable_harm"] else "no stable difference"
+            lines.append(f"| {g['arm']} | {g['metric']} | {g['mean']:+.4f} | {g['sd']:.4f} | {g['n']} | {verdict} |")
         lines.append("")
     if phen:
         ph_names = sorted({k for v in phen.values() for k in v})
