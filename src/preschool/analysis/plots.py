@@ -66,8 +66,12 @@ def plot_metric_vs_tokens(
     xlabel: str = "tokens",
     band: str = "minmax",
     logx: bool = False,
+    ylim: tuple[float, float] | None = None,
 ) -> Path:
     """One line per arm; with several seeds the line is the seed mean and a band spans the seeds.
+
+    ``ylim`` fixes the value axis (e.g. to keep the first, very high losses from
+    flattening the part of the curves where arms differ).
 
     ``curves``: ``{arm: [(tokens, value), ...]}`` or ``{arm: [[(tokens, value), ...], ...]}``
     (one list per seed). At each token count the seeds that have it are pooled.
@@ -101,6 +105,8 @@ def plot_metric_vs_tokens(
         ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
     if logx:
         ax.set_xscale("log")
+    if ylim is not None:
+        ax.set_ylim(*ylim)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.set_title(title)

@@ -116,6 +116,20 @@ def _last_per_x(points: list) -> list:
     return sorted({float(x): float(v) for x, v in points}.items())
 
 
+def _focus_ylim(curves: dict) -> tuple[float, float] | None:
+    """Value range of the curves after the first 10% of PT tokens (losses start far above where arms differ)."""
+    pts = [p for seeds in curves.values() for c in seeds for p in c]
+    if len(pts) < 3:
+        return None
+    xmax = max(x for x, _ in pts)
+    late = [v for x, v in pts if x >= 0.1 * xmax]
+    if not late:
+        return None
+    lo, hi = min(v for _, v in pts), max(late)
+    pad = 0.05 * (hi - lo or abs(hi) or 1.0)
+    return lo - pad, hi + pad
+
+
 def _final(points: list) -> float:
     return points[-1][1] if points else float("nan")
 
@@ -183,7 +197,8 @@ def write_report(cfg) -> Path:
         if not any(any(c) for c in curves.values()):
             continue
         fname = m.replace("/", "_") + ".png"
-        plots.plot_metric_vs_tokens(curves, pdir / fname, title=m, ylabel=m, xlabel="PT tokens")
+        ylim = _focus_ylim(curves) if lower_better(m) else None
+        plots.plot_metric_vs_tokens(curves, pdir / fname, title=m, ylabel=m, xlabel="PT tokens", ylim=ylim)
         figures.append((m, f"plots/{fname}"))
     phen = {}
     for name in names:
