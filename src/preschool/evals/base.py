@@ -65,3 +65,13 @@ class Evaluator:
                         fh.write(json.dumps(row) + "\n")
             write_json(out / "summary.json", summary)
         return summary
+
+
+def max_positions(model) -> int | None:
+    """The model's context length from its HF config (``max_position_embeddings`` and aliases), if any."""
+    cfg = getattr(model, "config", None)
+    for name in ("max_position_embeddings", "n_positions", "n_ctx"):
+        v = getattr(cfg, name, None)
+        if isinstance(v, int) and v > 0:
+            return v
+    return None

@@ -52,7 +52,7 @@ import numpy as np
 
 from ..config import check
 from ..errors import DataError
-from .base import EVALUATORS, EvalResult, Evaluator
+from .base import EVALUATORS, EvalResult, Evaluator, max_positions
 
 FORMATS = ("auto", "musique", "hotpotqa", "2wiki", "plain")
 
@@ -293,15 +293,6 @@ class QAConfig:
         check(self.seed >= 0, "seed", "must be >= 0")
 
 
-def _max_positions(model) -> int | None:
-    cfg = getattr(model, "config", None)
-    for name in ("max_position_embeddings", "n_positions", "n_ctx"):
-        v = getattr(cfg, name, None)
-        if isinstance(v, int) and v > 0:
-            return v
-    return None
-
-
 def _ids(tokenizer, text: str) -> list[int]:
     return list(tokenizer(text, add_special_tokens=False)["input_ids"])
 
@@ -431,7 +422,7 @@ class QAF1Evaluator(Evaluator):
     def evaluate(self, model, tokenizer) -> EvalResult:
         cfg: QAConfig = self.cfg
         dev = load_qa(cfg.eval_path, cfg.format, cfg.context, cfg.max_eval_examples)
-        limit = cfg.max_length or _max_positions(model)
+        limit = cfg.max_length or max_positions(model)
         extra: dict[str, Any] = {}
         metrics: dict[str, float] = {}
         m = model

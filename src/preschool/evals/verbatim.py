@@ -55,7 +55,7 @@ import numpy as np
 
 from ..config import check
 from ..errors import ConfigError, DataError
-from .base import EVALUATORS, EvalResult, Evaluator
+from .base import EVALUATORS, EvalResult, Evaluator, max_positions
 
 RESOURCES = Path(__file__).resolve().parent.parent / "resources" / "verbatim"
 PUNCT = frozenset(",.:;!?")
@@ -591,15 +591,6 @@ def summarise(rows: list[dict], conditions: list[str], resamples: int = 10000, s
     return metrics, extra
 
 
-def _max_positions(model) -> int | None:
-    cfg = getattr(model, "config", None)
-    for name in ("max_position_embeddings", "n_positions", "n_ctx"):
-        v = getattr(cfg, name, None)
-        if isinstance(v, int) and v > 0:
-            return v
-    return None
-
-
 @EVALUATORS.register("verbatim", config=VerbatimConfig)
 class VerbatimEvaluator(Evaluator):
     """Verbatim retrieval (repeat surprisal) of noun lists, token-mean and Armeni word-sum scores."""
@@ -612,7 +603,7 @@ class VerbatimEvaluator(Evaluator):
         enc = tokenizer([s.text for s in stims], add_special_tokens=True, return_offsets_mapping=True)
         bos = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (bos or 0)
-        limit = cfg.max_length or _max_positions(model)
+        limit = cfg.max_length or max_positions(model)
         seqs, offs, skipped, truncated = [], [], [], 0
         keep = []
         for k, s in enumerate(stims):
