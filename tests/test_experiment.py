@@ -185,3 +185,15 @@ def test_control_dataset_is_disjoint_from_pt_by_document(tmp_path):
     control = ids("control", "train")
     assert control and not control & (ids("pt", "train") | ids("pt", "val"))
     assert man["datasets"]["control"]["splits"]["train"]["n_rows"] == 2112 // 33
+
+
+def test_report_has_token_efficiency_and_verbatim_positions(tmp_path):
+    """A micro run with the verbatim evaluator: the report carries efficiency rows and the position plot."""
+    out = tmp_path / "v"
+    cfg = _cfg(out, ["evals=[{name: verbatim, params: {list_lengths: [3], intervening_words: [0], n_lists: 2}}]"])
+    run_experiment(cfg, progress=False)
+    res = json.loads((out / "results.json").read_text())
+    assert {e["arm"] for e in res["token_efficiency"]} == {"ppt_dyck", "ppt_dyck_reinit"}
+    assert all(e["ppt_tokens"] == 768 for e in res["token_efficiency"])
+    assert (out / "plots" / "verbatim_positions.png").stat().st_size > 1000
+    assert "## Token efficiency" in (out / "report.md").read_text()

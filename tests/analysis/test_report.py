@@ -15,3 +15,4 @@ def test_checkpoints_after_pt_collapse_to_the_latest():
     arm = [(0, 1.5), (100, 3.0), (100, 3.3)]
     xs, a, b = _on_base_grid(arm, base)
     assert xs == [0.0, 100.0] and a == [1.5, 3.3] and b == [1.0, 2.7]
+

@@ -137,6 +137,7 @@ def _final(points: list) -> float:
 def write_report(cfg) -> Path:
     """Write ``report.md``, ``results.json`` and ``plots/*.png`` under the experiment folder."""
     from . import plots
+    from .efficiency import token_efficiency
     from .stats import stable_gain
 
     out = cfg.out_dir
@@ -188,6 +189,31 @@ def write_report(cfg) -> Path:
                               "stable": bool(n > 1 and mean > sd), "stable_harm": bool(n > 1 and -mean > sd),
                               "seeds": len(per_seed)})
 
+    # --- token efficiency: PT tokens each arm needs to reach the baseline's final value
+    efficiency = []
+    for i, arm in enumerate(cfg.arms):
+        if arm.name == baseline:
+            continue
+        stages = cfg.train_config(arm, cfg.seeds[0]).stages
+        last_pt = max((j for j, st in enumerate(stages) if st.counts_as_pt), default=-1)
+        ppt_tokens = sum(st.tokens for st in stages[:last_pt] if not st.counts_as_pt)
+        for m in headline:
+            per_seed = []
+            for seed, sdata in arms[arm.name]["seeds"].items():
+                b = arms[baseline]["seeds"].get(seed)
+                if b is None or not sdata["curves"].get(m) or not b["curves"].get(m):
+                    continue
+                per_seed.append(token_efficiency(_last_per_x(b["curves"][m]), _last_per_x(sdata["curves"][m]),
+                                                 extra_tokens=ppt_tokens, higher_is_better=not lower_better(m)))
+            if per_seed:
+                reached = [e for e in per_seed if e["reached"]]
+                mean = lambda k: (sum(e[k] for e in reached) / len(reached)) if reached else None  # noqa: E731
+                efficiency.append({"arm": arm.name, "metric": m, "ppt_tokens": ppt_tokens, "seeds": len(per_seed),
+                                   "reached": len(reached), "target": per_seed[0]["target"],
+                                   "base_tokens": mean("base_tokens"), "arm_tokens": mean("arm_tokens"),
+                                   "saved_fraction": mean("saved_fraction"),
+                                   "saved_fraction_incl_ppt": mean("saved_fraction_incl_ppt")})
+
     # --- plots
     pdir = out / "plots"
     pdir.mkdir(parents=True, exist_ok=True)
@@ -212,6 +238,12 @@ def write_report(cfg) -> Path:
     if phen:
         plots.plot_phenomenon_bars(phen, pdir / "minimal_pairs_by_phenomenon.png")
         figures.append(("minimal-pair accuracy by phenomenon (final checkpoint)", "plots/minimal_pairs_by_phenomenon.png"))
+
+    verbatim = _verbatim_positions(cfg, names)
+    if verbatim:
+        plots.plot_verbatim_positions(verbatim, pdir / "verbatim_positions.png",
+                                      title="verbatim retrieval: surprisal by list position (final checkpoint)")
+        figures.append(("verbatim retrieval by list position (final checkpoint)", "plots/verbatim_positions.png"))
 
     # --- markdown
     lines = [f"# {cfg.name}: report", ""]
@@ -258,6 +290,19 @@ def write_report(cfg) -> Path:
             verdict = "stable gain" if g["stable"] else "stable harm" if g["stable_harm"] else "no stable difference"
             lines.append(f"| {g['arm']} | {g['metric']} | {g['mean']:+.4f} | {g['sd']:.4f} | {g['n']} | {verdict} |")
         lines.append("")
+    if efficiency:
+        lines += ["## Token efficiency",
+                  f"PT tokens each arm needs to reach {baseline}'s final value (first crossing, linear interpolation "
+                  "between checkpoints; mean over the seeds that reach it). \"saved\" = 1 − arm/baseline; "
+                  "\"incl. PPT\" also charges the arm its pre-pretraining tokens.", "",
+                  "| arm | metric | target | reached (seeds) | baseline tokens | arm tokens | saved | saved incl. PPT |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for e in efficiency:
+            f = lambda v, pct=False: "–" if v is None else (f"{v:+.1%}" if pct else f"{v:,.0f}")  # noqa: E731
+            lines.append(f"| {e['arm']} | {e['metric']} | {e['target']:.4g} | {e['reached']}/{e['seeds']} | "
+                         f"{f(e['base_tokens'])} | {f(e['arm_tokens'])} | {f(e['saved_fraction'], True)} | "
+                         f"{f(e['saved_fraction_incl_ppt'], True)} |")
+        lines.append("")
     if phen:
         ph_names = sorted({k for v in phen.values() for k in v})
         lines += ["## Minimal pairs by phenomenon (final checkpoint)", "",
@@ -277,10 +322,30 @@ def write_report(cfg) -> Path:
               f"- config: `experiment.yaml`; data manifest: `data/manifest.json`; every number: `results.json`", ""]
     write_json(out / "results.json", {"arms": arms, "table": [{k: (list(v) if isinstance(v, tuple) else v)
                                                                 for k, v in r.items()} for r in table],
-                                      "stable_gain": gains, "phenomena": phen, **prov})
+                                      "stable_gain": gains, "token_efficiency": efficiency, "phenomena": phen,
+                                      **prov})
     path = out / "report.md"
     write_text(path, "\n".join(lines))
     return path
+
+
+def _verbatim_positions(cfg, names: list[str]) -> dict:
+    """Per arm, the repeat-condition surprisal by list position of the longest lists, final checkpoint, first seed."""
+    from ..experiment import arm_dirs
+
+    out: dict = {}
+    for arm, seed, run_dir in arm_dirs(cfg):
+        if arm.name in out or seed != cfg.seeds[0]:
+            continue
+        found = sorted((run_dir / "evals").glob("step-*/verbatim*/summary.json")) if (run_dir / "evals").is_dir() else []
+        if not found:
+            continue
+        pos = (read_json(found[-1]).get("extra") or {}).get("positions") or {}
+        cond = pos.get("repeat") or next(iter(pos.values()), None)
+        if cond:
+            longest = max(cond, key=lambda k: int(k.lstrip("n")) if k.lstrip("n").isdigit() else 0)
+            out[arm.name] = cond[longest]
+    return {n: out[n] for n in names if n in out}
 
 
 def _data_manifest(out: Path) -> Any:
