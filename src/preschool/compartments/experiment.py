@@ -420,18 +420,12 @@ def run_cli(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """``python -m preschool.compartments.experiment ...`` = ``preschool compartments ...``."""
     import sys
 
-    from ..errors import PreschoolError
+    from ..cli import main as cli_main
 
-    p = argparse.ArgumentParser(prog="python -m preschool.compartments.experiment", description=HELP)
-    add_arguments(p)
-    args = p.parse_args(argv)
-    try:
-        return run_cli(args)
-    except PreschoolError as e:
-        print(f"compartments: error: {e}", file=sys.stderr)
-        return 2
+    return cli_main(["compartments", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

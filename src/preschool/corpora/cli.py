@@ -69,14 +69,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ..errors import PreschoolError
+    """``python -m preschool.corpora ...`` = ``preschool corpus ...``."""
+    from ..cli import main as cli_main
 
-    parser = argparse.ArgumentParser(prog="python -m preschool.corpora", description=DESCRIPTION,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_arguments(parser)
-    args = parser.parse_args(argv)
-    try:
-        return run(args)
-    except PreschoolError as e:
-        print(f"preschool.corpora: error: {e}", file=sys.stderr)
-        return 2
+    return cli_main(["corpus", *(sys.argv[1:] if argv is None else argv)])
