@@ -3,17 +3,12 @@
 - :class:`CompartmentTrainer`: the trainer, plus the compartment model options
   applied to the freshly built model *before* the optimizer is created and any
   checkpoint is loaded (so the compartment vectors are optimised and resumes
-  find every saved key). With ``init_from`` the fresh model is replaced by a
-  trained c=1 checkpoint expanded to c compartments
-  (``compartments.model.expand_to_compartments``).
+  find every saved key), through the trainer's ``on_model_built`` callback hook.
+  With ``init_from`` the fresh model is replaced by a trained c=1 checkpoint
+  expanded to c compartments (``compartments.model.expand_to_compartments``).
 - :class:`LogSpacedValidation`: runs the trainer's own validation at the
   log-spaced steps ``round(10 ** (k / per_decade))`` (and the last step), the
   early resolution the slowdown metric needs, independent of ``eval_every``.
-
-The trainer has no hook between building the model and making the optimizer,
-so :class:`CompartmentTrainer` wraps ``_make_optimizer`` (the first call is made
-right after ``build_model``); a public ``on_model_built`` callback hook in the
-trainer would let this become a plain callback.
 """
 
 from __future__ import annotations
@@ -35,7 +30,7 @@ class CompartmentTrainer(Trainer):
         self.base_vocab = base_vocab
         self.model_options = model_options
         self.init_from = Path(init_from) if init_from else None
-        self._compartments_ready = False
+        self.callbacks.append(_ApplyCompartments())
 
     def _prepare_compartment_model(self) -> None:
         c, V, opt = self.n_compartments, self.base_vocab, self.model_options
@@ -55,11 +50,13 @@ class CompartmentTrainer(Trainer):
             apply_compartment_options(self.model, c, V, opt, seed=self.cfg.seed)
             self.model.to(self.device)
 
-    def _make_optimizer(self):
-        if not self._compartments_ready:
-            self._prepare_compartment_model()
-            self._compartments_ready = True
-        return super()._make_optimizer()
+
+
+class _ApplyCompartments(Callback):
+    """Runs :meth:`CompartmentTrainer._prepare_compartment_model` once the fresh model exists."""
+
+    def on_model_built(self, trainer: "CompartmentTrainer") -> None:
+        trainer._prepare_compartment_model()
 
 
 class LogSpacedValidation(Callback):
