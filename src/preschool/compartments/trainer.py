@@ -51,7 +51,6 @@ class CompartmentTrainer(Trainer):
             self.model.to(self.device)
 
 
-
 class _ApplyCompartments(Callback):
     """Runs :meth:`CompartmentTrainer._prepare_compartment_model` once the fresh model exists."""
 
