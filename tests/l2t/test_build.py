@@ -63,7 +63,7 @@ def test_shared_uses_every_document_twice(tmp_path, tok):
     build_l2t(_docs(), tmp_path / "s", {**CFG, "scenario": "shared", "val_fraction": 0.0}, tok)
     st = json.loads((tmp_path / "s" / "stats.json").read_text())["train"]
     assert st["documents_by_route"] == {"both": 40}
-    assert st["raw_packing"]["samples"] == 40
+    assert st["raw_packing"]["documents"] == 40
 
 
 def test_answer_only_loss(tmp_path, tok):

@@ -1,7 +1,7 @@
 import numpy as np
 
-from preschool.data.packing import Doc, PackStats, pack
-from preschool.l2t.packing import ConcatPacker, PackCounts, greedy_rows, pack_greedy
+from preschool.data.packing import Doc
+from preschool.l2t.packing import PackCounts, greedy_rows, pack_greedy
 
 
 def _docs(lengths, start=1):
@@ -47,20 +47,3 @@ def test_pack_greedy_padding_mask_off_and_answer_masks():
     assert b["segments"].tolist() == [[0, 0, 0, 1, 1, 1]]
 
 
-def test_concat_packer_matches_data_packing():
-    docs = _docs([5, 13, 2, 30, 7, 1, 19])
-    cp = ConcatPacker(8)
-    rows = []
-    for d in docs:
-        cp.add(d)
-        if (b := cp.take()) is not None:
-            rows.append(b)
-    if (b := cp.take(final=True)) is not None:
-        rows.append(b)
-    mine = {k: np.concatenate([r[k] for r in rows]) for k in rows[0]}
-    st = PackStats()
-    ref = list(pack(docs, 8, eos_id=None, mode="concat", stats=st))
-    ref = {k: np.concatenate([r[k] for r in ref]) for k in ref[0]}
-    for k in mine:
-        assert (mine[k] == ref[k]).all(), k
-    assert cp.c.dropped_tail_tokens == st.dropped_tail_tokens

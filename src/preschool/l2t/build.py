@@ -36,7 +36,8 @@ from ..data.packing import Doc
 from ..data.shards import ShardSet, ShardWriter
 from ..io import atomic_dir, code_version, write_json
 from .mixing import TokenRouter, route_by_documents, row_order, share_profile
-from .packing import ConcatPacker, PackCounts, pack_greedy
+from ..data.packing import ConcatPacker, PackStats
+from .packing import PackCounts, pack_greedy
 from .transform import L2TConfig, L2TTransform
 
 
@@ -241,9 +242,10 @@ class _Side:
         self.cfg, self.pad_id, self.split = cfg, pad_id, split
         arrays = ["loss_mask", "segments"]
         self.w = {k: ShardWriter(tmp / f"{split}-{k}", cfg.row_len, vocab, arrays=arrays) for k in ("l2t", "raw")}
-        self.raw_pack = ConcatPacker(cfg.row_len, PackCounts())
-        self.l2t_concat = ConcatPacker(cfg.row_len, PackCounts()) if cfg.packer == "concat" else None
-        self.l2t_counts = self.l2t_concat.c if self.l2t_concat else PackCounts()
+        # Samples already end in EOS, so the shared concat packer adds none (eos_id=None).
+        self.raw_pack = ConcatPacker(cfg.row_len, None, PackStats())
+        self.l2t_concat = ConcatPacker(cfg.row_len, None, PackStats()) if cfg.packer == "concat" else None
+        self.l2t_counts = self.l2t_concat.stats if self.l2t_concat else PackCounts()
         self.buf: list[Doc] = []
         self.bno = 0
         self.docs: Counter = Counter()
@@ -265,12 +267,10 @@ class _Side:
             self.samples[n] += 1
             self.sample_tokens[n] += len(d.ids)
             if self.l2t_concat is not None:
-                self.l2t_concat.add(d)
+                self._write("l2t", self.l2t_concat.add(d))
             else:
                 self.buf.append(d)
-        if self.l2t_concat is not None:
-            self._write("l2t", self.l2t_concat.take())
-        elif len(self.buf) >= self.cfg.pack_batch:
+        if self.l2t_concat is None and len(self.buf) >= self.cfg.pack_batch:
             self._flush_greedy()
 
     def _flush_greedy(self) -> None:
@@ -283,15 +283,14 @@ class _Side:
         self.buf = []
 
     def add_raw(self, d: Doc) -> None:
-        self.raw_pack.add(d)
-        self._write("raw", self.raw_pack.take())
+        self._write("raw", self.raw_pack.add(d))
 
     def finish(self) -> dict:
         if self.l2t_concat is not None:
-            self._write("l2t", self.l2t_concat.take(final=True))
+            self._write("l2t", self.l2t_concat.finish())
         elif self.buf:
             self._flush_greedy()
-        self._write("raw", self.raw_pack.take(final=True))
+        self._write("raw", self.raw_pack.finish())
         return {k: w.close() for k, w in self.w.items()}
 
 
@@ -411,7 +410,7 @@ def build_l2t(
                 "sample_tokens_by_task": dict(sorted(side.sample_tokens.items())),
                 "drops": dict(sorted(side.drops.items())),
                 "l2t_packing": vars(side.l2t_counts),
-                "raw_packing": vars(side.raw_pack.c),
+                "raw_packing": vars(side.raw_pack.stats),
                 "l2t_rows": closed[s]["l2t"]["n_rows"],
                 "raw_rows": closed[s]["raw"]["n_rows"],
             }

@@ -9,7 +9,8 @@ Two packers, selected by name:
   ``(seed, batch number)``; the reference's shuffle is unseeded) and padded with
   ``pad_id`` (EOS). Samples never straddle rows.
 - ``concat``: documents concatenated in order and cut every ``row_len`` tokens
-  (the trailing partial row is dropped and counted), as for raw text.
+  (the trailing partial row is dropped and counted), as for raw text; this is
+  :class:`preschool.data.packing.ConcatPacker`, shared with every other dataset.
 
 Loss: every token, padding included (``loss_on_padding=True``), is what the
 reference trains on; with ``loss_on_padding=False`` padding gets 0. An
@@ -119,44 +120,3 @@ def pack_greedy(
             buf, bno = [], bno + 1
     if buf:
         yield flush(buf, bno)
-
-
-class ConcatPacker:
-    """Streaming concatenate-and-chunk: ``add`` documents, take full rows as they appear."""
-
-    def __init__(self, row_len: int, counts: PackCounts | None = None):
-        self.row_len = row_len
-        self.c = counts if counts is not None else PackCounts()
-        self._t: list[np.ndarray] = []
-        self._m: list[np.ndarray] = []
-        self._s: list[np.ndarray] = []
-        self._have = 0
-        self._doc = 0
-
-    def add(self, d: Doc) -> None:
-        ids = np.asarray(d.ids, np.int64)
-        self._t.append(ids)
-        self._m.append(_mask(d))
-        self._s.append(np.full(len(ids), self._doc, np.int64))
-        self._doc += 1
-        self._have += len(ids)
-        self.c.samples += 1
-        self.c.tokens_in += len(ids)
-
-    def take(self, final: bool = False) -> dict[str, np.ndarray] | None:
-        """Full rows accumulated so far (None if none); ``final`` drops and counts the tail."""
-        n = self._have // self.row_len
-        out = None
-        if n:
-            t, m, s = (np.concatenate(x) for x in (self._t, self._m, self._s))
-            cut = n * self.row_len
-            seg = s[:cut].reshape(n, self.row_len)
-            out = {"tokens": t[:cut].reshape(n, self.row_len), "loss_mask": m[:cut].reshape(n, self.row_len),
-                   "segments": (seg - seg[:, :1]).astype(np.uint16)}
-            self._t, self._m, self._s = ([t[cut:]], [m[cut:]], [s[cut:]]) if cut < len(t) else ([], [], [])
-            self._have -= cut
-            self.c.rows += n
-        if final:
-            self.c.dropped_tail_tokens += self._have
-            self._t, self._m, self._s, self._have = [], [], [], 0
-        return out
