@@ -1,7 +1,7 @@
 import numpy as np
 
-from preschool.data.packing import Doc
-from preschool.l2t.packing import PackCounts, greedy_rows, pack_greedy
+from preschool.data.packing import Doc, PackStats
+from preschool.l2t.packing import greedy_rows, pack_greedy
 
 
 def _docs(lengths, start=1):
@@ -19,9 +19,9 @@ def test_pack_greedy_invariants():
     rng = np.random.default_rng(0)
     lengths = rng.integers(1, 40, size=300).tolist() + [60]
     docs = _docs(lengths)
-    c = PackCounts()
+    c = PackStats()
     blocks = list(pack_greedy(docs, 50, pad_id=0, seed=3, batch=100, counts=c))
-    assert c.dropped_too_long == 1 and c.samples == 300
+    assert c.dropped_too_long == 1 and c.documents == 300
     seen = []
     for b in blocks:
         for t, m, s in zip(b["tokens"], b["loss_mask"], b["segments"]):
@@ -34,7 +34,7 @@ def test_pack_greedy_invariants():
             assert (np.diff(s.astype(int)) >= 0).all()
     assert sorted(seen) == sorted(tuple(d.ids.tolist()) for d in docs if len(d.ids) <= 50)
     assert c.rows == sum(len(b["tokens"]) for b in blocks)
-    assert c.padding == sum(int((b["tokens"] == 0).sum()) for b in blocks)
+    assert c.padded_tokens == sum(int((b["tokens"] == 0).sum()) for b in blocks)
     again = list(pack_greedy(docs, 50, pad_id=0, seed=3, batch=100))
     assert all((a["tokens"] == b["tokens"]).all() for a, b in zip(blocks, again))
 

@@ -31,6 +31,7 @@ class PackStats:
     rows: int = 0
     dropped_tail_tokens: int = 0
     truncated_documents: int = 0
+    dropped_too_long: int = 0  # documents longer than a row, skipped (L2T greedy packer)
     padded_tokens: int = 0
     extra: dict = field(default_factory=dict)
 

@@ -37,7 +37,7 @@ from ..data.shards import ShardSet, ShardWriter
 from ..io import atomic_dir, code_version, write_json
 from .mixing import TokenRouter, route_by_documents, row_order, share_profile
 from ..data.packing import ConcatPacker, PackStats
-from .packing import PackCounts, pack_greedy
+from .packing import pack_greedy
 from .transform import L2TConfig, L2TTransform
 
 
@@ -245,7 +245,7 @@ class _Side:
         # Samples already end in EOS, so the shared concat packer adds none (eos_id=None).
         self.raw_pack = ConcatPacker(cfg.row_len, None, PackStats())
         self.l2t_concat = ConcatPacker(cfg.row_len, None, PackStats()) if cfg.packer == "concat" else None
-        self.l2t_counts = self.l2t_concat.stats if self.l2t_concat else PackCounts()
+        self.l2t_counts = self.l2t_concat.stats if self.l2t_concat else PackStats()
         self.buf: list[Doc] = []
         self.bno = 0
         self.docs: Counter = Counter()

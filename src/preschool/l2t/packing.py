@@ -26,28 +26,13 @@ from __future__ import annotations
 
 import heapq
 import zlib
-from dataclasses import dataclass
 from typing import Iterable, Iterator
 
 import numpy as np
 
-from ..data.packing import Doc
+from ..data.packing import Doc, PackStats
 
 _SALT = zlib.crc32(b"l2t-greedy-pack")
-
-
-@dataclass
-class PackCounts:
-    samples: int = 0
-    rows: int = 0
-    tokens_in: int = 0
-    padding: int = 0
-    dropped_too_long: int = 0
-    dropped_tail_tokens: int = 0
-
-    def add(self, other: "PackCounts") -> None:
-        for k in self.__dataclass_fields__:
-            setattr(self, k, getattr(self, k) + getattr(other, k))
 
 
 def _mask(d: Doc) -> np.ndarray:
@@ -77,14 +62,14 @@ def greedy_rows(samples: list[Doc], row_len: int) -> list[list[int]]:
 
 def pack_greedy(
     samples: Iterable[Doc], row_len: int, pad_id: int, seed: int = 0, batch: int = 1000,
-    loss_on_padding: bool = True, counts: PackCounts | None = None, first_batch: int = 0,
+    loss_on_padding: bool = True, counts: PackStats | None = None, first_batch: int = 0,
 ) -> Iterator[dict[str, np.ndarray]]:
     """Yield blocks ``{"tokens", "loss_mask", "segments"}`` (one per sample batch).
 
     Batches are numbered from ``first_batch`` (their row shuffle is seeded by it),
     so a stream packed in several calls matches one call over the whole stream.
     """
-    c = counts if counts is not None else PackCounts()
+    c = counts if counts is not None else PackStats()
     buf: list[Doc] = []
     bno = first_batch
 
@@ -104,7 +89,7 @@ def pack_greedy(
                 seg[out_r, at:at + n] = j
                 at += n
             seg[out_r, at:] = len(rows[int(r)])
-            c.padding += row_len - at
+            c.padded_tokens += row_len - at
         c.rows += len(rows)
         return {"tokens": tok, "loss_mask": msk, "segments": seg}
 
@@ -112,7 +97,7 @@ def pack_greedy(
         if len(d.ids) > row_len:
             c.dropped_too_long += 1
             continue
-        c.samples += 1
+        c.documents += 1
         c.tokens_in += len(d.ids)
         buf.append(d)
         if len(buf) >= batch:
