@@ -319,7 +319,7 @@ def write_report(cfg) -> Path:
               f"- code: preschool {prov['code_version'].get('preschool')} "
               f"commit {prov['code_version'].get('git_commit', 'unknown')[:12]}"
               f"{' (dirty)' if prov['code_version'].get('git_dirty') else ''}",
-              f"- config: `experiment.yaml`; data manifest: `data/manifest.json`; every number: `results.json`", ""]
+              "- config: `experiment.yaml`; data manifest: `data/manifest.json`; every number: `results.json`", ""]
     write_json(out / "results.json", {"arms": arms, "table": [{k: (list(v) if isinstance(v, tuple) else v)
                                                                 for k, v in r.items()} for r in table],
                                       "stable_gain": gains, "token_efficiency": efficiency, "phenomena": phen,
