@@ -4,7 +4,8 @@ Builds one small random Qwen2 checkpoint (byte-level BPE trained on the BLiMP
 sentences scored), then times, on the same pairs:
 
 - ours:     ``minimal_pairs`` (load JSONL -> per-pair rows -> metrics), ``sentence_prefix=" "``
-            so it issues exactly lm-eval's requests;
+            so it scores exactly lm-eval's requests, with its default prefix-tree scoring
+            (``--no-prefix-tree`` for the plain padded batches);
 - lm-eval:  ``simple_evaluate`` on a local copy of the pairs written as a task
             that mirrors lm-eval's BLiMP template (writing that copy from the
             same folder is timed, as our reading of the folder is; indexing of
@@ -73,7 +74,10 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--blimp", default=str(Path(__file__).resolve().parents[1].parent / "shared/data/blimp"))
     ap.add_argument("--pairs", type=int, default=20, help="pairs per paradigm (first N by pairID); 0 = all 1000")
-    ap.add_argument("--batch-size", type=int, default=64, help="same batch size for ours and lm-eval")
+    ap.add_argument("--batch-size", type=int, default=256, help="our sentences per forward pass")
+    ap.add_argument("--lm-eval-batch-size", type=int, default=64,
+                    help="lm-eval's batch size (64 was its fastest of 64/512 on the 2-core CPU)")
+    ap.add_argument("--no-prefix-tree", action="store_true", help="score ours with plain padded batches")
     ap.add_argument("--hidden", type=int, default=128)
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--vocab", type=int, default=4096)
@@ -94,18 +98,18 @@ def main(argv=None) -> int:
     nparams = sum(p.numel() for p in model.parameters())
     print(f"checkpoint: Qwen2 d={args.hidden} L={args.layers} vocab={len(tok)} ({nparams / 1e6:.2f}M params), "
           f"device={args.device}, torch threads={__import__('torch').get_num_threads()}")
-    print(f"data: BLiMP {label}, batch size {args.batch_size}")
+    print(f"data: BLiMP {label}, batch size ours {args.batch_size}, lm-eval {args.lm_eval_batch_size}")
 
     from preschool.evals.minimal_pairs import score_pairs
 
     score_pairs(model, tok, pairs[:64], batch_size=args.batch_size)  # warm-up (allocator, kernels) for everyone
     ev = EVALUATORS.build("minimal_pairs", {"path": args.blimp, "max_pairs_per_paradigm": n, "sentence_prefix": " ",
-                                            "batch_size": args.batch_size})
+                                            "batch_size": args.batch_size, "prefix_tree": not args.no_prefix_tree})
     t0, c0 = time.perf_counter(), time.process_time()
     ours = ev.evaluate(model, tok)
     t_ours, c_ours = time.perf_counter() - t0, time.process_time() - c0
     print(f"ours      {t_ours:8.2f} s  {len(pairs) / t_ours:9.1f} pairs/s  cpu {c_ours:7.2f} s  acc={ours.metrics['acc']:.4f} "
-          f"(ties {int(ours.metrics['ties'])})")
+          f"(ties {int(ours.metrics['ties'])}; prefix tree {ours.extra['prefix_tree']})")
 
     try:
         from preschool.evals.lm_eval_bridge import pair_scores, require_lm_eval, run_lm_eval, write_minimal_pair_task
@@ -125,7 +129,7 @@ def main(argv=None) -> int:
             # lm-eval reads local data through a task file: writing it from the same folder is part of its time,
             # as reading the folder is part of ours
             write_minimal_pair_task(args.blimp, d, task="blimp_bench", max_pairs_per_paradigm=n)
-            res = run_lm_eval(model, tok, ["blimp_bench"], include_path=d, batch_size=args.batch_size,
+            res = run_lm_eval(model, tok, ["blimp_bench"], include_path=d, batch_size=args.lm_eval_batch_size,
                               log_samples=True, include_defaults=False)
             t_lm, c_lm = time.perf_counter() - t0, time.process_time() - c0
         theirs = pair_scores(res, "blimp_bench")

@@ -64,6 +64,7 @@ from ..config import check
 from ..errors import ConfigError, DataError
 from ..io import sha256_file
 from .base import EVALUATORS, EvalResult, Evaluator
+from .prefix_tree import TREE_MODEL_TYPES, score_token_ids_tree, supports_prefix_tree
 
 BosMode = Literal["prepend", "none"]
 REQUIRED_FIELDS = ("sentence_good", "sentence_bad")
@@ -87,7 +88,9 @@ class MinimalPairsConfig:
     path: str | None = None  # JSONL file or folder of *.jsonl; None -> the HF hub dataset `hub`
     hub: str = HUB_DATASET  # used only when path is None (needs network)
     bos: BosMode = "prepend"  # "prepend": BOS/EOS then score all tokens (lm-eval); "none": score from token 2 (Hu et al.)
-    batch_size: int = 64  # sentences per forward pass; results do not depend on it
+    batch_size: int = 128  # sentences per forward pass; results do not depend on it (beyond ~1e-6 nats)
+    prefix_tree: bool | None = None  # share token prefixes across sentences (prefix_tree.py); None = when the model supports it
+    row_tokens: int = 128  # prefix-tree mode: trie nodes per batch row
     max_pairs_per_paradigm: int | None = None  # fast subset: first N pairs by pairID in each paradigm
     paradigms: list[str] | None = None  # only these UIDs (default: all found)
     tie_tolerance: float = 1e-5  # |logp_good - logp_bad| at or below this (nats) is a tie (0.5 credit)
@@ -98,6 +101,7 @@ class MinimalPairsConfig:
     def validate(self) -> None:
         check(self.bos in ("prepend", "none"), "bos", f"must be 'prepend' or 'none', got {self.bos!r}")
         check(self.batch_size >= 1, "batch_size", f"must be >= 1, got {self.batch_size}")
+        check(self.row_tokens >= 2, "row_tokens", f"must be >= 2, got {self.row_tokens}")
         check(self.max_pairs_per_paradigm is None or self.max_pairs_per_paradigm >= 1,
               "max_pairs_per_paradigm", f"must be >= 1 (or null for all), got {self.max_pairs_per_paradigm}")
         check(self.tie_tolerance >= 0, "tie_tolerance", f"must be >= 0, got {self.tie_tolerance}")
@@ -265,7 +269,12 @@ def prefix_token_id(tokenizer) -> int:
 
 def encode_for_scoring(tokenizer, sentences: Sequence[str], bos: BosMode, prefix: str = "") -> list[list[int]]:
     """Token ids fed to the model; every position after the first is a scored target."""
-    enc = tokenizer([prefix + s for s in sentences], add_special_tokens=False)["input_ids"]
+    texts = [prefix + s for s in sentences]
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is not None:  # a fast tokenizer: the Rust batch call gives the same ids without the per-item wrapper
+        enc = [e.ids for e in backend.encode_batch(texts, add_special_tokens=False)]
+    else:
+        enc = tokenizer(texts, add_special_tokens=False)["input_ids"]
     if bos == "none":
         return [list(ids) for ids in enc]
     pre = prefix_token_id(tokenizer)
@@ -317,12 +326,27 @@ def score_token_ids(model, seqs: Sequence[Sequence[int]], batch_size: int = 64,
     return logp, counts
 
 
+def use_prefix_tree(model, prefix_tree: bool | None) -> bool:
+    """Resolve the ``prefix_tree`` option: None = whenever the model supports it; True on an
+    unsupported model is an error rather than silently wrong numbers."""
+    ok = supports_prefix_tree(model)
+    if prefix_tree and not ok:
+        raise ConfigError("prefix_tree", f"{type(model).__name__} is not a supported model for prefix-tree scoring "
+                          f"(needs an HF model of type {sorted(TREE_MODEL_TYPES)} with eager/sdpa attention); "
+                          "set prefix_tree: false")
+    return ok if prefix_tree is None else bool(prefix_tree)
+
+
 def score_sentences(model, tokenizer, sentences: Sequence[str], bos: BosMode = "prepend",
-                    batch_size: int = 64, prefix: str = "") -> tuple[np.ndarray, np.ndarray]:
+                    batch_size: int = 128, prefix: str = "", prefix_tree: bool | None = None,
+                    row_tokens: int = 128) -> tuple[np.ndarray, np.ndarray]:
     """``(summed log-prob, scored-token count)`` per sentence under the BOS rule ``bos``."""
     seqs = encode_for_scoring(tokenizer, sentences, bos, prefix)
     pad = getattr(tokenizer, "pad_token_id", None)
-    return score_token_ids(model, seqs, batch_size, pad_id=0 if pad is None else int(pad))
+    pad_id = 0 if pad is None else int(pad)
+    if use_prefix_tree(model, prefix_tree):
+        return score_token_ids_tree(model, seqs, batch_size, row_tokens, pad_id=pad_id)
+    return score_token_ids(model, seqs, batch_size, pad_id=pad_id)
 
 
 # ---------------------------------------------------------------- decisions and summary
@@ -336,11 +360,12 @@ def decide(a: float, b: float, tol: float) -> float:
 
 
 def score_pairs(model, tokenizer, pairs: Sequence[MinimalPair], bos: BosMode = "prepend",
-                batch_size: int = 64, tie_tolerance: float = 1e-5, prefix: str = "") -> list[dict]:
+                batch_size: int = 128, tie_tolerance: float = 1e-5, prefix: str = "",
+                prefix_tree: bool | None = None, row_tokens: int = 128) -> list[dict]:
     """One row per pair: log-probs, token counts and both decisions (1 / 0.5 / 0)."""
     # Score each distinct sentence once (BLiMP repeats some across pairs).
     uniq = sorted({s for pr in pairs for s in (pr.good, pr.bad)})
-    lp, nt = score_sentences(model, tokenizer, uniq, bos, batch_size, prefix)
+    lp, nt = score_sentences(model, tokenizer, uniq, bos, batch_size, prefix, prefix_tree, row_tokens)
     where = {s: i for i, s in enumerate(uniq)}
     rows = []
     for pr in pairs:
@@ -409,13 +434,15 @@ class MinimalPairs(Evaluator):
         cfg = self.cfg
         pairs, sources = load_pairs(cfg.path, cfg.paradigms, cfg.max_pairs_per_paradigm, cfg.hub,
                                     cfg.normalize_labels)
+        tree = use_prefix_tree(model, cfg.prefix_tree)
         rows = score_pairs(model, tokenizer, pairs, cfg.bos, cfg.batch_size, cfg.tie_tolerance,
-                           cfg.sentence_prefix)
+                           cfg.sentence_prefix, tree, cfg.row_tokens)
         metrics, table = summarize(rows)
         extra = {
             "bos": cfg.bos,
             "sentence_prefix": cfg.sentence_prefix,
             "prefix_token_id": prefix_token_id(tokenizer) if cfg.bos == "prepend" else None,
+            "prefix_tree": tree,
             "paradigms": table,
             "sources": sources,
             "subset": cfg.max_pairs_per_paradigm is not None,
