@@ -74,6 +74,15 @@ def test_eager_attention_gives_the_same_scores():
     np.testing.assert_allclose(sdpa, eager, atol=2e-5, rtol=0)
 
 
+def test_half_precision_model_gets_a_mask_in_its_dtype():
+    model = micro_model(50, seed=6).to(torch.bfloat16)
+    seqs = templated_seqs(seed=7, n=30)
+    want, _ = score_token_ids(model, seqs, batch_size=8)
+    got, _ = score_token_ids_tree(model, seqs, batch_size=8, row_tokens=32)
+    # bf16 activations: agreement to bf16 rounding, not to 1e-5
+    np.testing.assert_allclose(got, want, atol=0.05 * max(map(len, seqs)), rtol=0)
+
+
 def test_option_resolution():
     tok = word_tokenizer()
     bigram = BigramLM(np.zeros((11, 11)))

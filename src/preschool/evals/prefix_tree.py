@@ -130,8 +130,11 @@ def score_token_ids_tree(model, seqs: Sequence[Sequence[int]], batch_size: int =
     logp = np.zeros(n, dtype=np.float64)
     counts = np.array([max(len(s) - 1, 0) for s in seqs], dtype=np.int64)
     rows = build_rows(seqs, row_tokens)
-    device = next(model.parameters()).device
-    neg = torch.finfo(torch.float32).min
+    first = next(model.parameters())
+    device, dtype = first.device, first.dtype
+    if not dtype.is_floating_point:
+        dtype = torch.float32
+    neg = torch.finfo(dtype).min  # an additive mask in the model's dtype: SDPA rejects a mismatched float mask
     with torch.inference_mode():
         b = 0
         while b < len(rows):
@@ -157,7 +160,7 @@ def score_token_ids_tree(model, seqs: Sequence[Sequence[int]], batch_size: int =
                 anc = _ancestors(row)
                 see[r, width - m:, width - m:] = anc[np.ix_(order, order)]
                 slot_of.append(slot)
-            mask = torch.zeros((len(group), 1, width, width), dtype=torch.float32)
+            mask = torch.zeros((len(group), 1, width, width), dtype=dtype)
             mask.masked_fill_(~torch.from_numpy(see)[:, None], neg)
             out = model(input_ids=torch.from_numpy(ids).to(device), attention_mask=mask.to(device),
                         position_ids=torch.from_numpy(pos).to(device), logits_to_keep=keep)
