@@ -49,6 +49,14 @@ def test_one_and_two_workers_identical(tmp_path, tok):
     assert (tmp_path / "a" / "tokenizer" / "tokenizer.json").is_file()
 
 
+def test_progress_bar_leaves_the_output_unchanged(tmp_path, tok, capsys):
+    # the bar has no total (documents are streamed): it must count, not be tested for truth
+    m1 = build_l2t(_docs(), tmp_path / "a", CFG, tok)
+    m2 = build_l2t(_docs(), tmp_path / "b", CFG, tok, progress=True)
+    assert m1["splits"] == m2["splits"]
+    assert "transform l2t" in capsys.readouterr().err
+
+
 def test_rows_start_with_bos_and_segments(tmp_path, tok):
     build_l2t(_docs(), tmp_path / "o", {**CFG, "raw_ratio": 0.0}, tok)
     d = _read(tmp_path / "o" / "train")

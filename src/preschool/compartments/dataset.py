@@ -112,9 +112,9 @@ def write_compartmented(src: str | Path | ShardSet, out: str | Path, cfg: Compar
                                                   cfg.translation.loss_on)
                 toks[tsel], mask[tsel], seg[tsel] = t_toks, t_mask, 0
             w.add_rows(toks, loss_mask=mask, segments=seg)
-            if bar:
+            if bar is not None:
                 bar.update(b - a)
-        if bar:
+        if bar is not None:
             bar.close()
         manifest = w.close(
             source={"kind": "compartments", "path": str(src.path), "n_rows": S,

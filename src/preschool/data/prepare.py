@@ -168,7 +168,7 @@ def _write_corpus(name: str, spec: DatasetSpec, corpus_cfg, tok, row_len: int, s
             w.abort()
         raise
     finally:
-        if bar:
+        if bar is not None:
             bar.close()
 
 
@@ -184,7 +184,7 @@ def _consume(batch, tok, row_len, writers, packers, n_rows, written, used_ids, b
         n = min(len(block["tokens"]), n_rows[split] - written[split])
         writers[split].add_rows(block["tokens"][:n], segments=block["segments"][:n])
         written[split] += n
-        if bar:
+        if bar is not None:
             bar.update(n * row_len)
 
 

@@ -384,7 +384,7 @@ def build_l2t(
                     side.add_l2t(d.samples, d.sample_tasks)
                 if route in ("raw", "both"):
                     side.add_raw(d.raw)
-                if bar:
+                if bar is not None:
                     bar.update(1)
                 if cfg.train_tokens and all(
                         sides[sp].rows() >= _cap_rows(cfg, sp) * (1 + cfg.cap_margin) for sp in sides):
@@ -398,7 +398,7 @@ def build_l2t(
                     w.abort()
             raise
         finally:
-            if bar:
+            if bar is not None:
                 bar.close()
         tok_dir = save_tokenizer(tokenizer, tmp / "tokenizer").parent
         stats = {}

@@ -277,7 +277,7 @@ def write_generator_shards(
                 w.add_rows(block["tokens"][:take], loss_mask=block["loss_mask"][:take],
                            segments=block["segments"][:take])
                 written += take
-                if bar:
+                if bar is not None:
                     bar.update(take * row_len)
                 if written >= n_rows:
                     break
@@ -297,5 +297,5 @@ def write_generator_shards(
             return w.close(**{**info, **(manifest_extra or {})})
     finally:
         docs.close()
-        if bar:
+        if bar is not None:
             bar.close()
