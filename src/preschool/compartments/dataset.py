@@ -29,7 +29,7 @@ from ..errors import DataError
 from ..io import read_json, write_json
 from .offsets import PRESENTATIONS, Presentation, PresentationConfig
 from .plan import PLAN_FILE, PlanConfig, load_plan, make_plan, plan_manifest, save_plan
-from .translation import TranslationConfig, span_length, translation_rows
+from .translation import TranslationConfig, min_row_len, span_length, translation_rows
 
 
 @dataclass
@@ -52,6 +52,13 @@ class CompartmentsConfig:
         cfg = PlanConfig(self.n_compartments, self.shares, self.translation.fraction, self.translation.mode, self.seed)
         validate(cfg)
         return cfg
+
+    def record(self) -> dict:
+        """Plain dict for manifests and cache keys (``to_dict``, with the translation block's own
+        record, so a standard-format config records exactly what it did before row formats existed)."""
+        d = to_dict(self)
+        d["translation"] = self.translation.record()
+        return d
 
     def build_presentation(self, base_vocab: int) -> Presentation:
         return PRESENTATIONS.build(self.presentation, {"n_compartments": self.n_compartments,
@@ -81,8 +88,12 @@ def write_compartmented(src: str | Path | ShardSet, out: str | Path, cfg: Compar
     n = S if n_rows is None else int(n_rows)
     pres = cfg.build_presentation(src.vocab_size)
     pcfg = cfg.plan_config()
-    if pcfg.effective_translation_fraction > 0 and span_length(src.row_len) < 1:
-        raise DataError(f"{src.path}: row_len {src.row_len} too short for translation rows")
+    tcfg = cfg.translation
+    if pcfg.effective_translation_fraction > 0 and src.row_len < min_row_len(tcfg.row_format, tcfg.chunk_size):
+        raise DataError(f"{src.path}: row_len {src.row_len} too short for translation rows"
+                        + ("" if tcfg.row_format == "standard" else
+                           f" (interleaved, chunk_size {tcfg.chunk_size}: needs >= "
+                           f"{min_row_len(tcfg.row_format, tcfg.chunk_size)})"))
     plan = make_plan(pcfg, n)
     has_mask = src.has_loss_mask
     has_seg = "segments" in src.array_names
@@ -107,9 +118,9 @@ def write_compartmented(src: str | Path | ShardSet, out: str | Path, cfg: Compar
                     toks[sel] = pres.encode(base[sel], i)
             tsel = pd >= 0
             if tsel.any():
-                m = span_length(src.row_len)
+                m = span_length(src.row_len, tcfg.row_format, tcfg.chunk_size)
                 t_toks, t_mask = translation_rows(base[tsel, :m], pres, ps[tsel], pd[tsel], src.row_len,
-                                                  cfg.translation.loss_on)
+                                                  tcfg.loss_on, tcfg.row_format, tcfg.chunk_size)
                 toks[tsel], mask[tsel], seg[tsel] = t_toks, t_mask, 0
             w.add_rows(toks, loss_mask=mask, segments=seg)
             if bar is not None:
@@ -120,7 +131,7 @@ def write_compartmented(src: str | Path | ShardSet, out: str | Path, cfg: Compar
             source={"kind": "compartments", "path": str(src.path), "n_rows": S,
                     "manifest_sha256": _manifest_hash(src)},
             compartments={
-                "config": to_dict(cfg),
+                "config": cfg.record(),
                 "presentation": pres.manifest(),
                 "plan": plan_manifest(pcfg, plan),
                 "plan_file": PLAN_FILE,
@@ -177,7 +188,7 @@ def write_compartment_val(src: str | Path | ShardSet, out_dir: str | Path, cfg: 
         with ShardWriter(p, src.row_len, pres.vocab_size, arrays=["loss_mask", "segments"]) as w:
             w.add_rows(pres.encode(base, i), loss_mask=mask, segments=seg)
             w.close(source={"kind": "compartment_val", "path": str(src.path), "compartment": i},
-                    compartments={"config": to_dict(cfg), "presentation": pres.manifest(), "compartment": i})
+                    compartments={"config": cfg.record(), "presentation": pres.manifest(), "compartment": i})
         paths[f"c{i}"] = p
     write_json(Path(out_dir) / "compartments.json",
                {"presentation": pres.manifest(), "sets": {k: str(v) for k, v in paths.items()}})
@@ -186,10 +197,11 @@ def write_compartment_val(src: str | Path | ShardSet, out_dir: str | Path, cfg: 
 
 def write_translation_val(src: str | Path | ShardSet, out: str | Path, cfg: CompartmentsConfig,
                           max_rows: int | None = None) -> Path:
-    """Val set of translation rows (loss on the target half only): row r uses ordered pair r mod c(c-1).
+    """Val set of translation rows (loss on the target side only): row r uses ordered pair r mod c(c-1).
 
     Scores the translation task itself (the paper's ``loss_target_compartment_i > compartment_j``),
-    averaged over all ordered pairs.
+    averaged over all ordered pairs, in the arm's ``translation.row_format`` (interleaved: loss on
+    the compartment-j chunks).
     """
     src = src if isinstance(src, ShardSet) else ShardSet(src)
     c = cfg.n_compartments
@@ -199,12 +211,14 @@ def write_translation_val(src: str | Path | ShardSet, out: str | Path, cfg: Comp
     n = len(src) if max_rows is None else min(len(src), max_rows)
     pairs = np.array([(i, j) for i in range(c) for j in range(c) if i != j])
     pick = pairs[np.arange(n) % len(pairs)]
-    base = _read_rows(src, np.arange(n), "tokens")[:, :span_length(src.row_len)]
-    toks, mask = translation_rows(base, pres, pick[:, 0], pick[:, 1], src.row_len, "target")
+    tcfg = cfg.translation
+    base = _read_rows(src, np.arange(n), "tokens")[:, :span_length(src.row_len, tcfg.row_format, tcfg.chunk_size)]
+    toks, mask = translation_rows(base, pres, pick[:, 0], pick[:, 1], src.row_len, "target",
+                                  tcfg.row_format, tcfg.chunk_size)
     with ShardWriter(out, src.row_len, pres.vocab_size, arrays=["loss_mask", "segments"]) as w:
         w.add_rows(toks, loss_mask=mask, segments=np.zeros_like(toks, np.uint16))
         w.close(source={"kind": "translation_val", "path": str(src.path)},
-                compartments={"config": to_dict(cfg), "presentation": pres.manifest(), "loss_on": "target"})
+                compartments={"config": cfg.record(), "presentation": pres.manifest(), "loss_on": "target"})
     return Path(out)
 
 

@@ -152,7 +152,7 @@ def arm_data(cfg: CompartmentExperimentConfig, arm: ArmConfig, progress: bool = 
     base = cfg.out_dir / "data" / "base"
     root = cfg.out_dir / "data" / "arms" / arm.name
     c = arm.compartments.n_compartments
-    key = {"compartments": to_dict(arm.compartments), "base": read_json(base / "dataset.json")["hash"]}
+    key = {"compartments": arm.compartments.record(), "base": read_json(base / "dataset.json")["hash"]}
     stamp = root / "data.json"
     datasets = {"main": root / "main", **{f"c{i}": root / f"c{i}" for i in range(c)}}
     if _has_translation(arm):
