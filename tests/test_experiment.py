@@ -89,11 +89,14 @@ def test_missing_corpus_file_is_named(tmp_path):
 @pytest.mark.slow
 def test_killed_run_resumes_to_the_same_numbers(tmp_path):
     """SIGKILL mid-arm, rerun: every curve equals an uninterrupted run's."""
+    # a longer PT stage for ppt_dyck (128 steps) so the kill reliably lands mid-arm: the micro
+    # model trains a step in milliseconds, and the default 16-step stage could end while we poll
+    longer = ["arms.1.stages.1.tokens=32768"]
     ref = tmp_path / "ref"
-    run_experiment(_cfg(ref), progress=False)
+    run_experiment(_cfg(ref, longer), progress=False)
     out = tmp_path / "killed"
     args = [sys.executable, "-m", "preschool.cli", "run", str(QUICKSTART), "--no-progress"]
-    for o in MICRO + [f"out={out}"]:
+    for o in MICRO + longer + [f"out={out}"]:
         args += ["--set", o]
     env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
     proc = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -102,12 +105,12 @@ def test_killed_run_resumes_to_the_same_numbers(tmp_path):
     while time.time() < deadline and proc.poll() is None:
         if ckdir.is_dir() and len([p for p in ckdir.iterdir() if p.name.startswith("step-")]) >= 2:
             break
-        time.sleep(0.2)
+        time.sleep(0.05)
     assert proc.poll() is None, "run finished before it could be killed; enlarge the budget"
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert not (out / "arms" / "ppt_dyck" / "seed0" / "DONE").exists()
-    run_experiment(_cfg(out), progress=False)
+    run_experiment(_cfg(out, longer), progress=False)
     got, want = _curves(out), _curves(ref)
     assert got.keys() == want.keys()
     for arm in want:
