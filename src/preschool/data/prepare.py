@@ -105,7 +105,9 @@ def build_tokenizer(cfg: TokenizerConfig, corpus_cfg, out: Path, progress: bool 
         tok = train_bpe(texts, cfg.vocab_size, cfg.min_frequency, cfg.split_digits)
     with atomic_dir(out) as tmp:
         save_tokenizer(tok, tmp)
-    return tok
+    # Hand back what is on disk: saving through HF adds a (no-op) post-processor, and a rerun
+    # loads the file, so only the reloaded object hashes the same on the first run and every rerun.
+    return load_tokenizer(out)
 
 
 def _write_corpus(name: str, spec: DatasetSpec, corpus_cfg, tok, row_len: int, seed: int, out: Path,
