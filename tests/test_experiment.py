@@ -200,3 +200,18 @@ def test_report_has_token_efficiency_and_verbatim_positions(tmp_path):
     assert all(e["ppt_tokens"] == 768 for e in res["token_efficiency"])
     assert (out / "plots" / "verbatim_positions.png").stat().st_size > 1000
     assert "## Token efficiency" in (out / "report.md").read_text()
+
+
+def test_finished_arms_are_not_reused_with_other_data_or_config(tmp_path):
+    """A rerun after the data spec or the training config changed must not silently reuse old arms."""
+    out = tmp_path / "qs"
+    run_experiment(_cfg(out), progress=False, stages=("prepare", "train"))
+    # the PT data is rebuilt from the new spec (different bytes): every arm trained on it is stale
+    with pytest.raises(ConfigError, match="bytes changed") as e:
+        run_experiment(_cfg(out, ["data.pt.tokens=16000"]), progress=False, stages=("prepare", "train"))
+    assert e.value.field == "arms[0].datasets.pt"
+    with pytest.raises(ConfigError, match="was 0.002") as e:
+        run_experiment(_cfg(out, ["train.lr=1e-3"]), progress=False, stages=("prepare", "train"))
+    assert e.value.field == "arms[0].train.lr"
+    # fields that do not change the weights may differ
+    run_experiment(_cfg(out, ["train.log_every=3"]), progress=False, stages=("prepare", "train"))

@@ -199,7 +199,7 @@ def arm_dirs(cfg: ExperimentConfig) -> list[tuple[ArmSpec, int, Path]]:
 
 def train_arms(cfg: ExperimentConfig, manifest: dict, progress: bool = True) -> None:
     """Step 3: train every arm x seed (resuming; finished runs are skipped)."""
-    from .train.trainer import train
+    from .train.trainer import check_run_dir, train
 
     data_dir = cfg.out_dir / "data"
     datasets = {name: str(data_dir / name) for name in cfg.data}
@@ -207,6 +207,10 @@ def train_arms(cfg: ExperimentConfig, manifest: dict, progress: bool = True) -> 
     for i, (arm, seed, run_dir) in enumerate(arm_dirs(cfg)):
         tcfg = cfg.train_config(arm, seed, f"arms[{i}]", reserved_ids=_reserved_range(manifest))
         tcfg.progress = tcfg.progress and progress
+        try:  # a finished arm is reused only if it was trained with this config on these bytes
+            check_run_dir(tcfg, run_dir, datasets, data_dir / "tokenizer")
+        except ConfigError as e:
+            raise ConfigError(f"arms[{i}].{e.field}", f"arm {arm.name} seed {seed}: {e.message}") from None
         if (run_dir / "DONE").is_file():
             print(f"[preschool] arm {arm.name} seed {seed}: done, skipping")
             continue

@@ -21,6 +21,7 @@ checked against the manifest (truncation), and by default its sha256 too
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -159,6 +160,25 @@ class _Shard:
     start: int
     rows: int
     arrays: dict[str, np.memmap]
+
+
+def content_sha256(dataset_dir: str | Path) -> str | None:
+    """Fingerprint of a dataset's bytes: sha256 over the shard checksums of its ``train``/``val``
+    manifests (not the manifests themselves, which also record the code version). None if the
+    folder holds no shard set. Reads only the manifests."""
+    h = hashlib.sha256()
+    found = False
+    for split in ("train", "val"):
+        mpath = Path(dataset_dir) / split / "manifest.json"
+        if not mpath.is_file():
+            continue
+        found = True
+        man = json.loads(mpath.read_text(encoding="utf-8"))
+        h.update(split.encode())
+        for entry in man.get("shards", []):
+            for name in sorted(entry["files"]):
+                h.update(f"{name}:{entry['files'][name]['sha256']};".encode())
+    return h.hexdigest() if found else None
 
 
 class ShardSet:

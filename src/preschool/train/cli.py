@@ -58,6 +58,7 @@ def load_run_config(path: str | Path, overrides: list[str] = ()) -> tuple:
     ovs = [o if o.split("=", 1)[0].split(".")[0] in ("train", "datasets", "tokenizer") else f"train.{o}"
            for o in overrides]
     data = apply_overrides(data, ovs)
+    data.pop("data_sha256", None)  # recorded in a run's config.yaml (what it trained on), not an input
     unknown = [k for k in data if k not in ("train", "datasets", "tokenizer")]
     if unknown:
         raise ConfigError(unknown[0], "unknown top-level key (expected train, datasets, tokenizer)")

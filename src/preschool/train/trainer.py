@@ -55,6 +55,7 @@ import torch.nn.functional as F
 from .. import config as C
 from ..config import check
 from ..data.mixture import IGNORE_INDEX, Mixture, rank_indices
+from ..data.shards import content_sha256
 from ..errors import ConfigError, DataError
 from ..io import atomic_dir, read_json, write_json, write_text
 from .callbacks.base import Callback
@@ -221,6 +222,40 @@ def _diff(a: Any, b: Any, path: str) -> str | None:
     if a != b:
         return f"{path} (was {a!r}, now {b!r})"
     return None
+
+
+def run_config_tree(cfg: TrainConfig, datasets: Mapping[str, str | Path], tokenizer_dir: str | Path | None) -> dict:
+    """What a run directory's ``config.yaml`` records: the config, dataset paths and their content hashes."""
+    return {"train": C.to_dict(cfg), "datasets": {k: str(v) for k, v in datasets.items()},
+            "data_sha256": {k: content_sha256(v) for k, v in datasets.items()},
+            "tokenizer": str(tokenizer_dir) if tokenizer_dir else None}
+
+
+def check_run_dir(cfg: TrainConfig, out_dir: str | Path, datasets: Mapping[str, str | Path],
+                  tokenizer_dir: str | Path | None = None) -> None:
+    """Raise ConfigError if ``out_dir`` holds a run (finished or not) made with another config or data.
+
+    Fields that do not change the trained weights (``_RESUME_FREE``) may differ.
+    Dataset bytes are compared by ``content_sha256``; runs written before that
+    fingerprint existed are checked on config and dataset names only.
+    """
+    path = Path(out_dir) / "config.yaml"
+    if not path.is_file():
+        return
+    old = C.load_yaml(path)
+    now = run_config_tree(cfg, datasets, tokenizer_dir)
+    a = {k: v for k, v in (old.get("train") or {}).items() if k not in _RESUME_FREE}
+    b = {k: v for k, v in now["train"].items() if k not in _RESUME_FREE}
+    d = _diff(a, b, "train") or _diff(sorted(old.get("datasets") or {}), sorted(now["datasets"]), "datasets")
+    if not d and "data_sha256" in old:
+        changed = sorted(k for k, v in now["data_sha256"].items() if old["data_sha256"].get(k) != v)
+        if changed:
+            d = (f"datasets.{changed[0]} (its bytes changed since this run trained on it: "
+                 "the dataset was rebuilt from a different spec)")
+    if d:
+        field = d.split(" ")[0]
+        raise ConfigError(field, f"differs from the run already in {out_dir} {d[len(field) + 1:]}; "
+                          "use a new output folder (or delete that run) to start over")
 
 
 @contextlib.contextmanager
@@ -397,21 +432,10 @@ class Trainer:
             return torch.optim.AdamW(groups, lr=self.cfg.lr, betas=tuple(self.cfg.betas), eps=self.cfg.eps, foreach=True)
 
     def _config_tree(self) -> dict:
-        return {"train": C.to_dict(self.cfg), "datasets": {k: str(v) for k, v in self.datasets.items()},
-                "tokenizer": str(self.tokenizer_dir) if self.tokenizer_dir else None}
+        return run_config_tree(self.cfg, self.datasets, self.tokenizer_dir)
 
     def _check_same_config(self) -> None:
-        path = self.out_dir / "config.yaml"
-        if not path.is_file():
-            return
-        old = C.load_yaml(path)
-        now = self._config_tree()
-        a = {k: v for k, v in (old.get("train") or {}).items() if k not in _RESUME_FREE}
-        b = {k: v for k, v in now["train"].items() if k not in _RESUME_FREE}
-        d = _diff(a, b, "train") or _diff(sorted(old.get("datasets") or {}), sorted(now["datasets"]), "datasets")
-        if d:
-            raise ConfigError(d.split(" ")[0], f"differs from the run already in {self.out_dir} "
-                              f"{d[len(d.split(' ')[0]) + 1:]}; use a new output folder to start over")
+        check_run_dir(self.cfg, self.out_dir, self.datasets, self.tokenizer_dir)
 
     def _latest_checkpoint(self) -> Path | None:
         if not self.checkpoint_dir.is_dir():
@@ -613,9 +637,10 @@ class Trainer:
     def run(self) -> dict[str, Any]:
         cfg = self.cfg
         done = self.out_dir / "DONE"
+        # checked for finished runs too: a changed config or rebuilt data must not reuse old results
+        self._check_same_config()
         if done.is_file():
             return read_json(done)
-        self._check_same_config()
         if self.is_main:
             self.out_dir.mkdir(parents=True, exist_ok=True)
             if not (self.out_dir / "config.yaml").is_file():
