@@ -27,7 +27,9 @@ def templated_seqs(seed=0, n=120, vocab=50):
     plus the awkward cases (a sequence that is a prefix of another, a duplicate, a 1-token and a
     sequence longer than a row)."""
     rng = random.Random(seed)
-    stems = [[0] + [rng.randrange(1, vocab) for _ in range(rng.randint(1, 6))] for _ in range(8)]
+    # mostly one shared first token (BOS), some not (bos: none): a row may hold several roots
+    stems = [[rng.choice([0, 0, 3, 9])] + [rng.randrange(1, vocab) for _ in range(rng.randint(1, 6))]
+             for _ in range(8)]
     seqs = [rng.choice(stems) + [rng.randrange(1, vocab) for _ in range(rng.randint(0, 7))] for _ in range(n)]
     seqs += [stems[0][:2], stems[0][:2] + [5, 6], seqs[3], [0], list(range(0, 40))]
     return seqs
