@@ -193,11 +193,17 @@ def test_control_dataset_is_disjoint_from_pt_by_document(tmp_path):
 def test_report_has_token_efficiency_and_verbatim_positions(tmp_path):
     """A micro run with the verbatim evaluator: the report carries efficiency rows and the position plot."""
     out = tmp_path / "v"
-    cfg = _cfg(out, ["evals=[{name: verbatim, params: {list_lengths: [3], intervening_words: [0], n_lists: 2}}]"])
+    cfg = _cfg(out, ["evals=[{name: verbatim, params: {list_lengths: [3], intervening_words: [0], n_lists: 2}}]",
+                     "seeds=[0,1]"])
     run_experiment(cfg, progress=False)
     res = json.loads((out / "results.json").read_text())
     assert {e["arm"] for e in res["token_efficiency"]} == {"ppt_dyck", "ppt_dyck_reinit"}
     assert all(e["ppt_tokens"] == 768 for e in res["token_efficiency"])
+    # each seed is measured against the baseline run of the same seed, and every target is reported
+    base = res["arms"]["pt_only"]["seeds"]
+    for e in res["token_efficiency"]:
+        assert e["seeds"] == 2
+        assert e["targets"] == pytest.approx([base[s]["curves"][e["metric"]][-1][1] for s in ("0", "1")])
     assert (out / "plots" / "verbatim_positions.png").stat().st_size > 1000
     assert "## Token efficiency" in (out / "report.md").read_text()
 
