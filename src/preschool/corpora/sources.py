@@ -87,6 +87,20 @@ class Source:
         except (OSError, EOFError) as e:
             raise DataError(f"{path}: could not be read ({type(e).__name__}: {e})") from None
 
+    def raw_lines(self, path: Path) -> Iterator[tuple[int, int, bytes]]:
+        """``(line number, byte offset, bytes)`` of each line, line end kept, a leading BOM dropped.
+
+        The offset counts from the file start (BOM included) so error messages point at the
+        right byte; I/O failures become a DataError naming the file.
+        """
+        offset = 0
+        with self.reading(path), self.open_binary(path) as fh:
+            for lineno, raw in enumerate(fh, 1):
+                start, offset = offset, offset + len(raw)
+                if lineno == 1 and raw.startswith(b"\xef\xbb\xbf"):
+                    raw, start = raw[3:], start + 3
+                yield lineno, start, raw
+
     def bad_record(self, stats: ReadStats, reason: str, message: str) -> None:
         if self.cfg.on_bad_record == "error":
             raise DataError(message + "; set on_bad_record: drop to skip such records")
@@ -131,28 +145,23 @@ class TextSource(Source):
     def _lines(self, path: Path, stats: ReadStats) -> Iterator[str]:
         """The file's lines, cleaned like :func:`clean_text` (no BOM, CRLF and lone CR as line ends)."""
         replaced = False
-        offset = 0
-        with self.reading(path), self.open_binary(path) as fh:
-            for lineno, raw in enumerate(fh, 1):
-                start, offset = offset, offset + len(raw)
-                if lineno == 1 and raw.startswith(b"\xef\xbb\xbf"):
-                    raw, start = raw[3:], start + 3
-                if raw.endswith(b"\n"):
-                    raw = raw[:-1]
-                if raw.endswith(b"\r"):
-                    raw = raw[:-1]
-                try:
-                    line = raw.decode("utf-8")
-                except UnicodeDecodeError as e:
-                    if self.cfg.on_bad_utf8 == "error":
-                        raise DataError(bad_utf8_message(str(path), start + e.start, lineno, raw[e.start:e.start + 4])) from None
-                    line, replaced = raw.decode("utf-8", errors="replace"), True
-                if "\ufeff" in line:
-                    line = line.replace("\ufeff", "")
-                if "\r" in line:
-                    yield from line.split("\r")
-                else:
-                    yield line
+        for lineno, start, raw in self.raw_lines(path):
+            if raw.endswith(b"\n"):
+                raw = raw[:-1]
+            if raw.endswith(b"\r"):
+                raw = raw[:-1]
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                if self.cfg.on_bad_utf8 == "error":
+                    raise DataError(bad_utf8_message(str(path), start + e.start, lineno, raw[e.start:e.start + 4])) from None
+                line, replaced = raw.decode("utf-8", errors="replace"), True
+            if "\ufeff" in line:
+                line = line.replace("\ufeff", "")
+            if "\r" in line:
+                yield from line.split("\r")
+            else:
+                yield line
         if replaced:
             stats.replaced_bad_utf8 += 1
 
@@ -177,34 +186,29 @@ class JsonlSource(Source):
         c = self.cfg
         for path, rel in self.files():
             stats.files += 1
-            offset = 0
-            with self.reading(path), self.open_binary(path) as fh:
-                for lineno, raw in enumerate(fh, 1):
-                    start, offset = offset, offset + len(raw)
-                    if lineno == 1 and raw.startswith(b"\xef\xbb\xbf"):
-                        raw, start = raw[3:], start + 3
-                    if lineno == 1 and raw.lstrip().startswith(b"[") and not raw.rstrip().endswith(b"]"):
-                        raise DataError(f"{path}: looks like one JSON array, not JSON Lines (one object per line); "
-                                        "convert it, or read it with source: hf, hf_name: json")
-                    raw = raw.rstrip(b"\r\n")
-                    if not raw.strip():
-                        continue  # blank lines (a trailing newline pair) are not records
-                    where = f"{path}:{lineno}"
-                    line = decode_bytes(raw, where, c.on_bad_utf8, stats, start)
-                    if line is None:
-                        continue
-                    try:
-                        rec = json.loads(line)
-                    except json.JSONDecodeError as e:
-                        self.bad_record(stats, "bad_json", f"{where}: not valid JSON ({e.msg} at column {e.colno})")
-                        continue
-                    if not isinstance(rec, dict) or not isinstance(rec.get(c.text_field), str):
-                        got = type(rec.get(c.text_field)).__name__ if isinstance(rec, dict) else type(rec).__name__
-                        self.bad_record(stats, "missing_field",
-                                        f"{where}: no string field {c.text_field!r} (text_field) in this record, got {got}")
-                        continue
-                    did = str(rec[c.id_field]) if c.id_field and c.id_field in rec else f"{rel}:{lineno}"
-                    yield Document(did, clean_text(rec[c.text_field]), {"source": "jsonl", "path": rel, "line": lineno})
+            for lineno, start, raw in self.raw_lines(path):
+                if lineno == 1 and raw.lstrip().startswith(b"[") and not raw.rstrip().endswith(b"]"):
+                    raise DataError(f"{path}: looks like one JSON array, not JSON Lines (one object per line); "
+                                    "convert it, or read it with source: hf, hf_name: json")
+                raw = raw.rstrip(b"\r\n")
+                if not raw.strip():
+                    continue  # blank lines (a trailing newline pair) are not records
+                where = f"{path}:{lineno}"
+                line = decode_bytes(raw, where, c.on_bad_utf8, stats, start)
+                if line is None:
+                    continue
+                try:
+                    rec = json.loads(line)
+                except json.JSONDecodeError as e:
+                    self.bad_record(stats, "bad_json", f"{where}: not valid JSON ({e.msg} at column {e.colno})")
+                    continue
+                if not isinstance(rec, dict) or not isinstance(rec.get(c.text_field), str):
+                    got = type(rec.get(c.text_field)).__name__ if isinstance(rec, dict) else type(rec).__name__
+                    self.bad_record(stats, "missing_field",
+                                    f"{where}: no string field {c.text_field!r} (text_field) in this record, got {got}")
+                    continue
+                did = str(rec[c.id_field]) if c.id_field and c.id_field in rec else f"{rel}:{lineno}"
+                yield Document(did, clean_text(rec[c.text_field]), {"source": "jsonl", "path": rel, "line": lineno})
 
 
 @SOURCES.register("parquet", config=CorpusConfig)
