@@ -216,6 +216,10 @@ def test_finished_arms_are_not_reused_with_other_data_or_config(tmp_path):
     with pytest.raises(ConfigError, match="bytes changed") as e:
         run_experiment(_cfg(out, ["data.pt.tokens=16000"]), progress=False, stages=("prepare", "train"))
     assert e.value.field == "arms[0].datasets.pt"
+    # rebuilt Dyck data invalidates only the arms that train on it: pt_only (arms[0]) is reused
+    with pytest.raises(ConfigError, match="bytes changed") as e:
+        run_experiment(_cfg(out, ["data.dyck.tokens=2640"]), progress=False, stages=("prepare", "train"))
+    assert e.value.field == "arms[1].datasets.dyck"
     with pytest.raises(ConfigError, match="was 0.002") as e:
         run_experiment(_cfg(out, ["train.lr=1e-3"]), progress=False, stages=("prepare", "train"))
     assert e.value.field == "arms[0].train.lr"

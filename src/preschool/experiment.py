@@ -115,8 +115,7 @@ class ExperimentConfig:
         for i, arm in enumerate(self.arms):
             cfg = self.train_config(arm, self.seeds[0], f"arms[{i}]")
             for j, st in enumerate(cfg.stages):
-                sources = [st.data] if isinstance(st.data, str) else list(st.data)
-                for s in sources:
+                for s in st.datasets:
                     check(s in self.data, f"arms[{i}].stages[{j}].data",
                           f"no dataset named {s!r}; have {sorted(self.data)}")
             for v in cfg.val:

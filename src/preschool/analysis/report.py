@@ -301,7 +301,7 @@ def write_report(cfg) -> Path:
                   "|---|---|---|---|---|---|---|---|"]
         for e in efficiency:
             f = lambda v, pct=False: "–" if v is None else (f"{v:+.1%}" if pct else f"{v:,.0f}")  # noqa: E731
-            tg = " / ".join(f"{t:.4g}" for t in e.get("targets", [e["target"]]))
+            tg = " / ".join(f"{t:.4g}" for t in e["targets"])
             lines.append(f"| {e['arm']} | {e['metric']} | {tg} | {e['reached']}/{e['seeds']} | "
                          f"{f(e['base_tokens'])} | {f(e['arm_tokens'])} | {f(e['saved_fraction'], True)} | "
                          f"{f(e['saved_fraction_incl_ppt'], True)} |")

@@ -83,6 +83,11 @@ class StageConfig:
     group: str | None = None
     embeddings_at_start: Literal["keep", "reinit", "mean"] = "keep"
 
+    @property
+    def datasets(self) -> list[str]:
+        """Names of the datasets this stage reads (one, or a mixture's components)."""
+        return [self.data] if isinstance(self.data, str) else list(self.data)
+
     def validate(self) -> None:
         check(bool(self.name) and "/" not in self.name, "name", f"must be a non-empty name without '/', got {self.name!r}")
         check(self.tokens > 0, "tokens", f"must be > 0, got {self.tokens}")
@@ -224,10 +229,16 @@ def _diff(a: Any, b: Any, path: str) -> str | None:
     return None
 
 
+def _trained_on(cfg: TrainConfig) -> list[str]:
+    """The datasets whose rows the stages train on (they determine the weights), sorted."""
+    return sorted({n for st in cfg.stages for n in st.datasets})
+
+
 def run_config_tree(cfg: TrainConfig, datasets: Mapping[str, str | Path], tokenizer_dir: str | Path | None) -> dict:
-    """What a run directory's ``config.yaml`` records: the config, dataset paths and their content hashes."""
+    """What a run directory's ``config.yaml`` records: the config, dataset paths, and the content
+    hashes of the datasets the stages train on."""
     return {"train": C.to_dict(cfg), "datasets": {k: str(v) for k, v in datasets.items()},
-            "data_sha256": {k: content_sha256(v) for k, v in datasets.items()},
+            "data_sha256": {k: content_sha256(datasets[k]) for k in _trained_on(cfg) if k in datasets},
             "tokenizer": str(tokenizer_dir) if tokenizer_dir else None}
 
 
@@ -235,9 +246,11 @@ def check_run_dir(cfg: TrainConfig, out_dir: str | Path, datasets: Mapping[str, 
                   tokenizer_dir: str | Path | None = None) -> None:
     """Raise ConfigError if ``out_dir`` holds a run (finished or not) made with another config or data.
 
-    Fields that do not change the trained weights (``_RESUME_FREE``) may differ.
-    Dataset bytes are compared by ``content_sha256``; runs written before that
-    fingerprint existed are checked on config and dataset names only.
+    Fields that do not change the trained weights (``_RESUME_FREE``) may differ, and
+    datasets the stages do not train on may be added, removed or rebuilt (an
+    experiment gains an arm with new data without invalidating the others). The
+    trained-on datasets' bytes are compared by ``content_sha256``; runs written
+    before that fingerprint existed are checked on config and dataset names only.
     """
     path = Path(out_dir) / "config.yaml"
     if not path.is_file():
@@ -246,7 +259,10 @@ def check_run_dir(cfg: TrainConfig, out_dir: str | Path, datasets: Mapping[str, 
     now = run_config_tree(cfg, datasets, tokenizer_dir)
     a = {k: v for k, v in (old.get("train") or {}).items() if k not in _RESUME_FREE}
     b = {k: v for k, v in now["train"].items() if k not in _RESUME_FREE}
-    d = _diff(a, b, "train") or _diff(sorted(old.get("datasets") or {}), sorted(now["datasets"]), "datasets")
+    d = _diff(a, b, "train")
+    missing = [k for k in _trained_on(cfg) if k not in (old.get("datasets") or {})]
+    if not d and missing:
+        d = f"datasets.{missing[0]} (the run has no dataset of that name)"
     if not d and "data_sha256" in old:
         changed = sorted(k for k, v in now["data_sha256"].items() if old["data_sha256"].get(k) != v)
         if changed:
@@ -323,7 +339,7 @@ class Trainer:
             raise ConfigError("micro_batch_size",
                               f"{self.micro} does not divide the per-rank batch {self.local_batch}")
         for i, s in enumerate(cfg.stages):
-            for name in ([s.data] if isinstance(s.data, str) else s.data):
+            for name in s.datasets:
                 if name not in self.datasets:
                     raise ConfigError(f"stages[{i}].data", f"unknown dataset {name!r} "
                                       f"(known: {', '.join(sorted(self.datasets)) or 'none'})")

@@ -38,7 +38,7 @@ class ValidationCallback(Callback):
         else:
             names: list[str] = []
             for s in cfg.stages:
-                for n in ([s.data] if isinstance(s.data, str) else s.data):
+                for n in s.datasets:
                     if n not in names:
                         names.append(n)
             for n in names:
