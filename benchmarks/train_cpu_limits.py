@@ -1,0 +1,157 @@
+"""Where a CPU training step goes, and what model-level rewrites buy (docs/training.md, "What was tried").
+
+In one run, on the same random-token batch and the same bare loop (forward, fp32
+cross-entropy, backward, clip, fused AdamW), prints ratios against the HF model:
+
+- attention kernels at the preset's shape: SDPA flash (what HF uses) vs the math kernel, fwd+bwd;
+- a hand-fused eager Qwen2 block (one QKV and one gate/up matmul, ``F.rms_norm``,
+  SDPA ``is_causal`` with GQA, cached rotary tables) vs the HF model, tokens/s;
+- with ``--compile``: ``torch.compile`` of the HF model vs eager (steady state; compile time printed);
+- with ``--profile``: the top ops of one HF step by self CPU time.
+
+    python benchmarks/train_cpu_limits.py [--preset tiny-1m] [--compile] [--profile]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+
+def fused_model(hf):
+    """Same shapes as ``hf`` (a Qwen2 model), our own eager implementation, random init."""
+    c = hf.config
+    d, H, KV = c.hidden_size, c.num_attention_heads, c.num_key_value_heads
+    hd, ff, V = d // H, c.intermediate_size, c.vocab_size
+
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln1, self.ln2 = torch.nn.Parameter(torch.ones(d)), torch.nn.Parameter(torch.ones(d))
+            self.qkv = torch.nn.Linear(d, (H + 2 * KV) * hd, bias=True)
+            self.o = torch.nn.Linear(H * hd, d, bias=False)
+            self.gu = torch.nn.Linear(d, 2 * ff, bias=False)
+            self.down = torch.nn.Linear(ff, d, bias=False)
+
+        def forward(self, x, cos, sin):
+            B, T, _ = x.shape
+            q, k, v = self.qkv(F.rms_norm(x, (d,), self.ln1, c.rms_norm_eps)).view(B, T, H + 2 * KV, hd) \
+                .transpose(1, 2).split([H, KV, KV], dim=1)
+
+            def rot(t):
+                a, b = t.chunk(2, -1)
+                return t * cos + torch.cat((-b, a), -1) * sin
+
+            a = F.scaled_dot_product_attention(rot(q), rot(k), v, is_causal=True, enable_gqa=True)
+            x = x + self.o(a.transpose(1, 2).reshape(B, T, H * hd))
+            g, u = self.gu(F.rms_norm(x, (d,), self.ln2, c.rms_norm_eps)).chunk(2, -1)
+            return x + self.down(F.silu(g) * u)
+
+    class Model(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = torch.nn.Embedding(V, d)
+            self.blocks = torch.nn.ModuleList(Block() for _ in range(c.num_hidden_layers))
+            self.lnf = torch.nn.Parameter(torch.ones(d))
+            theta = (c.rope_parameters or {}).get("rope_theta", 10000.0)
+            inv = 1.0 / theta ** (torch.arange(0, hd, 2).float() / hd)
+            f = torch.outer(torch.arange(4096).float(), inv)
+            e = torch.cat((f, f), -1)
+            self.register_buffer("cos", e.cos(), persistent=False)
+            self.register_buffer("sin", e.sin(), persistent=False)
+
+        def forward(self, input_ids):
+            T = input_ids.shape[1]
+            x = self.emb(input_ids)
+            for b in self.blocks:
+                x = b(x, self.cos[:T], self.sin[:T])
+            return F.rms_norm(x, (d,), self.lnf, c.rms_norm_eps) @ self.emb.weight.t()
+
+    return Model()
+
+
+def tokens_per_s(model, logits_of, batch, steps=6, rounds=3) -> float:
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, fused=True)
+
+    def step():
+        logits = logits_of(model, batch[:, :-1])
+        loss = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), batch[:, 1:].reshape(-1))
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    for _ in range(3):
+        step()
+    best = 0.0
+    for _ in range(rounds):
+        t = time.perf_counter()
+        for _ in range(steps):
+            step()
+        best = max(best, batch[:, :-1].numel() * steps / (time.perf_counter() - t))
+    return best
+
+
+def attention_ms(B, H, T, hd, backend, reps=10) -> float:
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    q, k, v = (torch.randn(B, H, T, hd, requires_grad=True) for _ in range(3))
+    kind = {"flash": SDPBackend.FLASH_ATTENTION, "math": SDPBackend.MATH}[backend]
+    with sdpa_kernel(kind):
+        for _ in range(2):
+            F.scaled_dot_product_attention(q, k, v, is_causal=True).sum().backward()
+        t = time.perf_counter()
+        for _ in range(reps):
+            F.scaled_dot_product_attention(q, k, v, is_causal=True).sum().backward()
+    return (time.perf_counter() - t) / reps * 1e3
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--preset", default="tiny-1m")
+    ap.add_argument("--batch", type=int, default=16)
+    ap.add_argument("--seq-len", type=int, default=256)
+    ap.add_argument("--vocab", type=int, default=2048)
+    ap.add_argument("--compile", action="store_true")
+    ap.add_argument("--profile", action="store_true")
+    a = ap.parse_args(argv)
+    from preschool.train.model import ModelConfig, build_model
+
+    hf = build_model(ModelConfig(preset=a.preset), a.vocab, seed=0)
+    c = hf.config
+    batch = torch.randint(0, a.vocab, (a.batch, a.seq_len + 1), generator=torch.Generator().manual_seed(0))
+    print(f"{a.preset}: {sum(p.numel() for p in hf.parameters()) / 1e6:.2f}M params, batch {a.batch} x {a.seq_len}, "
+          f"threads {torch.get_num_threads()}")
+
+    shape = (a.batch, c.num_attention_heads, a.seq_len, c.hidden_size // c.num_attention_heads)
+    fl, ma = attention_ms(*shape, "flash"), attention_ms(*shape, "math")
+    print(f"attention {shape} fwd+bwd: flash {fl:.1f} ms, math {ma:.1f} ms -> flash is {ma / fl:.2f}x faster")
+
+    hf_logits = lambda m, x: m(input_ids=x).logits  # noqa: E731
+    base = tokens_per_s(hf, hf_logits, batch)
+    fused = tokens_per_s(fused_model(hf), lambda m, x: m(x), batch)
+    print(f"HF model {base:,.0f} tok/s; hand-fused eager block {fused:,.0f} tok/s -> RATIO {fused / base:.2f}x")
+
+    if a.compile:
+        t = time.perf_counter()
+        comp = torch.compile(hf)
+        tokens_per_s(comp, hf_logits, batch, steps=1, rounds=1)  # compiles
+        t_comp = time.perf_counter() - t
+        got = tokens_per_s(comp, hf_logits, batch)
+        print(f"torch.compile(HF model) {got:,.0f} tok/s after {t_comp:.0f} s compiling -> RATIO {got / base:.2f}x")
+
+    if a.profile:
+        from torch.profiler import ProfilerActivity, profile
+
+        with profile(activities=[ProfilerActivity.CPU]) as p:
+            tokens_per_s(hf, hf_logits, batch, steps=1, rounds=3)
+        print(p.key_averages().table(sort_by="self_cpu_time_total", row_limit=12))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
