@@ -59,6 +59,7 @@ from ..data.shards import content_sha256
 from ..errors import ConfigError, DataError
 from ..io import atomic_dir, read_json, write_json, write_text
 from .callbacks.base import Callback
+from .cpu_heap import retain_freed_memory
 from .model import ModelConfig, build_model
 from .schedules import ScheduleConfig, lr_at
 
@@ -125,6 +126,9 @@ class TrainConfig:
     device: str = "auto"  # auto | cpu | cuda | cuda:N
     precision: Literal["auto", "fp32", "bf16"] = "auto"  # auto: fp32 on CPU, bf16 autocast on CUDA
     compile: bool = False
+    # CPU runs: "retain" keeps freed memory in the process heap (no page faults on every
+    # step, 1.15-1.3x on small models; see train/cpu_heap.py); "system" leaves glibc's defaults
+    cpu_heap: Literal["retain", "system"] = "retain"
     eval_every: int = 100  # 0 disables periodic validation (stage ends still validate)
     val_rows: int = 64
     val: list[str] | None = None  # datasets whose val/ split is scored; None: every stage dataset with a val/
@@ -289,7 +293,7 @@ def _quiet_hf_progress():
 
 
 # settings that do not change the trajectory, so a resume may change them
-_RESUME_FREE = {"progress", "tensorboard", "eval_every", "val", "val_rows", "log_every", "checkpoint_every",
+_RESUME_FREE = {"progress", "tensorboard", "cpu_heap", "eval_every", "val", "val_rows", "log_every", "checkpoint_every",
                 "checkpoint_schedule", "checkpoints_per_decade", "keep_optimizer_state"}
 
 
@@ -665,6 +669,8 @@ class Trainer:
                 write_text(self.out_dir / "config.yaml", yaml.safe_dump(self._config_tree(), sort_keys=False))
         self._barrier()
 
+        if self.device.type == "cpu" and cfg.cpu_heap == "retain":
+            retain_freed_memory()
         self.model = build_model(cfg.model, self.vocab_size, seed=cfg.seed).to(self.device)
         for cb in self.callbacks:
             cb.on_model_built(self)
