@@ -3,6 +3,9 @@
 In one run, on the same random-token batch and the same bare loop (forward, fp32
 cross-entropy, backward, clip, fused AdamW), prints ratios against the HF model:
 
+- the matmul bound: the model's linear layers' matmuls alone (forward and both backward
+  products, at this machine's rate for their shapes), i.e. the most tokens/s any trainer
+  could reach if attention, norms, loss and optimizer cost nothing;
 - attention kernels at the preset's shape: SDPA flash (what HF uses) vs the math kernel, fwd+bwd;
 - a hand-fused eager Qwen2 block (one QKV and one gate/up matmul, ``F.rms_norm``,
   SDPA ``is_causal`` with GQA, cached rotary tables) vs the HF model, tokens/s;
@@ -10,6 +13,8 @@ cross-entropy, backward, clip, fused AdamW), prints ratios against the HF model:
 - with ``--profile``: the top ops of one HF step by self CPU time.
 
     python benchmarks/train_cpu_limits.py [--preset tiny-1m] [--compile] [--profile]
+
+Everything runs with the retained heap our trainer uses on CPU (``cpu_heap: retain``).
 """
 
 from __future__ import annotations
@@ -96,6 +101,25 @@ def tokens_per_s(model, logits_of, batch, steps=6, rounds=3) -> float:
     return best
 
 
+def matmul_ms(model, tokens: int, reps: int = 5) -> float:
+    """Milliseconds per step of every nn.Linear's three matmuls (x W^T; dY W; dY^T x) at ``tokens`` rows."""
+    total = 0.0
+    for mod in model.modules():
+        if not isinstance(mod, torch.nn.Linear):
+            continue
+        out_f, in_f = mod.weight.shape
+        x, w, g = torch.randn(tokens, in_f), torch.randn(out_f, in_f), torch.randn(tokens, out_f)
+        ops = (lambda: x @ w.t(), lambda: g @ w, lambda: g.t() @ x)
+        for f in ops:
+            f()
+        t = time.perf_counter()
+        for _ in range(reps):
+            for f in ops:
+                f()
+        total += (time.perf_counter() - t) / reps
+    return total * 1e3
+
+
 def attention_ms(B, H, T, hd, backend, reps=10) -> float:
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
@@ -119,8 +143,10 @@ def main(argv=None) -> int:
     ap.add_argument("--compile", action="store_true")
     ap.add_argument("--profile", action="store_true")
     a = ap.parse_args(argv)
+    from preschool.train.cpu_heap import retain_freed_memory
     from preschool.train.model import ModelConfig, build_model
 
+    retain_freed_memory()
     hf = build_model(ModelConfig(preset=a.preset), a.vocab, seed=0)
     c = hf.config
     batch = torch.randint(0, a.vocab, (a.batch, a.seq_len + 1), generator=torch.Generator().manual_seed(0))
@@ -133,6 +159,15 @@ def main(argv=None) -> int:
 
     hf_logits = lambda m, x: m(input_ids=x).logits  # noqa: E731
     base = tokens_per_s(hf, hf_logits, batch)
+    tokens = a.batch * a.seq_len
+    mm = matmul_ms(hf, tokens)
+    print(f"HF model {base:,.0f} tok/s ({tokens / base * 1e3:.0f} ms/step); its linear layers' matmuls alone take "
+          f"{mm:.0f} ms/step -> bound {tokens / mm * 1e3:,.0f} tok/s = {tokens / mm * 1e3 / base:.2f}x the HF model "
+          f"with everything else free")
+    mm_attn = mm + c.num_hidden_layers * fl
+    print(f"matmuls + flash attention ({c.num_hidden_layers} x {fl:.1f} ms) take {mm_attn:.0f} ms/step -> bound "
+          f"{tokens / mm_attn * 1e3:,.0f} tok/s = {tokens / mm_attn * 1e3 / base:.2f}x the HF model with norms, "
+          f"rotary, SiLU, loss and optimizer free")
     fused = tokens_per_s(fused_model(hf), lambda m, x: m(x), batch)
     print(f"HF model {base:,.0f} tok/s; hand-fused eager block {fused:,.0f} tok/s -> RATIO {fused / base:.2f}x")
 
