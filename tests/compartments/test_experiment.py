@@ -71,3 +71,36 @@ def test_config_errors(tmp_path):
                                                 "arms": [{"name": "a", "compartments": {"presentation": "permute"}}]})
     with pytest.raises(ConfigError, match="presentations"):
         from_dict(AuditConfig, {**BASE, "name": "x", "presentations": {}})
+
+
+def test_seed_replicates_aggregate(tmp_path):
+    cfg = from_dict(CompartmentExperimentConfig, {
+        **BASE, "name": "reps", "out": str(tmp_path / "run"), "seeds": [0, 3], "tokens": 320,
+        "data": {"corpus": "storybook", "tokens": 2000, "val_tokens": 300}, "targets": [5.3, 0.1],
+        "arms": [{"name": "c1", "compartments": {"n_compartments": 1}},
+                 {"name": "c2", "compartments": {"n_compartments": 2}}]})
+    report = run(cfg, progress=False)
+    per = {s: json.loads((tmp_path / "run" / f"seed{s}" / "results.json").read_text()) for s in (0, 3)}
+    assert per[0]["config"]["seed"] == 0 and per[3]["config"]["seed"] == 3
+    assert per[0]["plateau"]["c2"] != per[3]["plateau"]["c2"]  # the replicates differ
+    agg = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert agg["seeds"] == [0, 3] and agg["config"]["seeds"] == [0, 3]
+    c2 = agg["arms"]["c2"]
+    vals = [per[s]["plateau"]["c2"] for s in (0, 3)]
+    assert c2["final_loss"]["values"] == pytest.approx(vals)
+    assert c2["final_loss"]["mean"] == pytest.approx(sum(vals) / 2)
+    assert c2["final_loss"]["sd"] == pytest.approx(abs(vals[0] - vals[1]) / 2 ** 0.5)
+    # the baseline against itself: 1x at every reached target, so never a stable difference
+    base = agg["arms"]["c1"]["slowdown_at"]["5.3"]
+    assert base["reached"] == 2 and base["mean"] == pytest.approx(1.0) and base["verdict"] == "no stable difference"
+    assert agg["arms"]["c2"]["slowdown_at"]["0.1"] == {"reached": 0, "of": 2, "verdict": "not reached"}
+    text = report.read_text()
+    assert "seed0/report.md" in text and "(n=2)" in text and (tmp_path / "run" / "plots" / "plateau_vs_c.png").is_file()
+
+
+def test_seeds_config_errors():
+    for bad in ([], [1, 1], [-1]):
+        with pytest.raises(ConfigError, match="seeds"):
+            from_dict(CompartmentExperimentConfig, {**BASE, "name": "x", "seeds": bad,
+                                                    "data": {"corpus": "storybook", "tokens": 1000},
+                                                    "arms": [{"name": "a"}]})

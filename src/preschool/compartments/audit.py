@@ -187,7 +187,9 @@ def run_audit(cfg: AuditConfig, progress: bool = True, steps: tuple[str, ...] = 
     if "train" in steps:
         for arm, datasets in arms.items():
             print(f"[compartments] audit arm {arm} -> {runs[arm]}", flush=True)
-            train(cfg.train_config(arm), runs[arm], datasets, None, [LogSpacedValidation(cfg.val_per_decade)])
+            tcfg = cfg.train_config(arm)
+            tcfg.progress = tcfg.progress and progress  # --no-progress silences the training bars too
+            train(tcfg, runs[arm], datasets, None, [LogSpacedValidation(cfg.val_per_decade)])
     return write_audit_report(cfg, {a: d for a, d in runs.items() if (d / "metrics.jsonl").is_file()})
 
 

@@ -16,6 +16,9 @@ preschool.compartments.experiment``) runs, resuming whatever is done:
    similarity of the final checkpoint; ``results.json``, ``report.md`` and plots
    (loss vs step per arm, slowdown vs baseline step, plateau vs c).
 
+With ``seeds: [...]`` steps 1-4 run once per seed under ``<out>/seed<k>/`` and
+``<out>/report.md`` summarises the replicates (mean +- SD, one-SD verdicts).
+
 The paper's protocol (Howe & Wingate; spec B.2/B.3) at toy scale: every arm
 trains the same trunk on the same token budget; c compartments split the rows.
 Departures from the paper are the scale (tiny model, tiny BPE vocabulary, CPU
@@ -70,6 +73,9 @@ class CompartmentExperimentConfig:
     name: str
     out: str | None = None
     seed: int = 0  # data and training seed
+    # replicates: the whole experiment once per seed (as `seed`), in <out>/seed<k>/, then a report
+    # across seeds (mean +- SD); None: one run at `seed` in <out>
+    seeds: list[int] | None = None
     seq_len: int = 64
     corpora: dict[str, dict[str, Any]] = field(default_factory=dict)
     tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
@@ -102,6 +108,10 @@ class CompartmentExperimentConfig:
             self.train_config(a)  # validates the merged TrainConfig
         if self.baseline is not None:
             check(self.baseline in names, "baseline", f"no arm named {self.baseline!r}")
+        if self.seeds is not None:
+            check(len(self.seeds) > 0 and all(isinstance(x, int) and x >= 0 for x in self.seeds), "seeds",
+                  f"must be a non-empty list of integers >= 0, got {self.seeds}")
+            check(len(set(self.seeds)) == len(self.seeds), "seeds", f"must be distinct, got {self.seeds}")
 
     @property
     def out_dir(self) -> Path:
@@ -193,6 +203,7 @@ def train_arm(cfg: CompartmentExperimentConfig, arm: ArmConfig, progress: bool =
     datasets = arm_data(cfg, arm, progress)
     V = int(read_json(cfg.out_dir / "data" / "base" / "train" / "manifest.json")["vocab_size"])
     tcfg = cfg.train_config(arm)
+    tcfg.progress = tcfg.progress and progress  # --no-progress silences the training bars too
     callbacks: list[Callback] = [LogSpacedValidation(cfg.val_per_decade)]
     if arm.infonce is not None:
         callbacks.append(InfoNCECallback(arm.infonce, arm.compartments.n_compartments, V))
@@ -381,12 +392,135 @@ def run(cfg: CompartmentExperimentConfig, progress: bool = True, steps: tuple[st
 
     cfg.out_dir.mkdir(parents=True, exist_ok=True)
     write_text(cfg.out_dir / "experiment.yaml", yaml.safe_dump(to_dict(cfg), sort_keys=False))
+    if cfg.seeds is not None:
+        # each replicate is a complete single-seed experiment; finished ones are skipped on rerun
+        for s in cfg.seeds:
+            print(f"[compartments] replicate seed {s}", flush=True)
+            run(replicate(cfg, s), progress, steps)
+        return write_seed_report(cfg, aggregate_seeds(cfg))
     prepare_base(cfg, progress)
     if "train" in steps:
         for arm in cfg.arms:
             train_arm(cfg, arm, progress)
     res = analyse(cfg)
     return write_report(cfg, res)
+
+
+# ----------------------------------------------------------------------------- replicates
+
+
+def replicate(cfg: CompartmentExperimentConfig, seed: int) -> CompartmentExperimentConfig:
+    """The single-seed experiment of one replicate: ``seed`` set, written under ``<out>/seed<k>``."""
+    from dataclasses import replace
+
+    return replace(cfg, seed=seed, seeds=None, out=str(cfg.out_dir / f"seed{seed}"))
+
+
+def _verdict(summary: dict, null: float) -> str:
+    """The one-SD rule across seeds: a stable difference from ``null`` needs |mean - null| > SD."""
+    if summary["n"] < 2:
+        return "one seed"
+    d = summary["mean"] - null
+    return "no stable difference" if abs(d) <= summary["sd"] else ("above" if d > 0 else "below")
+
+
+def aggregate_seeds(cfg: CompartmentExperimentConfig) -> dict:
+    """Per arm, across the replicates that have results: final loss, slowdown at each target,
+    median slowdown and similarity, each as ``seed_summary`` (mean, SD, t interval, values)."""
+    from ..analysis.stats import seed_summary
+
+    per_seed = {}
+    for s in cfg.seeds or []:
+        path = replicate(cfg, s).out_dir / "results.json"
+        if path.is_file():
+            per_seed[s] = read_json(path)
+    if not per_seed:
+        raise ConfigError("seeds", f"no replicate under {cfg.out_dir} has results yet (train first)")
+
+    def summary(values: list[float]) -> dict | None:
+        return seed_summary(values, method="t") if values else None
+
+    arms: dict[str, Any] = {}
+    for arm in cfg.arms:
+        runs = {s: r["arms"][arm.name] for s, r in per_seed.items() if arm.name in r["arms"]}
+        if not runs:
+            continue
+        e: dict[str, Any] = {"n_compartments": arm.compartments.n_compartments, "seeds": sorted(runs),
+                             "done": all(v["done"] for v in runs.values()),
+                             "final_loss": summary([per_seed[s]["plateau"][arm.name] for s in runs])}
+        sims = [v["similarity"]["mean"] for v in runs.values() if v.get("similarity")]
+        e["similarity"] = summary(sims)
+        if any("slowdown" in v for v in runs.values()):
+            e["slowdown_at"] = {}
+            for t in cfg.targets:
+                got = [v["slowdown_at"][str(float(t))]["slowdown"] for v in runs.values()
+                       if (v.get("slowdown_at") or {}).get(str(float(t)))]
+                sm = summary(got)
+                e["slowdown_at"][str(float(t))] = {**(sm or {}), "reached": len(got), "of": len(runs),
+                                                   "verdict": _verdict(sm, 1.0) if sm else "not reached"}
+            med = [float(np.median([r["slowdown"] for r in v["slowdown"]])) for v in runs.values() if v.get("slowdown")]
+            e["median_slowdown"] = summary(med)
+        arms[arm.name] = e
+    base = cfg.baseline_arm()
+    return {"baseline": base.name if base else None, "seeds": sorted(per_seed), "arms": arms}
+
+
+def _pm(sm: dict | None, digits: int = 3, suffix: str = "") -> str:
+    if not sm:
+        return "-"
+    if sm["n"] < 2:
+        return f"{sm['mean']:.{digits}f}{suffix} (n=1)"
+    return f"{sm['mean']:.{digits}f}{suffix} ± {sm['sd']:.{digits}f} (n={sm['n']})"
+
+
+def write_seed_report(cfg: CompartmentExperimentConfig, agg: dict) -> Path:
+    """``<out>/report.md``, ``results.json`` and ``plots/plateau_vs_c.png`` across replicates."""
+    from ..io import provenance
+
+    out = cfg.out_dir
+    arms = agg["arms"]
+    fig = _figure()
+    ax = fig.add_subplot(111)
+    pts = sorted((e["n_compartments"], e["final_loss"]["mean"], e["final_loss"]["sd"] or 0.0, name)
+                 for name, e in arms.items() if e["final_loss"])
+    ax.errorbar([p[0] for p in pts], [p[1] for p in pts], yerr=[p[2] for p in pts], marker="o", capsize=3, ls="none")
+    for c, m, _, name in pts:
+        ax.annotate(name, (c, m), textcoords="offset points", xytext=(4, 4), fontsize=7)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("compartments c")
+    ax.set_ylabel(f"final val loss, mean ± SD over {len(agg['seeds'])} seeds")
+    plot = _save(fig, out / "plots" / "plateau_vs_c.png")
+
+    lines = [f"# {cfg.name}: compartmentalization across seeds", "",
+             f"Replicates: seeds {agg['seeds']} (each a full run of this experiment with `seed` set; "
+             "per-seed reports: " + ", ".join(f"[seed {s}](seed{s}/report.md)" for s in agg["seeds"]) + "). "
+             "Values are mean ± SD across seeds (sample SD).", "",
+             "| arm | c | final loss | median slowdown | similarity | done |", "|---|---|---|---|---|---|"]
+    for name, e in arms.items():
+        lines.append(f"| {name} | {e['n_compartments']} | {_pm(e['final_loss'])} | "
+                     f"{_pm(e.get('median_slowdown'), 2, 'x')} | {_pm(e['similarity'])} | "
+                     f"{'yes' if e['done'] else 'NO'} |")
+    if agg["baseline"] and cfg.targets:
+        lines += ["", f"## Slowdown vs `{agg['baseline']}` at equal loss", "",
+                  "Per target loss: mean ± SD of the per-seed slowdowns over the seeds where the arm reached it, "
+                  "and the verdict of the one-SD rule against 1x (*above*: slower than the baseline in a way the "
+                  "seed spread does not explain).", "",
+                  "| arm | " + " | ".join(f"loss {t}" for t in cfg.targets) + " |",
+                  "|---|" + "---|" * len(cfg.targets)]
+        for name, e in arms.items():
+            if "slowdown_at" not in e:
+                continue
+            cells = []
+            for t in cfg.targets:
+                v = e["slowdown_at"][str(float(t))]
+                cells.append("not reached" if not v["reached"] else
+                             f"{_pm(v, 2, 'x')}, {v['verdict']}" + (f" ({v['reached']}/{v['of']} reached)"
+                                                                     if v["reached"] < v["of"] else ""))
+            lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    lines += ["", f"Plot: [{plot}](plots/{plot})", ""]
+    write_text(out / "report.md", "\n".join(lines))
+    write_json(out / "results.json", {**agg, **provenance(cfg)})
+    return out / "report.md"
 
 
 # ----------------------------------------------------------------------------- CLI
