@@ -489,7 +489,23 @@ def write_seed_report(cfg: CompartmentExperimentConfig, agg: dict) -> Path:
     ax.set_xscale("log", base=2)
     ax.set_xlabel("compartments c")
     ax.set_ylabel(f"final val loss, mean ± SD over {len(agg['seeds'])} seeds")
-    plot = _save(fig, out / "plots" / "plateau_vs_c.png")
+    plots = [_save(fig, out / "plots" / "plateau_vs_c.png")]
+    if agg["baseline"] and cfg.targets:
+        fig = _figure()
+        ax = fig.add_subplot(111)
+        for t in cfg.targets:
+            # fine-tuned arms have no slowdown_at (their steps do not start from scratch)
+            at = [(e["n_compartments"], e["slowdown_at"][str(float(t))]) for e in arms.values() if "slowdown_at" in e]
+            pts = sorted((c, v["mean"], v["sd"] or 0.0) for c, v in at if v["reached"])
+            if pts:
+                ax.errorbar([p[0] for p in pts], [p[1] for p in pts], yerr=[p[2] for p in pts], marker="o",
+                            capsize=3, label=f"loss {t}")
+        ax.axhline(1.0, color="grey", lw=0.8)
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("compartments c")
+        ax.set_ylabel(f"slowdown vs {agg['baseline']}, mean ± SD")
+        ax.legend(fontsize=8)
+        plots.append(_save(fig, out / "plots" / "slowdown_vs_c.png"))
 
     lines = [f"# {cfg.name}: compartmentalization across seeds", "",
              f"Replicates: seeds {agg['seeds']} (each a full run of this experiment with `seed` set; "
@@ -517,7 +533,7 @@ def write_seed_report(cfg: CompartmentExperimentConfig, agg: dict) -> Path:
                              f"{_pm(v, 2, 'x')}, {v['verdict']}" + (f" ({v['reached']}/{v['of']} reached)"
                                                                      if v["reached"] < v["of"] else ""))
             lines.append(f"| {name} | " + " | ".join(cells) + " |")
-    lines += ["", f"Plot: [{plot}](plots/{plot})", ""]
+    lines += ["", "Plots: " + ", ".join(f"[{p}](plots/{p})" for p in plots), ""]
     write_text(out / "report.md", "\n".join(lines))
     write_json(out / "results.json", {**agg, **provenance(cfg)})
     return out / "report.md"
