@@ -96,7 +96,7 @@ def test_seed_replicates_aggregate(tmp_path):
     assert agg["arms"]["c2"]["slowdown_at"]["0.1"] == {"reached": 0, "of": 2, "verdict": "not reached"}
     text = report.read_text()
     assert "seed0/report.md" in text and "(n=2)" in text
-    assert all((tmp_path / "run" / "plots" / f).is_file() for f in ("plateau_vs_c.png", "slowdown_vs_c.png"))
+    assert all((tmp_path / "run" / "plots" / f).is_file() for f in ("plateau_vs_c.png", "slowdown_by_arm.png"))
 
 
 def test_seeds_config_errors():
