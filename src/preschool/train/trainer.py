@@ -127,7 +127,7 @@ class TrainConfig:
     precision: Literal["auto", "fp32", "bf16"] = "auto"  # auto: fp32 on CPU, bf16 autocast on CUDA
     compile: bool = False
     # CPU runs: "retain" keeps freed memory in the process heap (no page faults on every
-    # step, 1.15-1.3x on small models; see train/cpu_heap.py); "system" leaves glibc's defaults
+    # step: 1.06-1.19x at the CPU presets; see train/cpu_heap.py); "system" leaves glibc's defaults
     cpu_heap: Literal["retain", "system"] = "retain"
     eval_every: int = 100  # 0 disables periodic validation (stage ends still validate)
     val_rows: int = 64
