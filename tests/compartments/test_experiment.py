@@ -75,7 +75,7 @@ def test_config_errors(tmp_path):
 
 def test_seed_replicates_aggregate(tmp_path):
     cfg = from_dict(CompartmentExperimentConfig, {
-        **BASE, "name": "reps", "out": str(tmp_path / "run"), "seeds": [0, 3], "tokens": 320,
+        **BASE, "name": "reps", "out": str(tmp_path / "run"), "seeds": [0, 3], "tokens": 320, "compare": [["c2", "c1"]],
         "data": {"corpus": "storybook", "tokens": 2000, "val_tokens": 300}, "targets": [5.3, 0.1],
         "arms": [{"name": "c1", "compartments": {"n_compartments": 1}},
                  {"name": "c2", "compartments": {"n_compartments": 2}}]})
@@ -94,9 +94,26 @@ def test_seed_replicates_aggregate(tmp_path):
     base = agg["arms"]["c1"]["slowdown_at"]["5.3"]
     assert base["reached"] == 2 and base["mean"] == pytest.approx(1.0) and base["verdict"] == "no stable difference"
     assert agg["arms"]["c2"]["slowdown_at"]["0.1"] == {"reached": 0, "of": 2, "verdict": "not reached"}
+    # paired by seed: the differences of the per-seed values
+    pair = agg["compare"][0]
+    assert (pair["arm"], pair["reference"], pair["seeds"]) == ("c2", "c1", [0, 3])
+    diffs = [per[s]["plateau"]["c2"] - per[s]["plateau"]["c1"] for s in (0, 3)]
+    assert pair["final_loss"]["values"] == pytest.approx(diffs)
+    assert pair["final_loss"]["verdict"] == ("no stable difference" if abs(sum(diffs) / 2) <= pair["final_loss"]["sd"]
+                                             else "above" if sum(diffs) > 0 else "below")
+    assert pair["slowdown_at"]["0.1"]["verdict"] == "not reached by both"
     text = report.read_text()
+    assert "| c2 - c1 |" in text
     assert "seed0/report.md" in text and "(n=2)" in text
     assert all((tmp_path / "run" / "plots" / f).is_file() for f in ("plateau_vs_c.png", "slowdown_by_arm.png"))
+
+
+def test_compare_config_errors():
+    for bad in (["a"], ["a", "zz"], ["a", "a"]):
+        with pytest.raises(ConfigError, match=r"compare\[0\]"):
+            from_dict(CompartmentExperimentConfig, {**BASE, "name": "x", "compare": [bad],
+                                                    "data": {"corpus": "storybook", "tokens": 1000},
+                                                    "arms": [{"name": "a"}, {"name": "b"}]})
 
 
 def test_seeds_config_errors():

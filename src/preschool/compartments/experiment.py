@@ -90,6 +90,9 @@ class CompartmentExperimentConfig:
     targets: list[float] = field(default_factory=list)  # named losses for the slowdown table
     similarity_rows: int = 16
     similarity_layer: int = 0
+    # with seeds: [arm, reference] pairs compared seed by seed (paired differences: both arms of a
+    # replicate share its document split and training seed, so part of the seed noise cancels)
+    compare: list[list[str]] = field(default_factory=list)
 
     def validate(self) -> None:
         check(self.seq_len >= 8, "seq_len", f"must be >= 8, got {self.seq_len}")
@@ -108,6 +111,9 @@ class CompartmentExperimentConfig:
             self.train_config(a)  # validates the merged TrainConfig
         if self.baseline is not None:
             check(self.baseline in names, "baseline", f"no arm named {self.baseline!r}")
+        for i, pair in enumerate(self.compare):
+            check(len(pair) == 2 and all(x in names for x in pair) and pair[0] != pair[1], f"compare[{i}]",
+                  f"must be [arm, reference] naming two different arms, got {pair}")
         if self.seeds is not None:
             check(len(self.seeds) > 0 and all(isinstance(x, int) and x >= 0 for x in self.seeds), "seeds",
                   f"must be a non-empty list of integers >= 0, got {self.seeds}")
@@ -462,7 +468,24 @@ def aggregate_seeds(cfg: CompartmentExperimentConfig) -> dict:
             e["median_slowdown"] = summary(med)
         arms[arm.name] = e
     base = cfg.baseline_arm()
-    return {"baseline": base.name if base else None, "seeds": sorted(per_seed), "arms": arms}
+    pairs = []
+    for a, b in cfg.compare:
+        both = [s for s, r in per_seed.items() if a in r["arms"] and b in r["arms"]]
+        if not both:
+            continue
+        d: dict[str, Any] = {"arm": a, "reference": b, "seeds": both}
+        fin = summary([per_seed[s]["plateau"][a] - per_seed[s]["plateau"][b] for s in both])
+        d["final_loss"] = {**fin, "verdict": _verdict(fin, 0.0)}
+        d["slowdown_at"] = {}
+        for t in cfg.targets:
+            k = str(float(t))
+            got = [per_seed[s]["arms"][a]["slowdown_at"][k]["slowdown"] - per_seed[s]["arms"][b]["slowdown_at"][k]["slowdown"]
+                   for s in both if (per_seed[s]["arms"][a].get("slowdown_at") or {}).get(k)
+                   and (per_seed[s]["arms"][b].get("slowdown_at") or {}).get(k)]
+            sm = summary(got)
+            d["slowdown_at"][k] = {**(sm or {}), "verdict": _verdict(sm, 0.0) if sm else "not reached by both"}
+        pairs.append(d)
+    return {"baseline": base.name if base else None, "seeds": sorted(per_seed), "arms": arms, "compare": pairs}
 
 
 def _pm(sm: dict | None, digits: int = 3, suffix: str = "") -> str:
@@ -542,6 +565,19 @@ def write_seed_report(cfg: CompartmentExperimentConfig, agg: dict) -> Path:
                              f"{_pm(v, 2, 'x')}, {v['verdict']}" + (f" ({v['reached']}/{v['of']} reached)"
                                                                      if v["reached"] < v["of"] else ""))
             lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    if agg["compare"]:
+        lines += ["", "## Paired comparisons", "",
+                  "Arm minus reference, seed by seed (both arms run with the seed's document split and training "
+                  "seed), then mean ± SD of those differences; verdict by the one-SD rule against 0 "
+                  "(*below*: the arm's value is lower, e.g. a lower loss or a smaller slowdown).", "",
+                  "| arm - reference | Δ final loss | " + " | ".join(f"Δ slowdown at {t}" for t in cfg.targets) + " |",
+                  "|---|---|" + "---|" * len(cfg.targets)]
+        for d in agg["compare"]:
+            cells = [f"{_pm(d['final_loss'], 3)}, {d['final_loss']['verdict']}"]
+            for t in cfg.targets:
+                v = d["slowdown_at"][str(float(t))]
+                cells.append(f"{_pm(v, 2)}, {v['verdict']}" if v.get("n") else v["verdict"])
+            lines.append(f"| {d['arm']} - {d['reference']} | " + " | ".join(cells) + " |")
     lines += ["", "Plots: " + ", ".join(f"[{p}](plots/{p})" for p in plots), ""]
     write_text(out / "report.md", "\n".join(lines))
     write_json(out / "results.json", {**agg, **provenance(cfg)})
