@@ -422,6 +422,12 @@ def replicate(cfg: CompartmentExperimentConfig, seed: int) -> CompartmentExperim
     return replace(cfg, seed=seed, seeds=None, out=str(cfg.out_dir / f"seed{seed}"))
 
 
+def _slowdown_at(arm_result: dict, target: float) -> float | None:
+    """An arm's slowdown at a target loss in one replicate's results (None: not reached or no baseline)."""
+    v = (arm_result.get("slowdown_at") or {}).get(str(float(target)))
+    return v["slowdown"] if v else None
+
+
 def _verdict(summary: dict, null: float) -> str:
     """The one-SD rule across seeds: a stable difference from ``null`` needs |mean - null| > SD."""
     if summary["n"] < 2:
@@ -459,8 +465,7 @@ def aggregate_seeds(cfg: CompartmentExperimentConfig) -> dict:
         if any("slowdown" in v for v in runs.values()):
             e["slowdown_at"] = {}
             for t in cfg.targets:
-                got = [v["slowdown_at"][str(float(t))]["slowdown"] for v in runs.values()
-                       if (v.get("slowdown_at") or {}).get(str(float(t)))]
+                got = [x for v in runs.values() if (x := _slowdown_at(v, t)) is not None]
                 sm = summary(got)
                 e["slowdown_at"][str(float(t))] = {**(sm or {}), "reached": len(got), "of": len(runs),
                                                    "verdict": _verdict(sm, 1.0) if sm else "not reached"}
@@ -479,9 +484,8 @@ def aggregate_seeds(cfg: CompartmentExperimentConfig) -> dict:
         d["slowdown_at"] = {}
         for t in cfg.targets:
             k = str(float(t))
-            got = [per_seed[s]["arms"][a]["slowdown_at"][k]["slowdown"] - per_seed[s]["arms"][b]["slowdown_at"][k]["slowdown"]
-                   for s in both if (per_seed[s]["arms"][a].get("slowdown_at") or {}).get(k)
-                   and (per_seed[s]["arms"][b].get("slowdown_at") or {}).get(k)]
+            pairs_t = [(_slowdown_at(per_seed[s]["arms"][a], t), _slowdown_at(per_seed[s]["arms"][b], t)) for s in both]
+            got = [x - y for x, y in pairs_t if x is not None and y is not None]
             sm = summary(got)
             d["slowdown_at"][k] = {**(sm or {}), "verdict": _verdict(sm, 0.0) if sm else "not reached by both"}
         pairs.append(d)
