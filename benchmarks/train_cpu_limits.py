@@ -9,10 +9,12 @@ cross-entropy, backward, clip, fused AdamW), prints ratios against the HF model:
 - attention kernels at the preset's shape: SDPA flash (what HF uses) vs the math kernel, fwd+bwd;
 - a hand-fused eager Qwen2 block (one QKV and one gate/up matmul, ``F.rms_norm``,
   SDPA ``is_causal`` with GQA, cached rotary tables) vs the HF model, tokens/s;
+- with ``--attempts``: our batched-matmul attention (``BmmAttention``) vs SDPA flash at the
+  model's GQA shape, and micro-batches of 8/4/2 rows with gradient accumulation vs the full batch;
 - with ``--compile``: ``torch.compile`` of the HF model vs eager (steady state; compile time printed);
 - with ``--profile``: the top ops of one HF step by self CPU time.
 
-    python benchmarks/train_cpu_limits.py [--preset tiny-1m] [--compile] [--profile]
+    python benchmarks/train_cpu_limits.py [--preset tiny-1m] [--compile] [--profile] [--attempts]
 
 Everything runs with the retained heap our trainer uses on CPU (``cpu_heap: retain``).
 """
@@ -79,13 +81,19 @@ def fused_model(hf):
     return Model()
 
 
-def tokens_per_s(model, logits_of, batch, steps=6, rounds=3) -> float:
+def tokens_per_s(model, logits_of, batch, steps=6, rounds=3, micro: int | None = None) -> float:
+    """Best-of-rounds tokens/s of the bare loop; ``micro`` rows per forward with gradient accumulation
+    (the same optimizer step: the loss is summed over micro-batches and divided by all tokens)."""
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, fused=True)
+    micro = micro or batch.shape[0]
 
     def step():
-        logits = logits_of(model, batch[:, :-1])
-        loss = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), batch[:, 1:].reshape(-1))
-        loss.backward()
+        for i in range(0, batch.shape[0], micro):
+            rows = batch[i:i + micro]
+            logits = logits_of(model, rows[:, :-1])
+            loss = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), rows[:, 1:].reshape(-1),
+                                   reduction="sum") / batch[:, 1:].numel()
+            loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         opt.zero_grad(set_to_none=True)
@@ -120,6 +128,57 @@ def matmul_ms(model, tokens: int, reps: int = 5) -> float:
     return total * 1e3
 
 
+class BmmAttention(torch.autograd.Function):
+    """Causal attention from batched matmuls: GQA folded into the batch (no K/V repeat), scale and
+    mask fused into ``baddbmm``, probabilities saved for backward, work chunked over batch x KV heads
+    so each chunk's scores stay in cache. Our attempt at beating SDPA's flash kernel on CPU."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, chunk):
+        B, H, T, D = q.shape
+        KV = k.shape[1]
+        G, scale = H // KV, D ** -0.5
+        mask = torch.full((T, T), float("-inf")).triu(1).repeat(G, 1)
+        qq, kk, vv = q.reshape(B * KV, G * T, D), k.reshape(B * KV, T, D), v.reshape(B * KV, T, D)
+        out, probs = torch.empty(B * KV, G * T, D), []
+        for i in range(0, B * KV, chunk):
+            n = min(chunk, B * KV - i)
+            p = torch.softmax(torch.baddbmm(mask.expand(n, -1, -1), qq[i:i + n], kk[i:i + n].transpose(1, 2),
+                                            alpha=scale), -1)
+            torch.bmm(p, vv[i:i + n], out=out[i:i + n])
+            probs.append(p)
+        ctx.save_for_backward(qq, kk, vv, *probs)
+        ctx.meta = (chunk, scale, q.shape, k.shape)
+        return out.view(B, H, T, D)
+
+    @staticmethod
+    def backward(ctx, g):
+        qq, kk, vv, *probs = ctx.saved_tensors
+        chunk, scale, qshape, kshape = ctx.meta
+        gg = g.reshape(qq.shape)
+        dq, dk, dv = torch.empty_like(qq), torch.empty_like(kk), torch.empty_like(vv)
+        for j, i in enumerate(range(0, qq.shape[0], chunk)):
+            p, sl = probs[j], slice(i, i + probs[j].shape[0])
+            torch.bmm(p.transpose(1, 2), gg[sl], out=dv[sl])
+            ds = torch._softmax_backward_data(torch.bmm(gg[sl], vv[sl].transpose(1, 2)), p, -1, p.dtype)
+            torch.bmm(ds, kk[sl], out=dq[sl])
+            torch.bmm(ds.transpose(1, 2), qq[sl], out=dk[sl])
+        return dq.mul_(scale).view(qshape), dk.mul_(scale).view(kshape), dv.view(kshape), None
+
+
+def own_attention_ms(B, H, KV, T, hd, chunk, reps=10) -> float:
+    q = torch.randn(B, H, T, hd, requires_grad=True)
+    k, v = (torch.randn(B, KV, T, hd, requires_grad=True) for _ in range(2))
+    ref = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+    assert torch.allclose(BmmAttention.apply(q, k, v, chunk), ref, atol=1e-5), "own attention disagrees with SDPA"
+    for _ in range(2):
+        BmmAttention.apply(q, k, v, chunk).sum().backward()
+    t = time.perf_counter()
+    for _ in range(reps):
+        BmmAttention.apply(q, k, v, chunk).sum().backward()
+    return (time.perf_counter() - t) / reps * 1e3
+
+
 def attention_ms(B, H, T, hd, backend, reps=10) -> float:
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
@@ -142,6 +201,8 @@ def main(argv=None) -> int:
     ap.add_argument("--vocab", type=int, default=2048)
     ap.add_argument("--compile", action="store_true")
     ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--attempts", action="store_true",
+                    help="also time our batched-matmul attention (GQA shape) and micro-batching with accumulation")
     a = ap.parse_args(argv)
     from preschool.train.cpu_heap import retain_freed_memory
     from preschool.train.model import ModelConfig, build_model
@@ -170,6 +231,25 @@ def main(argv=None) -> int:
           f"rotary, SiLU, loss and optimizer free")
     fused = tokens_per_s(fused_model(hf), lambda m, x: m(x), batch)
     print(f"HF model {base:,.0f} tok/s; hand-fused eager block {fused:,.0f} tok/s -> RATIO {fused / base:.2f}x")
+
+    if a.attempts:
+        KV = c.num_key_value_heads
+        gqa = (a.batch, c.num_attention_heads, KV, a.seq_len, c.hidden_size // c.num_attention_heads)
+        q = torch.randn(*gqa[:2], a.seq_len, gqa[4], requires_grad=True)
+        k, v = (torch.randn(a.batch, KV, a.seq_len, gqa[4], requires_grad=True) for _ in range(2))
+        for _ in range(2):
+            F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True).sum().backward()
+        t0 = time.perf_counter()
+        for _ in range(10):
+            F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True).sum().backward()
+        fl_gqa = (time.perf_counter() - t0) / 10 * 1e3
+        own = {ch: own_attention_ms(*gqa, chunk=ch) for ch in (a.batch * KV, 16, 8, 4, 2)}
+        print(f"attention with GQA {gqa}: flash {fl_gqa:.1f} ms; ours (batched matmuls) by chunk: "
+              + ", ".join(f"{ch}: {ms:.1f} ms ({fl_gqa / ms:.2f}x)" for ch, ms in own.items()))
+        for micro in (8, 4, 2):
+            if micro < a.batch:
+                got = tokens_per_s(hf, hf_logits, batch, micro=micro)
+                print(f"micro-batches of {micro} rows with accumulation: {got:,.0f} tok/s -> RATIO {got / base:.2f}x")
 
     if a.compile:
         t = time.perf_counter()
