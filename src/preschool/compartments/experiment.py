@@ -223,6 +223,7 @@ def train_arm(cfg: CompartmentExperimentConfig, arm: ArmConfig, progress: bool =
 def analyse(cfg: CompartmentExperimentConfig) -> dict:
     """Curves, slowdown vs baseline, plateau and similarity for every trained arm."""
     from ..data.shards import ShardSet
+    from ..train.trainer import quiet_hf_progress
     from .model import load_compartment_model
     from .similarity import cross_compartment_similarity
     from .slowdown import plateau, read_val_curve, slowdown_at_targets, slowdown_curve
@@ -247,7 +248,8 @@ def analyse(cfg: CompartmentExperimentConfig) -> dict:
         entry["final_per_compartment"] = per
         entry["final_translation_loss"] = _last_val(run_dir, "val/translation")
         if c >= 2 and arm.compartments.presentation == "offset" and (run_dir / "checkpoints").is_dir():
-            model = load_compartment_model(final_checkpoint(run_dir))
+            with quiet_hf_progress():  # no "Loading weights" bar per arm in the report step
+                model = load_compartment_model(final_checkpoint(run_dir))
             entry["similarity"] = cross_compartment_similarity(model, rows, c, V, cfg.similarity_layer)
         out["arms"][arm.name] = entry
     if base_arm is not None and base_arm.name in curves:

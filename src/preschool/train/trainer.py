@@ -279,7 +279,7 @@ def check_run_dir(cfg: TrainConfig, out_dir: str | Path, datasets: Mapping[str, 
 
 
 @contextlib.contextmanager
-def _quiet_hf_progress():
+def quiet_hf_progress():
     """No HF "Writing model shards" bars mid-run; restores the caller's setting."""
     from transformers.utils import logging as hf_logging
 
@@ -481,7 +481,7 @@ class Trainer:
         path = self.checkpoint_dir / f"step-{self.step:08d}"
         state = self.state_dict()  # every rank: .item() above is a no-op sync, keeps ranks in step
         if self.is_main:
-            with atomic_dir(path) as tmp, _quiet_hf_progress():
+            with atomic_dir(path) as tmp, quiet_hf_progress():
                 self.model.save_pretrained(tmp, safe_serialization=True)
                 if self.tokenizer_dir is not None:
                     for f in self.tokenizer_dir.iterdir():
