@@ -22,6 +22,7 @@ Everything runs with the retained heap our trainer uses on CPU (``cpu_heap: reta
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import time
 
@@ -166,30 +167,29 @@ class BmmAttention(torch.autograd.Function):
         return dq.mul_(scale).view(qshape), dk.mul_(scale).view(kshape), dv.view(kshape), None
 
 
-def own_attention_ms(B, H, KV, T, hd, chunk, reps=10) -> float:
-    q = torch.randn(B, H, T, hd, requires_grad=True)
-    k, v = (torch.randn(B, KV, T, hd, requires_grad=True) for _ in range(2))
-    ref = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
-    assert torch.allclose(BmmAttention.apply(q, k, v, chunk), ref, atol=1e-5), "own attention disagrees with SDPA"
-    for _ in range(2):
-        BmmAttention.apply(q, k, v, chunk).sum().backward()
-    t = time.perf_counter()
-    for _ in range(reps):
-        BmmAttention.apply(q, k, v, chunk).sum().backward()
-    return (time.perf_counter() - t) / reps * 1e3
-
-
-def attention_ms(B, H, T, hd, backend, reps=10) -> float:
+def attention_ms(B, H, T, hd, kind, kv=None, chunk=None, reps=10) -> float:
+    """Causal attention fwd+bwd in ms at (B, H query heads, kv key/value heads (default H), T, hd):
+    ``kind`` is SDPA's ``flash`` or ``math`` kernel, or ``ours`` (``BmmAttention`` with ``chunk``,
+    checked against SDPA first)."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    q, k, v = (torch.randn(B, H, T, hd, requires_grad=True) for _ in range(3))
-    kind = {"flash": SDPBackend.FLASH_ATTENTION, "math": SDPBackend.MATH}[backend]
-    with sdpa_kernel(kind):
+    kv = kv or H
+    q = torch.randn(B, H, T, hd, requires_grad=True)
+    k, v = (torch.randn(B, kv, T, hd, requires_grad=True) for _ in range(2))
+    if kind == "ours":
+        ref = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=kv != H)
+        assert torch.allclose(BmmAttention.apply(q, k, v, chunk), ref, atol=1e-5), "own attention disagrees with SDPA"
+        fn = lambda: BmmAttention.apply(q, k, v, chunk)  # noqa: E731
+        ctx = contextlib.nullcontext()
+    else:
+        fn = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=kv != H)  # noqa: E731
+        ctx = sdpa_kernel({"flash": SDPBackend.FLASH_ATTENTION, "math": SDPBackend.MATH}[kind])
+    with ctx:
         for _ in range(2):
-            F.scaled_dot_product_attention(q, k, v, is_causal=True).sum().backward()
+            fn().sum().backward()
         t = time.perf_counter()
         for _ in range(reps):
-            F.scaled_dot_product_attention(q, k, v, is_causal=True).sum().backward()
+            fn().sum().backward()
     return (time.perf_counter() - t) / reps * 1e3
 
 
@@ -233,19 +233,11 @@ def main(argv=None) -> int:
     print(f"HF model {base:,.0f} tok/s; hand-fused eager block {fused:,.0f} tok/s -> RATIO {fused / base:.2f}x")
 
     if a.attempts:
-        KV = c.num_key_value_heads
-        gqa = (a.batch, c.num_attention_heads, KV, a.seq_len, c.hidden_size // c.num_attention_heads)
-        q = torch.randn(*gqa[:2], a.seq_len, gqa[4], requires_grad=True)
-        k, v = (torch.randn(a.batch, KV, a.seq_len, gqa[4], requires_grad=True) for _ in range(2))
-        for _ in range(2):
-            F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True).sum().backward()
-        t0 = time.perf_counter()
-        for _ in range(10):
-            F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True).sum().backward()
-        fl_gqa = (time.perf_counter() - t0) / 10 * 1e3
-        own = {ch: own_attention_ms(*gqa, chunk=ch) for ch in (a.batch * KV, 16, 8, 4, 2)}
-        print(f"attention with GQA {gqa}: flash {fl_gqa:.1f} ms; ours (batched matmuls) by chunk: "
-              + ", ".join(f"{ch}: {ms:.1f} ms ({fl_gqa / ms:.2f}x)" for ch, ms in own.items()))
+        H, KV, hd = c.num_attention_heads, c.num_key_value_heads, c.hidden_size // c.num_attention_heads
+        fl_gqa = attention_ms(a.batch, H, a.seq_len, hd, "flash", kv=KV)
+        own = {ch: attention_ms(a.batch, H, a.seq_len, hd, "ours", kv=KV, chunk=ch) for ch in (a.batch * KV, 16, 8, 4, 2)}
+        print(f"attention with GQA {(a.batch, H, KV, a.seq_len, hd)}: flash {fl_gqa:.1f} ms; ours (batched matmuls) "
+              "by chunk: " + ", ".join(f"{ch}: {ms:.1f} ms ({fl_gqa / ms:.2f}x)" for ch, ms in own.items()))
         for micro in (8, 4, 2):
             if micro < a.batch:
                 got = tokens_per_s(hf, hf_logits, batch, micro=micro)
