@@ -73,13 +73,15 @@ def test_config_errors(tmp_path):
         from_dict(AuditConfig, {**BASE, "name": "x", "presentations": {}})
 
 
-def test_seed_replicates_aggregate(tmp_path):
+def test_seed_replicates_aggregate(tmp_path, capfd):
     cfg = from_dict(CompartmentExperimentConfig, {
         **BASE, "name": "reps", "out": str(tmp_path / "run"), "seeds": [0, 3], "tokens": 320, "compare": [["c2", "c1"]],
+        "train": {**BASE["train"], "progress": True},  # run(progress=False) must still silence the training bars
         "data": {"corpus": "storybook", "tokens": 2000, "val_tokens": 300}, "targets": [5.3, 0.1],
         "arms": [{"name": "c1", "compartments": {"n_compartments": 1}},
                  {"name": "c2", "compartments": {"n_compartments": 2}}]})
     report = run(cfg, progress=False)
+    assert "step/s" not in capfd.readouterr().err
     per = {s: json.loads((tmp_path / "run" / f"seed{s}" / "results.json").read_text()) for s in (0, 3)}
     assert per[0]["config"]["seed"] == 0 and per[3]["config"]["seed"] == 3
     assert per[0]["plateau"]["c2"] != per[3]["plateau"]["c2"]  # the replicates differ
