@@ -60,6 +60,7 @@ from ..errors import ConfigError, DataError
 from ..io import atomic_dir, read_json, write_json, write_text
 from .callbacks.base import Callback
 from .cpu_heap import retain_freed_memory
+from .loss import linear_cross_entropy, resolve_fused_loss
 from .model import ModelConfig, build_model
 from .schedules import ScheduleConfig, lr_at
 
@@ -139,6 +140,8 @@ class TrainConfig:
     log_every: int = 10
     reserved_ids: list[int] | None = None  # [lo, hi): reserved (synthetic) token ids
     attention_reset_between_docs: bool = False
+    # loss without the [B, L, V] logits tensor (train/loss.py): auto | off | chunked | liger
+    fused_loss: Literal["auto", "off", "chunked", "liger"] = "auto"
     tensorboard: bool = False
     progress: bool = True
 
@@ -373,6 +376,8 @@ class Trainer:
             if s.group is not None:
                 self.group_steps[s.group] = self.group_steps.get(s.group, 0) + n
         self.total_steps = sum(self.stage_steps)
+        self.loss_path = resolve_fused_loss(cfg.fused_loss, self.device, self.micro * max(m.seq_len for m in self.mixtures),
+                                            self.vocab_size)
 
         from .callbacks.checkpoint import CheckpointCallback
         from .callbacks.metrics import MetricsLogger
@@ -598,11 +603,20 @@ class Trainer:
             kw["position_ids"] = _doc_positions(mb["segments"])
         if self.needs_hidden:
             kw["output_hidden_states"] = True
+        if self.loss_path != "off":
+            # no logits from the model (an empty position list); the loss reads the final
+            # (normed) hidden states, which the HF model returns as hidden_states[-1]
+            kw["logits_to_keep"] = torch.empty(0, dtype=torch.long, device=self.device)
+            kw.setdefault("output_hidden_states", -1)
         with torch.autocast(self.device.type, dtype=self.amp_dtype, enabled=self.amp_dtype is not None):
             out = self.fwd_model(input_ids=mb["input_ids"], **kw)
-            logits = out.logits
-            ce = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), mb["labels"].reshape(-1),
-                                 ignore_index=IGNORE_INDEX, reduction="sum")
+            if self.loss_path != "off":
+                ce = linear_cross_entropy(self.loss_path, out.hidden_states[-1],
+                                          self.model.get_output_embeddings().weight, mb["labels"])
+            else:
+                logits = out.logits
+                ce = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), mb["labels"].reshape(-1),
+                                     ignore_index=IGNORE_INDEX, reduction="sum")
             loss = ce * scale
             for cb in self.callbacks:
                 extra = cb.extra_loss(self.model, mb, out)

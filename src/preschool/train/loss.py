@@ -1,0 +1,172 @@
+"""Summed next-token cross-entropy straight from the final hidden states, without a [B, L, V] logits tensor.
+
+At the papers' scale (vocab 128k, 4k context) the logits of one micro-batch
+row are 4096 x 128,256 fp32 = 2.1 GB, and the plain path keeps them (and
+their softmax for the backward) alive. The fused paths here never hold more
+than one chunk of them:
+
+- ``chunked`` (:class:`ChunkedLinearCrossEntropy`, pure PyTorch, any device):
+  the positions are cut into chunks of ``chunk_size``; for each chunk the
+  forward computes the logits, their log-sum-exp, the summed loss *and* the
+  gradients with respect to the hidden states and the head weight, then frees
+  the chunk's logits. The backward only scales those stored gradients by the
+  incoming gradient. Memory: one chunk of logits plus a gradient buffer the
+  size of the head weight (which the backward would allocate anyway).
+  The FLOPs are those of the plain path (forward matmul, two backward matmuls).
+- ``liger`` (CUDA): Liger-Kernel's Triton fused linear cross-entropy, the same
+  algorithm in fused kernels. Needs ``pip install 'preschool[gpu]'``.
+
+Both return the **sum** of the per-token losses over positions whose label is
+not ``IGNORE_INDEX``, like ``F.cross_entropy(..., reduction="sum")`` on the
+plain logits, so the trainer's global token-mean normalisation (divide by the
+loss-token count of the whole global batch) is unchanged.
+
+Numerics: the matmuls run in the autocast dtype when autocast is on (as the
+plain path's ``lm_head`` would), softmax and the loss in fp32, gradients
+accumulated in fp32. Under fp32 the result equals the plain path to float
+rounding (tests: loss and every parameter gradient within rtol 1e-5 / atol 1e-6
+relative to the gradient scale).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Literal
+
+import torch
+
+from ..errors import ConfigError
+from ..data.mixture import IGNORE_INDEX
+
+FusedLoss = Literal["auto", "off", "chunked", "liger"]
+
+# logits elements per chunk: 2**24 fp32 = 64 MiB (and as much again for the softmax gradient)
+CHUNK_ELEMENTS = 1 << 24
+# ``auto`` picks the chunked path once one micro-batch's logits would reach this many
+# elements (2**26 fp32 = 256 MiB). Below it the plain path is as fast and simpler; the
+# CPU presets (tiny-1m at 16 x 256 x 2048 = 2**23) stay on it.
+AUTO_MIN_ELEMENTS = 1 << 26
+
+
+def chunk_size_for(vocab: int) -> int:
+    """Positions per chunk so that one chunk's logits hold about ``CHUNK_ELEMENTS`` numbers."""
+    return max(1, CHUNK_ELEMENTS // max(vocab, 1))
+
+
+class ChunkedLinearCrossEntropy(torch.autograd.Function):
+    """``sum CE(hidden @ weight.T, labels)`` over non-ignored labels, computed chunk by chunk.
+
+    ``hidden`` is (N, d), ``weight`` (V, d), ``labels`` (N,) with ``IGNORE_INDEX``
+    for positions without loss; ``compute_dtype`` is the matmul dtype (the
+    autocast dtype, or the weight's). Returns an fp32 scalar.
+    """
+
+    @staticmethod
+    def forward(ctx, hidden, weight, labels, chunk: int, compute_dtype: torch.dtype):
+        n = hidden.shape[0]
+        w = weight.to(compute_dtype)
+        grad_h = torch.empty_like(hidden) if hidden.requires_grad else None
+        grad_w = torch.zeros(weight.shape, dtype=torch.float32, device=weight.device) if weight.requires_grad else None
+        total = torch.zeros((), dtype=torch.float32, device=hidden.device)
+        for lo in range(0, n, chunk):
+            h = hidden[lo:lo + chunk].to(compute_dtype)
+            y = labels[lo:lo + chunk]
+            keep = y != IGNORE_INDEX
+            target = torch.where(keep, y, torch.zeros_like(y))
+            logits = (h @ w.T).float()
+            lse = torch.logsumexp(logits, dim=-1)
+            picked = logits.gather(1, target[:, None]).squeeze(1)
+            total += ((lse - picked) * keep).sum()
+            if grad_h is None and grad_w is None:
+                continue
+            # d(sum CE)/d logits = softmax - onehot(target), zero on ignored rows
+            g = logits.sub_(lse[:, None]).exp_()
+            g.scatter_add_(1, target[:, None], torch.full_like(picked[:, None], -1.0))
+            g.mul_(keep[:, None])
+            g = g.to(compute_dtype)
+            if grad_h is not None:
+                grad_h[lo:lo + chunk] = (g @ w).to(hidden.dtype)
+            if grad_w is None:
+                pass
+            elif compute_dtype == torch.float32:
+                grad_w.addmm_(g.T, h)
+            else:  # low-precision matmul, fp32 accumulation across chunks
+                grad_w += (g.T @ h).float()
+        ctx.save_for_backward(*(t for t in (grad_h, grad_w) if t is not None))
+        ctx.has = (grad_h is not None, grad_w is not None)
+        ctx.weight_dtype = weight.dtype
+        return total
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        saved = list(ctx.saved_tensors)
+        gh = saved.pop(0) * grad_out.to(ctx.saved_tensors[0].dtype) if ctx.has[0] else None
+        gw = (saved.pop(0) * grad_out).to(ctx.weight_dtype) if ctx.has[1] else None
+        return gh, gw, None, None, None
+
+
+def chunked_linear_cross_entropy(hidden: torch.Tensor, weight: torch.Tensor, labels: torch.Tensor,
+                                 chunk: int | None = None) -> torch.Tensor:
+    """Summed CE of ``hidden @ weight.T`` against ``labels`` (any leading shape), never holding all logits.
+
+    Honours an active autocast (matmuls in its dtype). ``chunk`` defaults to
+    :func:`chunk_size_for` the vocabulary.
+    """
+    dev = hidden.device.type
+    dtype = torch.get_autocast_dtype(dev) if torch.is_autocast_enabled(dev) else weight.dtype
+    h = hidden.reshape(-1, hidden.shape[-1])
+    with torch.autocast(dev, enabled=False):
+        return ChunkedLinearCrossEntropy.apply(h, weight, labels.reshape(-1), chunk or chunk_size_for(weight.shape[0]),
+                                               dtype)
+
+
+@functools.lru_cache(maxsize=1)
+def liger_available() -> bool:
+    """Whether Liger-Kernel (``preschool[gpu]``) imports in this environment."""
+    try:
+        import liger_kernel.transformers  # noqa: F401
+    except Exception:  # not installed, or its Triton build does not load here
+        return False
+    return True
+
+
+def liger_linear_cross_entropy(hidden: torch.Tensor, weight: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Summed CE through Liger-Kernel's fused linear cross-entropy (CUDA, ``preschool[gpu]``)."""
+    from liger_kernel.transformers import LigerFusedLinearCrossEntropyLoss
+
+    fn = LigerFusedLinearCrossEntropyLoss(ignore_index=IGNORE_INDEX, reduction="sum")
+    dev = hidden.device.type
+    h = hidden.reshape(-1, hidden.shape[-1])
+    if torch.is_autocast_enabled(dev):  # Liger's kernels take one dtype for both operands
+        h = h.to(torch.get_autocast_dtype(dev))
+    out = fn(weight.to(h.dtype), h, labels.reshape(-1))
+    return (out[0] if isinstance(out, tuple) else out).float()
+
+
+def resolve_fused_loss(mode: str, device: torch.device, positions: int, vocab: int) -> str:
+    """The loss path a run uses: ``off``, ``chunked`` or ``liger``.
+
+    ``auto``: ``liger`` on CUDA when Liger-Kernel is installed; otherwise
+    ``chunked`` once a micro-batch's logits (``positions`` x ``vocab``) reach
+    ``AUTO_MIN_ELEMENTS``; otherwise ``off``. An explicit ``liger`` off CUDA or
+    without the package is a ConfigError saying how to get it.
+    """
+    if mode == "liger":
+        if device.type != "cuda":
+            raise ConfigError("fused_loss", f"'liger' runs on CUDA only (device is {device.type}); use 'chunked'")
+        if not liger_available():
+            raise ConfigError("fused_loss", "'liger' needs Liger-Kernel: pip install 'preschool[gpu]' "
+                              "(or use 'chunked', the pure-PyTorch path)")
+        return "liger"
+    if mode == "auto":
+        if device.type == "cuda" and liger_available():
+            return "liger"
+        return "chunked" if positions * vocab >= AUTO_MIN_ELEMENTS else "off"
+    return mode
+
+
+def linear_cross_entropy(path: str, hidden: torch.Tensor, weight: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Summed CE by the resolved fused ``path`` (``chunked`` or ``liger``)."""
+    if path == "liger":
+        return liger_linear_cross_entropy(hidden, weight, labels)
+    return chunked_linear_cross_entropy(hidden, weight, labels)

@@ -1,0 +1,104 @@
+"""Fused / chunked linear + cross-entropy: same loss and gradients as the plain logits path."""
+
+import json
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from preschool.data.mixture import IGNORE_INDEX
+from preschool.errors import ConfigError
+from preschool.train.loss import chunked_linear_cross_entropy, resolve_fused_loss
+from preschool.train.model import ModelConfig, build_model
+
+
+def _plain(hidden, weight, labels):
+    logits = hidden @ weight.T
+    return F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), labels.reshape(-1),
+                           ignore_index=IGNORE_INDEX, reduction="sum")
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 64, 1000])
+def test_chunked_matches_plain_loss_and_grads(chunk):
+    g = torch.Generator().manual_seed(0)
+    h = torch.randn(3, 20, 16, generator=g, requires_grad=True)
+    w = torch.randn(50, 16, generator=g, requires_grad=True)
+    y = torch.randint(0, 50, (3, 20), generator=g)
+    y[0, :5] = IGNORE_INDEX  # loss-masked positions contribute nothing
+    y[2, -3:] = IGNORE_INDEX
+    ref = _plain(h, w, y)
+    gh_ref, gw_ref = torch.autograd.grad(ref * 0.37, (h, w))
+    out = chunked_linear_cross_entropy(h, w, y, chunk=chunk)
+    gh, gw = torch.autograd.grad(out * 0.37, (h, w))
+    torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(gh, gh_ref, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(gw, gw_ref, rtol=1e-5, atol=1e-6)
+    assert gh[0, :5].abs().max() == 0  # masked positions get no gradient
+
+
+def test_chunked_under_bf16_autocast_tracks_plain():
+    g = torch.Generator().manual_seed(1)
+    h = torch.randn(64, 32, generator=g, requires_grad=True)
+    w = (torch.randn(300, 32, generator=g) * 0.1).requires_grad_()
+    y = torch.randint(0, 300, (64,), generator=g)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        ref = F.cross_entropy((h @ w.T).float(), y, reduction="sum")
+        out = chunked_linear_cross_entropy(h, w, y, chunk=16)
+    assert out.dtype == torch.float32
+    gh_ref, gw_ref = torch.autograd.grad(ref, (h, w))
+    gh, gw = torch.autograd.grad(out, (h, w))
+    assert gw.dtype == torch.float32 and gh.dtype == torch.float32
+    # bf16 matmuls on both sides: agreement to bf16 rounding
+    torch.testing.assert_close(out, ref, rtol=2e-3, atol=0.0)
+    torch.testing.assert_close(gw, gw_ref, rtol=2e-2, atol=2e-2)
+    torch.testing.assert_close(gh, gh_ref, rtol=2e-2, atol=2e-2)
+
+
+def test_model_level_parity_every_parameter_gradient():
+    """Through the HF model: empty ``logits_to_keep`` + final hidden state == plain logits, every grad."""
+    torch.manual_seed(0)
+    model = build_model(ModelConfig("micro", overrides={"hidden_size": 32, "intermediate_size": 64}), 97, seed=3)
+    ids = torch.randint(0, 97, (2, 12))
+    labels = torch.roll(ids, -1, 1)
+    labels[:, :4] = IGNORE_INDEX
+    ref = F.cross_entropy(model(input_ids=ids, use_cache=False).logits.reshape(-1, 97), labels.reshape(-1),
+                          ignore_index=IGNORE_INDEX, reduction="sum")
+    ref.backward()
+    want = {n: p.grad.clone() for n, p in model.named_parameters()}
+    model.zero_grad(set_to_none=True)
+    out = model(input_ids=ids, use_cache=False, logits_to_keep=torch.empty(0, dtype=torch.long),
+                output_hidden_states=-1)
+    assert out.logits.shape[1] == 0  # the [B, L, V] tensor is never built
+    ce = chunked_linear_cross_entropy(out.hidden_states[-1], model.get_output_embeddings().weight, labels, chunk=5)
+    ce.backward()
+    torch.testing.assert_close(ce, ref, rtol=1e-5, atol=1e-5)
+    for n, p in model.named_parameters():
+        torch.testing.assert_close(p.grad, want[n], rtol=1e-4, atol=1e-6, msg=lambda m: f"{n}: {m}")
+
+
+def test_resolve_auto_and_errors():
+    cpu = torch.device("cpu")
+    assert resolve_fused_loss("auto", cpu, 16 * 256, 2048) == "off"  # tiny-1m: small logits, plain path
+    assert resolve_fused_loss("auto", cpu, 4096, 128_256) == "chunked"  # paper scale
+    assert resolve_fused_loss("off", cpu, 4096, 128_256) == "off"
+    assert resolve_fused_loss("chunked", cpu, 8, 8) == "chunked"
+    with pytest.raises(ConfigError, match="fused_loss.*CUDA"):
+        resolve_fused_loss("liger", cpu, 8, 8)
+
+
+def _losses(run):
+    return [json.loads(l)["loss"] for l in (run / "metrics.jsonl").read_text().splitlines()
+            if json.loads(l)["event"] == "train"]
+
+
+def test_trainer_chunked_equals_plain(tmp_path, datasets, micro_cfg):
+    """Loss-masked, 2 micro-batches: the chunked run's loss curve is the plain run's to float rounding."""
+    from preschool.train.trainer import train
+
+    stages = [{"name": "s", "data": "synth", "tokens": 4 * 16 * 6}]
+    train(micro_cfg(stages=stages, micro_batch_size=2, fused_loss="off"), tmp_path / "plain", datasets)
+    train(micro_cfg(stages=stages, micro_batch_size=2, fused_loss="chunked"), tmp_path / "chunked", datasets)
+    a, b = _losses(tmp_path / "plain"), _losses(tmp_path / "chunked")
+    assert len(a) == 6
+    assert a[-1] < a[0]
+    torch.testing.assert_close(torch.tensor(b), torch.tensor(a), rtol=1e-4, atol=1e-5)
