@@ -31,6 +31,7 @@ from .config import check, deep_merge, from_dict, load_config, to_dict
 from .data.prepare import DatasetSpec
 from .data.tokenizer import TokenizerConfig
 from .errors import ConfigError
+from . import layout
 
 
 @dataclass
@@ -179,7 +180,7 @@ def prepare(cfg: ExperimentConfig, progress: bool = True) -> dict:
     from .corpora import CorpusConfig
     from .data.prepare import prepare_data
 
-    out = cfg.out_dir / "data"
+    out = layout.data_dir(cfg.out_dir)
     corpora = {n: from_dict(CorpusConfig, c, f"corpora.{n}") for n, c in cfg.corpora.items()}
     manifest = prepare_data(out, cfg.tokenizer, corpora, cfg.data, cfg.seq_len, cfg.seed, cfg.workers, progress)
     if cfg.minimal_pairs.per_paradigm > 0:
@@ -193,14 +194,14 @@ def prepare(cfg: ExperimentConfig, progress: bool = True) -> dict:
 
 
 def arm_dirs(cfg: ExperimentConfig) -> list[tuple[ArmSpec, int, Path]]:
-    return [(arm, s, cfg.out_dir / "arms" / arm.name / f"seed{s}") for arm in cfg.arms for s in cfg.seeds]
+    return [(arm, s, layout.run_dir(cfg.out_dir, arm.name, s)) for arm in cfg.arms for s in cfg.seeds]
 
 
 def train_arms(cfg: ExperimentConfig, manifest: dict, progress: bool = True) -> None:
     """Step 3: train every arm x seed (resuming; finished runs are skipped)."""
     from .train.trainer import check_run_dir, train
 
-    data_dir = cfg.out_dir / "data"
+    data_dir = layout.data_dir(cfg.out_dir)
     datasets = {name: str(data_dir / name) for name in cfg.data}
 
     for i, (arm, seed, run_dir) in enumerate(arm_dirs(cfg)):
@@ -210,7 +211,7 @@ def train_arms(cfg: ExperimentConfig, manifest: dict, progress: bool = True) -> 
             check_run_dir(tcfg, run_dir, datasets, data_dir / "tokenizer")
         except ConfigError as e:
             raise ConfigError(f"arms[{i}].{e.field}", f"arm {arm.name} seed {seed}: {e.message}") from None
-        if (run_dir / "DONE").is_file():
+        if layout.is_done(run_dir):
             print(f"[preschool] arm {arm.name} seed {seed}: done, skipping")
             continue
         print(f"[preschool] arm {arm.name} seed {seed}: training -> {run_dir}")
@@ -233,7 +234,7 @@ def evaluate_arms(cfg: ExperimentConfig) -> None:
     from .evals.runner import evaluate_run
 
     hf_logging.disable_progress_bar()  # one "Loading weights" bar per checkpoint is noise
-    data_dir = cfg.out_dir / "data"
+    data_dir = layout.data_dir(cfg.out_dir)
     for arm, seed, run_dir in arm_dirs(cfg):
         for e in cfg.evals:
             evaluate_run(run_dir, [(e.name, _resolve(e.params, data_dir))], every=e.every)

@@ -57,7 +57,7 @@ def test_plateau_and_read(tmp_path):
     c = read_val_curve(arm)
     np.testing.assert_allclose(c.losses, [6.0, 3.5])
     assert plateau({1: c, 2: Curve([], [])})[1] == 3.5 and math.isnan(plateau({2: Curve([], [])})[2])
-    (arm / "metrics.jsonl").write_text("{bad\n")
+    (arm / "metrics.jsonl").write_text("{bad\n" + json.dumps(rows[1]) + "\n")
     with pytest.raises(DataError, match="metrics.jsonl:1"):
         read_val_curve(arm)
 

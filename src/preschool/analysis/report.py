@@ -12,27 +12,13 @@ arms are compared at equal natural-text budgets.
 
 from __future__ import annotations
 
-import json
 import math
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 from ..io import provenance, read_json, write_json, write_text
-
-
-def _read_jsonl(path: Path) -> list[dict]:
-    if not path.is_file():
-        return []
-    rows = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        line = line.strip()
-        if line:
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue  # a line cut by a crash mid-write; the trainer rewrites on resume
-    return rows
+from ..layout import checkpoints_dir, evals_dir, is_done, read_metrics
 
 
 def _mean_sd(xs: list[float]) -> tuple[float, float]:
@@ -58,7 +44,7 @@ def collect(cfg) -> dict[str, Any]:
     arms: dict[str, dict] = {}
     for arm, seed, run_dir in arm_dirs(cfg):
         a = arms.setdefault(arm.name, {"seeds": {}})
-        rows = _read_jsonl(run_dir / "metrics.jsonl")
+        rows = read_metrics(run_dir)
         curves: dict[str, dict[int, tuple[int, float]]] = defaultdict(dict)
         total_tokens = 0
         for r in rows:
@@ -70,12 +56,12 @@ def collect(cfg) -> dict[str, Any]:
                     # keyed by step so a resumed run's repeated rows collapse to one point
                     curves[k][int(r["step"])] = (int(r.get("pt_tokens", r.get("tokens", 0))), float(v))
         evals: dict[str, dict[int, tuple[int, float]]] = defaultdict(dict)
-        if (run_dir / "checkpoints").is_dir():
+        if checkpoints_dir(run_dir).is_dir():
             for r in collect_results(run_dir):
                 evals[f"{r['evaluator']}/{r['metric']}"][int(r["step"])] = (int(r["pt_tokens"]), float(r["value"]))
         a["seeds"][seed] = {
             "run_dir": str(run_dir),
-            "done": (run_dir / "DONE").is_file(),
+            "done": is_done(run_dir),
             "total_tokens": total_tokens,
             "curves": {k: [v for _, v in sorted(d.items())] for k, d in {**curves, **evals}.items()},
         }
@@ -340,7 +326,7 @@ def _verbatim_positions(cfg, names: list[str]) -> dict:
     for arm, seed, run_dir in arm_dirs(cfg):
         if arm.name in out or seed != cfg.seeds[0]:
             continue
-        found = sorted((run_dir / "evals").glob("step-*/verbatim*/summary.json")) if (run_dir / "evals").is_dir() else []
+        found = sorted(evals_dir(run_dir).glob("step-*/verbatim*/summary.json"))
         if not found:
             continue
         pos = (read_json(found[-1]).get("extra") or {}).get("positions") or {}

@@ -37,6 +37,7 @@ from ..data.shards import ShardSet, ShardWriter
 from ..data.tokenizer import TokenizerConfig
 from ..errors import ConfigError
 from ..io import read_json, write_json, write_text
+from ..layout import is_done, metrics_path, read_metrics
 from .offsets import build_presentation
 
 
@@ -150,10 +151,7 @@ def prepare_audit(cfg: AuditConfig, progress: bool = True) -> dict[str, dict[str
 
 
 def _val_rows(run_dir: Path) -> list[dict]:
-    import json
-
-    with open(run_dir / "metrics.jsonl", encoding="utf-8") as fh:
-        return [r for r in map(json.loads, fh) if r.get("event") == "val"]
+    return read_metrics(run_dir, event="val")
 
 
 def gap_curves(runs: dict[str, Path], presentations: list[str], against: str = "shared") -> dict:
@@ -190,7 +188,7 @@ def run_audit(cfg: AuditConfig, progress: bool = True, steps: tuple[str, ...] = 
             tcfg = cfg.train_config(arm)
             tcfg.progress = tcfg.progress and progress  # --no-progress silences the training bars too
             train(tcfg, runs[arm], datasets, None, [LogSpacedValidation(cfg.val_per_decade)])
-    return write_audit_report(cfg, {a: d for a, d in runs.items() if (d / "metrics.jsonl").is_file()})
+    return write_audit_report(cfg, {a: d for a, d in runs.items() if metrics_path(d).is_file()})
 
 
 def write_audit_report(cfg: AuditConfig, runs: dict[str, Path]) -> Path:
@@ -239,6 +237,6 @@ def write_audit_report(cfg: AuditConfig, runs: dict[str, Path]) -> Path:
     lines += ["", f"Plot: [audit_gap.png](plots/{plot})", ""]
     write_text(cfg.out_dir / "report.md", "\n".join(lines))
     write_json(cfg.out_dir / "results.json", {"gaps": gaps, "final": finals, "summary": summary,
-                                              "done": {a: (d / "DONE").is_file() for a, d in runs.items()},
+                                              "done": {a: is_done(d) for a, d in runs.items()},
                                               **provenance(cfg)})
     return cfg.out_dir / "report.md"

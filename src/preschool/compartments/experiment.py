@@ -28,7 +28,6 @@ budget) and the LR/schedule, set in the YAML.
 from __future__ import annotations
 
 import argparse
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,8 +38,10 @@ from ..config import check, deep_merge, from_dict, to_dict
 from ..config import load_config as _load_config
 from ..data.prepare import DatasetSpec
 from ..data.tokenizer import TokenizerConfig
-from ..errors import ConfigError
+from ..errors import ConfigError, DataError
 from ..io import read_json, write_json, write_text
+from ..layout import final_checkpoint as _final_checkpoint
+from ..layout import is_done, metrics_path, read_metrics
 from .dataset import CompartmentsConfig, write_compartment_val, write_compartmented, write_translation_val
 from .infonce import InfoNCEConfig
 from .model import CompartmentModelConfig
@@ -192,10 +193,10 @@ def arm_data(cfg: CompartmentExperimentConfig, arm: ArmConfig, progress: bool = 
 
 
 def final_checkpoint(run_dir: Path) -> Path:
-    cks = sorted((run_dir / "checkpoints").glob("step-*"))
-    if not cks:
-        raise ConfigError("init_from", f"{run_dir}: no checkpoints (train that arm first)")
-    return cks[-1]
+    try:
+        return _final_checkpoint(run_dir)
+    except DataError as e:
+        raise ConfigError("init_from", f"{e} (train that arm first)") from None
 
 
 def train_arm(cfg: CompartmentExperimentConfig, arm: ArmConfig, progress: bool = True) -> Path:
@@ -204,7 +205,7 @@ def train_arm(cfg: CompartmentExperimentConfig, arm: ArmConfig, progress: bool =
     from .trainer import CompartmentTrainer, LogSpacedValidation
 
     run_dir = cfg.out_dir / "arms" / arm.name
-    if (run_dir / "DONE").is_file():
+    if is_done(run_dir):
         return run_dir
     datasets = arm_data(cfg, arm, progress)
     V = int(read_json(cfg.out_dir / "data" / "base" / "train" / "manifest.json")["vocab_size"])
@@ -235,14 +236,14 @@ def analyse(cfg: CompartmentExperimentConfig) -> dict:
     curves, out = {}, {"baseline": base_arm.name if base_arm else None, "arms": {}}
     for arm in cfg.arms:
         run_dir = cfg.out_dir / "arms" / arm.name
-        if not (run_dir / "metrics.jsonl").is_file():
+        if not metrics_path(run_dir).is_file():
             continue
         c = arm.compartments.n_compartments
         curve = read_val_curve(run_dir, keys=[f"val/c{i}" for i in range(c)])
         curves[arm.name] = curve
         entry: dict[str, Any] = {"n_compartments": c, "translation_fraction": arm.compartments.translation.fraction,
                                  "infonce": to_dict(arm.infonce) if arm.infonce else None, "init_from": arm.init_from,
-                                 "done": (run_dir / "DONE").is_file(),
+                                 "done": is_done(run_dir),
                                  "curve": {"steps": curve.steps.tolist(), "losses": curve.losses.tolist()}}
         per = _per_compartment_final(run_dir, c)
         entry["final_per_compartment"] = per
@@ -264,23 +265,12 @@ def analyse(cfg: CompartmentExperimentConfig) -> dict:
 
 
 def _last_val(run_dir: Path, key: str) -> float | None:
-    last = None
-    with open(run_dir / "metrics.jsonl", encoding="utf-8") as fh:
-        for line in fh:
-            row = json.loads(line)
-            if row.get("event") == "val" and key in row:
-                last = row[key]
-    return last
+    return next((row[key] for row in reversed(read_metrics(run_dir, event="val")) if key in row), None)
 
 
 def _per_compartment_final(run_dir: Path, c: int) -> dict[str, float]:
-    last: dict[str, float] = {}
-    with open(run_dir / "metrics.jsonl", encoding="utf-8") as fh:
-        for line in fh:
-            row = json.loads(line)
-            if row.get("event") == "val" and f"val/c{c - 1}" in row:
-                last = {f"c{i}": row[f"val/c{i}"] for i in range(c)}
-    return last
+    row = next((r for r in reversed(read_metrics(run_dir, event="val")) if f"val/c{c - 1}" in r), None)
+    return {f"c{i}": row[f"val/c{i}"] for i in range(c)} if row else {}
 
 
 # ----------------------------------------------------------------------------- report

@@ -20,7 +20,6 @@ same ratio at named losses, interpolating the compartmented run's step too.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import DataError
+from ..layout import metrics_path, read_metrics
 
 
 @dataclass
@@ -113,27 +113,15 @@ def plateau(curves: dict, k: int = 1) -> dict:
 def read_val_curve(arm_dir: str | Path, keys: list[str] | None = None, prefix: str = "val/") -> Curve:
     """Val-loss curve from ``<arm>/metrics.jsonl``: mean over ``keys`` (default: every ``val/*`` key of
     the first val row) at each val event that has all of them."""
-    path = Path(arm_dir) / "metrics.jsonl"
-    if not path.is_file():
-        raise DataError(f"{path}: no metrics.jsonl")
     steps, losses = [], []
-    with open(path, encoding="utf-8") as fh:
-        for ln, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise DataError(f"{path}:{ln}: not JSON ({e})") from None
-            if row.get("event") != "val":
-                continue
-            if keys is None:
-                keys = sorted(k for k in row if k.startswith(prefix))
-                if not keys:
-                    raise DataError(f"{path}:{ln}: val row has no {prefix}* keys")
-            if all(k in row for k in keys):
-                steps.append(row["step"])
-                losses.append(float(np.mean([row[k] for k in keys])))
+    for row in read_metrics(arm_dir, event="val", missing_ok=False):
+        if keys is None:
+            keys = sorted(k for k in row if k.startswith(prefix))
+            if not keys:
+                raise DataError(f"{metrics_path(arm_dir)}: val row at step {row.get('step')} has no {prefix}* keys")
+        if all(k in row for k in keys):
+            steps.append(row["step"])
+            losses.append(float(np.mean([row[k] for k in keys])))
     return Curve(np.asarray(steps), np.asarray(losses))
 
 

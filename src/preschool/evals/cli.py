@@ -109,7 +109,8 @@ def format_table(results: list[dict]) -> str:
 def run(args: argparse.Namespace) -> int:
     from ..errors import ConfigError
     from . import EVALUATORS
-    from .runner import evaluate_checkpoint, evaluate_run, step_dirname, checkpoint_step
+    from ..layout import CHECKPOINTS, evals_dir
+    from .runner import checkpoint_step, evaluate_checkpoint, evaluate_run
 
     if args.list:
         for e in EVALUATORS:
@@ -135,9 +136,10 @@ def run(args: argparse.Namespace) -> int:
         ckpt = Path(args.checkpoint)
         if args.out:
             out = Path(args.out)
-        elif ckpt.resolve().parent.name == "checkpoints":
+        elif ckpt.resolve().parent.name == CHECKPOINTS:
             step = checkpoint_step(ckpt)
-            out = ckpt.resolve().parent.parent / "evals" / (step_dirname(step) if step is not None else ckpt.name)
+            run = ckpt.resolve().parent.parent
+            out = evals_dir(run, step) if step is not None else evals_dir(run) / ckpt.name
         else:
             out = ckpt / "evals"
         results = [evaluate_checkpoint(ckpt, specs, out, device=args.device, force=args.force,

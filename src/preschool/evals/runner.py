@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 import sys
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -36,15 +35,11 @@ from typing import Any, Callable, Sequence
 from ..config import to_dict
 from ..errors import ConfigError, DataError
 from ..io import read_json
+from ..layout import checkpoint_dir, evals_dir, list_checkpoints, step_dirname, step_of  # noqa: F401 (re-exported)
 from . import EVALUATORS
 
-STEP_DIR = re.compile(r"^step-(\d+)$")
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
 EvaluatorSpec = tuple  # (name, config dict) or (name, config dict, label)
-
-
-def step_dirname(step: int) -> str:
-    return f"step-{step:08d}"
 
 
 def read_meta(ckpt: str | Path) -> dict:
@@ -63,21 +58,7 @@ def checkpoint_step(ckpt: str | Path) -> int | None:
     meta = read_meta(ckpt)
     if "step" in meta:
         return int(meta["step"])
-    m = STEP_DIR.match(Path(ckpt).name)
-    return int(m.group(1)) if m else None
-
-
-def list_checkpoints(run_dir: str | Path) -> list[tuple[int, Path]]:
-    """``(step, folder)`` for every ``<run>/checkpoints/step-N`` (hidden temp folders ignored), by step."""
-    root = Path(run_dir) / "checkpoints"
-    if not root.is_dir():
-        raise DataError(f"{run_dir}: not a run folder (no checkpoints/ inside)")
-    out = []
-    for d in root.iterdir():
-        m = STEP_DIR.match(d.name)
-        if m and d.is_dir():
-            out.append((int(m.group(1)), d))
-    return sorted(out)
+    return step_of(ckpt)
 
 
 def checkpoint_fingerprint(ckpt: str | Path) -> str:
@@ -265,7 +246,7 @@ def evaluate_run(
     run = Path(run_dir)
     out = []
     for step, ckpt in select_checkpoints(run, every, steps):
-        out.append(evaluate_checkpoint(ckpt, evaluators, run / "evals" / step_dirname(step), device, force, log))
+        out.append(evaluate_checkpoint(ckpt, evaluators, evals_dir(run, step), device, force, log))
     return out
 
 
@@ -275,16 +256,15 @@ def collect_results(run_dir: str | Path) -> list[dict]:
     ``tokens`` / ``pt_tokens`` come from the checkpoint's meta.json (kept in the
     summary too, so rows survive checkpoint pruning); None when unknown.
     """
-    root = Path(run_dir) / "evals"
+    root = evals_dir(run_dir)
     if not root.is_dir():
         return []
     rows = []
     for sdir in sorted(root.iterdir()):
-        m = STEP_DIR.match(sdir.name)
-        if not m or not sdir.is_dir():
+        step = step_of(sdir)
+        if step is None or not sdir.is_dir():
             continue
-        step = int(m.group(1))
-        ckpt_meta = read_meta(Path(run_dir) / "checkpoints" / sdir.name)
+        ckpt_meta = read_meta(checkpoint_dir(run_dir, step))
         for edir in sorted(sdir.iterdir()):
             spath = edir / "summary.json"
             if edir.name.startswith(".") or not spath.is_file():

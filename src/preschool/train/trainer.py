@@ -58,6 +58,7 @@ from ..data.mixture import IGNORE_INDEX, Mixture, rank_indices
 from ..data.shards import content_sha256
 from ..errors import ConfigError, DataError
 from ..io import atomic_dir, read_json, write_json, write_text
+from ..layout import checkpoint_dir, checkpoints_dir, list_checkpoints
 from .callbacks.base import Callback
 from .cpu_heap import retain_freed_memory
 from .loss import linear_cross_entropy, resolve_fused_loss
@@ -419,7 +420,7 @@ class Trainer:
 
     @property
     def checkpoint_dir(self) -> Path:
-        return self.out_dir / "checkpoints"
+        return checkpoints_dir(self.out_dir)
 
     # -- setup ---------------------------------------------------------------
     def _vocab_size(self) -> int:
@@ -465,7 +466,7 @@ class Trainer:
     def _latest_checkpoint(self) -> Path | None:
         if not self.checkpoint_dir.is_dir():
             return None
-        cands = sorted(p for p in self.checkpoint_dir.glob("step-*") if (p / STATE_FILE).is_file())
+        cands = [p for _, p in list_checkpoints(self.out_dir, required=False) if (p / STATE_FILE).is_file()]
         return cands[-1] if cands else None
 
     # -- checkpoints ---------------------------------------------------------
@@ -483,7 +484,7 @@ class Trainer:
 
     def save_checkpoint(self) -> Path | None:
         """Write checkpoints/step-XXXXXXXX atomically (rank 0); returns its path."""
-        path = self.checkpoint_dir / f"step-{self.step:08d}"
+        path = checkpoint_dir(self.out_dir, self.step)
         state = self.state_dict()  # every rank: .item() above is a no-op sync, keeps ranks in step
         if self.is_main:
             with atomic_dir(path) as tmp, quiet_hf_progress():
@@ -497,7 +498,7 @@ class Trainer:
                                                "pt_tokens": self.pt_tokens, "stage_tokens": self.stage_tokens})
                 torch.save(state, tmp / STATE_FILE)
             if self.cfg.keep_optimizer_state == "last":
-                for old in self.checkpoint_dir.glob("step-*"):
+                for _, old in list_checkpoints(self.out_dir, required=False):
                     if old != path and (old / STATE_FILE).is_file():
                         (old / STATE_FILE).unlink()
         self._barrier()
@@ -748,7 +749,7 @@ class Trainer:
             cb.on_train_end(self)
         summary = {"out_dir": str(self.out_dir), "steps": self.step, "tokens": self.tokens,
                    "pt_tokens": self.pt_tokens, "stages": [s.name for s in cfg.stages],
-                   "val": self.last_val, "final_checkpoint": str(self.checkpoint_dir / f"step-{self.step:08d}"),
+                   "val": self.last_val, "final_checkpoint": str(checkpoint_dir(self.out_dir, self.step)),
                    "resumed_from": str(self.resumed_from) if self.resumed_from else None,
                    "stopped": self.should_stop}
         if not self.should_stop and self.is_main:

@@ -13,6 +13,7 @@ from typing import Any
 
 from ...errors import MissingDependency
 from ...io import write_text
+from ...layout import metrics_path, read_metrics
 from .base import Callback
 
 
@@ -26,17 +27,11 @@ class MetricsLogger(Callback):
     def on_train_start(self, trainer) -> None:
         if not trainer.is_main:
             return
-        path = trainer.out_dir / "metrics.jsonl"
-        if path.is_file():
-            keep = []
-            for line in path.read_text(encoding="utf-8").splitlines():
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError:
-                    continue  # a line cut short by a crash
-                if row.get("step", 0) <= trainer.step and trainer.resumed_from is not None:
-                    keep.append(line)
-            write_text(path, "".join(k + "\n" for k in keep))
+        path = metrics_path(trainer.out_dir)
+        if path.is_file():  # read_metrics drops a last row cut short by a crash
+            keep = [row for row in read_metrics(path)
+                    if row.get("step", 0) <= trainer.step and trainer.resumed_from is not None]
+            write_text(path, "".join(json.dumps(row) + "\n" for row in keep))
         self._fh = open(path, "a", encoding="utf-8")
         if trainer.cfg.tensorboard:
             try:

@@ -1,0 +1,148 @@
+"""Where everything lives on disk: the one owner of every experiment and run path.
+
+An experiment folder (``preschool run``)::
+
+    <out>/experiment.yaml                 the resolved config
+    <out>/data/                           tokenizer/ + one folder per dataset (train/, val/) + manifest.json
+    <out>/arms/<arm>/seed<k>/             one trainer run folder (below), one per arm x seed
+    <out>/report.md, results.json, plots/
+
+A run folder (written by the trainer, read by evaluators and the report)::
+
+    <run>/config.yaml
+    <run>/metrics.jsonl                   one JSON row per log event (read with :func:`read_metrics`)
+    <run>/checkpoints/step-00000120/      HF folder + meta.json + trainer_state.pt
+    <run>/evals/step-00000120/<label>/    summary.json (+ items.jsonl) per evaluator
+    <run>/DONE
+
+Nothing else in ``preschool`` formats a step folder name or parses
+``metrics.jsonl``: import the helpers from here.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from .errors import DataError
+
+DATA = "data"
+ARMS = "arms"
+CHECKPOINTS = "checkpoints"
+EVALS = "evals"
+METRICS = "metrics.jsonl"
+DONE = "DONE"
+STEP_DIR = re.compile(r"^step-(\d+)$")
+
+
+# ----------------------------------------------------------------------------- experiment folder
+
+
+def data_dir(out: str | Path) -> Path:
+    """``<out>/data``: the tokenizer and the prepared datasets of an experiment."""
+    return Path(out) / DATA
+
+
+def run_dir(out: str | Path, arm: str, seed: int) -> Path:
+    """``<out>/arms/<arm>/seed<k>``: the trainer run folder of one arm and training seed."""
+    return Path(out) / ARMS / arm / f"seed{seed}"
+
+
+# ----------------------------------------------------------------------------- run folder
+
+
+def step_dirname(step: int) -> str:
+    """``step-00000120``: the folder name of a checkpoint (and of its eval results)."""
+    return f"step-{int(step):08d}"
+
+
+def checkpoints_dir(run: str | Path) -> Path:
+    return Path(run) / CHECKPOINTS
+
+
+def checkpoint_dir(run: str | Path, step: int) -> Path:
+    """``<run>/checkpoints/step-XXXXXXXX``."""
+    return checkpoints_dir(run) / step_dirname(step)
+
+
+def evals_dir(run: str | Path, step: int | None = None) -> Path:
+    """``<run>/evals`` or, given a step, ``<run>/evals/step-XXXXXXXX``."""
+    root = Path(run) / EVALS
+    return root if step is None else root / step_dirname(step)
+
+
+def metrics_path(run: str | Path) -> Path:
+    return Path(run) / METRICS
+
+
+def is_done(run: str | Path) -> bool:
+    """True when the trainer finished every stage of this run (``DONE`` written)."""
+    return (Path(run) / DONE).is_file()
+
+
+def step_of(folder: str | Path) -> int | None:
+    """The step in a ``step-N`` folder name, None for any other name."""
+    m = STEP_DIR.match(Path(folder).name)
+    return int(m.group(1)) if m else None
+
+
+def list_checkpoints(run: str | Path, required: bool = True) -> list[tuple[int, Path]]:
+    """``(step, folder)`` of every ``<run>/checkpoints/step-N`` folder, by step.
+
+    Hidden temp folders of an unfinished atomic write are ignored. With
+    ``required`` a run without ``checkpoints/`` is a ``DataError``; otherwise ``[]``.
+    """
+    root = checkpoints_dir(run)
+    if not root.is_dir():
+        if required:
+            raise DataError(f"{run}: not a run folder (no {CHECKPOINTS}/ inside)")
+        return []
+    out = [(s, d) for d in root.iterdir() if (s := step_of(d)) is not None and d.is_dir()]
+    return sorted(out)
+
+
+def final_checkpoint(run: str | Path) -> Path:
+    """The checkpoint with the highest step; ``DataError`` when the run has none yet."""
+    cks = list_checkpoints(run, required=False)
+    if not cks:
+        raise DataError(f"{run}: no checkpoints (train this run first)")
+    return cks[-1][1]
+
+
+# ----------------------------------------------------------------------------- metrics.jsonl
+
+
+def read_metrics(run_or_file: str | Path, event: str | None = None, missing_ok: bool = True) -> list[dict]:
+    """The rows of a run's ``metrics.jsonl`` in file order (``event`` keeps only rows of that event).
+
+    A last line that is not valid JSON is a row cut off by a crash mid-write and
+    is skipped (the trainer drops it on resume); an invalid line anywhere else
+    is corruption and raises ``DataError`` naming the file and line. A missing
+    file reads as no rows unless ``missing_ok`` is false.
+    """
+    path = Path(run_or_file)
+    if path.is_dir() or path.name != METRICS:
+        path = metrics_path(path)
+    if not path.is_file():
+        if missing_ok:
+            return []
+        raise DataError(f"{path}: no {METRICS}")
+    lines = path.read_text(encoding="utf-8").splitlines()
+    while lines and not lines[-1].strip():
+        lines.pop()
+    rows = []
+    for ln, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as e:
+            if ln == len(lines):
+                break  # cut off by a crash
+            raise DataError(f"{path}:{ln}: not JSON ({e})") from None
+        if not isinstance(row, dict):
+            raise DataError(f"{path}:{ln}: expected a JSON object, got {type(row).__name__}")
+        if event is None or row.get("event") == event:
+            rows.append(row)
+    return rows

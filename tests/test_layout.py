@@ -1,0 +1,48 @@
+import json
+
+import pytest
+
+from preschool.errors import DataError
+from preschool.layout import (checkpoint_dir, evals_dir, final_checkpoint, list_checkpoints, read_metrics, run_dir,
+                              step_dirname, step_of)
+
+
+def test_paths_of_an_experiment_and_a_run(tmp_path):
+    run = run_dir(tmp_path, "ppt", 3)
+    assert run == tmp_path / "arms" / "ppt" / "seed3"
+    assert step_dirname(120) == "step-00000120" and step_of("step-00000120") == 120 and step_of(".tmp-x") is None
+    assert checkpoint_dir(run, 7) == run / "checkpoints" / "step-00000007"
+    assert evals_dir(run, 7) == run / "evals" / "step-00000007"
+
+
+def test_checkpoints_sorted_by_step_and_temp_folders_ignored(tmp_path):
+    with pytest.raises(DataError, match="no checkpoints/"):
+        list_checkpoints(tmp_path)
+    assert list_checkpoints(tmp_path, required=False) == []
+    with pytest.raises(DataError, match="no checkpoints"):
+        final_checkpoint(tmp_path)
+    for step in (100, 5, 20):
+        checkpoint_dir(tmp_path, step).mkdir(parents=True)
+    (tmp_path / "checkpoints" / ".step-00000200.tmp").mkdir()
+    assert [s for s, _ in list_checkpoints(tmp_path)] == [5, 20, 100]
+    assert final_checkpoint(tmp_path) == checkpoint_dir(tmp_path, 100)
+
+
+def test_read_metrics_survives_a_line_cut_by_a_crash(tmp_path):
+    rows = [{"event": "train", "step": 1, "loss": 3.0}, {"event": "val", "step": 1, "val/a": 2.0}]
+    text = "".join(json.dumps(r) + "\n" for r in rows)
+    (tmp_path / "metrics.jsonl").write_text(text + '{"event": "val", "st')
+    assert read_metrics(tmp_path) == rows
+    assert read_metrics(tmp_path / "metrics.jsonl", event="val") == rows[1:]
+
+
+def test_read_metrics_corruption_inside_the_file_names_the_line(tmp_path):
+    (tmp_path / "metrics.jsonl").write_text('{"event": "val", "step": 1}\nnot json\n{"event": "val", "step": 2}\n')
+    with pytest.raises(DataError, match=r"metrics.jsonl:2"):
+        read_metrics(tmp_path)
+
+
+def test_read_metrics_missing_file(tmp_path):
+    assert read_metrics(tmp_path) == []
+    with pytest.raises(DataError, match="no metrics.jsonl"):
+        read_metrics(tmp_path, missing_ok=False)
