@@ -17,9 +17,10 @@ $(BIN)/preschool: pyproject.toml
 	$(BIN)/pip install -q -e '.[dev]'
 	touch $(BIN)/preschool
 
-# Test extras: lm-eval (our BLiMP decisions are checked against it) and the HF Trainer baseline.
+# Test extras: lm-eval (our BLiMP decisions are checked against it), the HF Trainer baseline, and the
+# readers our exports are checked with (datatrove, Megatron-core).
 $(VENV)/.test-deps: $(BIN)/preschool
-	$(BIN)/pip install -q -e '.[dev,lmeval,bench]'
+	$(BIN)/pip install -q -e '.[dev,lmeval,bench,datatrove,formats]'
 	touch $(VENV)/.test-deps
 
 .PHONY: setup quickstart test test-all

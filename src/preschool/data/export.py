@@ -1,0 +1,341 @@
+"""Export a prepared dataset to the token formats other trainers read.
+
+``export_dataset(dataset_dir, fmt, out)`` reads the shard sets of a prepared
+dataset (``<run>/data/<name>`` with ``train/`` and ``val/``, or one shard set)
+and writes, per split, the same rows in another trainer's format:
+
+========== ============================================ =============================================
+format     files per split                              read by
+========== ============================================ =============================================
+hf         ``datasets`` ``save_to_disk`` folder;        ``datasets.load_from_disk`` (HF Trainer,
+           columns ``input_ids`` (int32, one row of     torchtitan's HF loaders)
+           ``seq_len + 1`` tokens) and ``loss_mask``
+           (uint8) when the set has one
+megatron   ``text_document.bin/.idx``: Megatron's       ``megatron.core.datasets.indexed_dataset.
+           MMapIndexedDataset layout, one sequence      IndexedDataset`` (``--data-path
+           (and document) per row; ``loss_mask_         <split>/text_document``)
+           document.bin/.idx`` (uint8) beside it when
+           the set has a loss mask
+nanotron   datatrove's tokenized-file layout:           datatrove ``DatatroveFolderDataset`` (what
+           ``NNNNN.ds`` (tokens, little-endian uint16   Nanotron's ``nanoset``-free datatrove loader
+           or uint32), ``.ds.index`` (uint64 document   reads), windows of ``seq_len + 1`` tokens
+           ends in tokens), ``.ds.loss`` (bool, when
+           masked), ``.ds.metadata``
+numpy      ``part-NNNNN.npy``: a flat headerless         OLMo-core ``NumpyFSLDataset`` (memory-maps
+           uint16/uint32 token array (OLMo's            the files with ``dtype``), instances of
+           "npy" convention), ``part-NNNNN.label_       ``sequence_length = seq_len + 1``
+           mask.npy`` (bool) when masked
+========== ============================================ =============================================
+
+Every format keeps the rows and their order: row ``i`` of the shard set is
+window ``i`` of the export (HF example ``i``, Megatron sequence ``i``, datatrove
+window ``i``, OLMo instance ``i`` with ``sequence_length = row_len``), so a
+model trained elsewhere sees our token stream. Document ends (for datatrove's
+positions and Megatron's documents) come from the ``segments`` array: a
+document ends where the segment number changes and at every row end, which is
+where our trainer resets positions too.
+
+The export folder is written atomically and carries ``export.json`` (format,
+source dataset and its ``content_sha256``, per-split files, row_len, dtype,
+vocab size, how to read it) and a copy of the tokenizer when one is found
+beside the dataset (``<dataset>/tokenizer`` or ``<dataset>/../tokenizer``).
+"""
+
+from __future__ import annotations
+
+import shutil
+import struct
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+
+from ..errors import DataError
+from ..io import atomic_dir, code_version, read_json, sha256_file, write_json, write_text
+from ..registry import Registry
+from .shards import FORMAT, ShardSet, content_sha256
+
+EXPORTERS = Registry("export format")
+
+# Megatron's DType codes (indexed_dataset.DType): the index stores the code of the .bin's dtype.
+MEGATRON_MAGIC = b"MMIDIDX\x00\x00"
+MEGATRON_DTYPE_CODES = {np.dtype(np.uint8): 1, np.dtype(np.int8): 2, np.dtype(np.int16): 3, np.dtype(np.int32): 4,
+                        np.dtype(np.int64): 5, np.dtype(np.float64): 6, np.dtype(np.float32): 7,
+                        np.dtype(np.uint16): 8}
+BLOCK_ROWS = 4096  # rows read per step: memory stays one block, whatever the set's size
+
+
+def dataset_splits(dataset_dir: str | Path) -> dict[str, Path]:
+    """Split name -> shard-set folder: ``train``/``val`` of a prepared dataset, or the folder itself."""
+    d = Path(dataset_dir)
+    man = d / "manifest.json"
+    if man.is_file():
+        try:
+            if read_json(man).get("format") == FORMAT:
+                return {d.name: d}
+        except ValueError as e:
+            raise DataError(f"{man}: manifest is corrupt ({e})") from None
+    splits = {s: d / s for s in ("train", "val") if (d / s / "manifest.json").is_file()}
+    if not splits:
+        raise DataError(f"{d}: no shard set here (expected train/manifest.json, val/manifest.json "
+                        f"or a shard set's own manifest.json)")
+    return splits
+
+
+def iter_blocks(ss: ShardSet, names: list[str], block_rows: int = BLOCK_ROWS) -> Iterator[tuple[int, dict[str, np.ndarray]]]:
+    """``(shard index, {array name: rows})`` in row order, at most ``block_rows`` rows at a time."""
+    per_name = [list(ss.iter_arrays(n)) for n in names]
+    for k, arrays in enumerate(zip(*per_name)):
+        for s in range(0, len(arrays[0]), block_rows):
+            yield k, {n: np.asarray(a[s:s + block_rows]) for n, a in zip(names, arrays)}
+
+
+def document_ends(segments: np.ndarray | None, n_rows: int, row_len: int, start: int = 0) -> np.ndarray:
+    """Token offsets (exclusive ends, counted from ``start``) of the documents in a block of rows.
+
+    A document ends where the segment number changes inside a row and at every row end.
+    """
+    row_ends = start + (np.arange(n_rows, dtype=np.int64) + 1) * row_len
+    if segments is None or segments.size == 0:
+        return row_ends
+    r, p = np.nonzero(segments[:, 1:] != segments[:, :-1])
+    inner = start + r.astype(np.int64) * row_len + p + 1
+    return np.sort(np.concatenate([inner, row_ends]))
+
+
+class Exporter:
+    """Writes one split (a shard set) into a folder; ``write`` returns what it wrote (for export.json)."""
+
+    registry_name: str
+    read_hint: str = ""
+
+    def write(self, ss: ShardSet, out: Path) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def finish(self, out: Path, splits: list[str]) -> None:
+        """Top-level files of the export, after every split is written."""
+
+
+@EXPORTERS.register("hf")
+class HFExporter(Exporter):
+    """Hugging Face ``datasets`` folder (``load_from_disk``): input_ids (+ loss_mask)."""
+
+    read_hint = "datasets.load_from_disk(OUT)[split]"
+
+    def write(self, ss: ShardSet, out: Path) -> dict[str, Any]:
+        import pyarrow as pa
+        from datasets import Dataset
+
+        cols = ["tokens"] + (["loss_mask"] if ss.has_loss_mask else [])
+        work = out.parent / f".{out.name}.arrow"
+        work.mkdir(parents=True, exist_ok=True)
+        raw = work / "rows.arrow"
+        fields = [pa.field("input_ids", pa.list_(pa.int32(), ss.row_len))]
+        if ss.has_loss_mask:
+            fields.append(pa.field("loss_mask", pa.list_(pa.uint8(), ss.row_len)))
+        schema = pa.schema(fields)
+        # An Arrow stream file is what `datasets` memory-maps; writing it block by block keeps memory flat.
+        with pa.OSFile(str(raw), "wb") as sink, pa.ipc.new_stream(sink, schema) as writer:
+            for _, block in iter_blocks(ss, cols):
+                arrays = [pa.FixedSizeListArray.from_arrays(pa.array(block["tokens"].astype(np.int32).ravel()),
+                                                            ss.row_len)]
+                if ss.has_loss_mask:
+                    arrays.append(pa.FixedSizeListArray.from_arrays(pa.array(block["loss_mask"].ravel()),
+                                                                    ss.row_len))
+                writer.write_batch(pa.RecordBatch.from_arrays(arrays, schema=schema))
+        import datasets
+
+        bars = datasets.is_progress_bar_enabled()
+        datasets.disable_progress_bars()
+        try:
+            Dataset.from_file(str(raw)).save_to_disk(str(out))
+        finally:
+            if bars:
+                datasets.enable_progress_bars()
+        shutil.rmtree(work)
+        return {"columns": [f.name for f in fields], "rows": ss.n_rows}
+
+    def finish(self, out: Path, splits: list[str]) -> None:
+        # what DatasetDict.save_to_disk writes: load_from_disk(out) then returns every split
+        write_json(out / "dataset_dict.json", {"splits": splits})
+
+
+@EXPORTERS.register("megatron")
+class MegatronExporter(Exporter):
+    """Megatron MMapIndexedDataset ``.bin/.idx`` (one sequence and document per row)."""
+
+    read_hint = "megatron.core.datasets.indexed_dataset.IndexedDataset('OUT/<split>/text_document')"
+
+    def write(self, ss: ShardSet, out: Path) -> dict[str, Any]:
+        out.mkdir(parents=True, exist_ok=True)
+        # Megatron has no uint32 code: larger vocabularies go to int32 (ids < 2^31).
+        tok_dtype = np.dtype(np.uint16) if ss.dtype == np.uint16 else np.dtype(np.int32)
+        files = {"tokens": self._write_one(ss, "tokens", tok_dtype, out / "text_document")}
+        if ss.has_loss_mask:
+            files["loss_mask"] = self._write_one(ss, "loss_mask", np.dtype(np.uint8), out / "loss_mask_document")
+        return {"prefixes": files, "dtype": tok_dtype.name, "sequences": ss.n_rows}
+
+    @staticmethod
+    def _write_one(ss: ShardSet, name: str, dtype: np.dtype, prefix: Path) -> str:
+        with open(prefix.with_suffix(".bin"), "wb") as fh:
+            for _, block in iter_blocks(ss, [name]):
+                fh.write(block[name].astype(dtype).tobytes())
+        write_megatron_index(prefix.with_suffix(".idx"), np.full(ss.n_rows, ss.row_len, np.int32), dtype)
+        return prefix.name
+
+
+def write_megatron_index(path: Path, lengths: np.ndarray, dtype: np.dtype, doc_indices: np.ndarray | None = None) -> None:
+    """Megatron's index: magic, version 1, dtype code, counts, lengths (int32), byte pointers (int64),
+    document indices (int64, ``[0, ..., n_sequences]``: sequence ranges per document)."""
+    lengths = np.asarray(lengths, np.int32)
+    pointers = np.zeros(len(lengths), np.int64)
+    np.cumsum(lengths[:-1].astype(np.int64) * dtype.itemsize, out=pointers[1:])
+    docs = np.arange(len(lengths) + 1, dtype=np.int64) if doc_indices is None else np.asarray(doc_indices, np.int64)
+    with open(path, "wb") as fh:
+        fh.write(MEGATRON_MAGIC)
+        fh.write(struct.pack("<Q", 1))
+        fh.write(struct.pack("<B", MEGATRON_DTYPE_CODES[np.dtype(dtype)]))
+        fh.write(struct.pack("<Q", len(lengths)))
+        fh.write(struct.pack("<Q", len(docs)))
+        fh.write(lengths.tobytes(order="C"))
+        fh.write(pointers.tobytes(order="C"))
+        fh.write(docs.tobytes(order="C"))
+
+
+@EXPORTERS.register("nanotron")
+class NanotronExporter(Exporter):
+    """datatrove tokenized files (``.ds`` + ``.ds.index`` [+ ``.ds.loss``] + ``.ds.metadata``) for Nanotron."""
+
+    read_hint = "datatrove.utils.dataset.DatatroveFolderDataset('OUT/<split>', seq_len=SEQ_LEN, token_size=TOKEN_SIZE)"
+
+    def __init__(self, tokenizer_name: str = "unknown"):
+        self.tokenizer_name = tokenizer_name
+
+    def write(self, ss: ShardSet, out: Path) -> dict[str, Any]:
+        out.mkdir(parents=True, exist_ok=True)
+        token_size = ss.dtype.itemsize  # 2 (uint16) or 4 (uint32), datatrove's two token sizes
+        cols = ["tokens"] + [a for a in ("loss_mask", "segments") if a in ss.array_names]
+        names, handles, written, ends = [], {}, 0, []
+        shard = -1
+
+        def close() -> None:
+            if shard < 0:
+                return
+            for fh in handles.values():
+                fh.close()
+            base = out / f"{shard:05d}.ds"
+            base.with_name(base.name + ".index").write_bytes(np.concatenate(ends).astype("<u8").tobytes()
+                                                             if ends else b"")
+            base.with_name(base.name + ".metadata").write_text(
+                f"{self.tokenizer_name}|{token_size}\n{written}\n{written} tokens", encoding="utf-8")
+
+        for k, block in iter_blocks(ss, cols):
+            if k != shard:  # one datatrove file per shard file, in order (datatrove lists them sorted)
+                close()
+                shard, written, ends = k, 0, []
+                base = out / f"{shard:05d}.ds"
+                names.append(base.name)
+                handles = {"tokens": open(base, "wb")}
+                if ss.has_loss_mask:
+                    handles["loss_mask"] = open(base.with_name(base.name + ".loss"), "wb")
+            toks = block["tokens"]
+            handles["tokens"].write(toks.astype(f"<u{token_size}").tobytes())
+            if ss.has_loss_mask:
+                handles["loss_mask"].write(block["loss_mask"].astype(np.bool_).tobytes())
+            ends.append(document_ends(block.get("segments"), len(toks), ss.row_len, start=written))
+            written += toks.size
+        close()
+        return {"files": names, "token_size": token_size, "seq_len": ss.row_len - 1}
+
+
+@EXPORTERS.register("numpy")
+class NumpyExporter(Exporter):
+    """Flat headerless uint16/uint32 token files as OLMo-core memory-maps them (+ bool label masks)."""
+
+    read_hint = "olmo_core.data.NumpyFSLDataset(*files, sequence_length=ROW_LEN, dtype=DTYPE, ...)"
+
+    def write(self, ss: ShardSet, out: Path) -> dict[str, Any]:
+        out.mkdir(parents=True, exist_ok=True)
+        cols = ["tokens"] + (["loss_mask"] if ss.has_loss_mask else [])
+        files: dict[str, list[str]] = {"tokens": [], "label_mask": []}
+        handles: dict[str, Any] = {}
+        shard = -1
+        for k, block in iter_blocks(ss, cols):
+            if k != shard:
+                for fh in handles.values():
+                    fh.close()
+                shard = k
+                handles = {"tokens": open(out / f"part-{k:05d}.npy", "wb")}
+                files["tokens"].append(f"part-{k:05d}.npy")
+                if ss.has_loss_mask:
+                    handles["loss_mask"] = open(out / f"part-{k:05d}.label_mask.npy", "wb")
+                    files["label_mask"].append(f"part-{k:05d}.label_mask.npy")
+            handles["tokens"].write(block["tokens"].astype(ss.dtype.newbyteorder("<")).tobytes())
+            if ss.has_loss_mask:
+                handles["loss_mask"].write(block["loss_mask"].astype(np.bool_).tobytes())
+        for fh in handles.values():
+            fh.close()
+        if not files["label_mask"]:
+            del files["label_mask"]
+        return {"files": files, "dtype": ss.dtype.name, "sequence_length": ss.row_len}
+
+
+def find_tokenizer(dataset_dir: Path) -> Path | None:
+    for cand in (dataset_dir / "tokenizer", dataset_dir.parent / "tokenizer"):
+        if (cand / "tokenizer.json").is_file():
+            return cand
+    return None
+
+
+def export_dataset(dataset_dir: str | Path, fmt: str, out: str | Path, splits: list[str] | None = None,
+                   verify: str = "sha256") -> dict:
+    """Write ``dataset_dir``'s splits in format ``fmt`` under ``out/<split>/``; return export.json's content.
+
+    The shard sets are checked (``verify``: sha256 or size) before anything is written;
+    ``out`` appears whole or not at all.
+    """
+    dataset_dir = Path(dataset_dir)
+    entry = EXPORTERS.get(fmt, "format")
+    found = dataset_splits(dataset_dir)
+    if splits:
+        missing = [s for s in splits if s not in found]
+        if missing:
+            raise DataError(f"{dataset_dir}: no split {', '.join(missing)} (have {', '.join(found)})")
+        found = {s: found[s] for s in splits}
+    sets = {s: ShardSet(p, verify=verify) for s, p in found.items()}
+    tok = find_tokenizer(dataset_dir)
+    # datatrove's metadata names the tokenizer and Nanotron loads it with AutoTokenizer.from_pretrained:
+    # ours travels with the export, so name its final absolute path
+    tok_name = str(Path(out).resolve() / "tokenizer") if tok else "unknown"
+    exporter = entry.cls(tokenizer_name=tok_name) if fmt == "nanotron" else entry.cls()
+    single = found == {dataset_dir.name: dataset_dir}
+    info: dict[str, Any] = {
+        "format": fmt,
+        "source": str(dataset_dir.resolve()),
+        "source_content_sha256": None if single else content_sha256(dataset_dir),
+        "read": exporter.read_hint,
+        "splits": {},
+        "code_version": code_version(),
+    }
+    with atomic_dir(Path(out)) as tmp:
+        for s, ss in sets.items():
+            wrote = exporter.write(ss, tmp / s)
+            info["splits"][s] = {"n_rows": ss.n_rows, "row_len": ss.row_len, "seq_len": ss.row_len - 1,
+                                 "dtype": ss.dtype.name, "vocab_size": ss.vocab_size,
+                                 "has_loss_mask": ss.has_loss_mask, **wrote}
+        exporter.finish(tmp, list(sets))
+        if tok is not None:
+            shutil.copytree(tok, tmp / "tokenizer")
+            info["tokenizer"] = {"path": "tokenizer", "sha256": sha256_file(tok / "tokenizer.json")}
+        write_json(tmp / "export.json", info)
+        write_text(tmp / "README.md", _readme(info))
+    return info
+
+
+def _readme(info: dict) -> str:
+    lines = [f"# preschool export ({info['format']})", "", f"Source: `{info['source']}`", "",
+             f"Read with: `{info['read']}`", ""]
+    for s, m in info["splits"].items():
+        lines.append(f"- `{s}/`: {m['n_rows']} rows of {m['row_len']} tokens ({m['dtype']}, vocab {m['vocab_size']}"
+                     f"{', with loss mask' if m['has_loss_mask'] else ''})")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,39 @@
+"""``preschool export``: write a prepared dataset in another trainer's token format."""
+
+from __future__ import annotations
+
+HELP = "export a prepared dataset for Nanotron, Megatron, OLMo-core or HF datasets"
+DESCRIPTION = """\
+Write the train/val shard sets of a prepared dataset (<run>/data/<name>, or one
+shard set folder) in another trainer's format, row for row:
+
+  hf        datasets.save_to_disk folder (input_ids, loss_mask)
+  megatron  Megatron MMapIndexedDataset <split>/text_document.bin/.idx
+  nanotron  datatrove tokenized files <split>/NNNNN.ds(.index/.loss/.metadata)
+  numpy     flat uint16/uint32 token files as OLMo-core memory-maps them
+
+example:
+  preschool export runs/quickstart/data/pt --format nanotron --out exports/pt-nanotron
+"""
+
+
+def add_arguments(p) -> None:
+    from .export import EXPORTERS
+
+    p.add_argument("dataset", help="prepared dataset folder (with train/ and val/) or one shard set")
+    p.add_argument("--format", required=True, help=f"one of: {', '.join(EXPORTERS.names())}")
+    p.add_argument("--out", required=True, help="output folder (written atomically)")
+    p.add_argument("--split", dest="splits", action="append", default=None, metavar="NAME",
+                   help="export only this split (repeatable; default: all)")
+    p.add_argument("--verify", choices=["sha256", "size"], default="sha256",
+                   help="check the shards' checksums (default) or only their sizes before exporting")
+
+
+def run(args) -> int:
+    from .export import export_dataset
+
+    info = export_dataset(args.dataset, args.format, args.out, args.splits, verify=args.verify)
+    for s, m in info["splits"].items():
+        print(f"{s}: {m['n_rows']} rows x {m['row_len']} tokens ({m['dtype']})")
+    print(f"{info['format']} export: {args.out}  (read with: {info['read']})")
+    return 0

@@ -1,0 +1,165 @@
+"""preschool export: every format reads back, with the target trainer's own reader where it is
+installed here (datasets, Megatron-core, datatrove) and by OLMo-core's documented memmap layout,
+token for token, loss mask and document boundaries included."""
+
+import json
+
+import numpy as np
+import pytest
+
+from preschool.cli import main
+from preschool.corpora.base import CorpusConfig
+from preschool.data.export import document_ends, export_dataset
+from preschool.data.prepare import DatasetSpec, prepare_data
+from preschool.data.shards import ShardSet
+from preschool.data.tokenizer import TokenizerConfig
+from preschool.errors import ConfigError, DataError
+
+SEQ = 32
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    out = tmp_path_factory.mktemp("prep")
+    corpora = {"sb": CorpusConfig(source="storybook", seed=0)}
+    datasets = {
+        "pt": DatasetSpec(corpus="sb", tokens=40 * (SEQ + 1), val_tokens=8 * (SEQ + 1)),
+        # reserved ids above the tokenizer's vocabulary, with an answer-only loss mask
+        "stack": DatasetSpec(generator="stack", params={"n_ops": 8, "length": 20, "n_symbols": 10},
+                             render="reserved", tokens=12 * (SEQ + 1)),
+    }
+    prepare_data(out, TokenizerConfig(vocab_size=300, sample_documents=200), corpora, datasets,
+                 seq_len=SEQ, seed=0, progress=False)
+    return out
+
+
+def _rows(path, name="tokens"):
+    ss = ShardSet(path)
+    return ss.rows(range(len(ss)), name)
+
+
+def _positions(segments):
+    """Position of each token within its document (what datatrove derives from .ds.index)."""
+    pos = np.zeros(segments.shape, np.int64)
+    for r, seg in enumerate(segments):
+        for j in range(1, len(seg)):
+            pos[r, j] = 0 if seg[j] != seg[j - 1] else pos[r, j - 1] + 1
+    return pos
+
+
+def test_hf_round_trip(data, tmp_path):
+    from datasets import load_from_disk
+
+    info = export_dataset(data / "stack", "hf", tmp_path / "hf")
+    dd = load_from_disk(str(tmp_path / "hf"))
+    assert set(dd) == {"train"} and info["splits"]["train"]["columns"] == ["input_ids", "loss_mask"]
+    ds = dd["train"].with_format("numpy")
+    assert np.array_equal(ds["input_ids"], _rows(data / "stack" / "train"))
+    assert np.array_equal(ds["loss_mask"], _rows(data / "stack" / "train", "loss_mask"))
+    assert (tmp_path / "hf" / "tokenizer" / "tokenizer.json").is_file()
+    # natural text has no loss mask: only input_ids, both splits
+    export_dataset(data / "pt", "hf", tmp_path / "hf_pt")
+    dd = load_from_disk(str(tmp_path / "hf_pt"))
+    assert set(dd) == {"train", "val"} and dd["val"].column_names == ["input_ids"]
+    assert np.array_equal(dd["val"].with_format("numpy")["input_ids"], _rows(data / "pt" / "val"))
+
+
+def test_megatron_index_layout(data, tmp_path):
+    """The .idx by Megatron's documented layout (Megatron-core's own reader: the slow test below)."""
+    import struct
+
+    export_dataset(data / "pt", "megatron", tmp_path / "mg")
+    ref = _rows(data / "pt" / "train")
+    idx = (tmp_path / "mg" / "train" / "text_document.idx").read_bytes()
+    assert idx[:9] == b"MMIDIDX\x00\x00"
+    version, code, n_seq, n_doc = struct.unpack("<QBQQ", idx[9:34])
+    assert (version, code, n_seq, n_doc) == (1, 8, len(ref), len(ref) + 1)  # 8 = uint16
+    lengths = np.frombuffer(idx, np.int32, n_seq, 34)
+    pointers = np.frombuffer(idx, np.int64, n_seq, 34 + 4 * n_seq)
+    docs = np.frombuffer(idx, np.int64, n_doc, 34 + 12 * n_seq)
+    assert len(idx) == 34 + 12 * n_seq + 8 * n_doc
+    assert (lengths == SEQ + 1).all() and docs.tolist() == list(range(len(ref) + 1))
+    bin_ = np.fromfile(tmp_path / "mg" / "train" / "text_document.bin", np.uint16)
+    assert np.array_equal(np.stack([bin_[p // 2:p // 2 + n] for p, n in zip(pointers, lengths)]), ref)
+
+
+@pytest.mark.slow  # importing megatron.core takes ~20 s here
+def test_megatron_round_trip_with_megatron_core(data, tmp_path):
+    from megatron.core.datasets.indexed_dataset import IndexedDataset
+
+    export_dataset(data / "stack", "megatron", tmp_path / "mg")
+    ref = _rows(data / "stack" / "train")
+    ds = IndexedDataset(str(tmp_path / "mg" / "train" / "text_document"))
+    assert len(ds) == len(ref)
+    assert ds.index.dtype == np.uint16
+    assert np.array_equal(np.stack([ds[i] for i in range(len(ds))]), ref)
+    assert list(ds.document_indices) == list(range(len(ref) + 1))
+    mask = IndexedDataset(str(tmp_path / "mg" / "train" / "loss_mask_document"))
+    assert np.array_equal(np.stack([mask[i] for i in range(len(mask))]),
+                          _rows(data / "stack" / "train", "loss_mask"))
+
+
+def test_nanotron_round_trip_with_datatrove(data, tmp_path):
+    from datatrove.utils.dataset import DatatroveFolderDataset
+
+    export_dataset(data / "pt", "nanotron", tmp_path / "nt")
+    for split in ("train", "val"):
+        ref = _rows(data / "pt" / split)
+        ds = DatatroveFolderDataset(str(tmp_path / "nt" / split), seq_len=SEQ, token_size=2, return_positions=True)
+        assert len(ds) == len(ref)
+        items = [ds[i] for i in range(len(ds))]
+        assert np.array_equal(np.stack([it["input_ids"].numpy() for it in items]), ref)
+        # positions datatrove reads from .ds.index restart where our segments (document index) change
+        assert np.array_equal(np.stack([it["positions"].numpy() for it in items]),
+                              _positions(_rows(data / "pt" / split, "segments")))
+    meta = (tmp_path / "nt" / "train" / "00000.ds.metadata").read_text().splitlines()
+    # Nanotron reads "<tokenizer>|<token size>" and loads the tokenizer from that path
+    assert meta[0] == f"{(tmp_path / 'nt').resolve() / 'tokenizer'}|2" and int(meta[1]) == 40 * (SEQ + 1)
+    from transformers import AutoTokenizer
+
+    assert AutoTokenizer.from_pretrained(meta[0].split("|")[0]).eos_token == "<|endoftext|>"
+    # a masked set also writes datatrove's .ds.loss (one bool per token)
+    export_dataset(data / "stack", "nanotron", tmp_path / "nt_stack")
+    loss = np.fromfile(tmp_path / "nt_stack" / "train" / "00000.ds.loss", np.bool_)
+    assert np.array_equal(loss.reshape(-1, SEQ + 1), _rows(data / "stack" / "train", "loss_mask").astype(bool))
+
+
+def test_numpy_round_trip_as_olmo_core_reads_it(data, tmp_path):
+    info = export_dataset(data / "stack", "numpy", tmp_path / "np")
+    m = info["splits"]["train"]
+    # OLMo-core memory-maps each file with the configured dtype and cuts instances of sequence_length
+    toks = np.concatenate([np.memmap(tmp_path / "np" / "train" / f, dtype=m["dtype"], mode="r")
+                           for f in m["files"]["tokens"]]).reshape(-1, m["sequence_length"])
+    assert np.array_equal(toks, _rows(data / "stack" / "train"))
+    masks = np.concatenate([np.memmap(tmp_path / "np" / "train" / f, dtype=np.bool_, mode="r")
+                            for f in m["files"]["label_mask"]]).reshape(-1, m["sequence_length"])
+    assert np.array_equal(masks, _rows(data / "stack" / "train", "loss_mask").astype(bool))
+    saved = json.loads((tmp_path / "np" / "export.json").read_text())
+    assert saved["splits"]["train"]["vocab_size"] > 300  # reserved ids above the tokenizer's vocabulary
+
+
+def test_document_ends_from_segments():
+    seg = np.array([[0, 0, 1, 1, 1], [0, 1, 2, 2, 2]], np.uint16)
+    assert document_ends(seg, 2, 5).tolist() == [2, 5, 6, 7, 10]
+    assert document_ends(None, 2, 5, start=10).tolist() == [15, 20]
+
+
+def test_cli_and_errors(data, tmp_path, capsys):
+    assert main(["export", str(data / "pt" / "val"), "--format", "numpy", "--out", str(tmp_path / "one")]) == 0
+    assert "val: 8 rows x 33 tokens" in capsys.readouterr().out
+    with pytest.raises(ConfigError, match="did you mean 'megatron'"):
+        export_dataset(data / "pt", "megatro", tmp_path / "x")
+    with pytest.raises(DataError, match="no shard set here"):
+        export_dataset(tmp_path, "hf", tmp_path / "x")
+    with pytest.raises(DataError, match="no split test"):
+        export_dataset(data / "pt", "hf", tmp_path / "x", splits=["test"])
+    # a corrupt shard is refused before anything is written
+    bad = tmp_path / "bad"
+    import shutil
+
+    shutil.copytree(data / "pt", bad)
+    f = next((bad / "train").glob("tokens-*.bin"))
+    f.write_bytes(b"\x01\x00" + f.read_bytes()[2:])
+    assert main(["export", str(bad), "--format", "hf", "--out", str(tmp_path / "y")]) == 2
+    assert "checksum mismatch" in capsys.readouterr().err
+    assert not (tmp_path / "y").exists()
