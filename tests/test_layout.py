@@ -46,3 +46,18 @@ def test_read_metrics_missing_file(tmp_path):
     assert read_metrics(tmp_path) == []
     with pytest.raises(DataError, match="no metrics.jsonl"):
         read_metrics(tmp_path, missing_ok=False)
+
+
+def test_device_names_resolve_once_for_trainer_and_evaluators():
+    import torch
+
+    from preschool.device import resolve_device
+    from preschool.errors import ConfigError
+
+    assert resolve_device("cpu") == torch.device("cpu")
+    assert resolve_device("auto").type == ("cuda" if torch.cuda.is_available() else "cpu")
+    with pytest.raises(ConfigError, match="device"):
+        resolve_device("not-a-device")
+    if not torch.cuda.is_available():
+        with pytest.raises(ConfigError, match="CUDA is not available"):
+            resolve_device("cuda:0")

@@ -117,3 +117,17 @@ def test_student_t_against_table_values():
         assert t_cdf(t, 1) == pytest.approx(0.5 + math.atan(t) / math.pi, abs=1e-12)
     with pytest.raises(ConfigError):
         t_quantile(1.0, 3)
+
+
+def test_one_sd_verdict_and_mean_sd_formatting():
+    from preschool.analysis.stats import format_mean_sd, mean_sd, one_sd_verdict
+
+    assert one_sd_verdict(0.5, 0.2, 3) == "above" and one_sd_verdict(-0.5, 0.2, 3) == "below"
+    assert one_sd_verdict(0.1, 0.2, 3) == "no stable difference"
+    assert one_sd_verdict(1.3, 0.2, 3, null=1.0) == "above" and one_sd_verdict(1.1, 0.2, 3, null=1.0) != "above"
+    assert one_sd_verdict(0.5, None, 1, single="one seed") == "one seed"
+    m, sd, n = mean_sd([1.0, None, 3.0, float("nan")])
+    assert (m, n) == (2.0, 2) and sd == pytest.approx(2 ** 0.5)
+    assert format_mean_sd(m, sd, n) == "2.000 ± 1.414"
+    assert format_mean_sd(5.5, None, 1, 2, "x", show_n=True) == "5.50x (n=1)"
+    assert format_mean_sd(*mean_sd([])) == "–"

@@ -4,7 +4,7 @@ import math
 import numpy as np
 import pytest
 
-from preschool.compartments.slowdown import (Curve, interpolate_step, log_spaced_steps, overlap, plateau,
+from preschool.compartments.slowdown import (Curve, interpolate_step, overlap, plateau,
                                              read_val_curve, slowdown_at_targets, slowdown_curve)
 from preschool.errors import DataError
 
@@ -60,8 +60,3 @@ def test_plateau_and_read(tmp_path):
     (arm / "metrics.jsonl").write_text("{bad\n" + json.dumps(rows[1]) + "\n")
     with pytest.raises(DataError, match="metrics.jsonl:1"):
         read_val_curve(arm)
-
-
-def test_log_spaced_steps():
-    s = log_spaced_steps(1000, 10)
-    assert s[0] == 0 and s[1] == 1 and s[-1] == 1000 and s == sorted(set(s))

@@ -2,7 +2,7 @@ import pytest
 
 from preschool.errors import ConfigError
 from preschool.config import from_dict
-from preschool.train.schedules import ScheduleConfig, lr_at, warmup_steps
+from preschool.train.schedules import ScheduleConfig, log_spaced_steps, lr_at, warmup_steps
 
 
 def curve(n, **kw):
@@ -42,3 +42,9 @@ def test_bad_values_name_field():
         from_dict(ScheduleConfig, {"min_lr_ratio": 2})
     with pytest.raises(ConfigError, match="name"):
         from_dict(ScheduleConfig, {"name": "cosin"})
+
+
+def test_log_spaced_steps_dense_early_sparse_late():
+    s = sorted(log_spaced_steps(1000, 4))
+    assert s == [1, 2, 3, 6, 10, 18, 32, 56, 100, 178, 316, 562, 1000]
+    assert sorted(log_spaced_steps(5, 2)) == [1, 3] and log_spaced_steps(0, 4) == set()

@@ -16,7 +16,8 @@ from ..errors import ConfigError, DataError
 from ..io import atomic_path
 
 
-def _new_figure(figsize=(6.4, 4.0)):
+def new_figure(figsize=(6.4, 4.0)):
+    """A bare Agg figure: the one figure helper of the project (reports, compartments, audit)."""
     # An Agg canvas attached to a bare Figure (no pyplot): the caller's global backend and
     # pyplot figure list are never touched, and figures are freed with their last reference.
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -27,7 +28,8 @@ def _new_figure(figsize=(6.4, 4.0)):
     return fig
 
 
-def _save(fig, path: str | Path) -> Path:
+def save_figure(fig, path: str | Path) -> Path:
+    """Lay out and write ``fig`` as PNG at ``path`` atomically; returns ``path``."""
     path = Path(path)
     fig.tight_layout()
     with atomic_path(path) as tmp:
@@ -79,7 +81,7 @@ def plot_metric_vs_tokens(
     """
     if band not in ("minmax", "sd", "none"):
         raise ConfigError("band", f"must be 'minmax', 'sd' or 'none', got {band!r}")
-    fig = _new_figure()
+    fig = new_figure()
     ax = fig.add_subplot(1, 1, 1)
     drawn = 0
     for arm, curve in curves.items():
@@ -113,7 +115,7 @@ def plot_metric_vs_tokens(
     ax.grid(alpha=0.3)
     if drawn:
         ax.legend(fontsize=8)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_phenomenon_bars(
@@ -131,7 +133,7 @@ def plot_phenomenon_bars(
     """
     arms = list(acc)
     phen = sorted({p for a in arms for p in acc[a]})
-    fig = _new_figure(figsize=(max(6.4, 0.55 * len(phen) * max(1, len(arms)) / 2 + 2), 4.5))
+    fig = new_figure(figsize=(max(6.4, 0.55 * len(phen) * max(1, len(arms)) / 2 + 2), 4.5))
     ax = fig.add_subplot(1, 1, 1)
     width = 0.8 / max(1, len(arms))
     x = np.arange(len(phen))
@@ -156,7 +158,7 @@ def plot_phenomenon_bars(
     if arms:
         ax.legend(fontsize=8)
     ax.grid(axis="y", alpha=0.3)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_verbatim_positions(
@@ -172,7 +174,7 @@ def plot_verbatim_positions(
     ``extra["positions"]["n<len>"]`` (x = list position, 1-based). A drop from
     the dashed to the solid line is verbatim retrieval.
     """
-    fig = _new_figure()
+    fig = new_figure()
     ax = fig.add_subplot(1, 1, 1)
     drawn = 0
     for arm, curves in positions.items():
@@ -193,4 +195,4 @@ def plot_verbatim_positions(
     if drawn:
         ax.legend(fontsize=8)
         ax.xaxis.get_major_locator().set_params(integer=True)
-    return _save(fig, path)
+    return save_figure(fig, path)

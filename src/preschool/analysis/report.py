@@ -12,28 +12,12 @@ arms are compared at equal natural-text budgets.
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 from ..io import provenance, read_json, write_json, write_text
 from ..layout import checkpoints_dir, evals_dir, is_done, read_metrics
-
-
-def _mean_sd(xs: list[float]) -> tuple[float, float]:
-    xs = [x for x in xs if x is not None and not math.isnan(x)]
-    if not xs:
-        return float("nan"), float("nan")
-    m = sum(xs) / len(xs)
-    sd = math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1)) if len(xs) > 1 else 0.0
-    return m, sd
-
-
-def _fmt(m: float, sd: float, n: int, digits: int = 3) -> str:
-    if math.isnan(m):
-        return "–"
-    return f"{m:.{digits}f} ± {sd:.{digits}f}" if n > 1 else f"{m:.{digits}f}"
 
 
 def collect(cfg) -> dict[str, Any]:
@@ -124,7 +108,7 @@ def write_report(cfg) -> Path:
     """Write ``report.md``, ``results.json`` and ``plots/*.png`` under the experiment folder."""
     from . import plots
     from .efficiency import token_efficiency
-    from .stats import stable_gain
+    from .stats import format_mean_sd, mean_sd, one_sd_verdict, stable_gain
 
     out = cfg.out_dir
     arms = collect(cfg)
@@ -147,7 +131,7 @@ def write_report(cfg) -> Path:
                "total_tokens": max(s["total_tokens"] for s in seeds.values())}
         for m in headline:
             vals = [_final(s["curves"].get(m, [])) for s in seeds.values()]
-            row[m] = _mean_sd(vals) + (len(vals),)
+            row[m] = mean_sd(vals)
         table.append(row)
 
     # --- stable gain vs baseline over the last `window` of PT checkpoints (per seed, then pooled)
@@ -169,10 +153,10 @@ def write_report(cfg) -> Path:
                 per_seed.append(g)
                 deltas_all += list(g["deltas"])
             if per_seed:
-                mean, sd = _mean_sd(deltas_all)
-                n = len(deltas_all)
+                mean, sd, n = mean_sd(deltas_all)
+                verdict = one_sd_verdict(mean, sd, n)
                 gains.append({"arm": name, "metric": m, "mean": mean, "sd": sd, "n": n,
-                              "stable": bool(n > 1 and mean > sd), "stable_harm": bool(n > 1 and -mean > sd),
+                              "stable": verdict == "above", "stable_harm": verdict == "below",
                               "seeds": len(per_seed)})
 
     # --- token efficiency: PT tokens each arm needs to reach the baseline's final value
@@ -263,7 +247,7 @@ def write_report(cfg) -> Path:
     lines.append("|" + "---|" * len(hdr))
     for row in table:
         cells = [row["arm"] + ("" if row["done"] else " (unfinished)"), f"{row['total_tokens']:,}"]
-        cells += [_fmt(*row[m]) for m in headline]
+        cells += [format_mean_sd(*row[m]) for m in headline]
         lines.append("| " + " | ".join(cells) + " |")
     lines.append("")
     if gains:

@@ -133,8 +133,43 @@ def stable_gain(
     out["sd"] = sd
     out["se"] = sd / math.sqrt(n)
     out["t"] = _finite_or_none(mean / out["se"]) if out["se"] > 0 else None
-    out["stable"] = bool(mean > sd)
+    out["stable"] = one_sd_verdict(mean, sd, n) == "above"
     return out
+
+
+def one_sd_verdict(mean: float | None, sd: float | None, n: int, null: float = 0.0, single: str = "one value") -> str:
+    """The one-SD rule, the project's only verdict on a difference.
+
+    ``above`` when ``mean - null > sd``, ``below`` when ``null - mean > sd``,
+    ``no stable difference`` otherwise; ``single`` when the SD is undefined
+    (n < 2). With deltas signed so that positive means "better", ``above`` is a
+    stable gain and ``below`` a stable harm.
+    """
+    if mean is None or sd is None or n < 2 or math.isnan(sd):
+        return single
+    d = mean - null
+    return "no stable difference" if abs(d) <= sd else ("above" if d > 0 else "below")
+
+
+def mean_sd(values: Sequence[float | None]) -> tuple[float, float, int]:
+    """``(mean, sample SD, n)`` of the finite values (None and NaN dropped); SD 0 for one value, NaN for none."""
+    xs = [float(x) for x in values if x is not None and not math.isnan(x)]
+    if not xs:
+        return float("nan"), float("nan"), 0
+    m = sum(xs) / len(xs)
+    sd = math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1)) if len(xs) > 1 else 0.0
+    return m, sd, len(xs)
+
+
+def format_mean_sd(mean: float | None, sd: float | None, n: int, digits: int = 3, suffix: str = "",
+                   show_n: bool = False) -> str:
+    """``1.234 ± 0.056`` (``(n=3)`` appended with ``show_n``); one value prints alone; no value prints ``–``."""
+    if mean is None or math.isnan(mean) or n == 0:
+        return "–"
+    tail = f" (n={n})" if show_n else ""
+    if n < 2 or sd is None:
+        return f"{mean:.{digits}f}{suffix}{tail}"
+    return f"{mean:.{digits}f}{suffix} ± {sd:.{digits}f}{tail}"
 
 
 def _stat_fn(stat: Stat) -> Callable[[np.ndarray], np.ndarray]:

@@ -36,6 +36,7 @@ from ..data.prepare import DatasetSpec
 from ..data.shards import ShardSet, ShardWriter
 from ..data.tokenizer import TokenizerConfig
 from ..errors import ConfigError
+from ..analysis.plots import new_figure, save_figure
 from ..io import read_json, write_json, write_text
 from ..layout import is_done, metrics_path, read_metrics
 from .offsets import build_presentation
@@ -193,7 +194,6 @@ def run_audit(cfg: AuditConfig, progress: bool = True, steps: tuple[str, ...] = 
 
 def write_audit_report(cfg: AuditConfig, runs: dict[str, Path]) -> Path:
     from ..io import provenance
-    from .experiment import _figure, _save
 
     pres = list(cfg.presentations)
     if "shared" not in runs:
@@ -203,7 +203,7 @@ def write_audit_report(cfg: AuditConfig, runs: dict[str, Path]) -> Path:
     for arm, d in runs.items():
         rows = _val_rows(d)
         finals[arm] = {p: rows[-1].get(f"val/{p}") for p in pres} if rows else {}
-    fig = _figure()
+    fig = new_figure()
     ax = fig.add_subplot(111)
     for p, g in gaps.get("compartmented", {}).items():
         ax.plot(np.maximum(g["steps"], 0.5), g["gap"], marker=".", label=f"{p}: compartmented - shared")
@@ -217,7 +217,7 @@ def write_audit_report(cfg: AuditConfig, runs: dict[str, Path]) -> Path:
     ax.set_xlabel("step")
     ax.set_ylabel("val loss gap (nats)")
     ax.legend(fontsize=8)
-    plot = _save(fig, cfg.out_dir / "plots" / "audit_gap.png")
+    plot = save_figure(fig, cfg.out_dir / "plots" / "audit_gap.png").name
 
     lines = [f"# {cfg.name}: compartmentalization audit", "",
              f"Presentations: {', '.join(pres)} (ids of all but `{pres[0]}` shifted in the compartmented arm); "

@@ -39,6 +39,8 @@ from ..config import load_config as _load_config
 from ..data.prepare import DatasetSpec
 from ..data.tokenizer import TokenizerConfig
 from ..errors import ConfigError, DataError
+from ..analysis.plots import new_figure, save_figure
+from ..analysis.stats import format_mean_sd, one_sd_verdict
 from ..io import read_json, write_json, write_text
 from ..layout import final_checkpoint as _final_checkpoint
 from ..layout import is_done, metrics_path, read_metrics
@@ -276,24 +278,6 @@ def _per_compartment_final(run_dir: Path, c: int) -> dict[str, float]:
 # ----------------------------------------------------------------------------- report
 
 
-def _figure():
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(6.4, 4.0), dpi=100)
-    FigureCanvasAgg(fig)
-    return fig
-
-
-def _save(fig, path: Path) -> str:
-    from ..io import atomic_path
-
-    fig.tight_layout()
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png")
-    return path.name
-
-
 def write_report(cfg: CompartmentExperimentConfig, res: dict) -> Path:
     from ..io import provenance
 
@@ -301,7 +285,7 @@ def write_report(cfg: CompartmentExperimentConfig, res: dict) -> Path:
     plots = out / "plots"
     arms = res["arms"]
     files = []
-    fig = _figure()
+    fig = new_figure()
     ax = fig.add_subplot(111)
     for name, e in arms.items():
         s, l = np.asarray(e["curve"]["steps"]), np.asarray(e["curve"]["losses"])
@@ -310,9 +294,9 @@ def write_report(cfg: CompartmentExperimentConfig, res: dict) -> Path:
     ax.set_xlabel("step (step 0 drawn at 0.5)")
     ax.set_ylabel("val loss, mean over compartments")
     ax.legend(fontsize=8)
-    files.append(_save(fig, plots / "loss_vs_step.png"))
+    files.append(save_figure(fig, plots / "loss_vs_step.png").name)
     if res["baseline"]:
-        fig = _figure()
+        fig = new_figure()
         ax = fig.add_subplot(111)
         for name, e in arms.items():
             if name == res["baseline"] or not e.get("slowdown"):
@@ -324,8 +308,8 @@ def write_report(cfg: CompartmentExperimentConfig, res: dict) -> Path:
         ax.set_xlabel(f"baseline ({res['baseline']}) step at the same loss")
         ax.set_ylabel("slowdown (steps / baseline steps)")
         ax.legend(fontsize=8)
-        files.append(_save(fig, plots / "slowdown.png"))
-    fig = _figure()
+        files.append(save_figure(fig, plots / "slowdown.png").name)
+    fig = new_figure()
     ax = fig.add_subplot(111)
     groups: dict[str, list] = {}
     for name, e in arms.items():
@@ -339,7 +323,7 @@ def write_report(cfg: CompartmentExperimentConfig, res: dict) -> Path:
     ax.set_xlabel("compartments c")
     ax.set_ylabel("final val loss")
     ax.legend(fontsize=8)
-    files.append(_save(fig, plots / "plateau_vs_c.png"))
+    files.append(save_figure(fig, plots / "plateau_vs_c.png").name)
 
     lines = [f"# {cfg.name}: compartmentalization", "",
              f"Base data: {cfg.data.corpus or cfg.data.generator}, seq_len {cfg.seq_len}, "
@@ -421,11 +405,8 @@ def _slowdown_at(arm_result: dict, target: float) -> float | None:
 
 
 def _verdict(summary: dict, null: float) -> str:
-    """The one-SD rule across seeds: a stable difference from ``null`` needs |mean - null| > SD."""
-    if summary["n"] < 2:
-        return "one seed"
-    d = summary["mean"] - null
-    return "no stable difference" if abs(d) <= summary["sd"] else ("above" if d > 0 else "below")
+    """The one-SD rule across seeds (``analysis.stats.one_sd_verdict``)."""
+    return one_sd_verdict(summary["mean"], summary["sd"], summary["n"], null, single="one seed")
 
 
 def aggregate_seeds(cfg: CompartmentExperimentConfig) -> dict:
@@ -485,11 +466,7 @@ def aggregate_seeds(cfg: CompartmentExperimentConfig) -> dict:
 
 
 def _pm(sm: dict | None, digits: int = 3, suffix: str = "") -> str:
-    if not sm:
-        return "-"
-    if sm["n"] < 2:
-        return f"{sm['mean']:.{digits}f}{suffix} (n=1)"
-    return f"{sm['mean']:.{digits}f}{suffix} ± {sm['sd']:.{digits}f} (n={sm['n']})"
+    return format_mean_sd(sm["mean"], sm["sd"], sm["n"], digits, suffix, show_n=True) if sm else "-"
 
 
 def write_seed_report(cfg: CompartmentExperimentConfig, agg: dict) -> Path:
@@ -498,7 +475,7 @@ def write_seed_report(cfg: CompartmentExperimentConfig, agg: dict) -> Path:
 
     out = cfg.out_dir
     arms = agg["arms"]
-    fig = _figure()
+    fig = new_figure()
     ax = fig.add_subplot(111)
     pts = sorted((e["n_compartments"], e["final_loss"]["mean"], e["final_loss"]["sd"] or 0.0, name)
                  for name, e in arms.items() if e["final_loss"])
@@ -508,12 +485,12 @@ def write_seed_report(cfg: CompartmentExperimentConfig, agg: dict) -> Path:
     ax.set_xscale("log", base=2)
     ax.set_xlabel("compartments c")
     ax.set_ylabel(f"final val loss, mean ± SD over {len(agg['seeds'])} seeds")
-    plots = [_save(fig, out / "plots" / "plateau_vs_c.png")]
+    plots = [save_figure(fig, out / "plots" / "plateau_vs_c.png").name]
     if agg["baseline"] and cfg.targets:
         # one x position per arm (several arms may share a c), one offset series per target;
         # fine-tuned arms have no slowdown_at (their steps do not start from scratch)
         names = [n for n, e in arms.items() if "slowdown_at" in e]
-        fig = _figure()
+        fig = new_figure()
         ax = fig.add_subplot(111)
         width = 0.6 / max(1, len(cfg.targets))
         for k, t in enumerate(cfg.targets):
@@ -533,7 +510,7 @@ def write_seed_report(cfg: CompartmentExperimentConfig, agg: dict) -> Path:
         ax.set_xticklabels([f"{n}\n(c={arms[n]['n_compartments']})" for n in names], fontsize=7)
         ax.set_ylabel(f"slowdown vs {agg['baseline']}, mean ± SD")
         ax.legend(fontsize=8)
-        plots.append(_save(fig, out / "plots" / "slowdown_by_arm.png"))
+        plots.append(save_figure(fig, out / "plots" / "slowdown_by_arm.png").name)
 
     lines = [f"# {cfg.name}: compartmentalization across seeds", "",
              f"Replicates: seeds {agg['seeds']} (each a full run of this experiment with `seed` set; "

@@ -123,11 +123,3 @@ def read_val_curve(arm_dir: str | Path, keys: list[str] | None = None, prefix: s
             steps.append(row["step"])
             losses.append(float(np.mean([row[k] for k in keys])))
     return Curve(np.asarray(steps), np.asarray(losses))
-
-
-def log_spaced_steps(max_step: int, n: int, first: int = 1) -> list[int]:
-    """~n distinct integer steps from ``first`` to ``max_step``, evenly spaced in log (plus step 0)."""
-    if max_step < first:
-        return [0]
-    pts = np.unique(np.round(np.geomspace(first, max_step, n)).astype(int))
-    return [0, *pts.tolist()]

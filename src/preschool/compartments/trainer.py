@@ -16,7 +16,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..train.callbacks.base import Callback
-from ..train.trainer import Trainer, _log_steps
+from ..train.schedules import log_spaced_steps
+from ..train.trainer import Trainer
 from .model import CompartmentModelConfig, apply_compartment_options, expand_to_compartments, load_compartment_model
 
 
@@ -69,7 +70,7 @@ class LogSpacedValidation(Callback):
     def on_train_start(self, trainer) -> None:
         from ..train.callbacks.validation import ValidationCallback
 
-        self.steps = _log_steps(trainer.total_steps, self.per_decade) | {trainer.total_steps}
+        self.steps = log_spaced_steps(trainer.total_steps, self.per_decade) | {trainer.total_steps}
         self._val = next(cb for cb in trainer.callbacks if isinstance(cb, ValidationCallback))
         if trainer.step == 0:
             self._val._run(trainer)  # step 0: the untrained loss anchors every curve

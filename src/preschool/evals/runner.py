@@ -35,6 +35,7 @@ from typing import Any, Callable, Sequence
 from ..config import to_dict
 from ..errors import ConfigError, DataError
 from ..io import read_json
+from ..device import resolve_device
 from ..layout import checkpoint_dir, evals_dir, list_checkpoints, step_dirname, step_of  # noqa: F401 (re-exported)
 from . import EVALUATORS
 
@@ -81,14 +82,6 @@ def config_hash(cfg: Any) -> str:
     """sha256 of an evaluator config's canonical JSON (all fields, defaults included)."""
     canon = json.dumps(to_dict(cfg), sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(canon.encode("utf-8")).hexdigest()
-
-
-def resolve_device(device: str) -> str:
-    import torch
-
-    if device == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    return device
 
 
 def load_checkpoint(path: str | Path, device: str = "cpu"):

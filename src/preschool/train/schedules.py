@@ -79,3 +79,16 @@ def lr_at(step: int, total_steps: int, cfg: ScheduleConfig) -> float:
     if cfg.wsd_decay_shape == "linear":
         return peak + (floor - peak) * t
     return floor + (peak - floor) * 0.5 * (1.0 + math.cos(math.pi * t))
+
+
+def log_spaced_steps(total: int, per_decade: int) -> set[int]:
+    """Steps ``round(10 ** (k / per_decade))`` for k = 0, 1, ... up to ``total``: dense early, sparse late.
+
+    The one log spacing of the project: log-scheduled checkpoints
+    (``checkpoint_schedule: log``) and validation (``eval_schedule: log``) use it.
+    """
+    out, k = set(), 0
+    while (s := int(round(10 ** (k / per_decade)))) <= total:
+        out.add(s)
+        k += 1
+    return out

@@ -58,6 +58,7 @@ from ..data.mixture import IGNORE_INDEX, Mixture, rank_indices
 from ..data.shards import content_sha256
 from ..errors import ConfigError, DataError
 from ..io import atomic_dir, read_json, write_json, write_text
+from ..device import resolve_device
 from ..layout import checkpoint_dir, checkpoints_dir, list_checkpoints
 from .callbacks.base import Callback
 from .cpu_heap import retain_freed_memory
@@ -197,25 +198,7 @@ def _dist():
 
 
 def _resolve_device(cfg: TrainConfig) -> torch.device:
-    if cfg.device == "auto":
-        if torch.cuda.is_available():
-            return torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
-        return torch.device("cpu")
-    if cfg.device.startswith("cuda") and not torch.cuda.is_available():
-        raise ConfigError("device", f"{cfg.device!r} requested but CUDA is not available")
-    if cfg.device == "cuda":
-        return torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
-    return torch.device(cfg.device)
-
-
-def _log_steps(total: int, per_decade: int) -> set[int]:
-    out, k = set(), 0
-    while True:
-        s = int(round(10 ** (k / per_decade)))
-        if s > total:
-            return out
-        out.add(s)
-        k += 1
+    return resolve_device(cfg.device)
 
 
 def _diff(a: Any, b: Any, path: str) -> str | None:

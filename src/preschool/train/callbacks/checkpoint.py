@@ -10,6 +10,7 @@ spacing used for compartmentalization trajectories.
 
 from __future__ import annotations
 
+from ..schedules import log_spaced_steps
 from .base import Callback
 
 
@@ -21,10 +22,8 @@ class CheckpointCallback(Callback):
         self.last_saved = -1
 
     def on_train_start(self, trainer) -> None:
-        from ..trainer import _log_steps
-
         if trainer.cfg.checkpoint_schedule == "log":
-            self._log_steps = _log_steps(trainer.total_steps, trainer.cfg.checkpoints_per_decade)
+            self._log_steps = log_spaced_steps(trainer.total_steps, trainer.cfg.checkpoints_per_decade)
         if trainer.resumed_from is not None:
             self.last_saved = trainer.step
 
