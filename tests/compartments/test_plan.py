@@ -52,6 +52,10 @@ def test_translation_masses_absolute_and_compartment():
     legacy = PlanConfig(4, "equal", translation_fraction=1.0, translation_mode="compartment")
     assert legacy.effective_translation_fraction == pytest.approx(1 / 5)
     assert make_plan(legacy, 1000).is_translation.sum() == 200
+    # the reference's normalisation is tr / (c + tr), not tr / (c + 1): they differ away from tr = 1
+    half = PlanConfig(2, "equal", translation_fraction=0.5, translation_mode="compartment")
+    assert half.effective_translation_fraction == pytest.approx(0.2)
+    assert make_plan(half, 1000).is_translation.sum() == 200
     cats, probs = category_probs(PlanConfig(3, "unequal", translation_fraction=0.5))
     d = dict(zip(cats, probs))
     assert d[(0, 1)] == pytest.approx(d[(1, 0)])  # ordered pairs split half/half

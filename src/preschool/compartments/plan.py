@@ -13,7 +13,9 @@ i != j). Category masses:
 ``tr`` follows the two conventions of the paper (spec B.4):
 ``absolute`` - the fraction of rows that are translation rows (preferred);
 ``compartment`` (legacy) - raw ``tr`` means "as much translation as one
-compartment", effective fraction ``tr / (c + 1)``. Manifests record both.
+compartment": the reference gives the plain compartments mass ``c`` and
+translation mass ``tr``, so the effective fraction is ``tr / (c + tr)``
+(equal to ``tr / (c + 1)`` only at ``tr = 1``). Manifests record both.
 
 Counts per category use largest-remainder rounding, so they are exact for the
 requested number of rows, and the order is a seeded shuffle
@@ -70,7 +72,8 @@ class PlanConfig:
     @property
     def effective_translation_fraction(self) -> float:
         if self.translation_mode == "compartment":
-            return self.translation_fraction / (self.n_compartments + 1)
+            # The reference normalises masses c (plain) and tr (translation): tr / (c + tr).
+            return self.translation_fraction / (self.n_compartments + self.translation_fraction)
         return self.translation_fraction
 
     def weights(self) -> np.ndarray:
