@@ -215,7 +215,8 @@ def train_arm(cfg: CompartmentExperimentConfig, arm: ArmConfig, progress: bool =
     tcfg.progress = tcfg.progress and progress  # --no-progress silences the training bars too
     callbacks: list[Callback] = [LogSpacedValidation(cfg.val_per_decade)]
     if arm.infonce is not None:
-        callbacks.append(InfoNCECallback(arm.infonce, arm.compartments.n_compartments, V))
+        callbacks.append(InfoNCECallback(arm.infonce, arm.compartments.n_compartments, V,
+                                         train_shards=cfg.out_dir / "data" / "base" / "train"))
     init = final_checkpoint(cfg.out_dir / "arms" / arm.init_from) if arm.init_from else None
     print(f"[compartments] arm {arm.name}: c={arm.compartments.n_compartments} -> {run_dir}", flush=True)
     CompartmentTrainer(tcfg, run_dir, datasets, None, callbacks, n_compartments=arm.compartments.n_compartments,

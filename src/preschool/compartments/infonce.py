@@ -1,35 +1,42 @@
 """Contrastive cross-compartment alignment (InfoNCE) as an auxiliary loss.
 
 Follows Howe & Wingate (vinhowe/compartmentalization ``src/infonce.py``,
-``train.py``; spec B.5), "compartment" pair mode:
+``train.py``; spec B.5), "compartment" pair mode. The defaults are the paper's
+objective; each departure we used before is an option:
 
-- pairs: ``pair_batch`` base-vocabulary spans, each rendered in two distinct
-  compartments i != j drawn fresh per span and per call;
-- encoder: the LM trunk up to and including block ``layer`` (1-based; default
-  n_layer // 2), no LM head; hidden states mean-pooled over the span (over
-  non-pad positions when a mask is given) and L2-normalised;
+- pairs (``spans: shards``, the paper): every call samples its own
+  ``pair_batch`` spans of the training context length from the base-vocabulary
+  training rows (random starts in the row stream) and renders all of them in
+  one pair of distinct compartments i != j, drawn fresh per call.
+  ``spans: batch`` (ours before) uses the plain rows of the current micro-batch
+  instead (at most ``pair_batch`` of them; translation rows, which hold
+  markers, are skipped) with a fresh pair per span;
+- encoder: the LM trunk up to and including block ``layer`` (1-based). The
+  default 0 means the reference's ``capture_layer = n_layer // 2``, a 0-based
+  index, i.e. 1-based block ``n_layer // 2 + 1`` (the fifth of eight); no LM
+  head; hidden states mean-pooled over the span (over non-pad positions when a
+  mask is given) and L2-normalised;
+- compartment embeddings: the paper's contrastive forward passes no
+  compartment ids, so its compartment vectors are off the contrastive path
+  while on the LM path (``compartment_embedding: false``, the default).
+  ``true`` (ours before) keeps them on, so the aligned states are exactly those
+  the LM path computes;
 - loss: cosine-similarity matrix / ``temperature``, cross-entropy with the
   diagonal as targets, averaged over both directions (i->j and j->i);
 - total loss = LM loss + ``weight`` * InfoNCE (the trainer scales it per
   micro-batch like the LM loss).
 
-Spans come from the training batch itself (plain rows are decoded back to the
-base vocabulary; translation rows, which contain markers, are skipped), so no
-second data pool is needed; the paper samples from the training shards, which
-has the same distribution. The first ``span_len`` tokens of a row are used (0 =
-the whole row).
-
-Decision on compartment embeddings: the paper's contrastive forward passes no
-compartment ids, so its compartment vectors are *off* the contrastive path
-while on the LM path. We default to ``compartment_embedding: true`` - the
-aligned states are exactly those the LM path computes, so the alignment cannot
-be satisfied on inputs the LM never sees - and ``false`` reproduces the paper.
+``span_len`` takes the first tokens of a span (0 = the whole training
+context). Every draw comes from ``default_rng([seed, call, salt])`` and the call
+counter is saved with the trainer state, so runs resume exactly.
 """
 
 from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import torch
@@ -43,14 +50,15 @@ _SALT = zlib.crc32(b"infonce-pairs")
 
 @dataclass
 class InfoNCEConfig:
-    """The contrastive auxiliary loss (defaults: the paper's tau=0.1, lambda=1, n=32, middle layer)."""
+    """The contrastive auxiliary loss; every default is the paper's (tau 0.1, lambda 1, n 32, its layer)."""
 
     weight: float = 1.0
     temperature: float = 0.1
     pair_batch: int = 32
-    layer: int = 0  # 1-based block index; 0 = n_layer // 2
-    span_len: int = 0  # tokens per span; 0 = the whole row
-    compartment_embedding: bool = True  # False = the paper (no compartment vectors on the contrastive path)
+    layer: int = 0  # 1-based block index; 0 = the reference's 0-based n_layer // 2, i.e. block n_layer // 2 + 1
+    span_len: int = 0  # tokens per span; 0 = the training context
+    compartment_embedding: bool = False  # True = compartment vectors on the contrastive path too (ours before)
+    spans: Literal["shards", "batch"] = "shards"  # shards = own spans, one pair per call (paper); batch = ours before
     seed: int = 0
 
     def validate(self) -> None:
@@ -59,6 +67,7 @@ class InfoNCEConfig:
         check(self.pair_batch >= 2, "pair_batch", f"needs >= 2 pairs for negatives, got {self.pair_batch}")
         check(self.layer >= 0, "layer", f"must be >= 0 (0 = middle), got {self.layer}")
         check(self.span_len >= 0, "span_len", f"must be >= 0, got {self.span_len}")
+        check(self.spans in ("shards", "batch"), "spans", f"must be 'shards' or 'batch', got {self.spans!r}")
         check(self.seed >= 0, "seed", f"must be >= 0, got {self.seed}")
 
 
@@ -112,17 +121,26 @@ def draw_pairs(n: int, n_compartments: int, rng: np.random.Generator) -> tuple[n
     return i, j
 
 
+def default_layer(n_layer: int) -> int:
+    """The paper's capture layer as our 1-based block index: the reference's 0-based ``n_layer // 2``."""
+    return min(n_layer, n_layer // 2 + 1)
+
+
 def pair_loss(model, base_ids: torch.Tensor, n_compartments: int, base_vocab: int, cfg: InfoNCEConfig,
               rng: np.random.Generator) -> torch.Tensor:
-    """InfoNCE over ``base_ids`` (n, T) rendered in random compartment pairs (offset presentation)."""
+    """InfoNCE over ``base_ids`` (n, T) rendered in random compartment pairs (offset presentation).
+
+    ``spans: shards`` draws one pair (i, j) for the whole call, as the reference;
+    ``spans: batch`` draws one per span.
+    """
     from .model import compartment_embedding_disabled
 
     if n_compartments < 2:
         raise ConfigError("infonce", "needs n_compartments >= 2")
-    i, j = draw_pairs(len(base_ids), n_compartments, rng)
+    i, j = draw_pairs(1 if cfg.spans == "shards" else len(base_ids), n_compartments, rng)
     off_i = torch.as_tensor(i * base_vocab, device=base_ids.device).unsqueeze(1)
     off_j = torch.as_tensor(j * base_vocab, device=base_ids.device).unsqueeze(1)
-    layer = cfg.layer or max(1, len(model.base_model.layers) // 2)
+    layer = cfg.layer or default_layer(len(model.base_model.layers))
     ids = torch.cat([base_ids + off_i, base_ids + off_j])
     if cfg.compartment_embedding:
         h = trunk_states(model, ids, layer)
@@ -147,6 +165,37 @@ def base_rows_from_batch(input_ids: torch.Tensor, n_compartments: int, base_voca
     return rows % base_vocab
 
 
+class SpanPool:
+    """Random fixed-length spans of the base-vocabulary training rows, read as one token stream.
+
+    The reference samples its InfoNCE spans from the training shards at random
+    starts (``CompartmentOriginalPool``); a span may cross a row boundary, as
+    rows are consecutive chunks of the packed stream.
+    """
+
+    def __init__(self, shards, span_len: int):
+        from ..data.shards import ShardSet
+
+        self.shards = shards if isinstance(shards, ShardSet) else ShardSet(Path(shards), verify="size")
+        self.row_len = self.shards.row_len
+        self.span_len = span_len or self.row_len - 1  # the training context: rows hold T + 1 tokens
+        self.total = len(self.shards) * self.row_len
+        if self.total < self.span_len + 1:
+            raise ConfigError("infonce.span_len", f"{self.shards.path}: {self.total} tokens, fewer than one "
+                                                  f"span of {self.span_len}")
+
+    def sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        """(n, span_len) int64 base ids from starts drawn uniformly over the stream."""
+        starts = rng.integers(0, self.total - self.span_len, n)
+        out = np.empty((n, self.span_len), dtype=np.int64)
+        for k, s in enumerate(starts):
+            first, last = int(s) // self.row_len, (int(s) + self.span_len - 1) // self.row_len
+            stream = self.shards.rows(range(first, last + 1)).reshape(-1)
+            off = int(s) - first * self.row_len
+            out[k] = stream[off:off + self.span_len]
+        return out
+
+
 def _callback_base():
     try:
         from ..train.callbacks.base import Callback
@@ -161,24 +210,37 @@ def _callback_base():
 
 
 class InfoNCECallback(_callback_base()):
-    """Trainer callback adding ``weight * InfoNCE`` to the LM loss (spans from the current micro-batch)."""
+    """Trainer callback adding ``weight * InfoNCE`` to the LM loss.
+
+    ``train_shards`` (the base-vocabulary training rows) is required for
+    ``spans: shards``; ``spans: batch`` reads the current micro-batch.
+    """
 
     needs_hidden_states = False
 
-    def __init__(self, cfg: InfoNCEConfig, n_compartments: int, base_vocab: int):
+    def __init__(self, cfg: InfoNCEConfig, n_compartments: int, base_vocab: int, train_shards=None):
         self.cfg = cfg
         self.c = n_compartments
         self.V = base_vocab
         self.calls = 0
         self.last: float | None = None
+        self.pool = None
+        if cfg.spans == "shards":
+            if train_shards is None:
+                raise ConfigError("infonce.spans", "'shards' needs the base training rows (train_shards)")
+            self.pool = SpanPool(train_shards, cfg.span_len)
 
     def extra_loss(self, model, batch, outputs):
         if self.cfg.weight == 0 or self.c < 2:
             return None
-        base = base_rows_from_batch(batch["input_ids"], self.c, self.V, self.cfg.pair_batch, self.cfg.span_len)
-        if base is None:
-            return None
         rng = np.random.default_rng([self.cfg.seed, self.calls, _SALT])
+        if self.pool is not None:
+            device = batch["input_ids"].device
+            base = torch.as_tensor(self.pool.sample(self.cfg.pair_batch, rng), device=device)
+        else:
+            base = base_rows_from_batch(batch["input_ids"], self.c, self.V, self.cfg.pair_batch, self.cfg.span_len)
+            if base is None:
+                return None
         self.calls += 1
         loss = pair_loss(model, base, self.c, self.V, self.cfg, rng)
         self.last = float(loss.detach())
