@@ -66,6 +66,13 @@ def test_items_are_held_out_and_fixed_per_hop(hf_tok):
         assert {q["k"] for q in ev.generator(k).item(0).meta["queries"]} == {k}
 
 
+def test_held_out_graphs_have_the_full_node_count_as_the_reference_eval(hf_tok):
+    ev = EVALUATORS.build("depo", {"task": TASK, "instances": 20, "hops": [1]})
+    assert {it.meta["n_nodes"] for it in ev.generator(1).items(0, 20)} == {TASK["n_nodes"]}
+    trained = EVALUATORS.build("depo", {"task": TASK, "instances": 20, "hops": [1], "nodes": "train"})
+    assert len({it.meta["n_nodes"] for it in trained.generator(1).items(0, 40)}) > 1
+
+
 def test_real_micro_model_is_batch_size_independent(hf_tok):
     model = micro_model(len(hf_tok) + 40)
     kw = {"task": TASK, "instances": 4, "render": "reserved"}

@@ -202,3 +202,18 @@ def test_check_rejects_argument_counts_the_config_does_not_allow():
         _gen().check(it)  # two arguments with the option off
     with pytest.raises(AssertionError):
         _gen(use_complex_args=True, complex_arg_probs=(0.5, 0.5, 0)).check(it)
+
+
+def test_markers_docs_map_none_to_no_head_diversity():
+    """LAD-PPT ``use_head_diversity=False`` emits no head tokens: that is ``markers: none``, not ``uniform``."""
+    import io
+
+    from preschool.synthetic.cli import list_tasks
+
+    out = io.StringIO()
+    list_tasks(out)
+    line = next(ln for ln in out.getvalue().splitlines() if ln.strip().startswith("markers = 'heads'"))
+    assert "heads / none = LAD-PPT use_head_diversity True / False" in line and "uniform: ours" in line
+    # the reference flag's False really is the head-less variant: no head symbol of any kind
+    none = _gen(markers="none").item(0).symbols
+    assert not {HEAD_CP, HEAD_TP, HEAD_VP, LEAF} & set(none.tolist())

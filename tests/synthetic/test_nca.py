@@ -78,3 +78,27 @@ def test_marker_loss_off_masks_grid_markers():
     it = g.item(0)
     markers = (it.symbols == g.grid_open) | (it.symbols == g.grid_close)
     assert np.array_equal(it.loss_mask == 0, markers)
+
+
+def test_lee2026_preset_compresses_int32_tokens_as_the_original():
+    import gzip
+
+    from preschool.synthetic.base import PRESETS
+
+    gname, params = PRESETS["nca_lee2026"]
+    params = {k: v for k, v in params.items() if not k.startswith("_")}
+    g = GENERATORS.build(gname, {**params, **SMALL})
+    assert g.cfg.compress_dtype == "int32" and g.cfg.compressor == "gzip"
+    assert GENERATORS.build("nca", SMALL).cfg.compress_dtype == "uint16"  # verify-ppt's default
+    it = g.item(0)
+    g.check(it)
+    assert 0.5 < it.meta["ratio"] < 1.0
+    frames = g.decode_frames(it.symbols)[: g.cfg.filter_steps]
+    tokens = g.patch_values(frames)
+    raw = tokens.astype(np.int32).tobytes()
+    assert len(raw) == 4 * tokens.size  # the original's token array: 4 bytes per patch, not 2
+    assert g.ratio(frames) == pytest.approx(len(gzip.compress(raw, 9, mtime=0)) / len(raw))
+    narrow = tokens.astype(np.uint16).tobytes()
+    assert g.ratio(frames) != pytest.approx(len(gzip.compress(narrow, 9, mtime=0)) / len(narrow))
+    with pytest.raises(ConfigError, match="compress_dtype"):
+        GENERATORS.build("nca", {"compress_dtype": "uint8"})

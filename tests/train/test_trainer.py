@@ -251,3 +251,34 @@ def test_stop_on_last_step_of_grouped_stage_resumes_group(tmp_path, datasets, mi
     train(cfg, tmp_path / "r", datasets)
     for x, y in zip(rows(tmp_path / "straight"), rows(tmp_path / "r")):
         assert x["lr"] == y["lr"] and x["loss"] == pytest.approx(y["loss"], abs=1e-6)
+
+
+@pytest.mark.parametrize("decay_embeddings", [False, True])
+def test_decay_embeddings_puts_embeddings_in_the_decayed_group(tmp_path, datasets, micro_cfg, decay_embeddings):
+    """HF Trainer (L2T) decays every matrix, embeddings included; our default keeps them out."""
+    class Groups(Callback):
+        def on_stage_start(self, trainer, stage):
+            emb = trainer.model.get_input_embeddings().weight
+            self.decayed = {id(p) for g in trainer.optimizer.param_groups if g["weight_decay"] > 0
+                            for p in g["params"]}
+            self.emb_decayed = id(emb) in self.decayed
+            self.norms_decayed = any(id(p) in self.decayed for n, p in trainer.model.named_parameters() if p.ndim == 1)
+
+    cb = Groups()
+    train(micro_cfg(decay_embeddings=decay_embeddings, checkpoint_every=100), tmp_path / "r", datasets, callbacks=[cb])
+    assert cb.emb_decayed is decay_embeddings
+    assert not cb.norms_decayed  # norms and biases never decay
+
+
+def test_runs_written_before_a_new_field_resume_at_its_default(tmp_path, datasets, micro_cfg):
+    import yaml
+
+    cfg = micro_cfg()
+    train(cfg, tmp_path / "r", datasets, callbacks=[StopAt(4)])
+    path = tmp_path / "r" / "config.yaml"
+    tree = yaml.safe_load(path.read_text())
+    del tree["train"]["decay_embeddings"]  # as a run written before the field existed
+    path.write_text(yaml.safe_dump(tree, sort_keys=False))
+    train(cfg, tmp_path / "r", datasets)  # resumes: the default is the behaviour that run had
+    with pytest.raises(ConfigError, match="train.decay_embeddings"):
+        train(micro_cfg(decay_embeddings=True), tmp_path / "r", datasets)

@@ -3,7 +3,10 @@
 The evaluation of "Lasting Effects of Abstract Pretraining Beyond Perplexity"
 (DEPO from Physics of LMs 4.1): for each hop count k, ``instances`` fresh
 documents from :class:`preschool.synthetic.depo.Depo` with the training task
-parameters but a held-out ``seed`` and every query fixed to k; a query is
+parameters but a held-out ``seed`` and every query fixed to k. ``nodes: max``
+(default) scores graphs of exactly ``n_nodes`` nodes, as the reference's
+evaluation mode does (training draws n from 3..n_nodes); ``nodes: train`` keeps
+the training distribution of n. A query is
 correct when the model's greedy answer reproduces the whole target word.
 Greedy decoding of a word equals "argmax at every answer position given the
 correct prefix", so one teacher-forced forward pass per document scores all
@@ -36,6 +39,7 @@ class DepoEvalConfig:
     task: dict = field(default_factory=dict)  # DEPO generator parameters used in training (n_nodes, max_hops, ...)
     hops: list[int] = field(default_factory=list)  # hop counts to score; [] = 1..max_hops
     instances: int = 64  # held-out documents per hop count
+    nodes: Literal["max", "train"] = "max"  # max = every graph has task n_nodes nodes (reference eval); train = as trained
     seed: int = 2_000_029  # held-out seed; must differ from the training seed (and from prepare's val seed, +1_000_003)
     render: Literal["text", "reserved"] = "text"
     reserved_offset: int | None = None  # reserved: id of symbol 0 (default: tokenizer vocab size)
@@ -51,6 +55,7 @@ class DepoEvalConfig:
         check(self.seed != int(self.task.get("seed", 0)), "seed",
               f"held-out seed {self.seed} equals the training seed; instances would repeat training data")
         check(self.reserved_offset is None or self.reserved_offset >= 0, "reserved_offset", "must be >= 0")
+        check(self.nodes in ("max", "train"), "nodes", f"must be 'max' or 'train', got {self.nodes!r}")
         check("hops" not in self.task, "task.hops", "set the hop counts to score with `hops`, not task.hops")
         try:
             cfg = GENERATORS.build_config("depo", {**self.task, "seed": self.seed})
@@ -71,7 +76,8 @@ class DepoEval(Evaluator):
     def generator(self, k: int):
         from ..synthetic import GENERATORS
 
-        return GENERATORS.build("depo", {**self.cfg.task, "seed": self.cfg.seed, "hops": [k]})
+        fixed = {"n_nodes_dist": "fixed"} if self.cfg.nodes == "max" else {}
+        return GENERATORS.build("depo", {**self.cfg.task, "seed": self.cfg.seed, "hops": [k], **fixed})
 
     def encoder(self, tokenizer):
         from ..synthetic.write import SymbolEncoder

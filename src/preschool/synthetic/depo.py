@@ -12,11 +12,21 @@ Symbols (A = ``alphabet``, K = ``max_hops``):
 - ``2A`` EDGE (before each edge), ``2A+1`` ANSWER, ``2A+2 .. 2A+1+K`` the query
   token Q_k that encodes the hop count k, ``2A+2+K`` PAD.
 
-Document: ``n_nodes`` distinct words (``word_len_min..word_len_max`` letters)
+Document: n distinct words (``word_len_min..word_len_max`` letters)
 arranged in one directed cycle; every edge ``EDGE u v`` listed in random
-order; then ``n_queries`` queries ``Q_k w ANSWER target`` where target is the
-word k steps after w along the cycle (k uniform in ``1..max_hops``, or fixed
-with ``hops``); PAD to ``length``. Loss only on the target words.
+order; then the queries ``Q_k w ANSWER target`` where target is the word k
+steps after w along the cycle (k uniform in ``1..max_hops``, or fixed with
+``hops``); PAD to ``length``. Loss only on the target words.
+
+Sampling follows the reference's training generator by default:
+
+- ``n_nodes_dist: inverse_sqrt``: n is drawn per document from ``3..n_nodes``
+  with weight ``1 / (n + sqrt(n_nodes))`` (its ``sample_n_with_inverse_sqrt_bias``),
+  so small graphs are more frequent; ``fixed`` always uses ``n_nodes`` (the
+  reference's evaluation mode; our generator before);
+- ``distinct_sources: true``: the query words are ``min(n, n_queries)``
+  distinct nodes drawn without replacement; ``false`` draws ``n_queries``
+  sources with replacement (our generator before).
 
 Departures: no BOS inside the item (the packer's EOS separates documents);
 the reference also trains the one position after each answer, we train the
@@ -26,6 +36,7 @@ answer only (the spec asks for answer-only loss).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 import numpy as np
 
@@ -42,12 +53,18 @@ class DepoConfig(GeneratorConfig):
     word_len_min: int = 2
     word_len_max: int = 3
     hops: list[int] = field(default_factory=list)  # fixed hop counts to cycle through (eval); [] = uniform 1..max_hops
+    n_nodes_dist: Literal["inverse_sqrt", "fixed"] = "inverse_sqrt"  # n per document: reference bias / always n_nodes
+    distinct_sources: bool = True  # query sources without replacement, min(n, n_queries) of them (reference)
     length: int = 128  # symbols per document (padded)
     max_digits: int = 3
 
     def validate(self) -> None:
         super().validate()
         check(self.n_nodes >= 2, "n_nodes", f"must be >= 2, got {self.n_nodes}")
+        check(self.n_nodes_dist in ("inverse_sqrt", "fixed"), "n_nodes_dist",
+              f"must be 'inverse_sqrt' or 'fixed', got {self.n_nodes_dist!r}")
+        check(self.n_nodes_dist == "fixed" or self.n_nodes >= 3, "n_nodes",
+              f"n_nodes_dist=inverse_sqrt draws n from 3..n_nodes, so n_nodes must be >= 3, got {self.n_nodes}")
         check(self.max_hops >= 1, "max_hops", f"must be >= 1, got {self.max_hops}")
         check(self.n_queries >= 1, "n_queries", f"must be >= 1, got {self.n_queries}")
         check(self.alphabet >= 2, "alphabet", f"must be >= 2, got {self.alphabet}")
@@ -68,6 +85,14 @@ class DepoConfig(GeneratorConfig):
     def max_instance_length(self) -> int:
         w = self.word_len_max
         return self.n_nodes * (1 + 2 * w) + self.n_queries * (2 + 2 * w)
+
+    def node_count_probs(self) -> tuple[np.ndarray, np.ndarray]:
+        """Possible node counts and their probabilities (one value under ``fixed``)."""
+        if self.n_nodes_dist == "fixed":
+            return np.array([self.n_nodes]), np.array([1.0])
+        ns = np.arange(3, self.n_nodes + 1)
+        w = 1.0 / (ns + np.sqrt(self.n_nodes))
+        return ns, w / w.sum()
 
 
 @GENERATORS.register("depo", config=DepoConfig)
@@ -95,21 +120,21 @@ class Depo(Generator):
     def pad(self) -> int:
         return 2 * self.cfg.alphabet + 2 + self.cfg.max_hops
 
-    def words(self, rng: np.random.Generator) -> list[tuple[int, ...]]:
-        """``n_nodes`` distinct words; candidates drawn in vectors, duplicates skipped."""
+    def words(self, rng: np.random.Generator, n: int) -> list[tuple[int, ...]]:
+        """``n`` distinct words; candidates drawn in vectors, duplicates skipped."""
         c = self.cfg
         seen: set[tuple[int, ...]] = set()
         out: list[tuple[int, ...]] = []
-        while len(out) < c.n_nodes:
-            m = 2 * c.n_nodes
+        while len(out) < n:
+            m = 2 * n
             lens = rng.integers(c.word_len_min, c.word_len_max + 1, m).tolist()
             letters = rng.integers(0, c.alphabet, (m, c.word_len_max)).tolist()
-            for n, row in zip(lens, letters):
-                w = tuple(row[:n])
+            for size, row in zip(lens, letters):
+                w = tuple(row[:size])
                 if w not in seen:
                     seen.add(w)
                     out.append(w)
-                    if len(out) == c.n_nodes:
+                    if len(out) == n:
                         break
         return out
 
@@ -119,16 +144,21 @@ class Depo(Generator):
     def item(self, index: int) -> Item:
         c = self.cfg
         rng = self.rng(index)
-        words = self.words(rng)  # cycle order: words[i] -> words[(i + 1) % n]
-        n = c.n_nodes
+        ns, probs = c.node_count_probs()
+        n = int(ns[0]) if len(ns) == 1 else int(rng.choice(ns, p=probs))
+        words = self.words(rng, n)  # cycle order: words[i] -> words[(i + 1) % n]
         out: list[int] = []
         enc = [self._enc(w) for w in words]
         for i in rng.permutation(n).tolist():
             out += [self.edge, *enc[i], *enc[(i + 1) % n]]
         spans, queries = [], []
-        ks = rng.integers(1, c.max_hops + 1, c.n_queries).tolist()
-        srcs = rng.integers(0, n, c.n_queries).tolist()
-        for q in range(c.n_queries):
+        if c.distinct_sources:
+            srcs = rng.choice(n, min(n, c.n_queries), replace=False).tolist()
+            ks = rng.integers(1, c.max_hops + 1, len(srcs)).tolist()
+        else:  # draw order of our earlier generator, so its documents are unchanged
+            ks = rng.integers(1, c.max_hops + 1, c.n_queries).tolist()
+            srcs = rng.integers(0, n, c.n_queries).tolist()
+        for q in range(len(srcs)):
             k = c.hops[q % len(c.hops)] if c.hops else ks[q]
             src = srcs[q]
             dst = (src + k) % n
@@ -139,7 +169,7 @@ class Depo(Generator):
             queries.append({"k": k, "source": src, "target": dst})
         doc = np.full(c.length, self.pad, np.int64)
         doc[: len(out)] = out
-        return Item(doc, spans_mask(c.length, spans), {"answer_spans": spans, "queries": queries})
+        return Item(doc, spans_mask(c.length, spans), {"answer_spans": spans, "queries": queries, "n_nodes": n})
 
     def symbol_name(self, s: int) -> str:
         A = self.cfg.alphabet
@@ -173,9 +203,12 @@ class Depo(Generator):
         c = self.cfg
         s = item.symbols.tolist()
         assert len(s) == c.length, f"length {len(s)} != {c.length}"
+        n = int(item.meta.get("n_nodes", c.n_nodes))
+        ns, _ = c.node_count_probs()
+        assert n in ns.tolist(), f"{n} nodes is not a possible node count ({ns.tolist()})"
         succ: dict[tuple[int, ...], tuple[int, ...]] = {}
         i = 0
-        for _ in range(c.n_nodes):
+        for _ in range(n):
             assert s[i] == self.edge, f"position {i}: EDGE expected"
             u, i = self.parse_words(s, i + 1)
             v, i = self.parse_words(s, i)
@@ -189,10 +222,14 @@ class Depo(Generator):
             steps += 1
             if w == start:
                 break
-            assert steps <= c.n_nodes
-        assert steps == c.n_nodes, "edges do not form a single cycle"
+            assert steps <= n
+        assert steps == n, "edges do not form a single cycle"
+        queries = item.meta["queries"]
+        assert len(queries) == (min(n, c.n_queries) if c.distinct_sources else c.n_queries), "query count"
+        if c.distinct_sources:
+            assert len({q["source"] for q in queries}) == len(queries), "query sources repeat"
         spans = []
-        for q in item.meta["queries"]:
+        for q in queries:
             k = s[i] - (2 * c.alphabet + 1)
             assert 1 <= k <= c.max_hops and k == q["k"], f"position {i}: bad query token"
             w, i = self.parse_words(s, i + 1)
@@ -207,5 +244,5 @@ class Depo(Generator):
         assert [tuple(x) for x in item.meta["answer_spans"]] == spans
 
 
-register_preset("depo_n10_k4_m4", "depo", "Beyond Perplexity DEPO_n10_k4_m4 (10 nodes, k <= 4, 4 queries)",
+register_preset("depo_n10_k4_m4", "depo", "Beyond Perplexity DEPO_n10_k4_m4 (<= 10 nodes, k <= 4, 4 queries)",
                 n_nodes=10, max_hops=4, n_queries=4, length=128)

@@ -28,9 +28,10 @@ Follows Mita et al. 2026 ("Language Acquisition Device in LLMs", osekilab/LAD-PP
   there (the last sentence is usually truncated), as the reference does.
 
 ``markers`` selects the ablation: ``heads`` (the paper, distinct HEAD_* per
-projection = ``use_head_diversity=True``), ``uniform`` (every head is the
-same LEAF symbol 13; our reading of ``use_head_diversity=False``) or
-``none`` (no head symbols at all: 34 / 38 symbols per sentence). Departures:
+projection = LAD-PPT ``use_head_diversity=True``), ``none`` (no head symbols
+at all: 34 / 38 symbols per sentence = ``use_head_diversity=False``, which
+emits no head tokens) or ``uniform`` (every head is the same LEAF symbol 13;
+our own ablation, no reference flag). Departures:
 the reference seeds one ``random.Random(42)`` for the whole stream; here each
 document is a pure function of (seed, index), and every document starts at a
 sentence boundary.
@@ -61,7 +62,7 @@ ARG_LEN = 8  # one argument: a structural bracket around a local pair
 class MPStructCoreConfig(GeneratorConfig):
     length: int = 2048  # symbols per document
     p_move: float = 0.5
-    markers: Literal["heads", "uniform", "none"] = "heads"
+    markers: Literal["heads", "uniform", "none"] = "heads"  # heads / none = LAD-PPT use_head_diversity True / False; uniform: ours
     max_digits: int = 3
     use_complex_args: bool = False  # VP draws 0-2 arguments (LAD-PPT use_complex_args); off = exactly one
     complex_arg_probs: tuple[float, float, float] = (0.33, 0.33, 0.34)  # P(0, 1, 2 args) when on; reference thresholds

@@ -14,7 +14,8 @@ Follows Lee et al. 2026 (arXiv 2603.10055, danihyunlee/nca-pre-pretraining
   then every step is a frame;
 - complexity filter: a candidate rule is rolled out from its own initial
   state for ``filter_steps`` (10) frames; the patch values (no markers) as
-  uint16 bytes are compressed (``compressor``: ``zlib`` level 9, verify-ppt,
+  ``compress_dtype`` bytes (``uint16``, verify-ppt; ``int32``, the original's
+  token array) are compressed (``compressor``: ``zlib`` level 9, verify-ppt,
   or ``gzip`` level 9 with its header, the original) and the rule is kept
   only if ``band_lo <= compressed / raw <= band_hi`` (strict ``<`` with
   ``strict_bounds``, the original); each document then runs a fresh initial
@@ -61,6 +62,7 @@ class NCAConfig(GeneratorConfig):
     warmup: int = 10
     filter_steps: int = 10
     compressor: Literal["zlib", "gzip"] = "zlib"
+    compress_dtype: Literal["uint16", "int32"] = "uint16"  # bytes the filter compresses: verify-ppt / original
     band_lo: float = 0.5
     band_hi: float = 1.0
     strict_bounds: bool = False
@@ -77,6 +79,8 @@ class NCAConfig(GeneratorConfig):
         check(self.grid >= 2 and self.grid % self.patch == 0, "grid",
               f"must be a positive multiple of patch={self.patch}, got {self.grid}")
         check(2 <= self.n_states <= 16, "n_states", f"must be in [2, 16] (uint16 patch bytes), got {self.n_states}")
+        check(self.compress_dtype in ("uint16", "int32"), "compress_dtype",
+              f"must be 'uint16' (verify-ppt) or 'int32' (the original), got {self.compress_dtype!r}")
         check(self.hidden >= 1 and self.conv_channels >= 1, "hidden", "layer widths must be >= 1")
         check(self.temperature > 0, "temperature", f"must be > 0, got {self.temperature}")
         check(self.warmup >= 0, "warmup", f"must be >= 0, got {self.warmup}")
@@ -236,7 +240,7 @@ class NCA(Generator):
         return frames[..., self._patch_cells] @ self._pw
 
     def ratio(self, frames: np.ndarray) -> float:
-        raw = self.patch_values(frames).astype(np.uint16).tobytes()
+        raw = self.patch_values(frames).astype(self.cfg.compress_dtype).tobytes()
         if self.cfg.compressor == "zlib":
             comp = zlib.compress(raw, 9)
         else:
@@ -386,7 +390,8 @@ class NCA(Generator):
 
 register_preset("nca_verify_ppt", "nca", "verify-ppt NCA: zlib band [0.5, 1.0], 37 frames (1406 ids)",
                 compressor="zlib", band_lo=0.5, band_hi=1.0, strict_bounds=False, length=1406)
-register_preset("nca_lee2026", "nca", "Lee et al. 2026 original: gzip band (0.5, 1.0) strict, no marker loss",
-                compressor="gzip", band_lo=0.5, band_hi=1.0, strict_bounds=True, marker_loss=False, length=1406)
+register_preset("nca_lee2026", "nca",
+                "Lee et al. 2026 original: gzip of int32 tokens, band (0.5, 1.0) strict, no marker loss",
+                compressor="gzip", compress_dtype="int32", band_lo=0.5, band_hi=1.0, strict_bounds=True, marker_loss=False, length=1406)
 register_preset("nca_text", "nca", "NCA with the split (<=3-digit) encoding for text render",
                 encoding="split", max_digits=3, length=1406)

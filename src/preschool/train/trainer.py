@@ -21,7 +21,9 @@ budget and an LR schedule, and says what carries over:
   the transfer options of procedural pretraining (Shinnick et al. 2025).
 
 Optimisation: AdamW (torch's fused kernel on CPU and CUDA) with weight decay on
-matrices only (no decay on norms, biases or embeddings), global-norm
+matrices only (no decay on norms or biases; input embeddings and LM head
+decay only with ``decay_embeddings: true``, as the HF Trainer that L2T used and
+verify-ppt's Nanotron configs do), global-norm
 clipping, gradient accumulation, and a token-mean loss over the whole global
 batch (labels -100 where the shard's loss_mask is 0), normalised by the
 global count of loss tokens so the gradient does not depend on micro-batch
@@ -123,6 +125,7 @@ class TrainConfig:
     micro_batch_size: int | None = None  # per rank per forward; None: the whole rank batch
     lr: float = 1e-3
     weight_decay: float = 0.1
+    decay_embeddings: bool = False  # True: embeddings / LM head decay too (HF Trainer, L2T; verify-ppt)
     betas: tuple[float, float] = (0.9, 0.95)
     eps: float = 1e-8
     grad_clip: float = 1.0  # 0 disables clipping
@@ -248,8 +251,12 @@ def check_run_dir(cfg: TrainConfig, out_dir: str | Path, datasets: Mapping[str, 
         return
     old = C.load_yaml(path)
     now = run_config_tree(cfg, datasets, tokenizer_dir)
-    a = {k: v for k, v in (old.get("train") or {}).items() if k not in _RESUME_FREE}
-    b = {k: v for k, v in now["train"].items() if k not in _RESUME_FREE}
+    old_train = old.get("train") or {}
+    defaults = C.to_dict(TrainConfig())
+    a = {k: v for k, v in old_train.items() if k not in _RESUME_FREE}
+    # a field added after the run was written, at its default, is the behaviour the run had
+    b = {k: v for k, v in now["train"].items()
+         if k not in _RESUME_FREE and (k in old_train or v != defaults.get(k))}
     d = _diff(a, b, "train")
     missing = [k for k in _trained_on(cfg) if k not in (old.get("datasets") or {})]
     if not d and missing:
@@ -431,7 +438,8 @@ class Trainer:
         for name, p in self.model.named_parameters():
             if not p.requires_grad:
                 continue
-            (decay if p.ndim >= 2 and id(p) not in emb else no_decay).append(p)
+            # norms and biases (1-D) never decay; embeddings only when asked (HF Trainer decays them)
+            (decay if p.ndim >= 2 and (self.cfg.decay_embeddings or id(p) not in emb) else no_decay).append(p)
         groups = [{"params": decay, "weight_decay": self.cfg.weight_decay},
                   {"params": no_decay, "weight_decay": 0.0}]
         # fused AdamW (one kernel per step; CPU support since torch 2.4) is ~2x the foreach path on CPU

@@ -6,7 +6,7 @@ from preschool.l2t.tasks.fill_middle import MARKERS
 
 def test_exact(run_task):
     p = run_task("fill_middle")
-    assert p.prompt == "Opening: The quick brown fox jumps over the\nClosing: Mary left the house! Nobody saw her go."
+    assert p.prompt == "(1) The quick brown fox jumps over the\n(3) Mary left the house! Nobody saw her go."
     assert p.completion == "lazy dog. It was 3 o'clock, and"
 
 
@@ -28,5 +28,12 @@ def test_each_third_needs_min_words(run_task):
         run_task("fill_middle", ["one two three four five six seven eight nine ten."] * 5, min_num_words=20)
 
 
-def test_24_marker_pairs():
-    assert len(set(MARKERS)) == 24
+def test_the_references_24_marker_pairs():
+    # gucci-j/l2t passage_completion.py (none of our earlier invented ones: Part 1:, Top:, Head:, I., ...)
+    assert set(MARKERS) == {
+        ("[1]", "[3]"), ("[A]", "[C]"), ("[a]", "[c]"), ("[i]", "[iii]"), ("[First]", "[Third]"),
+        ("[Opening]", "[Closing]"), ("1.", "3."), ("A.", "C."), ("a.", "c."), ("i.", "iii."), ("1:", "3:"),
+        ("A:", "C:"), ("a:", "c:"), ("i:", "iii:"), ("First:", "Third:"), ("Opening:", "Closing:"),
+        ("(1)", "(3)"), ("(A)", "(C)"), ("(a)", "(c)"), ("(i)", "(iii)"), ("1)", "3)"), ("A)", "C)"),
+        ("a)", "c)"), ("i)", "iii)")}
+    assert len(MARKERS) == 24

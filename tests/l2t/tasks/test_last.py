@@ -8,8 +8,8 @@ from preschool.l2t.text import STOPWORDS
 def test_exact(run_task):
     p = run_task("last")
     assert p.prompt == ("The quick brown fox jumps over the lazy dog. It was 3 o'clock, and Mary left the house!"
-                        "\n\nQuestion: Nobody saw <<>>\n\nOptions:\na) all day.\nb) her go.")
-    assert p.completion == "b) her go."
+                        "\n\nQuestion: Nobody saw <<>>\n\nOptions:\na. all day.\nb. her go.")
+    assert p.completion == "b. her go."
 
 
 def test_split_last_phrase():
@@ -33,5 +33,9 @@ def test_no_previous_document_skips(run_task):
         run_task("last", prev=[])
 
 
-def test_twenty_label_styles():
-    assert len(set(LABEL_PAIRS)) == 20
+def test_the_references_18_label_pairs():
+    # gucci-j/l2t last_phrase_prediction.py: brackets only around a/b and A/B
+    reference = ["[a] /[b] ", "[A] /[B] "] + [f"{s.format(x)}/{s.format(y)}" for s in ("{}. ", "{}: ", "({}) ", "{}) ")
+                                              for x, y in (("1", "2"), ("A", "B"), ("a", "b"), ("i", "ii"))]
+    assert ["/".join(p) for p in LABEL_PAIRS] == reference
+    assert len(set(LABEL_PAIRS)) == 18 and ("[1] ", "[2] ") not in LABEL_PAIRS and ("[i] ", "[ii] ") not in LABEL_PAIRS

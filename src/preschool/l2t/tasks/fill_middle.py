@@ -4,20 +4,24 @@ Reference code (``passage_completion``): uses finer chunks (``2 * (count //
 512) + 1`` blocks, about half size). The block is split on single spaces into
 thirds by word count (P1 = first n//3 words, P2 = next n//3, P3 = the rest);
 every third needs ``min_num_words`` words. Prompt: P1 and P3 on two lines,
-unmarked half the time, otherwise with one of 24 first/third marker pairs (ours,
-in the reference's style); completion: P2.
+unmarked half the time, otherwise with one of the reference's 24 first/third
+marker pairs; completion: P2.
 """
 
 from __future__ import annotations
 
 from ..base import L2T_TASKS, Pair, Skip, Task, TaskConfig, pick
 
+# The reference's 24 pairs (passage_completion.py), in its order: six bracketed,
+# then ``x.``, ``x:`` (with First/Opening too), ``(x)`` and ``x)`` over 1/3, A/C, a/c, i/iii.
+_SETS = (("1", "3"), ("A", "C"), ("a", "c"), ("i", "iii"))
+_WORDS = (("First", "Third"), ("Opening", "Closing"))
 MARKERS: tuple[tuple[str, str], ...] = (
-    ("[1]", "[3]"), ("(1)", "(3)"), ("1.", "3."), ("1)", "3)"), ("A.", "C."), ("(A)", "(C)"),
-    ("A)", "C)"), ("[A]", "[C]"), ("a.", "c."), ("(a)", "(c)"), ("i.", "iii."), ("(i)", "(iii)"),
-    ("[i]", "[iii]"), ("I.", "III."), ("First:", "Third:"), ("Beginning:", "End:"),
-    ("Opening:", "Closing:"), ("Start:", "Finish:"), ("Part 1:", "Part 3:"), ("Part A:", "Part C:"),
-    ("Before:", "After:"), ("Top:", "Bottom:"), ("Head:", "Tail:"), ("Intro:", "Outro:"),
+    tuple((f"[{a}]", f"[{b}]") for a, b in _SETS + _WORDS)
+    + tuple((f"{a}.", f"{b}.") for a, b in _SETS)
+    + tuple((f"{a}:", f"{b}:") for a, b in _SETS + _WORDS)
+    + tuple((f"({a})", f"({b})") for a, b in _SETS)
+    + tuple((f"{a})", f"{b})") for a, b in _SETS)
 )
 
 

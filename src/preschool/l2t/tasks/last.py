@@ -9,18 +9,20 @@ distractor is the final phrase of a random sentence of the previous document.
 The context (earlier sentences) is followed by the question after a space or
 after ``\\n\\nQuestion: `` (50/50). Options: both phrases in random order after a
 blank line, with an ``Options:`` header half the time, unlabeled half the time
-and otherwise labeled with one of 20 label styles (the spec counts 18 but lists
-4 label sets x 5 styles; we use all 20). Completion: label + gold phrase.
+and otherwise labeled with one of the reference's 18 label pairs (brackets only
+for a/b and A/B; ``x.``, ``x:``, ``(x)``, ``x)`` for 1/2, A/B, a/b, i/ii).
+Completion: label + gold phrase.
 """
 
 from __future__ import annotations
 
 from ..base import L2T_TASKS, MASKS, Pair, Skip, Task, TaskConfig, pick
 
-_LABEL_SETS = (("a", "b"), ("A", "B"), ("1", "2"), ("i", "ii"))
-_STYLES = ("[{}] ", "{}. ", "{}: ", "({}) ", "{}) ")
-LABEL_PAIRS: tuple[tuple[str, str], ...] = tuple(
-    (s.format(a), s.format(b)) for a, b in _LABEL_SETS for s in _STYLES
+# The reference's list (last_phrase_prediction.py), in its order: square brackets
+# only for a/b and A/B, then four styles over 1/2, A/B, a/b, i/ii.
+_LABEL_SETS = (("1", "2"), ("A", "B"), ("a", "b"), ("i", "ii"))
+LABEL_PAIRS: tuple[tuple[str, str], ...] = (("[a] ", "[b] "), ("[A] ", "[B] ")) + tuple(
+    (style.format(a), style.format(b)) for style in ("{}. ", "{}: ", "({}) ", "{}) ") for a, b in _LABEL_SETS
 )
 
 
