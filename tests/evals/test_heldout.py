@@ -5,7 +5,7 @@ import torch
 from preschool.data.shards import ShardWriter
 from preschool.errors import ConfigError, DataError
 from preschool.evals import EVALUATORS
-from preschool.evals.heldout import fixed_rows
+from preschool.train.scoring import scored_rows
 
 VOCAB = 50
 ROW_LEN = 17
@@ -61,13 +61,13 @@ def test_matches_hf_loss_and_honours_mask(tmp_path):
 
 
 def test_fixed_rows_and_subset(tmp_path):
-    assert fixed_rows(5, None).tolist() == [0, 1, 2, 3, 4]
-    assert fixed_rows(5, 10).tolist() == [0, 1, 2, 3, 4]
-    assert fixed_rows(101, 5).tolist() == [0, 25, 50, 75, 100]
+    assert scored_rows(5, None).tolist() == [0, 1, 2, 3, 4]
+    assert scored_rows(5, 10).tolist() == [0, 1, 2, 3, 4]
+    assert scored_rows(101, 5).tolist() == [0, 1, 2, 3, 4]  # the first rows, as the trainer's val_rows
     model = micro_model()
     toks, lm = make_set(tmp_path / "s", 30, seed=3)
     res = EVALUATORS.build("heldout", {"sources": {"s": str(tmp_path / "s")}, "max_rows": 4}).evaluate(model, None)
-    idx = fixed_rows(30, 4)
+    idx = scored_rows(30, 4)
     assert res.extra["sources"]["s"]["rows"] == 4
     assert res.metrics["loss/s"] == pytest.approx(hf_loss(model, toks[idx], lm[idx]), abs=1e-4)
 

@@ -1,13 +1,13 @@
 """Held-out next-token loss and perplexity per source, on shard sets.
 
 For each named source (a shard set, or a prepared dataset folder whose
-``val/`` holds one) this scores a fixed set of rows: all of them, or
-``max_rows`` evenly spaced ones (row ``round(i * (n - 1) / (max_rows - 1))``),
-so every checkpoint of a run sees exactly the same tokens and curves are
-comparable. Rows are scored as in training (inputs ``row[:-1]``, targets
-``row[1:]``), honouring the set's ``loss_mask`` (the prediction of token j
-counts iff ``loss_mask[j] == 1``), with log-softmax in fp32 and sums in
-float64. ``loss/<name>`` is the token-weighted mean negative log-likelihood
+``val/`` holds one) this scores a fixed set of rows: the first ``max_rows``
+(all of them when null), so every checkpoint of a run sees exactly the same
+tokens and curves are comparable. Rows and score are the trainer's validation
+loss (``train/scoring.py``, one definition for both): inputs ``row[:-1]``,
+targets ``row[1:]``, honouring the set's ``loss_mask`` (the prediction of
+token j counts iff ``loss_mask[j] == 1``), fp32 logits, sums in float64.
+Version 1 scored ``max_rows`` evenly spaced rows instead. ``loss/<name>`` is the token-weighted mean negative log-likelihood
 (nats), ``ppl/<name> = exp(loss)``, ``tokens/<name>`` the targets scored;
 ``loss`` is the unweighted mean over sources.
 
@@ -29,6 +29,7 @@ import numpy as np
 
 from ..config import check
 from ..errors import DataError
+from ..train.scoring import scored_rows
 from .base import EVALUATORS, EvalResult, Evaluator
 
 
@@ -37,7 +38,7 @@ class HeldoutConfig:
     """Which shard sets to score and how many rows of each."""
 
     sources: dict[str, str] = field(default_factory=dict)  # name -> shard set folder (or a dataset folder with val/)
-    max_rows: int | None = 256  # evenly spaced fixed rows per source; null = every row
+    max_rows: int | None = 256  # the first max_rows rows per source (as the trainer's val_rows); null = every row
     batch_size: int = 16  # rows per forward pass; results do not depend on it
     verify: str = "sha256"  # shard check on open: "sha256" (sizes + checksums) or "size"
     attention_reset_between_docs: bool = False  # as the trainer option: attend within a document only (segments)
@@ -62,60 +63,27 @@ def resolve_shard_path(path: str | Path) -> Path:
     raise DataError(f"{p}: neither a shard set nor a dataset folder with val/ (no manifest.json)")
 
 
-def fixed_rows(n_rows: int, max_rows: int | None) -> np.ndarray:
-    """Indices of the rows scored: all, or ``max_rows`` evenly spaced ones (first and last included)."""
-    if max_rows is None or n_rows <= max_rows:
-        return np.arange(n_rows)
-    if max_rows == 1:
-        return np.array([0])
-    return np.unique(np.round(np.linspace(0, n_rows - 1, max_rows)).astype(np.int64))
-
-
-def segment_attention(segments):
-    """``(attention_mask (B,1,T,T) bool, position_ids (B,T))`` confining attention to each document of a row."""
-    import torch
-
-    seg = segments
-    T = seg.shape[1]
-    causal = torch.ones(T, T, dtype=torch.bool, device=seg.device).tril()
-    mask = (causal[None] & (seg[:, :, None] == seg[:, None, :]))[:, None]
-    pos = torch.arange(T, device=seg.device).expand_as(seg)
-    start = torch.ones_like(seg, dtype=torch.bool)
-    start[:, 1:] = seg[:, 1:] != seg[:, :-1]
-    first = torch.where(start, pos, torch.zeros_like(pos)).cummax(dim=1).values  # index where each document starts
-    return mask, pos - first
-
-
 def rows_nll(model, tokens: np.ndarray, loss_mask: np.ndarray | None, batch_size: int = 16,
              segments: np.ndarray | None = None) -> tuple[float, int]:
     """Summed NLL (float64) and count of the masked-in next-token predictions of ``tokens`` (n, row_len).
 
-    With ``segments`` (n, row_len), attention and position ids restart at each document (see module doc).
+    Batches of ``batch_size`` rows through ``train.scoring.batch_nll`` (the trainer's validation scorer).
     """
     import torch
+
+    from ..train.scoring import batch_nll
 
     try:
         device = next(model.parameters()).device
     except StopIteration:
         device = torch.device("cpu")
+    as_t = lambda a, b: None if a is None else torch.as_tensor(a[b:b + batch_size], dtype=torch.long, device=device)  # noqa: E731
     total, count = 0.0, 0
     with torch.inference_mode():
         for b in range(0, len(tokens), batch_size):
-            ids = torch.as_tensor(tokens[b:b + batch_size], dtype=torch.long, device=device)
-            kw = {}
-            if segments is not None:
-                seg = torch.as_tensor(segments[b:b + batch_size, :-1], dtype=torch.long, device=device)
-                kw["attention_mask"], kw["position_ids"] = segment_attention(seg)
-            out = model(input_ids=ids[:, :-1], **kw)  # the last token is only ever a target
-            logits = (out.logits if hasattr(out, "logits") else out).float()
-            targets = ids[:, 1:]
-            nll = torch.logsumexp(logits, -1) - logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
-            if loss_mask is not None:
-                w = torch.as_tensor(loss_mask[b:b + batch_size, 1:], dtype=torch.float64, device=device)
-            else:
-                w = torch.ones_like(nll, dtype=torch.float64)
-            total += float((nll.double() * w).sum())
-            count += int(w.sum())
+            nll, n = batch_nll(model, as_t(tokens, b), as_t(loss_mask, b), as_t(segments, b))
+            total += float(nll)
+            count += int(n)
     return total, count
 
 
@@ -123,7 +91,7 @@ def rows_nll(model, tokens: np.ndarray, loss_mask: np.ndarray | None, batch_size
 class Heldout(Evaluator):
     """Mean next-token loss / perplexity per held-out source (shard sets), loss-mask aware, fp32."""
 
-    version: ClassVar[str] = "1"
+    version: ClassVar[str] = "2"  # 2: the first max_rows rows, as the trainer's validation (1: evenly spaced)
     headline_metrics: ClassVar[tuple[str, ...]] = ("loss", "loss/*")
 
     @classmethod
@@ -150,7 +118,7 @@ class Heldout(Evaluator):
             ss = ShardSet(sp, verify=self.cfg.verify)
             if len(ss) == 0:
                 raise DataError(f"{sp}: shard set has no rows (source {name!r})")
-            idx = fixed_rows(len(ss), self.cfg.max_rows)
+            idx = scored_rows(len(ss), self.cfg.max_rows)
             tokens = ss.rows(idx)
             if vocab is not None and int(tokens.max()) >= vocab:
                 raise DataError(f"{sp}: token id {int(tokens.max())} >= model vocab_size {vocab} "

@@ -301,6 +301,9 @@ def _doc_positions(seg: torch.Tensor) -> torch.Tensor:
     return ar - first
 
 
+doc_positions = _doc_positions  # public name (held-out scoring, train/scoring.py)
+
+
 def doc_attention_mask(seg: torch.Tensor) -> torch.Tensor:
     """Boolean (B, 1, T, T) mask: causal and within the same segment (document)."""
     T = seg.shape[1]

@@ -2,7 +2,9 @@
 
 Scored every ``eval_every`` steps and at each stage end, on the first
 ``val_rows`` rows of each val set (the same rows every time, so curves are
-comparable across steps and runs), honouring the shard ``loss_mask``. Under
+comparable across steps and runs), honouring the shard ``loss_mask``: the
+scorer and row selection of ``train/scoring.py``, shared with the ``heldout``
+evaluator. Under
 DDP the rows are split across ranks and the sums all-reduced. Logged as
 ``{"event": "val", ..., "val/<source>": loss}``.
 """
@@ -13,11 +15,10 @@ from pathlib import Path
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
-from ...data.mixture import IGNORE_INDEX
 from ...data.shards import ShardSet
 from ...errors import DataError
+from ..scoring import batch_nll, scored_rows
 from .base import Callback
 
 
@@ -48,7 +49,7 @@ class ValidationCallback(Callback):
 
     @torch.no_grad()
     def evaluate(self, trainer) -> dict[str, float]:
-        from ..trainer import _dist, _doc_positions, doc_attention_mask
+        from ..trainer import _dist
 
         model = trainer.model
         was_training = model.training
@@ -57,25 +58,15 @@ class ValidationCallback(Callback):
         out: dict[str, float] = {}
         bs = trainer.micro
         for name, sset in self.sets.items():
-            rows = list(range(min(trainer.cfg.val_rows, len(sset))))[trainer.rank::trainer.world]
+            rows = scored_rows(len(sset), trainer.cfg.val_rows).tolist()[trainer.rank::trainer.world]
             tot = torch.zeros(2, dtype=torch.float64, device=trainer.device)
             for b in range(0, len(rows), bs):
                 idx = rows[b:b + bs]
-                toks = torch.from_numpy(sset.rows(idx)).to(trainer.device)
-                labels = toks[:, 1:].clone()
-                if sset.has_loss_mask:
-                    m = torch.from_numpy(sset.rows(idx, "loss_mask")[:, 1:]).to(trainer.device)
-                    labels[m == 0] = IGNORE_INDEX
-                kw = {"use_cache": False}
-                if trainer.cfg.attention_reset_between_docs and "segments" in sset.array_names:
-                    seg = torch.from_numpy(sset.rows(idx, "segments")[:, :-1]).to(trainer.device)
-                    kw["attention_mask"] = doc_attention_mask(seg)
-                    kw["position_ids"] = _doc_positions(seg)
-                with torch.autocast(trainer.device.type, dtype=trainer.amp_dtype, enabled=trainer.amp_dtype is not None):
-                    logits = model(input_ids=toks[:, :-1], **kw).logits
-                ce = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), labels.reshape(-1),
-                                     ignore_index=IGNORE_INDEX, reduction="sum")
-                tot += torch.stack([ce.double(), (labels != IGNORE_INDEX).sum().double()])
+                arr = lambda a: torch.from_numpy(sset.rows(idx, a)).to(trainer.device)  # noqa: E731
+                seg = arr("segments") if (trainer.cfg.attention_reset_between_docs
+                                          and "segments" in sset.array_names) else None
+                tot += torch.stack(batch_nll(model, arr("tokens"), arr("loss_mask") if sset.has_loss_mask else None,
+                                             seg, trainer.amp_dtype))
             if dist:
                 dist.all_reduce(tot)
             out[f"val/{name}"] = float(tot[0] / tot[1]) if tot[1] > 0 else float(np.nan)
