@@ -178,23 +178,45 @@ def load_yaml(path: str | Path) -> dict:
 
 
 def apply_overrides(data: dict, overrides: list[str]) -> dict:
-    """Apply ``a.b.c=value`` overrides (value parsed as YAML) to a nested dict; list items by index (``arms.0.name=x``)."""
+    """Apply ``a.b.c=value`` overrides to a nested dict; list items by index (``arms.0.name=x``).
+
+    ``value`` is read as YAML (``3``, ``true``, ``[1, 2]``); text that is not valid YAML
+    (``glob=**/*``) is taken as the string it is. A path through a missing list item or
+    into a scalar raises ConfigError naming the override's key.
+    """
     data = typing.cast(dict, yaml.safe_load(yaml.safe_dump(data)))  # deep copy of plain data
     for ov in overrides:
         if "=" not in ov:
             raise ConfigError(ov, "override must look like key.path=value")
         key, raw = ov.split("=", 1)
-        value = yaml.safe_load(raw)
+        try:
+            value = yaml.safe_load(raw)
+        except yaml.YAMLError:
+            value = raw
         parts = key.split(".")
+        if not all(parts):
+            raise ConfigError(key, "override key has an empty part (write key.path=value)")
         node: Any = data
-        for i, part in enumerate(parts[:-1]):
-            nxt = node[int(part)] if isinstance(node, list) else node.setdefault(part, {})
-            node = nxt
-        last = parts[-1]
-        if isinstance(node, list):
-            node[int(last)] = value
-        else:
-            node[last] = value
+        for i, part in enumerate(parts):
+            where = ".".join(parts[:i]) or "the top level"
+            last = i == len(parts) - 1
+            if isinstance(node, list):
+                if not (part.isdigit() and int(part) < len(node)):
+                    valid = f"use an index 0..{len(node) - 1}" if node else "it has no items to set"
+                    raise ConfigError(key, f"{where} is a list of {len(node)} item(s): {valid}, not {part!r}")
+                if last:
+                    node[int(part)] = value
+                else:
+                    node = node[int(part)]
+            elif isinstance(node, dict):
+                if last:
+                    node[part] = value
+                else:
+                    if node.get(part) is None:  # a missing or null section becomes a mapping
+                        node[part] = {}
+                    node = node[part]
+            else:
+                raise ConfigError(key, f"{where} is a single value ({node!r}), so it has no {part!r} inside")
     return data
 
 

@@ -18,6 +18,20 @@ class DataError(PreschoolError):
     """Input or stored data is unreadable, corrupt or inconsistent (names the file)."""
 
 
+class OutputError(PreschoolError, OSError):
+    """An output could not be written (disk full, quota, read-only disk). ``path`` is the final
+    path of what was being written; atomic writes leave whatever was there before untouched."""
+
+    def __init__(self, path: str, reason: str):
+        self.path = str(path)
+        self.reason = reason
+        PreschoolError.__init__(self, f"{path}: cannot write ({reason}); nothing already written was changed: "
+                                "free space (or use another --out) and rerun the same command")
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
 class MissingDependency(PreschoolError, ImportError):
     """An optional dependency is missing; the message says how to install it."""
 

@@ -119,7 +119,7 @@ class ExperimentConfig:
                 for s in st.datasets:
                     check(s in self.data, f"arms[{i}].stages[{j}].data",
                           f"no dataset named {s!r}; have {sorted(self.data)}")
-            for v in cfg.val:
+            for v in cfg.val or []:  # no val list: every stage dataset with a val/ split is scored
                 check(v in self.data, f"arms[{i}].train.val", f"no dataset named {v!r}")
         if self.report.baseline is not None:
             check(self.report.baseline in names, "report.baseline", f"no arm named {self.report.baseline!r}")

@@ -2,39 +2,76 @@
 
 Every file preschool produces is written to a temporary name in the same
 folder and renamed into place, so a crash never leaves a half-written file
-under the final name. Manifests are JSON and carry what produced the data:
+under the final name. A write that fails for want of space (disk full, quota,
+read-only disk) raises :class:`~preschool.errors.OutputError` naming the final
+path, after removing its temporary file. Manifests are JSON and carry what produced the data:
 config, code version, seed, counts and sha256 checksums.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
 import platform
+import re
 import subprocess
 import tempfile
 from pathlib import Path
 from typing import Any, Iterator
 
 from . import __version__
+from .errors import OutputError
+
+# errors that mean "no room to write here", as opposed to a bug or a missing input
+_NO_ROOM = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS}
+
+
+def _no_room_reason(e: BaseException) -> str | None:
+    """Why a write failed, if for want of space: an OSError, or the Rust ``SafetensorError``
+    wrapping one ("... (os error 28)"); None for any other exception."""
+    code = e.errno if isinstance(e, OSError) and not isinstance(e, OutputError) else None
+    if code is None and type(e).__name__ == "SafetensorError":
+        m = re.search(r"os error (\d+)", str(e))
+        code = int(m.group(1)) if m else None
+    return os.strerror(code) if code in _NO_ROOM else None
+
+
+@contextlib.contextmanager
+def write_errors_named(path: str | Path, tmp: Path | None = None) -> Iterator[None]:
+    """Re-raise a failed write inside the block as OutputError naming ``path``; one raised for a
+    file inside the temporary ``tmp`` (a nested atomic write) is renamed to ``path`` too."""
+    try:
+        yield
+    except OutputError as e:
+        if tmp is not None and Path(e.path).is_relative_to(tmp):
+            raise OutputError(str(path), e.reason) from None
+        raise
+    except BaseException as e:
+        reason = _no_room_reason(e)
+        if reason is None:
+            raise
+        raise OutputError(str(path), reason) from None
 
 
 @contextlib.contextmanager
 def atomic_path(path: str | Path) -> Iterator[Path]:
     """Yield a temp path beside ``path``; on success fsync and rename it onto ``path``."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    with write_errors_named(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     tmp_path = Path(tmp)
     try:
-        yield tmp_path
-        if tmp_path.is_file():
-            with open(tmp_path, "rb") as fh:
-                os.fsync(fh.fileno())
-        os.replace(tmp_path, path)
+        with write_errors_named(path, tmp_path):
+            yield tmp_path
+            if tmp_path.is_file():
+                with open(tmp_path, "rb") as fh:
+                    os.fsync(fh.fileno())
+            os.replace(tmp_path, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             if tmp_path.is_dir():
@@ -52,10 +89,12 @@ def atomic_dir(path: str | Path) -> Iterator[Path]:
     import shutil
 
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    with write_errors_named(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
     try:
-        yield tmp
+        with write_errors_named(path, tmp):
+            yield tmp
         old = None
         if path.exists():
             old = path.with_name(f".{path.name}.old")
@@ -77,6 +116,38 @@ def write_text(path: str | Path, text: str) -> None:
 
 def write_json(path: str | Path, obj: Any) -> None:
     write_text(path, json.dumps(obj, indent=2, sort_keys=False, default=_json_default) + "\n")
+
+
+class _ErrorKeepingWriter:
+    """A binary file for ``torch.save`` that keeps the OSError of a failed write: torch reports
+    a full disk only as "unexpected pos", so :func:`torch_save` re-raises the real cause."""
+
+    def __init__(self, fh):
+        self.fh, self.error = fh, None
+
+    def write(self, data) -> int:
+        try:
+            return self.fh.write(data)
+        except OSError as e:
+            self.error = e
+            raise
+
+    def flush(self) -> None:
+        self.fh.flush()
+
+
+def torch_save(obj: Any, path: str | Path) -> None:
+    """``torch.save(obj, path)`` whose failures on a full disk say so (see :func:`write_errors_named`)."""
+    import torch
+
+    with open(path, "wb") as fh:
+        w = _ErrorKeepingWriter(fh)
+        try:
+            torch.save(obj, w)
+        except RuntimeError:
+            if w.error is not None:
+                raise w.error from None
+            raise
 
 
 def read_json(path: str | Path) -> Any:

@@ -94,8 +94,9 @@ class Mixture:
     @classmethod
     def from_spec(cls, data: str | Mapping[str, float], datasets: Mapping[str, str | Path], split: str = "train",
                   seed: int = 0, stage_index: int = 0, window: int = 1024, field: str = "data",
-                  verify: str = "size") -> "Mixture":
-        """Open ``<datasets[name]>/<split>`` for each name in ``data`` (a name or {name: weight})."""
+                  verify: str = "full") -> "Mixture":
+        """Open ``<datasets[name]>/<split>`` for each name in ``data`` (a name or {name: weight});
+        ``verify`` as :class:`~preschool.data.shards.ShardSet`."""
         spec = {data: 1.0} if isinstance(data, str) else dict(data)
         sets = {}
         for name in spec:

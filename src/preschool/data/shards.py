@@ -13,16 +13,26 @@ A shard set is a folder::
 ``row_len`` tokens fills one row with no cross-document leakage.
 ``loss_mask[j] == 1`` means the prediction *of token j* is trained (j >= 1).
 
+The manifest records the largest token id of each ``tokens`` file (``max_id``)
+and of the whole set (``max_token_id``), so a model's vocabulary can be checked
+against the data when the set is opened rather than deep inside an embedding.
+
 The writer builds everything in a temporary folder and renames it into place,
 so a set either exists whole or not at all. On open, every file's size is
-checked against the manifest (truncation), and by default its sha256 too
-(corruption).
+checked against the manifest (truncation), and with ``verify="full"`` (the
+default) its sha256 too (corruption). Hashing streams each file once per
+process (a file already verified, unchanged since, is not read again) and
+prints its one-time cost to stderr. Manifests written before ``max_id`` existed
+get it computed in the same pass.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
+import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
@@ -34,6 +44,8 @@ from ..io import atomic_dir, code_version, sha256_file, write_json
 
 FORMAT = "preschool-shards-v1"
 OPTIONAL_ARRAYS = {"loss_mask": np.uint8, "segments": np.uint16}
+# "full": sizes and sha256 of every file; "size": sizes only ("sha256" is the older name of "full")
+VERIFY_MODES = ("full", "size")
 
 
 def token_dtype(vocab_size: int) -> np.dtype:
@@ -110,6 +122,8 @@ class ShardWriter:
             path = self._tmp / fname
             head.tofile(path)
             entry["files"][name] = {"name": fname, "bytes": path.stat().st_size, "sha256": sha256_file(path)}
+            if name == "tokens":
+                entry["files"][name]["max_id"] = int(head.max())
         self._files.append(entry)
         self._buffered -= n
 
@@ -125,6 +139,7 @@ class ShardWriter:
             "arrays": ["tokens", *self.arrays],
             "n_rows": self.n_rows,
             "n_tokens": self.n_rows * self.row_len,
+            "max_token_id": max((e["files"]["tokens"]["max_id"] for e in self._files), default=-1),
             "shards": self._files,
             "code_version": code_version(),
             **manifest_extra,
@@ -162,18 +177,19 @@ class _Shard:
     arrays: dict[str, np.memmap]
 
 
-def content_sha256(dataset_dir: str | Path) -> str | None:
+def content_sha256(dataset_dir: str | Path, verify: str = "full") -> str | None:
     """Fingerprint of a dataset's bytes: sha256 over the shard checksums of its ``train``/``val``
-    manifests (not the manifests themselves, which also record the code version). None if the
-    folder holds no shard set. Reads only the manifests."""
+    manifests (not the manifests themselves, which also record the code version). Each split is
+    opened with ``verify`` first, so with ``"full"`` the checksums hashed are those of the files as
+    they are on disk (a corrupt file raises DataError). None if the folder holds no shard set."""
     h = hashlib.sha256()
     found = False
     for split in ("train", "val"):
-        mpath = Path(dataset_dir) / split / "manifest.json"
-        if not mpath.is_file():
+        path = Path(dataset_dir) / split
+        if not (path / "manifest.json").is_file():
             continue
         found = True
-        man = json.loads(mpath.read_text(encoding="utf-8"))
+        man = ShardSet(path, verify=verify).manifest
         h.update(split.encode())
         for entry in man.get("shards", []):
             for name in sorted(entry["files"]):
@@ -181,13 +197,53 @@ def content_sha256(dataset_dir: str | Path) -> str | None:
     return h.hexdigest() if found else None
 
 
+# What this process has already read of each shard file, keyed by (path, inode, size, mtime):
+# (sha256, largest value). A file is hashed once per process, not once per open.
+_SCANNED: dict[tuple[str, int, int, int], tuple[str | None, int | None]] = {}
+
+
+def _scan(f: Path, dtype: np.dtype, want_sha: bool, want_max: bool) -> tuple[str | None, int | None, int]:
+    """One streamed pass over a shard file for its sha256 and/or largest value.
+
+    Returns ``(sha256, max, bytes read)``; what an earlier pass already found is reused
+    (bytes read 0), so repeated opens cost nothing.
+    """
+    st = f.stat()
+    key = (str(f.resolve()), st.st_ino, st.st_size, st.st_mtime_ns)
+    sha, mx = _SCANNED.get(key, (None, None))
+    need_sha, need_max = want_sha and sha is None, want_max and mx is None
+    if not (need_sha or need_max):
+        return sha, mx, 0
+    h, m = hashlib.sha256(), -1
+    chunk = (1 << 22) // dtype.itemsize * dtype.itemsize  # whole elements per block
+    with open(f, "rb") as fh:
+        while block := fh.read(chunk):
+            if need_sha:
+                h.update(block)
+            if need_max:
+                m = max(m, int(np.frombuffer(block, dtype=dtype).max()))
+    sha = h.hexdigest() if need_sha else sha
+    mx = m if need_max else mx
+    _SCANNED[key] = (sha, mx)
+    return sha, mx, st.st_size
+
+
+def _rebuild_hint(path: Path) -> str:
+    return f"rebuild the dataset that holds {path} (rerun the command that wrote it into a new folder)"
+
+
 class ShardSet:
     """Read-only view over a shard set; rows indexed globally across shard files.
 
-    ``verify``: "sha256" (default) checks sizes and checksums, "size" checks sizes only.
+    ``verify``: "full" (default) checks every file's size and sha256, "size" sizes only
+    ("sha256" is accepted as the older name of "full"). Call :meth:`check_vocab` before
+    feeding the ids to a model.
     """
 
-    def __init__(self, path: str | Path, verify: str = "sha256"):
+    def __init__(self, path: str | Path, verify: str = "full"):
+        if verify not in (*VERIFY_MODES, "sha256"):
+            raise ValueError(f"verify must be one of {VERIFY_MODES}, got {verify!r}")
+        full = verify != "size"
         self.path = Path(path)
         mpath = self.path / "manifest.json"
         if not mpath.is_file():
@@ -195,7 +251,7 @@ class ShardSet:
         try:
             self.manifest = json.loads(mpath.read_text(encoding="utf-8"))
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise DataError(f"{mpath}: manifest is corrupt ({e})") from None
+            raise DataError(f"{mpath}: manifest is corrupt ({e}); {_rebuild_hint(self.path)}") from None
         if self.manifest.get("format") != FORMAT:
             raise DataError(f"{mpath}: unknown format {self.manifest.get('format')!r} (expected {FORMAT})")
         self.row_len = int(self.manifest["row_len"])
@@ -203,19 +259,31 @@ class ShardSet:
         self.vocab_size = int(self.manifest["vocab_size"])
         self.array_names = list(self.manifest["arrays"])
         self._shards: list[_Shard] = []
-        start = 0
+        self._max_ids: dict[Path, int | None] = {}  # per tokens file; None until read (old manifests)
+        start, hashed, t0 = 0, 0, time.perf_counter()
         for entry in self.manifest["shards"]:
             arrays = {}
             for name, info in entry["files"].items():
                 f = self.path / info["name"]
                 if not f.is_file():
-                    raise DataError(f"{f}: shard file missing")
+                    raise DataError(f"{f}: shard file missing; {_rebuild_hint(self.path)}")
                 size = f.stat().st_size
                 if size != info["bytes"]:
-                    raise DataError(f"{f}: truncated or resized ({size} bytes, manifest says {info['bytes']})")
-                if verify == "sha256" and sha256_file(f) != info["sha256"]:
-                    raise DataError(f"{f}: checksum mismatch (file is corrupt)")
+                    raise DataError(f"{f}: truncated or resized ({size} bytes, manifest says {info['bytes']}); "
+                                    f"{_rebuild_hint(self.path)}")
                 dt = self.dtype if name == "tokens" else np.dtype(OPTIONAL_ARRAYS[name])
+                if name == "tokens":
+                    self._max_ids[f] = info.get("max_id")
+                if full:
+                    # an old manifest's missing max id comes from the same pass over the file
+                    want_max = name == "tokens" and self._max_ids[f] is None
+                    sha, mx, n = _scan(f, dt, True, want_max)
+                    hashed += n
+                    if sha != info["sha256"]:
+                        raise DataError(f"{f}: checksum mismatch (file is corrupt: sha256 {sha[:12]}..., "
+                                        f"manifest says {info['sha256'][:12]}...); {_rebuild_hint(self.path)}")
+                    if want_max:
+                        self._max_ids[f] = mx
                 arrays[name] = np.memmap(f, dtype=dt, mode="r", shape=(entry["rows"], self.row_len))
             self._shards.append(_Shard(start, entry["rows"], arrays))
             start += entry["rows"]
@@ -223,6 +291,25 @@ class ShardSet:
         if self.n_rows != self.manifest["n_rows"]:
             raise DataError(f"{mpath}: shards hold {self.n_rows} rows, manifest says {self.manifest['n_rows']}")
         self._starts = np.array([s.start for s in self._shards], dtype=np.int64)
+        if hashed and os.environ.get("RANK", "0") == "0":
+            print(f"[preschool] verified {self.path}: {hashed / 1e6:.1f} MB sha256 in "
+                  f"{time.perf_counter() - t0:.2f} s (once per process; verify: size skips it)",
+                  file=sys.stderr, flush=True)
+
+    def max_token_ids(self) -> dict[Path, int]:
+        """Largest token id of each tokens file: from the manifest, or (old manifests) read once."""
+        for f, mx in self._max_ids.items():
+            if mx is None:
+                self._max_ids[f] = _scan(f, self.dtype, False, True)[1]
+        return dict(self._max_ids)  # type: ignore[arg-type]
+
+    def check_vocab(self, vocab_size: int) -> None:
+        """Raise DataError naming the first tokens file holding an id >= ``vocab_size`` (the model's)."""
+        for f, mx in self.max_token_ids().items():
+            if mx >= vocab_size:
+                raise DataError(f"{f}: token id {mx} >= the model's vocab_size {vocab_size}; "
+                                "the data was tokenized with another tokenizer: rebuild it with the run's tokenizer, "
+                                "or train with the tokenizer it was built with")
 
     def __len__(self) -> int:
         return self.n_rows

@@ -84,6 +84,20 @@ def config_hash(cfg: Any) -> str:
     return hashlib.sha256(canon.encode("utf-8")).hexdigest()
 
 
+def check_weight_files(ckpt: Path) -> None:
+    """DataError naming the first ``*.safetensors`` file of ``ckpt`` that is cut short or has a bad header
+    (reads headers only; HF's own error on such a file names no path)."""
+    from safetensors import safe_open
+
+    for f in sorted(ckpt.glob("*.safetensors")):
+        try:
+            with safe_open(str(f), "pt"):
+                pass
+        except Exception as e:  # SafetensorError: truncated file, corrupt header
+            raise DataError(f"{f}: damaged model weights ({str(e).splitlines()[0]}); re-create this checkpoint "
+                            "(a training run rewrites it when resumed from an earlier one) or delete it") from None
+
+
 def load_checkpoint(path: str | Path, device: str = "cpu"):
     """``(model, tokenizer)`` from an HF ``save_pretrained`` folder: fp32 weights, eval mode, on ``device``."""
     from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerFast
@@ -91,6 +105,7 @@ def load_checkpoint(path: str | Path, device: str = "cpu"):
     p = Path(path)
     if not (p / "config.json").is_file():
         raise DataError(f"{p}: not a checkpoint (no config.json)")
+    check_weight_files(p)
     try:
         model = AutoModelForCausalLM.from_pretrained(str(p))
     except (OSError, ValueError) as e:

@@ -45,6 +45,7 @@ import copy
 import math
 import os
 import shutil
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,7 +60,7 @@ from ..config import check
 from ..data.mixture import IGNORE_INDEX, Mixture, rank_indices
 from ..data.shards import content_sha256
 from ..errors import ConfigError, DataError
-from ..io import atomic_dir, read_json, write_json, write_text
+from ..io import atomic_dir, read_json, torch_save, write_json, write_text
 from ..device import resolve_device
 from ..layout import checkpoint_dir, checkpoints_dir, list_checkpoints
 from .callbacks.base import Callback
@@ -138,10 +139,13 @@ class TrainConfig:
     eval_every: int = 100  # 0 disables periodic validation (stage ends still validate)
     val_rows: int = 64
     val: list[str] | None = None  # datasets whose val/ split is scored; None: every stage dataset with a val/
+    verify: Literal["full", "size"] = "full"  # shard check before first use: sha256 of every file, or sizes only
     checkpoint_every: int = 100
     checkpoint_schedule: Literal["linear", "log"] = "linear"
     checkpoints_per_decade: int = 4  # log schedule: steps round(10**(k / n)), k = 0, 1, ...
-    keep_optimizer_state: Literal["last", "all"] = "last"
+    # checkpoints that keep trainer_state.pt (optimizer, schedule, RNG, data position): the newest N, or "all";
+    # two by default so a resume can fall back to the previous checkpoint if the newest is damaged ("last" = 1)
+    keep_optimizer_state: int | Literal["last", "all"] = 2
     log_every: int = 10
     reserved_ids: list[int] | None = None  # [lo, hi): reserved (synthetic) token ids
     attention_reset_between_docs: bool = False
@@ -174,6 +178,9 @@ class TrainConfig:
         check(self.checkpoint_every > 0, "checkpoint_every", f"must be > 0, got {self.checkpoint_every}")
         check(self.checkpoints_per_decade > 0, "checkpoints_per_decade", "must be > 0")
         check(self.log_every > 0, "log_every", f"must be > 0, got {self.log_every}")
+        if isinstance(self.keep_optimizer_state, int):
+            check(self.keep_optimizer_state >= 1, "keep_optimizer_state",
+                  f"must be >= 1, 'last' or 'all', got {self.keep_optimizer_state}")
         if self.reserved_ids is not None:
             check(len(self.reserved_ids) == 2 and 0 <= self.reserved_ids[0] < self.reserved_ids[1], "reserved_ids",
                   f"must be [lo, hi) with 0 <= lo < hi, got {self.reserved_ids}")
@@ -232,7 +239,7 @@ def run_config_tree(cfg: TrainConfig, datasets: Mapping[str, str | Path], tokeni
     """What a run directory's ``config.yaml`` records: the config, dataset paths, and the content
     hashes of the datasets the stages train on."""
     return {"train": C.to_dict(cfg), "datasets": {k: str(v) for k, v in datasets.items()},
-            "data_sha256": {k: content_sha256(datasets[k]) for k in _trained_on(cfg) if k in datasets},
+            "data_sha256": {k: content_sha256(datasets[k], cfg.verify) for k in _trained_on(cfg) if k in datasets},
             "tokenizer": str(tokenizer_dir) if tokenizer_dir else None}
 
 
@@ -288,7 +295,7 @@ def quiet_hf_progress():
 
 # settings that do not change the trajectory, so a resume may change them
 _RESUME_FREE = {"progress", "tensorboard", "cpu_heap", "eval_every", "val", "val_rows", "log_every", "checkpoint_every",
-                "checkpoint_schedule", "checkpoints_per_decade", "keep_optimizer_state"}
+                "checkpoint_schedule", "checkpoints_per_decade", "keep_optimizer_state", "verify"}
 
 
 def _doc_positions(seg: torch.Tensor) -> torch.Tensor:
@@ -310,6 +317,32 @@ def doc_attention_mask(seg: torch.Tensor) -> torch.Tensor:
     causal = torch.ones(T, T, dtype=torch.bool, device=seg.device).tril()
     same = seg[:, :, None] == seg[:, None, :]
     return (causal[None] & same)[:, None]
+
+
+_STATE_KEYS = ("step", "stage_index", "stage_step", "tokens", "pt_tokens", "sched_base", "data_base",
+               "optimizer", "groups", "acc", "rng")
+
+
+def _read_checkpoint(ckpt: Path) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    """``(weights, trainer state)`` of a checkpoint folder, or DataError naming the damaged file.
+
+    The trainer state is read with ``weights_only=True``: tensors and plain containers only,
+    so a ``trainer_state.pt`` from elsewhere cannot run code when unpickled.
+    """
+    from safetensors.torch import load_file
+
+    wpath, spath = ckpt / "model.safetensors", ckpt / STATE_FILE
+    try:
+        weights = load_file(str(wpath))
+    except Exception as e:  # SafetensorError (truncated, bad header) or OSError: damaged either way
+        raise DataError(f"{wpath}: damaged checkpoint weights ({str(e).splitlines()[0]})") from None
+    try:
+        st = torch.load(spath, map_location="cpu", weights_only=True)
+    except Exception as e:  # UnpicklingError (not plain tensors: refused), EOFError/RuntimeError (truncated)
+        raise DataError(f"{spath}: unreadable trainer state ({str(e).splitlines()[0][:200]})") from None
+    if not isinstance(st, dict) or any(k not in st for k in _STATE_KEYS):
+        raise DataError(f"{spath}: unreadable trainer state (not a preschool trainer state)")
+    return weights, st
 
 
 # --------------------------------------------------------------------------- trainer
@@ -359,10 +392,12 @@ class Trainer:
                 group_first.setdefault(s.group, i)
             self._data_key.append((src_index, cont))
             m = Mixture.from_spec(s.data, self.datasets, "train", seed=cfg.seed, stage_index=src_index,
-                                  window=cfg.batch_size, field=f"stages[{i}].data")
+                                  window=cfg.batch_size, field=f"stages[{i}].data", verify=cfg.verify)
             vmax = max(x.vocab_size for x in m.sets)
             if vmax > self.vocab_size:
                 raise DataError(f"stage {s.name!r}: shards use vocab_size {vmax} > model vocab {self.vocab_size}")
+            for sset in m.sets:
+                sset.check_vocab(self.vocab_size)
             self.mixtures.append(m)
         self.stage_steps = [math.ceil(s.tokens / (cfg.batch_size * m.seq_len)) for s, m in zip(cfg.stages, self.mixtures)]
         self.group_steps: dict[str, int] = {}
@@ -457,11 +492,10 @@ class Trainer:
     def _check_same_config(self) -> None:
         check_run_dir(self.cfg, self.out_dir, self.datasets, self.tokenizer_dir)
 
-    def _latest_checkpoint(self) -> Path | None:
-        if not self.checkpoint_dir.is_dir():
-            return None
-        cands = [p for _, p in list_checkpoints(self.out_dir, required=False) if (p / STATE_FILE).is_file()]
-        return cands[-1] if cands else None
+    def _resumable_checkpoints(self, upto: int | None = None) -> list[Path]:
+        """Checkpoints (up to step ``upto``) that hold a trainer state, newest first."""
+        return [p for s, p in reversed(list_checkpoints(self.out_dir, required=False))
+                if (upto is None or s <= upto) and (p / STATE_FILE).is_file()]
 
     # -- checkpoints ---------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
@@ -490,18 +524,34 @@ class Trainer:
                 write_json(tmp / "meta.json", {"step": self.step, "stage": self.stage.name,
                                                "stage_index": self.stage_index, "tokens": self.tokens,
                                                "pt_tokens": self.pt_tokens, "stage_tokens": self.stage_tokens})
-                torch.save(state, tmp / STATE_FILE)
-            if self.cfg.keep_optimizer_state == "last":
-                for _, old in list_checkpoints(self.out_dir, required=False):
-                    if old != path and (old / STATE_FILE).is_file():
-                        (old / STATE_FILE).unlink()
+                torch_save(state, tmp / STATE_FILE)
+            keep = self.cfg.keep_optimizer_state
+            if keep != "all":
+                # counted back from this one (a newer, damaged checkpoint skipped on resume is replaced later)
+                for old in self._resumable_checkpoints(upto=self.step)[1 if keep == "last" else keep:]:
+                    (old / STATE_FILE).unlink()
         self._barrier()
         return path
 
-    def _load_state(self, ckpt: Path) -> None:
-        from safetensors.torch import load_file
+    def _resume(self) -> None:
+        """Load the newest intact checkpoint; a damaged one is reported (path and reason) and skipped."""
+        cands = self._resumable_checkpoints()
+        damaged = []
+        for ckpt in cands:
+            try:
+                weights, st = _read_checkpoint(ckpt)
+            except DataError as e:
+                damaged.append(str(e))
+                if self.is_main:
+                    print(f"[preschool] {e}; trying the previous checkpoint", file=sys.stderr, flush=True)
+                continue
+            self._load_state(ckpt, weights, st)
+            return
+        if damaged:
+            raise DataError(f"no intact checkpoint to resume from in {self.checkpoint_dir} ({'; '.join(damaged)}); "
+                            "delete the damaged checkpoint folders to restart the run from step 0")
 
-        weights = load_file(str(ckpt / "model.safetensors"))
+    def _load_state(self, ckpt: Path, weights: dict[str, torch.Tensor], st: dict[str, Any]) -> None:
         missing, unexpected = self.model.load_state_dict(weights, strict=False)
         # tied heads are saved once; anything else missing is an error
         missing = [k for k in missing if not (self.cfg.model.tie_embeddings and k == "lm_head.weight")]
@@ -509,7 +559,6 @@ class Trainer:
             raise DataError(f"{ckpt}: checkpoint does not match the model (missing {missing}, unexpected {unexpected})")
         if self.cfg.model.tie_embeddings:
             self.model.tie_weights()
-        st = torch.load(ckpt / STATE_FILE, map_location="cpu", weights_only=False)
         self.step, self.stage_index, self.stage_step = st["step"], st["stage_index"], st["stage_step"]
         self.tokens, self.pt_tokens = st["tokens"], st["pt_tokens"]
         self._sched_base, self._data_base = st["sched_base"], st["data_base"]
@@ -690,9 +739,8 @@ class Trainer:
                                   f"not supported with attention implementation {impl!r} (needs sdpa or eager 4D masks)")
         self.model.train()
         self.optimizer = self._make_optimizer()
-        ckpt = self._latest_checkpoint()
-        if ckpt is not None:
-            self._load_state(ckpt)
+        self._resume()
+        if self.resumed_from is not None:
             self.optimizer_to_device()
         dist = _dist()
         self.ddp = None

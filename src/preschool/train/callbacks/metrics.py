@@ -12,7 +12,7 @@ import json
 from typing import Any
 
 from ...errors import MissingDependency
-from ...io import write_text
+from ...io import write_errors_named, write_text
 from ...layout import metrics_path, read_metrics
 from .base import Callback
 
@@ -43,8 +43,9 @@ class MetricsLogger(Callback):
     def on_log(self, trainer, row: dict[str, Any]) -> None:
         if self._fh is None:
             return
-        self._fh.write(json.dumps(row) + "\n")
-        self._fh.flush()
+        with write_errors_named(self._fh.name):  # a full disk: a one-line error naming metrics.jsonl
+            self._fh.write(json.dumps(row) + "\n")
+            self._fh.flush()
         if self._tb is not None:
             ev = row.get("event", "log")
             for k, v in row.items():

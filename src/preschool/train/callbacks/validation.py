@@ -35,7 +35,7 @@ class ValidationCallback(Callback):
             for name in cfg.val:
                 if name not in trainer.datasets:
                     raise DataError(f"val: unknown dataset {name!r} (known: {', '.join(sorted(trainer.datasets))})")
-                self.sets[name] = ShardSet(Path(trainer.datasets[name]) / "val", verify="size")
+                self.sets[name] = ShardSet(Path(trainer.datasets[name]) / "val", verify=cfg.verify)
         else:
             names: list[str] = []
             for s in cfg.stages:
@@ -45,7 +45,10 @@ class ValidationCallback(Callback):
             for n in names:
                 p = Path(trainer.datasets[n]) / "val"
                 if (p / "manifest.json").is_file():
-                    self.sets[n] = ShardSet(p, verify="size")
+                    self.sets[n] = ShardSet(p, verify=cfg.verify)
+
+        for sset in self.sets.values():
+            sset.check_vocab(trainer.vocab_size)
 
     @torch.no_grad()
     def evaluate(self, trainer) -> dict[str, float]:

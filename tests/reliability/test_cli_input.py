@@ -1,0 +1,62 @@
+"""Bad command-line and config input ends in a one-line error naming the key, never a traceback
+(issue 11, item 6): non-YAML ``--set`` values, impossible ``--set`` paths, no ``val:`` list."""
+
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from preschool.cli import main
+from preschool.config import apply_overrides
+from preschool.errors import ConfigError
+from preschool.experiment import load_experiment
+
+QUICKSTART = Path(__file__).resolve().parents[2] / "examples" / "quickstart.yaml"
+
+
+@pytest.mark.parametrize("raw, value", [
+    ("glob=**/*", "**/*"),  # the documented default glob is not valid YAML (an alias '*')
+    ("name=a: b: c", "a: b: c"),
+    ("name=[1, 2", "[1, 2"),
+    ("n=3", 3), ("flag=true", True), ("xs=[1, 2]", [1, 2]),  # valid YAML still parses
+])
+def test_set_values_that_are_not_yaml_are_strings(raw, value):
+    key = raw.split("=", 1)[0]
+    assert apply_overrides({}, [raw])[key] == value
+
+
+def test_set_glob_reaches_the_corpus_config(tmp_path):
+    cfg = load_experiment(QUICKSTART, [f"out={tmp_path}", "corpora.storybook.glob=**/*.txt"])
+    assert cfg.corpora["storybook"]["glob"] == "**/*.txt"
+
+
+@pytest.mark.parametrize("override, key, says", [
+    ("arms.5.name=x", "arms.5.name", r"arms is a list of \d item\(s\): use an index 0\.\.\d, not '5'"),
+    ("arms.first.name=x", "arms.first.name", "not 'first'"),
+    ("seq_len.x=1", "seq_len.x", r"seq_len is a single value \(\d+\), so it has no 'x' inside"),
+    ("arms.0.stages.0.tokens.deep=1", "arms.0.stages.0.tokens.deep", "is a single value"),
+])
+def test_impossible_set_paths_name_the_key(tmp_path, override, key, says):
+    with pytest.raises(ConfigError) as e:
+        load_experiment(QUICKSTART, [f"out={tmp_path}", override])
+    assert e.value.field == key and re.search(says, str(e.value))
+
+
+def test_cli_prints_one_line_for_a_bad_set(tmp_path, capsys):
+    assert main(["run", str(QUICKSTART), "--set", "arms.5.name=x", "--set", f"out={tmp_path / 'o'}"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "arms.5.name" in err[0]
+    assert not (tmp_path / "o").exists()
+
+
+def test_experiment_without_val_list_is_valid(tmp_path):
+    data = yaml.safe_load(QUICKSTART.read_text())
+    del data["train"]["val"]
+    p = tmp_path / "minimal.yaml"
+    p.write_text(yaml.safe_dump(data))
+    cfg = load_experiment(p, [f"out={tmp_path / 'o'}"])
+    # no list: every dataset a stage trains on that has a val/ split is scored (the TrainConfig default)
+    assert cfg.train_config(cfg.arms[0], 0).val is None
+    with pytest.raises(ConfigError, match=r"arms\[0\]\.train\.val.*no dataset named 'nope'"):
+        load_experiment(p, [f"out={tmp_path / 'o'}", "train.val=[nope]"])
