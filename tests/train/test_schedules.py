@@ -48,3 +48,9 @@ def test_log_spaced_steps_dense_early_sparse_late():
     s = sorted(log_spaced_steps(1000, 4))
     assert s == [1, 2, 3, 6, 10, 18, 32, 56, 100, 178, 316, 562, 1000]
     assert sorted(log_spaced_steps(5, 2)) == [1, 3] and log_spaced_steps(0, 4) == set()
+
+
+def test_linear_is_hf_linear_with_warmup():
+    cfg = ScheduleConfig(name="linear", lr=1.0, warmup=2, min_lr_ratio=0.0)
+    # HF get_linear_schedule_with_warmup: step/warmup during warm-up (here (step+1)/w), then (total-step)/(total-w)
+    assert [round(lr_at(s, 6, cfg), 6) for s in range(6)] == [0.5, 1.0, 1.0, 0.75, 0.5, 0.25]

@@ -53,6 +53,8 @@ import numpy as np
 from ..config import check
 from ..errors import DataError
 from .base import EVALUATORS, EvalResult, Evaluator, max_positions
+from ..train.optim import adamw
+from ..train.schedules import ScheduleConfig, lr_at
 
 FORMATS = ("auto", "musique", "hotpotqa", "2wiki", "plain")
 
@@ -319,20 +321,11 @@ def finetune(model, tokenizer, examples: list[QAExample], cfg: QAConfig, max_len
     if not rows:
         raise DataError(f"no training example fits in {max_length} tokens")
     device = next(model.parameters()).device
-    decay = [p for n, p in model.named_parameters() if p.requires_grad and p.ndim >= 2]
-    no_decay = [p for n, p in model.named_parameters() if p.requires_grad and p.ndim < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
-                             {"params": no_decay, "weight_decay": 0.0}], lr=cfg.lr)
-    steps_per_epoch = math.ceil(len(rows) / cfg.batch_size)
-    total = steps_per_epoch * cfg.epochs
-
-    def lr_at(step: int) -> float:
-        if cfg.warmup_steps and step < cfg.warmup_steps:
-            return cfg.lr * (step + 1) / cfg.warmup_steps
-        if cfg.schedule == "constant":
-            return cfg.lr
-        rest = max(1, total - cfg.warmup_steps)
-        return cfg.lr * max(0.0, 1 - (step - cfg.warmup_steps) / rest)
+    # the trainer's optimizer recipe and schedule functions (train/optim.py, train/schedules.py); every
+    # matrix decays here, embeddings included, as in the HF Trainer the QA papers fine-tune with
+    opt = adamw(model, cfg.lr, cfg.weight_decay, decay_embeddings=True)
+    total = math.ceil(len(rows) / cfg.batch_size) * cfg.epochs
+    sched = ScheduleConfig(name=cfg.schedule, lr=cfg.lr, warmup=float(cfg.warmup_steps), min_lr_ratio=0.0)
 
     losses = []
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos
@@ -361,7 +354,7 @@ def finetune(model, tokenizer, examples: list[QAExample], cfg: QAConfig, max_len
                 loss = torch.nn.functional.cross_entropy(
                     logits.reshape(-1, logits.shape[-1]), target.reshape(-1), ignore_index=-100)
                 for g in opt.param_groups:
-                    g["lr"] = lr_at(step)
+                    g["lr"] = lr_at(step, total, sched)
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
                 if cfg.grad_clip > 0:
@@ -417,7 +410,7 @@ def generate_answers(model, tokenizer, prompts: list[str], cfg: QAConfig, max_le
 class QAF1Evaluator(Evaluator):
     """Multi-hop QA (MuSiQue / HotpotQA / 2Wiki): one-epoch fine-tune, greedy answers, SQuAD F1 and EM."""
 
-    version = "1"
+    version = "2"  # 2: fine-tunes with the trainer's fused AdamW recipe and schedule functions
 
     def evaluate(self, model, tokenizer) -> EvalResult:
         cfg: QAConfig = self.cfg

@@ -1,12 +1,15 @@
 """Learning-rate schedules as pure functions of (step, total_steps, config).
 
-Three shapes, each with a linear warm-up and a floor ``min_lr_ratio * lr``:
+Four shapes, each with a linear warm-up and a floor ``min_lr_ratio * lr``:
 
 - ``cosine``: warm-up, then cosine decay from ``lr`` to the floor at the last step.
 - ``wsd`` (warmup-stable-decay, as verify-ppt / Nanotron): warm-up, hold ``lr``,
   then decay over the final ``wsd_decay`` fraction of steps to the floor,
   with a cosine (verify-ppt: ``lr_decay_style: cosine``) or linear ramp.
 - ``constant``: warm-up, then ``lr`` (the compartmentalization recipe).
+- ``linear``: warm-up, then a straight line from ``lr`` at the end of warm-up
+  to the floor after the last step (HF ``get_linear_schedule_with_warmup``
+  with ``min_lr_ratio: 0``; the QA fine-tuning recipe).
 
 ``warmup`` < 1 is a fraction of ``total_steps``; >= 1 is a number of steps.
 ``step`` counts optimizer updates from 0; the value returned is the LR used
@@ -22,7 +25,7 @@ from typing import Literal
 
 from ..config import check
 
-ScheduleName = Literal["cosine", "wsd", "constant"]
+ScheduleName = Literal["cosine", "wsd", "constant", "linear"]
 
 
 @dataclass
@@ -37,7 +40,8 @@ class ScheduleConfig:
     wsd_decay_shape: Literal["cosine", "linear"] = "cosine"
 
     def validate(self) -> None:
-        check(self.name in ("cosine", "wsd", "constant"), "schedule", f"must be cosine, wsd or constant, got {self.name!r}")
+        check(self.name in ("cosine", "wsd", "constant", "linear"), "schedule",
+              f"must be cosine, wsd, constant or linear, got {self.name!r}")
         check(self.lr > 0, "lr", f"must be > 0, got {self.lr}")
         check(self.warmup >= 0, "warmup", f"must be >= 0, got {self.warmup}")
         check(0.0 <= self.min_lr_ratio <= 1.0, "min_lr_ratio", f"must be in [0, 1], got {self.min_lr_ratio}")
@@ -66,6 +70,8 @@ def lr_at(step: int, total_steps: int, cfg: ScheduleConfig) -> float:
         return peak * (step + 1) / w
     if cfg.name == "constant":
         return peak
+    if cfg.name == "linear":
+        return floor + (peak - floor) * max(0.0, (total_steps - step) / max(1, total_steps - w))
     if cfg.name == "cosine":
         span = max(1, total_steps - 1 - w)
         t = min(1.0, (step - w) / span)

@@ -67,6 +67,7 @@ from .callbacks.base import Callback
 from .cpu_heap import retain_freed_memory
 from .loss import linear_cross_entropy, resolve_fused_loss
 from .model import ModelConfig, build_model
+from .optim import adamw
 from .schedules import ScheduleConfig, lr_at
 
 STATE_FILE = "trainer_state.pt"
@@ -79,7 +80,7 @@ class StageConfig:
     name: str
     data: str | dict[str, float]
     tokens: int
-    schedule: Literal["cosine", "wsd", "constant"] = "cosine"
+    schedule: Literal["cosine", "wsd", "constant", "linear"] = "cosine"
     lr: float | None = None  # None: TrainConfig.lr
     warmup: float = 0.0  # fraction of the stage (<1) or steps (>=1)
     min_lr_ratio: float = 0.1
@@ -468,23 +469,9 @@ class Trainer:
         return max(sizes)
 
     def _make_optimizer(self) -> torch.optim.Optimizer:
-        decay, no_decay = [], []
-        emb = {id(self.model.get_input_embeddings().weight)}
-        out = self.model.get_output_embeddings()
-        if out is not None:
-            emb.add(id(out.weight))
-        for name, p in self.model.named_parameters():
-            if not p.requires_grad:
-                continue
-            # norms and biases (1-D) never decay; embeddings only when asked (HF Trainer decays them)
-            (decay if p.ndim >= 2 and (self.cfg.decay_embeddings or id(p) not in emb) else no_decay).append(p)
-        groups = [{"params": decay, "weight_decay": self.cfg.weight_decay},
-                  {"params": no_decay, "weight_decay": 0.0}]
-        # fused AdamW (one kernel per step; CPU support since torch 2.4) is ~2x the foreach path on CPU
-        try:
-            return torch.optim.AdamW(groups, lr=self.cfg.lr, betas=tuple(self.cfg.betas), eps=self.cfg.eps, fused=True)
-        except (RuntimeError, TypeError):
-            return torch.optim.AdamW(groups, lr=self.cfg.lr, betas=tuple(self.cfg.betas), eps=self.cfg.eps, foreach=True)
+        # norms and biases (1-D) never decay; embeddings only when asked (HF Trainer decays them)
+        return adamw(self.model, self.cfg.lr, self.cfg.weight_decay, self.cfg.betas, self.cfg.eps,
+                     decay_embeddings=self.cfg.decay_embeddings)
 
     def _config_tree(self) -> dict:
         return run_config_tree(self.cfg, self.datasets, self.tokenizer_dir)
