@@ -64,12 +64,10 @@ def make_data(root: Path, rows: int, seq_len: int, vocab: int) -> Path:
 
 
 def flops_per_token(preset: str, vocab: int, seq_len: int) -> float:
-    from preschool.train.model import ModelConfig, describe, hf_config
+    from preschool.train.flops import flops_per_token as fpt
+    from preschool.train.model import ModelConfig, describe
 
-    d = describe(ModelConfig(preset=preset), vocab)
-    hf = hf_config(ModelConfig(preset=preset), vocab)
-    n = d["params_non_embedding"] + vocab * hf.hidden_size  # the head is a matmul even when tied
-    return 6 * n + 6 * hf.num_hidden_layers * seq_len * hf.hidden_size
+    return fpt(describe(ModelConfig(preset=preset), vocab), seq_len)
 
 
 def run_ours(preset, data, steps, warm, batch, seq_len, out: Path, compile: bool = False,

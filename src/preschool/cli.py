@@ -25,6 +25,8 @@ COMMANDS: dict[str, str] = {
     "report": "preschool.analysis.cli",
     "compartments": "preschool.compartments.cli",
     "corpus": "preschool.corpora.cli",
+    "plan": "preschool.plan",
+    "launch": "preschool.launch",
 }
 
 

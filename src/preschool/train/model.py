@@ -11,7 +11,21 @@ tokenizer at build time. Shapes follow:
 - ``gpt-500m`` / ``gpt-1b``: the verify-ppt Qwen2 table (Nanotron configs,
   spec synthetic_ppt.md A.4): 1024x32 (16 heads, FFN 2816) and 1536x36
   (12 heads, FFN 4096), 4 KV heads, RoPE theta 50k, tied embeddings.
-- ``gpt-125m``: SmolLM-135M (576x30, 9 heads, 3 KV heads, FFN 1536, tied).
+- ``gpt-3b`` / ``gpt-7b``: the verify-ppt 3B (2560x40, 20 heads, FFN 6912) and
+  7B (3584x28, 28 heads, FFN 18944, RMSNorm eps 1e-6) rows, 4 KV heads (spec
+  scale.md 1.1).
+- ``gpt-125m``: SmolLM-135M (576x30, 9 heads, 3 KV heads, FFN 1536, tied);
+  ``smollm-360m``: SmolLM-360M (960x32, 15 heads, 5 KV heads, FFN 2560), the
+  Beyond Perplexity sizes (spec scale.md 3.1).
+- ``l2t-500m`` / ``l2t-1b``: the L2T code's Qwen2 shapes (spec scale.md 2.1):
+  1024x24 with 24 heads of dim 42 (query width 1008, not the hidden size),
+  2 KV heads, FFN 4864; 1728x30 with 32 heads of dim 54, 4 KV heads, FFN 4752;
+  RoPE theta 1e6, RMSNorm eps 1e-6.
+- ``cm-8-32`` ... ``cm-8-512``, ``cm-1b``: the compartmentalization tiers
+  (spec scale.md 4.1; layers x width, head dim 32). The paper's trunk is a
+  GPT with a 4x GELU MLP (8 d^2 weights per layer); ours is the same family's
+  SwiGLU MLP with FFN = round(8d/3), which has the same 8 d^2 weights, so
+  parameter counts and FLOPs match the paper's tiers.
 - ``tiny-1m`` / ``small-6m`` / ``micro``: our own scaled-down shapes
   (head dim 32, 2:1 query:KV heads, FFN = 3d) sized for CPU experiments:
   ~1M and ~6M parameters in total at vocab 2048, and a 2-layer d=64 model
@@ -42,7 +56,7 @@ Family = Literal["qwen2", "llama"]
 
 
 def _shape(hidden: int, layers: int, heads: int, kv_heads: int, ffn: int, rope_theta: float = 10000.0,
-           max_positions: int = 2048) -> dict[str, Any]:
+           max_positions: int = 2048, **extra: Any) -> dict[str, Any]:
     return {
         "hidden_size": hidden,
         "num_hidden_layers": layers,
@@ -51,6 +65,7 @@ def _shape(hidden: int, layers: int, heads: int, kv_heads: int, ffn: int, rope_t
         "intermediate_size": ffn,
         "rope_theta": rope_theta,
         "max_position_embeddings": max_positions,
+        **extra,
     }
 
 
@@ -88,6 +103,52 @@ def _gpt_500m() -> dict[str, Any]:
 def _gpt_1b() -> dict[str, Any]:
     """verify-ppt 1B: 36 layers, d=1536, 12 heads (4 KV), FFN 4096, RoPE 50k."""
     return _shape(1536, 36, 12, 4, 4096, rope_theta=50000.0, max_positions=4096)
+
+
+@MODEL_PRESETS.register("gpt-3b")
+def _gpt_3b() -> dict[str, Any]:
+    """verify-ppt 3B: 40 layers, d=2560, 20 heads (4 KV), FFN 6912, RoPE 50k."""
+    return _shape(2560, 40, 20, 4, 6912, rope_theta=50000.0, max_positions=4096)
+
+
+@MODEL_PRESETS.register("gpt-7b")
+def _gpt_7b() -> dict[str, Any]:
+    """verify-ppt 7B: 28 layers, d=3584, 28 heads (4 KV), FFN 18944, RoPE 50k, RMSNorm eps 1e-6."""
+    return _shape(3584, 28, 28, 4, 18944, rope_theta=50000.0, max_positions=4096, rms_norm_eps=1e-6)
+
+
+@MODEL_PRESETS.register("smollm-360m")
+def _smollm_360m() -> dict[str, Any]:
+    """SmolLM-360M shape (Beyond Perplexity's larger model): 32 layers, d=960, 15 heads (5 KV), FFN 2560."""
+    return _shape(960, 32, 15, 5, 2560)
+
+
+@MODEL_PRESETS.register("l2t-500m")
+def _l2t_500m() -> dict[str, Any]:
+    """L2T 500M: 24 layers, d=1024, 24 heads of dim 42 (2 KV), FFN 4864, RoPE 1e6."""
+    return _shape(1024, 24, 24, 2, 4864, rope_theta=1e6, head_dim=42, rms_norm_eps=1e-6)
+
+
+@MODEL_PRESETS.register("l2t-1b")
+def _l2t_1b() -> dict[str, Any]:
+    """L2T 1B: 30 layers, d=1728, 32 heads of dim 54 (4 KV), FFN 4752, RoPE 1e6."""
+    return _shape(1728, 30, 32, 4, 4752, rope_theta=1e6, head_dim=54, rms_norm_eps=1e-6)
+
+
+def _register_compartments_tier(name: str, layers: int, width: int) -> None:
+    """One compartmentalization tier (spec scale.md 4.1): head dim 32 as the paper; the SwiGLU FFN
+    round(8d/3) keeps the paper's 8 d^2 MLP weights per layer."""
+
+    def shape() -> dict[str, Any]:
+        return _shape(width, layers, width // 32, width // 32, round(8 * width / 3))
+
+    shape.__doc__ = f"compartmentalization tier {layers}x{width} ({width // 32} heads of dim 32)"
+    MODEL_PRESETS.register(name)(shape)
+
+
+for _w in (32, 64, 128, 256, 512):
+    _register_compartments_tier(f"cm-8-{_w}", 8, _w)
+_register_compartments_tier("cm-1b", 24, 1792)  # the paper's "1B" tier
 
 
 def _config_class(family: str):
@@ -149,8 +210,9 @@ def hf_config(cfg: ModelConfig, vocab_size: int):
     shape.update(cfg.overrides)
     theta = float(shape.pop("rope_theta", 10000.0))
     d, h = shape["hidden_size"], shape["num_attention_heads"]
-    if d % h:
-        raise ConfigError("overrides.num_attention_heads", f"hidden_size {d} not divisible by {h} heads")
+    if d % h and not shape.get("head_dim"):
+        raise ConfigError("overrides.num_attention_heads",
+                          f"hidden_size {d} not divisible by {h} heads (set overrides.head_dim for another head size)")
     if h % shape["num_key_value_heads"]:
         raise ConfigError("overrides.num_key_value_heads",
                           f"{h} attention heads not divisible by {shape['num_key_value_heads']} KV heads")
@@ -239,15 +301,30 @@ def resize_vocab(model, new_size: int, std: float | None = None, seed: int = 0):
     return model
 
 
+def head_dim(hf) -> int:
+    """Attention head size of an HF config (``head_dim`` when set, else hidden / heads)."""
+    return int(getattr(hf, "head_dim", None) or hf.hidden_size // hf.num_attention_heads)
+
+
+def layer_params(hf, family: str) -> int:
+    """Parameters of one decoder block: Q/K/V/O (+ Qwen2's QKV biases), SwiGLU MLP, two RMSNorms."""
+    d, ffn = hf.hidden_size, hf.intermediate_size
+    q = hf.num_attention_heads * head_dim(hf)
+    kv = hf.num_key_value_heads * head_dim(hf)
+    bias = (q + 2 * kv) if family == "qwen2" else 0
+    return 2 * d * q + 2 * d * kv + bias + 3 * d * ffn + 2 * d
+
+
 def describe(cfg: ModelConfig, vocab_size: int) -> dict[str, Any]:
-    """Shape summary for logs: the HF config fields that matter plus parameter counts."""
+    """Shape summary for logs and the planner: HF config fields that matter plus exact parameter counts
+    (arithmetic on the config; no model is built). ``params_embedding`` is the input embedding plus an
+    untied head."""
     hf = hf_config(cfg, vocab_size)
     d, L, ffn = hf.hidden_size, hf.num_hidden_layers, hf.intermediate_size
-    hd = d // hf.num_attention_heads
-    kv = hf.num_key_value_heads * hd
-    bias = (d + 2 * kv) if cfg.family == "qwen2" else 0
-    per_layer = d * d * 2 + 2 * d * kv + bias + 3 * d * ffn + 2 * d
+    per_layer = layer_params(hf, cfg.family)
     emb = vocab_size * d * (1 if cfg.tie_embeddings else 2)
     return {"family": cfg.family, "preset": cfg.preset, "hidden_size": d, "layers": L, "ffn": ffn,
+            "heads": hf.num_attention_heads, "kv_heads": hf.num_key_value_heads, "head_dim": head_dim(hf),
+            "vocab_size": vocab_size, "params_per_layer": per_layer, "params_embedding": emb,
             "params_non_embedding": L * per_layer + d, "params_total": L * per_layer + d + emb,
             **{k: v for k, v in dataclasses.asdict(cfg).items() if k == "overrides" and v}}

@@ -1,0 +1,448 @@
+"""Compute planner: what an experiment YAML costs before anything runs (``preschool plan``).
+
+For every arm and stage it prints the parameter counts (embedding and
+non-embedding), tokens, training FLOPs, memory per GPU for DDP and FSDP with
+and without activation checkpointing at the configured micro-batch, whether that
+fits, the largest micro-batch that fits, and wall-time / GPU-hours at an assumed
+MFU. Arithmetic only: shapes come from the HF config of the preset
+(:func:`preschool.train.model.describe`), no model is built, so a 7B plan takes
+as long as a micro one.
+
+FLOPs: :mod:`preschool.train.flops` (6 N_matmul + 6 L d_attn s per token).
+
+Memory per GPU (bytes; P = parameters, W = ranks, T = micro-batch x seq_len
+tokens, d hidden, q = heads x head_dim, kv = KV heads x head_dim, f FFN, V vocab,
+L layers). Our trainer keeps fp32 weights and AdamW moments; on CUDA it runs
+bf16 autocast (DDP) or FSDP2's bf16 MixedPrecisionPolicy with fp32 reduction;
+on CPU everything is fp32.
+
+- DDP: weights 4P, gradients 4P, AdamW moments 8P, DDP's gradient buckets 4P
+  (``gradient_as_bucket_view`` off, torch's default; none with one process),
+  on CUDA the bf16 weight copies autocast saves for backward 2P.
+- FSDP: weights, gradients and moments sharded, 16P / W; gathered bf16 (CPU:
+  fp32) copies of the root module (embeddings, final norm, head) and of two
+  blocks (the current one and the prefetched next), the root's unsharded
+  gradient, and one block's unsharded gradient plus its fp32 copy for the
+  reduce-scatter.
+- Activations saved for backward, per token per layer (counted tensor by tensor
+  from HF's Llama/Qwen2 block with SDPA, whose flash kernels save no s x s
+  matrix): CUDA DDP 26d + 6q + 4kv + 8f bytes (fp32 residual stream and norm
+  outputs, autocast's bf16 input casts, bf16 q/k/v/attention output, four bf16
+  FFN tensors); CUDA FSDP 12d + 6q + 4kv + 8f (the stream is bf16, no casts);
+  CPU 16d + 12q + 8kv + 16f (fp32 throughout). With ``blocks`` checkpointing
+  only each block's input survives (4d bytes per token per layer on CUDA DDP and
+  CPU, 2d under FSDP) plus one block recomputed during backward.
+- Output head, per token: 12V bytes at the start of backward (the fp32
+  log-softmax saved by the loss, its gradient, and the logits' gradient), plus
+  the head's gradient 4Vd allocated first in backward.
+- Peak = weights + moments + buffers + max(forward-end activations + head + head
+  gradient, all gradients + one recomputed block).
+- CUDA runs also reserve 1 GiB for the context and cuBLAS/NCCL workspaces, and a
+  plan "fits" only under 90 % of the card's memory (allocator fragmentation):
+  both are assumptions, not measurements.
+
+The CPU formula is checked against the peak RSS of real CPU runs in
+tests/test_plan.py (within 25 %); the CUDA rows are estimates, not yet
+measured on a GPU.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .config import deep_merge, load_yaml, to_dict
+from .errors import ConfigError
+from .train.flops import GIB, GPU, GPUS, flops_per_token
+
+CUDA_RESERVED = 1 * GIB  # context + cuBLAS/NCCL workspaces (assumption)
+USABLE = 0.9  # share of a card's memory a plan may fill (allocator fragmentation; assumption)
+MODES = (("ddp", "none"), ("fsdp", "none"), ("ddp", "blocks"), ("fsdp", "blocks"))  # preference order
+
+
+# ----------------------------------------------------------------------------- what to plan
+
+
+@dataclass
+class StageTarget:
+    name: str
+    tokens: int
+    seq_len: int
+
+
+@dataclass
+class ArmTarget:
+    """One arm as the planner sees it: model summary, batch settings and stages."""
+
+    name: str
+    desc: dict[str, Any]  # train.model.describe() of the arm's model at its vocab
+    batch_size: int
+    micro_batch_size: int | None
+    stages: list[StageTarget]
+    seeds: int = 1
+    extra_params: int = 0  # parameters outside the HF model (compartment embedding)
+    parallel: str | None = None  # train.parallel when the config sets it
+    checkpointing: str | None = None  # train.activation_checkpointing when set
+    notes: list[str] = field(default_factory=list)
+
+
+def _tokenizer_vocab(tok: dict, out_dir: Path, notes: list[str]) -> int:
+    """The model vocabulary: the prepared data's when it exists, else what the tokenizer config implies."""
+    manifest = out_dir / "data" / "manifest.json"
+    if manifest.is_file():
+        from .io import read_json
+
+        m = read_json(manifest)
+        sizes = [m["tokenizer"]["vocab_size"]] + [d.get("vocab_size", 0) for d in m.get("datasets", {}).values()]
+        notes.append(f"vocab from the prepared data ({manifest})")
+        return int(max(sizes))
+    kind = tok.get("kind", "train")
+    if kind == "train":
+        return int(tok.get("vocab_size", 2048))
+    path = tok.get("path")
+    if path:
+        import json
+
+        p = Path(path)
+        p = p / "tokenizer.json" if p.is_dir() else p
+        if p.is_file():
+            model = json.loads(p.read_text(encoding="utf-8"))
+            return len(model["model"]["vocab"]) + len(model.get("added_tokens", []))
+    raise ConfigError("tokenizer.path", f"cannot read the vocabulary size from {path!r}; "
+                      "prepare the data first or point tokenizer.path at a tokenizer.json")
+
+
+def is_compartments(raw: dict) -> bool:
+    """Whether a YAML is a compartmentalization experiment (``preschool compartments``) rather than
+    a staged experiment (``preschool run``)."""
+    return "stage" in raw or any(isinstance(a, dict) and "compartments" in a for a in raw.get("arms") or [])
+
+
+def load_targets(path: str | Path, overrides: list[str] = ()) -> tuple[str, list[ArmTarget]]:
+    """(experiment name, one ArmTarget per arm) for either experiment kind."""
+    from .train.model import ModelConfig, describe
+
+    raw = load_yaml(path)
+    if raw.get("kind") == "audit":
+        raise ConfigError("kind", f"{path} is a dataset audit; it trains nothing to plan")
+    if is_compartments(raw):
+        from .compartments.experiment import load_config
+
+        ccfg = load_config(path, list(overrides))
+        notes: list[str] = []
+        base_v = _tokenizer_vocab(to_dict(ccfg.tokenizer), ccfg.out_dir, notes)
+        out = []
+        for arm in ccfg.arms:
+            tcfg = ccfg.train_config(arm)
+            c = arm.compartments.n_compartments
+            desc = describe(tcfg.model, arm.compartments.build_presentation(base_v).vocab_size)
+            extra = c * desc["hidden_size"] if arm.model_options.compartment_embedding else 0
+            stages = [StageTarget(s.name, s.tokens, ccfg.seq_len) for s in tcfg.stages]
+            out.append(ArmTarget(arm.name, desc, tcfg.batch_size, tcfg.micro_batch_size, stages,
+                                 len(ccfg.seeds or [ccfg.seed]), extra, *_parallel(tcfg, {**ccfg.train, **arm.train}),
+                                 notes=list(notes)))
+        return ccfg.name, out
+    from .experiment import load_experiment
+
+    cfg = load_experiment(path, list(overrides))
+    notes = []
+    vocab = _tokenizer_vocab(raw.get("tokenizer") or {}, cfg.out_dir, notes)
+    if not notes and any(d.render == "reserved" and d.generator for d in cfg.data.values()):
+        notes.append("synthetic symbols on reserved ids add rows to the vocabulary once the data exists "
+                     "(not counted here)")
+    out = []
+    for i, arm in enumerate(cfg.arms):
+        tcfg = cfg.train_config(arm, cfg.seeds[0], f"arms[{i}]")
+        desc = describe(tcfg.model, vocab)
+        stages = [StageTarget(s.name, s.tokens, cfg.seq_len) for s in tcfg.stages]
+        out.append(ArmTarget(arm.name, desc, tcfg.batch_size, tcfg.micro_batch_size, stages, len(cfg.seeds), 0,
+                             *_parallel(tcfg, deep_merge(cfg.train, arm.train)), notes=list(notes)))
+    return cfg.name, out
+
+
+def _parallel(tcfg, train: dict) -> tuple[str | None, str | None]:
+    """train.parallel / train.activation_checkpointing when the config sets them (the fields exist
+    once FSDP support is in the trainer; read from the raw dict so older trainers plan too)."""
+    par = getattr(tcfg, "parallel", None) or train.get("parallel")
+    ac = getattr(tcfg, "activation_checkpointing", None) or train.get("activation_checkpointing")
+    return par, ac
+
+
+# ----------------------------------------------------------------------------- memory
+
+
+@dataclass
+class Memory:
+    """Bytes per GPU (or per CPU process) for one mode at one micro-batch; ``total`` is the peak."""
+
+    weights: float
+    grads: float
+    optimizer: float
+    activations: float  # forward-end activations + head working set (at the peak)
+    buffers: float  # DDP buckets / FSDP gathered params and unsharded grads / autocast weight copies
+    reserved: float
+    total: float
+
+
+def layer_bytes_per_token(desc: dict, device: str, parallel: str) -> float:
+    """Activation bytes one decoder block saves per token (see the module docstring)."""
+    d, f = desc["hidden_size"], desc["ffn"]
+    q = desc["heads"] * desc["head_dim"]
+    kv = desc["kv_heads"] * desc["head_dim"]
+    if device == "cpu":
+        return 16 * d + 12 * q + 8 * kv + 16 * f
+    if parallel == "fsdp":
+        return 12 * d + 6 * q + 4 * kv + 8 * f
+    return 26 * d + 6 * q + 4 * kv + 8 * f
+
+
+def memory(desc: dict, micro: int, seq_len: int, world: int, parallel: str, checkpointing: str,
+           device: str = "cuda", extra_params: int = 0) -> Memory:
+    """Peak memory per rank for one mode (formulas in the module docstring)."""
+    P = desc["params_total"] + extra_params
+    d, L, V = desc["hidden_size"], desc["layers"], desc["vocab_size"]
+    block = desc["params_per_layer"]
+    root = P - L * block
+    p_bytes = 4 if device == "cpu" else 2  # gathered/computed parameter dtype
+    T = micro * seq_len
+    per_layer = layer_bytes_per_token(desc, device, parallel)
+    ckpt = checkpointing == "blocks"
+    stream = 2 if (parallel == "fsdp" and device != "cpu") else 4
+    layers = L * T * (stream * d if ckpt else per_layer)
+    recompute = T * per_layer if ckpt else 0.0
+    final_norm = T * 8 * d
+    head = T * 12 * V
+    head_grad = 4 * V * d
+    sharded = parallel == "fsdp" and world > 1
+    if sharded:
+        weights, grads, optim = 4 * P / world, 4 * P / world, 8 * P / world
+        gathered = p_bytes * root + 2 * p_bytes * block
+        unsharded_grads = p_bytes * root + (p_bytes + 4) * block
+        buffers = gathered + unsharded_grads
+        fwd = layers + final_norm + head + recompute
+        bwd_end = grads + recompute
+    else:
+        weights, grads, optim = 4 * P, 4 * P, 8 * P
+        buffers = 4 * P if (parallel == "ddp" and world > 1) else 0.0
+        matmul_p = P - (V * d if desc["params_embedding"] > V * d else 0) - extra_params
+        cast_copies = 2 * matmul_p if device != "cpu" else 0.0  # bf16 weights saved by autocast
+        buffers += cast_copies
+        fwd = layers + final_norm + head + head_grad + recompute
+        bwd_end = grads + recompute
+    reserved = CUDA_RESERVED if device != "cpu" else 0.0
+    # the peak is either at the start of backward (all activations + the head's working set) or at
+    # its end (every gradient exists; with checkpointing one block is being recomputed)
+    if fwd >= bwd_end:
+        act, g = fwd - (0.0 if sharded else head_grad), (0.0 if sharded else head_grad)
+    else:
+        act, g = recompute, grads
+    return Memory(weights, g, optim, act, buffers, reserved, weights + optim + buffers + reserved + act + g)
+
+
+def largest_micro(desc: dict, seq_len: int, world: int, parallel: str, checkpointing: str, device: str,
+                  capacity: float, local_batch: int, extra_params: int = 0) -> int:
+    """The largest micro-batch dividing the per-rank batch whose peak fits ``capacity`` (0: none)."""
+    best = 0
+    for m in range(1, local_batch + 1):
+        if local_batch % m:
+            continue
+        if memory(desc, m, seq_len, world, parallel, checkpointing, device, extra_params).total <= capacity:
+            best = m
+    return best
+
+
+# ----------------------------------------------------------------------------- the plan
+
+
+@dataclass
+class Hardware:
+    name: str
+    count: int
+    peak_flops: float  # per device
+    memory_bytes: float  # per device
+    device: str  # "cuda" or "cpu"
+    source: str
+
+
+def cpu_hardware(measure: bool = True) -> Hardware:
+    """This machine as one device: RAM from the OS, peak = a fp32 matmul rate measured now."""
+    from .train.flops import matmul_flops
+
+    ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    rate = matmul_flops("cpu") if measure else float("nan")
+    import torch
+
+    return Hardware(f"this CPU ({os.cpu_count()} cores, {torch.get_num_threads()} torch threads)", 1, rate, ram,
+                    "cpu", f"fp32 matmul rate measured at plan time (1024^3, ~0.3 s): {rate / 1e9:.0f} GFLOP/s")
+
+
+def gpu_hardware(kind: str, count: int) -> Hardware:
+    if kind not in GPUS:
+        raise ConfigError("--gpu", f"unknown GPU {kind!r}; known: {', '.join(GPUS)}")
+    g: GPU = GPUS[kind]
+    return Hardware(g.name, count, g.bf16_flops, g.memory_bytes, "cuda", g.source)
+
+
+@dataclass
+class StagePlan:
+    arm: str
+    stage: str
+    tokens: int
+    steps: int
+    seq_len: int
+    flops: float
+    micro: int
+    local_batch: int
+    memory: dict[str, Memory]
+    max_micro: dict[str, int]
+    fits: dict[str, bool]
+    chosen: str | None
+    seconds: float
+    gpu_hours: float
+
+
+def mode_name(parallel: str, ckpt: str) -> str:
+    return parallel + (" + ckpt" if ckpt == "blocks" else "")
+
+
+def plan_arm(arm: ArmTarget, hw: Hardware, mfu: float) -> list[StagePlan]:
+    world = hw.count
+    capacity = hw.memory_bytes * (USABLE if hw.device != "cpu" else 1.0)
+    out = []
+    for st in arm.stages:
+        fpt = flops_per_token(arm.desc, st.seq_len)
+        steps = math.ceil(st.tokens / (arm.batch_size * st.seq_len))
+        tokens = steps * arm.batch_size * st.seq_len  # the trainer trains whole steps
+        flops = fpt * tokens
+        local = max(arm.batch_size // world, 0)
+        micro = min(arm.micro_batch_size or local, local) if local else 0
+        mems, maxm, fits = {}, {}, {}
+        for par, ac in MODES:
+            key = mode_name(par, ac)
+            if local == 0:
+                continue
+            mems[key] = memory(arm.desc, micro, st.seq_len, world, par, ac, hw.device, arm.extra_params)
+            fits[key] = mems[key].total <= capacity
+            maxm[key] = largest_micro(arm.desc, st.seq_len, world, par, ac, hw.device, capacity, local,
+                                      arm.extra_params)
+        configured = mode_name(arm.parallel or "ddp", arm.checkpointing or "none")
+        if fits.get(configured):
+            chosen = configured
+        else:  # the first mode that runs the configured micro-batch, else the first with any micro-batch
+            chosen = next((k for k in fits if fits[k]), None) or next((k for k in maxm if maxm[k] > 0), None)
+        slow = 8 / 6 if chosen and "ckpt" in chosen else 1.0  # one forward recomputed
+        seconds = flops * slow / (world * hw.peak_flops * mfu)
+        out.append(StagePlan(arm.name, st.name, tokens, steps, st.seq_len, flops, micro, local, mems, maxm, fits,
+                             chosen, seconds, seconds * world / 3600))
+    return out
+
+
+# ----------------------------------------------------------------------------- printing
+
+
+def _n(x: float) -> str:
+    for unit, div in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(x) >= div:
+            return f"{x / div:.3g}{unit}"
+    return f"{x:.0f}"
+
+
+def _gib(x: float) -> str:
+    return f"{x / GIB:.1f}" if x >= 0.05 * GIB else f"{x / GIB:.3f}"
+
+
+def _dur(s: float) -> str:
+    if s < 120:
+        return f"{s:.0f} s"
+    if s < 7200:
+        return f"{s / 60:.0f} min"
+    if s < 3 * 86400:
+        return f"{s / 3600:.1f} h"
+    return f"{s / 86400:.1f} d"
+
+
+def format_plan(name: str, arms: list[ArmTarget], plans: list[list[StagePlan]], hw: Hardware, mfu: float) -> str:
+    lines = [f"plan: {name} on {hw.count} x {hw.name}, MFU {mfu:.2f}",
+             f"  peak {hw.peak_flops / 1e12:.3g} TFLOP/s and {hw.memory_bytes / GIB:.0f} GiB per device "
+             f"({hw.source})"]
+    if hw.device != "cpu":
+        lines.append(f"  fits = peak <= {USABLE:.0%} of memory, peak includes {CUDA_RESERVED / GIB:.0f} GiB "
+                     "for the CUDA context and workspaces (assumptions; GPU rows are estimates)")
+    total_h, total_s = 0.0, 0.0
+    for arm, stages in zip(arms, plans):
+        d = arm.desc
+        P = d["params_total"] + arm.extra_params
+        lines += ["", f"arm {arm.name}: {d['preset']} ({d['family']}, {d['layers']} x {d['hidden_size']}, "
+                      f"{d['heads']}/{d['kv_heads']} heads of {d['head_dim']}, FFN {d['ffn']}, vocab {d['vocab_size']:,})",
+                  f"  parameters {P:,} = embedding {d['params_embedding']:,} + non-embedding "
+                  f"{d['params_non_embedding'] + arm.extra_params:,}"
+                  + (f" (incl. {arm.extra_params:,} compartment embedding)" if arm.extra_params else ""),
+                  f"  global batch {arm.batch_size} sequences; per-rank batch {stages[0].local_batch if stages else 0}"
+                  + (f"; configured: train.parallel {arm.parallel}" if arm.parallel else "")
+                  + (f", activation_checkpointing {arm.checkpointing}" if arm.checkpointing else "")]
+        for note in arm.notes:
+            lines.append(f"  note: {note}")
+        for sp in stages:
+            lines.append(f"  stage {sp.stage}: {_n(sp.tokens)} tokens ({sp.steps:,} steps x {arm.batch_size} x "
+                         f"{sp.seq_len}), {flops_per_token(d, sp.seq_len) / 1e9:.3g} GFLOP/token -> "
+                         f"{sp.flops:.3g} FLOPs")
+            if sp.local_batch == 0:
+                lines.append(f"    global batch {arm.batch_size} < {hw.count} devices: every rank needs a sequence")
+                continue
+            lines.append(f"    memory per device at micro-batch {sp.micro} (GiB):")
+            lines.append("      mode           weights  grads  AdamW  activ.  buffers   total  fits  max micro")
+            for key, m in sp.memory.items():
+                lines.append(f"      {key:<13} {_gib(m.weights):>8} {_gib(m.grads):>6} {_gib(m.optimizer):>6} "
+                             f"{_gib(m.activations):>7} {_gib(m.buffers):>8} {_gib(m.total):>7}  "
+                             f"{'yes' if sp.fits[key] else 'NO':>4}  {sp.max_micro[key]:>9}")
+            if sp.chosen is None:
+                lines.append("    does not fit in any mode even at micro-batch 1: more devices or a smaller model")
+                continue
+            lines.append(f"    {sp.chosen}: {_dur(sp.seconds)} on {hw.count} device(s) = {sp.gpu_hours:,.1f} "
+                         f"device-hours per seed" + (" (x4/3: one forward recomputed)" if "ckpt" in sp.chosen else ""))
+            total_h += sp.gpu_hours * arm.seeds
+            total_s += sp.seconds * arm.seeds
+    lines += ["", f"total: {total_h:,.1f} device-hours ({_dur(total_s)} on {hw.count} device(s)) for "
+                  f"{sum(a.seeds for a in arms)} arm x seed runs"]
+    return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------- CLI
+
+HELP = "estimate an experiment's parameters, FLOPs, memory per GPU, wall-time and GPU-hours"
+DESCRIPTION = """\
+Plan an experiment before running it: per arm and stage, parameters, tokens,
+training FLOPs (6 N + attention), memory per device for DDP and FSDP with and
+without activation checkpointing, the largest micro-batch that fits, and
+wall-time / GPU-hours at an assumed MFU. Arithmetic only (no model is built).
+Formulas: docs/scale.md.
+
+example:
+  preschool plan examples/paper/verify_ppt_1b.yaml --gpus 16 --gpu a100-40gb
+  preschool plan examples/quickstart.yaml --cpu
+"""
+
+
+def add_arguments(p) -> None:
+    p.add_argument("config", help="experiment YAML (preschool run or preschool compartments kind)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a config value (repeatable)")
+    p.add_argument("--gpus", type=int, default=8, help="number of GPUs (default 8)")
+    p.add_argument("--gpu", default="a100-80gb", choices=sorted(GPUS), help="GPU model (default a100-80gb)")
+    p.add_argument("--mfu", type=float, default=0.35, help="assumed model-FLOPs utilisation (default 0.35)")
+    p.add_argument("--cpu", action="store_true", help="plan for this machine: RAM and a matmul rate measured now")
+
+
+def run(args) -> int:
+    if not 0 < args.mfu <= 1:
+        raise ConfigError("--mfu", f"must be in (0, 1], got {args.mfu}")
+    if args.gpus < 1:
+        raise ConfigError("--gpus", f"must be >= 1, got {args.gpus}")
+    name, arms = load_targets(args.config, args.overrides)
+    hw = cpu_hardware() if args.cpu else gpu_hardware(args.gpu, args.gpus)
+    plans = [plan_arm(a, hw, args.mfu) for a in arms]
+    print(format_plan(name, arms, plans, hw, args.mfu))
+    return 0

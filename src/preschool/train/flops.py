@@ -1,0 +1,98 @@
+"""Training FLOPs of our decoders, accelerator peak rates, and a measured matmul rate.
+
+One formula serves the planner (``preschool plan``), the trainer's MFU in the
+progress line and the throughput benchmark:
+
+    FLOPs per trained token = 6 * N_matmul + 6 * L * d_attn * s
+
+- ``N_matmul`` = the non-embedding parameters plus the output head (V x d): the
+  weights every token multiplies by. The input embedding is a lookup and costs
+  nothing; a tied head is counted once, as the matmul it is. Norm gains and
+  biases are in the non-embedding count (a rounding error at any size).
+- 6 = 2 (multiply + add) x 3 (forward, backward to activations, backward to
+  weights) (Kaplan et al. 2020, sec. 2.1).
+- The attention term: per layer, per token, Q K^T and A V each cost
+  2 * d_attn * (keys seen) forward, 3x that for training; a causal token sees
+  s/2 keys on average, so 6 * L * d_attn * s (d_attn = heads x head_dim).
+  Same count as the spec's 21.0 GFLOP/token for verify-ppt 3B at s = 4096.
+
+These are *model* FLOPs: activation checkpointing recomputes a forward (8 instead
+of 6) but MFU is quoted against model FLOPs, as the papers do.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+
+def flops_per_token(desc: dict, seq_len: int) -> float:
+    """Training FLOPs per token for a model summary from :func:`preschool.train.model.describe`."""
+    n_matmul = desc["params_non_embedding"] + desc["vocab_size"] * desc["hidden_size"]
+    d_attn = desc["heads"] * desc["head_dim"]
+    return 6.0 * n_matmul + 6.0 * desc["layers"] * d_attn * seq_len
+
+
+@dataclass(frozen=True)
+class GPU:
+    """One accelerator's dense bf16 tensor-core peak and memory, as its vendor datasheet prints them."""
+
+    name: str
+    bf16_flops: float  # dense (no sparsity), FLOP/s
+    memory_bytes: int
+    source: str
+
+
+GIB = 1 << 30
+
+# Dense bf16 = the datasheet's sparse figure / 2 where only the sparse one is printed.
+GPUS: dict[str, GPU] = {
+    "a100-40gb": GPU("NVIDIA A100 40GB (SXM)", 312e12, 40 * GIB,
+                     "NVIDIA A100 Tensor Core GPU datasheet: BF16 Tensor Core 312 TFLOPS (624 with sparsity), "
+                     "40GB HBM2"),
+    "a100-80gb": GPU("NVIDIA A100 80GB (SXM)", 312e12, 80 * GIB,
+                     "NVIDIA A100 Tensor Core GPU datasheet: BF16 Tensor Core 312 TFLOPS, 80GB HBM2e"),
+    "h100-80gb": GPU("NVIDIA H100 SXM 80GB", 989e12, 80 * GIB,
+                     "NVIDIA H100 Tensor Core GPU datasheet (SXM): BF16 Tensor Core 1,979 TFLOPS with sparsity "
+                     "= 989 dense, 80GB HBM3"),
+    # 141 GB taken as 141e9 bytes (131 GiB): the lower reading of the datasheet's "GB"
+    "h200": GPU("NVIDIA H200 SXM 141GB", 989e12, 141 * 10**9,
+                "NVIDIA H200 Tensor Core GPU datasheet (SXM): BF16 Tensor Core 1,979 TFLOPS with sparsity "
+                "= 989 dense, 141GB HBM3e"),
+}
+
+
+def gpu_for_device_name(name: str) -> GPU | None:
+    """The table row for a ``torch.cuda.get_device_name()`` string, or None when unknown."""
+    n = name.lower()
+    if "h200" in n:
+        return GPUS["h200"]
+    if "h100" in n:
+        return GPUS["h100-80gb"]
+    if "a100" in n:
+        return GPUS["a100-80gb"] if "80" in n else GPUS["a100-40gb"]
+    return None
+
+
+def matmul_flops(device: str = "cpu", n: int = 1024, seconds: float = 0.3, dtype: str = "float32") -> float:
+    """Measured square-matmul rate (FLOP/s) on ``device``: warm-up, then repeat for about ``seconds``."""
+    import torch
+
+    dt = getattr(torch, dtype)
+    a = torch.randn(n, n, device=device, dtype=dt)
+    b = torch.randn(n, n, device=device, dtype=dt)
+
+    def sync() -> None:
+        if torch.device(device).type == "cuda":
+            torch.cuda.synchronize()
+
+    a @ b
+    sync()
+    reps, t0 = 0, time.perf_counter()
+    while True:
+        a @ b
+        reps += 1
+        sync()
+        elapsed = time.perf_counter() - t0
+        if elapsed >= seconds:
+            return 2.0 * n**3 * reps / elapsed
