@@ -177,6 +177,15 @@ def load_yaml(path: str | Path) -> dict:
     return data
 
 
+def override_value(raw: str) -> Any:
+    """A ``--set`` value: parsed as YAML (``3``, ``true``, ``[1, 2]``), or the text itself when it is
+    not valid YAML (``**/*``, ``a: b: c``)."""
+    try:
+        return yaml.safe_load(raw)
+    except yaml.YAMLError:
+        return raw
+
+
 def apply_overrides(data: dict, overrides: list[str]) -> dict:
     """Apply ``a.b.c=value`` overrides to a nested dict; list items by index (``arms.0.name=x``).
 
@@ -189,10 +198,7 @@ def apply_overrides(data: dict, overrides: list[str]) -> dict:
         if "=" not in ov:
             raise ConfigError(ov, "override must look like key.path=value")
         key, raw = ov.split("=", 1)
-        try:
-            value = yaml.safe_load(raw)
-        except yaml.YAMLError:
-            value = raw
+        value = override_value(raw)
         parts = key.split(".")
         if not all(parts):
             raise ConfigError(key, "override key has an empty part (write key.path=value)")

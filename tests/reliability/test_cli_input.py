@@ -60,3 +60,10 @@ def test_experiment_without_val_list_is_valid(tmp_path):
     assert cfg.train_config(cfg.arms[0], 0).val is None
     with pytest.raises(ConfigError, match=r"arms\[0\]\.train\.val.*no dataset named 'nope'"):
         load_experiment(p, [f"out={tmp_path / 'o'}", "train.val=[nope]"])
+
+
+def test_generate_set_takes_non_yaml_text_as_a_string(capsys):
+    # a value that is not YAML reaches the generator's own validation instead of a ScannerError
+    assert main(["generate", "shuffle_dyck", "--preview", "1", "--set", "k=*"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "k" in err[0] and "'*'" in err[0]

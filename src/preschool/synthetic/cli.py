@@ -92,8 +92,7 @@ def list_tasks(out=None) -> None:
 
 
 def _params(args) -> tuple[str, dict, set]:
-    import yaml
-
+    from ..config import override_value
     from ..errors import ConfigError
     from . import GENERATORS, PRESETS
 
@@ -120,7 +119,7 @@ def _params(args) -> tuple[str, dict, set]:
         if "=" not in kv:
             raise ConfigError("set", f"expected KEY=VALUE, got {kv!r}")
         k, v = kv.split("=", 1)
-        params[k.strip()] = yaml.safe_load(v)
+        params[k.strip()] = override_value(v)
         explicit.add(k.strip())
     if args.seed is not None:
         params["seed"] = args.seed

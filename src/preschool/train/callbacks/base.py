@@ -59,7 +59,8 @@ class Callback:
         return None
 
     def state_dict(self) -> dict[str, Any]:
-        """State saved in checkpoints (trainer_state.pt) and restored on resume."""
+        """State saved in checkpoints (trainer_state.pt) and restored on resume: tensors, numbers,
+        strings and lists/dicts of them only (the file is read back with ``weights_only=True``)."""
         return {}
 
     def load_state_dict(self, state: dict[str, Any]) -> None: ...
