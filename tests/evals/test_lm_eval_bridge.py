@@ -56,6 +56,10 @@ def test_decisions_match_lm_eval(setup):
     acc = flatten_metrics(res)["mp_test/acc"]
     ties = sum(r["correct"] == 0.5 for r in ours)
     assert acc == pytest.approx((sum(r["correct"] for r in ours) + 0.5 * ties) / 30)
+    # the lm_eval preset (the evaluator's default: " " prefix, tie = correct) is lm-eval's number
+    same = score_pairs(model, tok, pairs, bos="prepend", batch_size=7, prefix=" ", ties="correct")
+    assert [r["correct"] for r in same] == [b["correct_lmeval"] for b in theirs]
+    assert sum(r["correct"] for r in same) / 30 == pytest.approx(acc)
 
 
 def test_lm_eval_evaluator(setup):

@@ -142,7 +142,8 @@ def test_ties_count_half(tmp_path):
     rows = [pair("agr", 0, "the cat sleeps .", "the cats sleeps ."), pair("agr", 1, "the dog barks", "the dogs barks"),
             pair("agr", 2, "the cat sleeps .", "the cat sleeps")]
     path = write_pairs(tmp_path / "ties.jsonl", rows)
-    res = MinimalPairs(EVALUATORS.build_config("minimal_pairs", {"path": str(path)})).evaluate(BigramLM(W), tok)
+    res = MinimalPairs(EVALUATORS.build_config("minimal_pairs", {"path": str(path), "preset": "preschool"})
+                       ).evaluate(BigramLM(W), tok)
     assert [r["correct"] for r in res.items] == [0.5, 0.5, 0.0]  # the longer good sentence loses by summed logp
     assert [r["correct_tokmean"] for r in res.items] == [0.5, 0.5, 0.5]  # but ties by token-mean
     assert res.metrics["ties"] == 2 and res.metrics["ties_tokmean"] == 3
@@ -229,3 +230,44 @@ def test_full_blimp_loads_and_validates(shared_data):
         per_uid[p.uid] = per_uid.get(p.uid, 0) + 1
     assert len(per_uid) == 67 and set(per_uid.values()) == {1000}
     assert len({p.term for p in pairs}) == 12 and len({p.field for p in pairs}) == 4
+
+
+def test_lm_eval_preset_is_the_default_and_counts_a_tie_as_correct(tmp_path):
+    """lm-eval's blimp (both papers): " " + sentence, and argmax picks the good sentence on a tie."""
+    W = np.zeros((len(WORDS), len(WORDS)))
+    tok = word_tokenizer()
+    rows = [pair("agr", 0, "the cat sleeps .", "the cats sleeps ."), pair("agr", 1, "the dog barks", "the dogs barks"),
+            pair("agr", 2, "the cat sleeps .", "the cat sleeps")]
+    path = write_pairs(tmp_path / "ties.jsonl", rows)
+    cfg = EVALUATORS.build_config("minimal_pairs", {"path": str(path)})
+    assert (cfg.preset, cfg.sentence_prefix, cfg.ties) == ("lm_eval", " ", "correct")
+    ev = MinimalPairs(cfg)
+    res = ev.evaluate(BigramLM(W), tok)
+    assert [r["correct"] for r in res.items] == [1.0, 1.0, 0.0]
+    assert res.metrics["ties"] == 2 and res.metrics["acc"] == pytest.approx(2 / 3)
+    assert ev.setup() == "preset lm_eval" and res.extra["preset"] == "lm_eval"
+    own = MinimalPairs(EVALUATORS.build_config("minimal_pairs", {"path": str(path), "preset": "preschool"}))
+    assert (own.cfg.sentence_prefix, own.cfg.ties) == ("", "half") and own.setup() == "preset preschool"
+    # a field set against the preset is named beside it
+    mixed = MinimalPairs(EVALUATORS.build_config("minimal_pairs", {"path": str(path), "ties": "half"}))
+    assert mixed.setup() == "preset lm_eval (ties='half')"
+    with pytest.raises(ConfigError, match="preset"):
+        EVALUATORS.build_config("minimal_pairs", {"path": str(path), "preset": "babylm"})
+
+
+def test_l2t_three_field_grouping_puts_binding_and_control_raising_under_syntax(tmp_path):
+    from preschool.evals.minimal_pairs import FIELDS3, summarize
+
+    rows = []
+    for uid, field, term, c in (("p_bind", "syntax_semantics", "binding", 1.0),
+                                ("p_ctrl", "syntax_semantics", "control_raising", 0.0),
+                                ("p_isl", "syntax", "island_effects", 1.0),
+                                ("p_npi", "syntax_semantics", "npi_licensing", 1.0),
+                                ("p_dn", "morphology", "determiner_noun_agreement", 0.0)):
+        rows.append({"UID": uid, "pairID": "0", "field": field, "linguistics_term": term, "correct": c,
+                     "correct_tokmean": c, "tie": False, "tie_tokmean": False})
+    m, _ = summarize(rows)
+    assert m["acc/field/syntax_semantics"] == pytest.approx(2 / 3)  # BLiMP's own 4 fields stay
+    assert m["acc/field3/syntax"] == pytest.approx(2 / 3)  # binding, control/raising, island
+    assert m["acc/field3/semantics"] == 1.0 and m["acc/field3/morphology"] == 0.0
+    assert set(FIELDS3.values()) == {"morphology", "syntax", "semantics"} and len(FIELDS3) == 13

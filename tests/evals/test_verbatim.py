@@ -1,3 +1,4 @@
+from pathlib import Path
 import json
 import math
 
@@ -199,3 +200,27 @@ def test_rnn_input_files_are_read_verbatim(tmp_path):
         load_rnn_inputs(bad)
     with pytest.raises(ConfigError, match="input_files"):
         VerbatimConfig(source="rnn_inputs").validate()
+
+
+def test_verify_ppt_preset_reads_the_published_inputs_and_reports_say_which(tmp_path):
+    """preset verify_ppt: Armeni's categorized_lists_sce{1..5}_repeat files from a folder the user gives."""
+    from preschool.evals.verbatim import VerbatimEvaluator
+
+    line = "Tom made a list : cup , pan . Later he read it : cup , pan ."
+    marks = [0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 2, 3, 3, 3, 3]
+    for k in (1, 2, 3, 4, 5):
+        _write_rnn_inputs(tmp_path, [line] * 45, [(marks, 2, 1)] * 45, name=f"categorized_lists_sce{k}_repeat")
+    cfg = EVALUATORS.build_config("verbatim", {"preset": "verify_ppt", "inputs_dir": str(tmp_path),
+                                               "list_lengths": [2], "bootstrap_resamples": 20})
+    assert cfg.source == "rnn_inputs" and cfg.n_lists is None and cfg.conditions == ["repeat"] and not cfg.add_bos
+    assert [Path(f).name for f in cfg.input_files] == [f"categorized_lists_sce{k}_repeat.txt" for k in range(1, 6)]
+    stims = build_stimuli(cfg)
+    assert len(stims) == 5 * 45  # every list (the default keeps 40 per group), every scenario
+    ev = VerbatimEvaluator(cfg)
+    assert ev.setup() == "preset verify_ppt: published input files (Armeni et al.)"
+    ours = VerbatimEvaluator(EVALUATORS.build_config("verbatim", {}))
+    assert ours.setup().startswith("preset ours: our own stimuli") and "not comparable" in ours.setup()
+    with pytest.raises(ConfigError, match="inputs_dir"):
+        EVALUATORS.build_config("verbatim", {"preset": "verify_ppt"})
+    with pytest.raises(ConfigError, match="inputs_dir"):
+        EVALUATORS.build_config("verbatim", {"preset": "verify_ppt", "inputs_dir": str(tmp_path / "missing")})

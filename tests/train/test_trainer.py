@@ -282,3 +282,34 @@ def test_runs_written_before_a_new_field_resume_at_its_default(tmp_path, dataset
     train(cfg, tmp_path / "r", datasets)  # resumes: the default is the behaviour that run had
     with pytest.raises(ConfigError, match="train.decay_embeddings"):
         train(micro_cfg(decay_embeddings=True), tmp_path / "r", datasets)
+
+
+def test_token_account_per_stage_and_source_and_language_share_of_a_mixture(tmp_path, micro_cfg, write_dataset):
+    """A mixture stage counts only its language share as PT; checkpoints record tokens per stage and source."""
+    import json as _json
+
+    lang = write_dataset(tmp_path / "data", "lang", seed=1)
+    syn = write_dataset(tmp_path / "data", "syn", stride=3, seed=2)
+    man = syn / "train" / "manifest.json"  # mark it as a generator's output, as synthetic/write.py does
+    m = _json.loads(man.read_text())
+    m["source"] = {"kind": "generator", "name": "stack"}
+    man.write_text(_json.dumps(m))
+    stages = [{"name": "ppt", "data": "syn", "tokens": 2 * 4 * 16, "counts_as_pt": False},
+              {"name": "mixed", "data": {"lang": 3, "syn": 1}, "tokens": 4 * 4 * 16},
+              {"name": "task", "data": "syn", "tokens": 2 * 4 * 16, "counts_as_pt": False}]
+    run = tmp_path / "r"
+    train(micro_cfg(stages=stages, checkpoint_every=100), run, {"lang": lang, "syn": syn})
+    meta = _json.loads((run / "checkpoints" / "step-00000008" / "meta.json").read_text())
+    # batch 4 x 16 tokens; the mixture puts 3 lang rows and 1 syn row in every batch
+    assert meta["tokens_by_stage"] == {"ppt": 128, "mixed": 256, "task": 128}
+    assert meta["tokens_by_source"] == {"syn": 128 + 64 + 128, "lang": 192}
+    assert meta["pt_tokens"] == 192  # the language share only (was all 256 mixture tokens)
+    mid = _json.loads((run / "checkpoints" / "step-00000006" / "meta.json").read_text())
+    assert mid["tokens_by_stage"] == {"ppt": 128, "mixed": 256} and mid["pt_tokens"] == 192
+    vals = [r for r in rows(run, "val") if r["step"] == 8]
+    assert vals and vals[-1]["tokens_by_source"] == meta["tokens_by_source"]
+    explicit = [{**stages[1], "pt_sources": ["lang", "syn"]}]
+    train(micro_cfg(stages=explicit, checkpoint_every=100), tmp_path / "r2", {"lang": lang, "syn": syn})
+    assert _json.loads((tmp_path / "r2" / "checkpoints" / "step-00000004" / "meta.json").read_text())["pt_tokens"] == 256
+    with pytest.raises(ConfigError, match=r"pt_sources\[0\]"):
+        from_dict(TrainConfig, micro_cfg(stages=[{**stages[1], "pt_sources": ["nope"]}]))

@@ -41,6 +41,11 @@ class Evaluator:
     def evaluate(self, model, tokenizer) -> EvalResult:
         raise NotImplementedError
 
+    def setup(self) -> str:
+        """One line naming the setup that produced this evaluator's numbers (a preset, the stimuli),
+        printed beside them in reports and summaries; "" when there is nothing to choose."""
+        return ""
+
     def run(self, model, tokenizer, out_dir: str | Path | None = None, checkpoint: str | None = None, **prov: Any) -> dict:
         """Evaluate and (if ``out_dir``) write ``summary.json`` + ``items.jsonl`` atomically."""
         import json
@@ -54,6 +59,7 @@ class Evaluator:
             "checkpoint": checkpoint,
             "metrics": res.metrics,
             "extra": res.extra,
+            "setup": self.setup(),
             **provenance(self.cfg, **prov),
         }
         if out_dir is not None:

@@ -22,16 +22,18 @@ spec style_and_peers.md part 2):
   alone and scores it from its 2nd token; the 1st token is unscored (Hu et al.
   2025's ``eval_checkpoint.py``). A one-token sentence then scores 0 over 0
   tokens.
-- **ties are ties**: when ``|logp_good - logp_bad| <= tie_tolerance`` the pair
-  gets 0.5 credit and is counted in ``ties``; it never defaults to "good wins"
-  (index-0 argmax) as in babylm-2025 #34.
-- **lm-eval parity**: lm-eval's multiple-choice tasks score
-  ``target_delimiter + choice`` (default ``" "``), so its BLiMP scores
-  ``" " + sentence`` after the prefix token. With a byte-level BPE this
-  changes the first word's token. ``sentence_prefix=" "`` reproduces
-  lm-eval's numbers exactly (tests/evals/test_lm_eval_bridge.py); the default
-  ``""`` scores the sentence as written, which is how a document starts after
-  EOS in our packed training data.
+- **presets** (``preset``): ``lm_eval`` (default; what both papers ran, the
+  lm-evaluation-harness ``blimp`` task) scores ``" " + sentence`` after the
+  prefix token (lm-eval's multiple-choice ``target_delimiter``; with a
+  byte-level BPE this changes the first word's token) and counts a tie as
+  correct (lm-eval's argmax picks the good sentence, index 0), so it
+  reproduces lm-eval's numbers exactly (tests/evals/test_lm_eval_bridge.py).
+  ``preschool`` scores the sentence as written (how a document starts after
+  EOS in our packed training data) and gives a tie 0.5 credit instead of a win
+  (babylm-2025 #34). ``sentence_prefix`` and ``ties`` set explicitly override
+  the preset; ``setup()`` names what was used, and reports print it.
+- **ties are counted**: ``|logp_good - logp_bad| <= tie_tolerance`` is a tie,
+  counted in ``ties`` whatever credit it gets.
 - **two decisions**: by summed log-prob (``acc*``, the BLiMP/lm-eval metric)
   and by token-mean log-prob (``acc_tokmean*``), which removes the length bias
   of sums when the two sentences tokenize to different lengths.
@@ -41,8 +43,11 @@ spec style_and_peers.md part 2):
 
 Metrics: ``acc`` is the macro mean over paradigms (UIDs), ``acc_micro`` the
 mean over pairs (they coincide on full BLiMP, 1000 pairs per paradigm);
-``acc/uid/<UID>``, ``acc/term/<linguistics_term>`` and ``acc/field/<field>``
-(group scores are macro means over their paradigms); the same family with the
+``acc/uid/<UID>``, ``acc/term/<linguistics_term>``, ``acc/field/<field>``
+(BLiMP's own 4 fields) and ``acc/field3/<field>`` (the L2T paper's 3 fields,
+after Shah et al. 2024: binding and control/raising under syntax; by
+phenomenon, :data:`FIELDS3`) (group scores are macro means over their
+paradigms); the same family with the
 ``acc_tokmean`` prefix; ``ties``, ``ties_tokmean``, ``n_pairs``,
 ``n_paradigms``. Per-pair rows go to ``items.jsonl``.
 
@@ -81,10 +86,29 @@ LABEL_FIXES = {
 }
 
 
+# The L2T paper's 3-field grouping (Yamaguchi et al. 2026, Table 2, after Shah et al. 2024):
+# by phenomenon, with binding and control/raising under syntax (BLiMP's own `field` puts them,
+# and two NPI paradigms, under syntax_semantics).
+FIELDS3 = {
+    "anaphor_agreement": "morphology", "determiner_noun_agreement": "morphology", "irregular_forms": "morphology",
+    "subject_verb_agreement": "morphology",
+    "argument_structure": "syntax", "binding": "syntax", "control_raising": "syntax", "ellipsis": "syntax",
+    "filler_gap_dependency": "syntax", "island_effects": "syntax", "s-selection": "syntax",
+    "npi_licensing": "semantics", "quantifiers": "semantics",
+}
+
+# Named scoring setups: lm_eval = lm-evaluation-harness's blimp task (both papers); preschool = ours.
+PRESETS: dict[str, dict[str, str]] = {
+    "lm_eval": {"sentence_prefix": " ", "ties": "correct"},
+    "preschool": {"sentence_prefix": "", "ties": "half"},
+}
+
+
 @dataclass
 class MinimalPairsConfig:
     """Where the pairs come from and how sentences are scored."""
 
+    preset: Literal["lm_eval", "preschool"] = "lm_eval"  # lm_eval: " " + sentence, tie = correct (papers); preschool: bare, tie = 0.5
     path: str | None = None  # JSONL file or folder of *.jsonl; None -> the HF hub dataset `hub`
     hub: str = HUB_DATASET  # used only when path is None (needs network)
     bos: BosMode = "prepend"  # "prepend": BOS/EOS then score all tokens (lm-eval); "none": score from token 2 (Hu et al.)
@@ -93,12 +117,21 @@ class MinimalPairsConfig:
     row_tokens: int = 128  # prefix-tree mode: trie nodes per batch row
     max_pairs_per_paradigm: int | None = None  # fast subset: first N pairs by pairID in each paradigm
     paradigms: list[str] | None = None  # only these UIDs (default: all found)
-    tie_tolerance: float = 1e-5  # |logp_good - logp_bad| at or below this (nats) is a tie (0.5 credit)
-    sentence_prefix: str = ""  # text put before every sentence; " " reproduces lm-eval's BLiMP exactly (docstring)
+    tie_tolerance: float = 1e-5  # |logp_good - logp_bad| at or below this (nats) is a tie
+    sentence_prefix: str | None = None  # text put before every sentence; None = the preset's (" " lm_eval, "" preschool)
+    ties: Literal["correct", "half"] | None = None  # a tie's credit: 1 (lm-eval's argmax) or 0.5; None = the preset's
     normalize_labels: bool = True  # map BLiMP's stray labels onto the paper's 12 phenomena / 4 fields (LABEL_FIXES)
     write_items: bool = True  # per-pair rows in items.jsonl
 
+    def __post_init__(self) -> None:
+        # fields left unset take the preset's value, so the stored config says what was run
+        for k, v in PRESETS.get(self.preset, {}).items():
+            if getattr(self, k) is None:
+                setattr(self, k, v)
+
     def validate(self) -> None:
+        check(self.preset in PRESETS, "preset", f"must be one of {sorted(PRESETS)}, got {self.preset!r}")
+        check(self.ties in ("correct", "half"), "ties", f"must be 'correct' or 'half', got {self.ties!r}")
         check(self.bos in ("prepend", "none"), "bos", f"must be 'prepend' or 'none', got {self.bos!r}")
         check(self.batch_size >= 1, "batch_size", f"must be >= 1, got {self.batch_size}")
         check(self.row_tokens >= 2, "row_tokens", f"must be >= 2, got {self.row_tokens}")
@@ -352,17 +385,21 @@ def score_sentences(model, tokenizer, sentences: Sequence[str], bos: BosMode = "
 # ---------------------------------------------------------------- decisions and summary
 
 
-def decide(a: float, b: float, tol: float) -> float:
-    """1 if a > b, 0 if a < b, 0.5 when within ``tol`` (a tie)."""
+def decide(a: float, b: float, tol: float, tie_credit: float = 0.5) -> float:
+    """1 if a > b, 0 if a < b, ``tie_credit`` when within ``tol`` (a tie)."""
     if abs(a - b) <= tol:
-        return 0.5
+        return tie_credit
     return 1.0 if a > b else 0.0
 
 
 def score_pairs(model, tokenizer, pairs: Sequence[MinimalPair], bos: BosMode = "prepend",
                 batch_size: int = 128, tie_tolerance: float = 1e-5, prefix: str = "",
-                prefix_tree: bool | None = None, row_tokens: int = 128) -> list[dict]:
-    """One row per pair: log-probs, token counts and both decisions (1 / 0.5 / 0)."""
+                prefix_tree: bool | None = None, row_tokens: int = 128, ties: str = "half") -> list[dict]:
+    """One row per pair: log-probs, token counts, tie flags and both decisions.
+
+    ``ties``: a tie's credit, ``"half"`` (0.5) or ``"correct"`` (1, lm-eval's argmax).
+    """
+    credit = 1.0 if ties == "correct" else 0.5
     # Score each distinct sentence once (BLiMP repeats some across pairs).
     uniq = sorted({s for pr in pairs for s in (pr.good, pr.bad)})
     lp, nt = score_sentences(model, tokenizer, uniq, bos, batch_size, prefix, prefix_tree, row_tokens)
@@ -376,8 +413,10 @@ def score_pairs(model, tokenizer, pairs: Sequence[MinimalPair], bos: BosMode = "
             "UID": pr.uid, "pairID": pr.pair_id, "field": pr.field, "linguistics_term": pr.term,
             "logp_good": float(lp[g]), "logp_bad": float(lp[b]),
             "n_tokens_good": int(nt[g]), "n_tokens_bad": int(nt[b]),
-            "correct": decide(lp[g], lp[b], tie_tolerance),
-            "correct_tokmean": decide(mg, mb, tie_tolerance),
+            "correct": decide(lp[g], lp[b], tie_tolerance, credit),
+            "correct_tokmean": decide(mg, mb, tie_tolerance, credit),
+            "tie": bool(abs(lp[g] - lp[b]) <= tie_tolerance),
+            "tie_tokmean": bool(abs(mg - mb) <= tie_tolerance),
         })
     return rows
 
@@ -393,15 +432,19 @@ def summarize(rows: Sequence[dict]) -> tuple[dict[str, float], dict[str, Any]]:
         per_uid = {u: float(np.mean([r[key] for r in rs])) for u, rs in by_uid.items()}
         metrics[prefix] = float(np.mean(list(per_uid.values())))
         metrics[f"{prefix}_micro"] = float(np.mean([r[key] for r in rows]))
-        for kind, col in (("term", "linguistics_term"), ("field", "field")):
+        for kind, group_of in (("term", lambda r: r["linguistics_term"]), ("field", lambda r: r["field"]),
+                               ("field3", lambda r: FIELDS3.get(r["linguistics_term"]))):
             groups: dict[str, list[float]] = {}
             for u, rs in by_uid.items():
-                groups.setdefault(rs[0][col], []).append(per_uid[u])
+                g = group_of(rs[0])
+                if g is not None:  # field3: only BLiMP's phenomena have a place in the paper's grouping
+                    groups.setdefault(g, []).append(per_uid[u])
             for g, accs in sorted(groups.items()):
                 metrics[f"{prefix}/{kind}/{g}"] = float(np.mean(accs))
         for u in sorted(per_uid):
             metrics[f"{prefix}/uid/{u}"] = per_uid[u]
-        ties = sum(1 for r in rows if r[key] == 0.5)
+        tie_key = "tie" if key == "correct" else "tie_tokmean"
+        ties = sum(1 for r in rows if r.get(tie_key, r[key] == 0.5))
         metrics["ties" if key == "correct" else "ties_tokmean"] = float(ties)
     metrics["n_pairs"] = float(len(rows))
     metrics["n_paradigms"] = float(len(by_uid))
@@ -409,7 +452,7 @@ def summarize(rows: Sequence[dict]) -> tuple[dict[str, float], dict[str, Any]]:
         table[u] = {
             "field": rs[0]["field"], "linguistics_term": rs[0]["linguistics_term"], "n": len(rs),
             "acc": metrics[f"acc/uid/{u}"], "acc_tokmean": metrics[f"acc_tokmean/uid/{u}"],
-            "ties": sum(1 for r in rs if r["correct"] == 0.5),
+            "ties": sum(1 for r in rs if r.get("tie", r["correct"] == 0.5)),
         }
     return metrics, table
 
@@ -418,8 +461,14 @@ def summarize(rows: Sequence[dict]) -> tuple[dict[str, float], dict[str, Any]]:
 class MinimalPairs(Evaluator):
     """BLiMP-style minimal-pair accuracy by fp32 summed (and token-mean) sentence log-prob."""
 
-    version: ClassVar[str] = "1"
+    version: ClassVar[str] = "2"  # 2: presets (lm_eval default), tie flags, field3 grouping
     headline_metrics: ClassVar[tuple[str, ...]] = ("acc", "acc_micro", "acc_tokmean", "ties", "n_pairs")
+
+    def setup(self) -> str:
+        """``preset lm_eval`` / ``preset preschool``, plus any field set against the preset."""
+        cfg = self.cfg
+        own = [f"{k}={getattr(cfg, k)!r}" for k, v in PRESETS[cfg.preset].items() if getattr(cfg, k) != v]
+        return f"preset {cfg.preset}" + (f" ({', '.join(own)})" if own else "")
 
     @classmethod
     def data_fingerprint(cls, cfg: MinimalPairsConfig) -> str | None:
@@ -436,9 +485,12 @@ class MinimalPairs(Evaluator):
                                     cfg.normalize_labels)
         tree = use_prefix_tree(model, cfg.prefix_tree)
         rows = score_pairs(model, tokenizer, pairs, cfg.bos, cfg.batch_size, cfg.tie_tolerance,
-                           cfg.sentence_prefix, tree, cfg.row_tokens)
+                           cfg.sentence_prefix, tree, cfg.row_tokens, cfg.ties)
         metrics, table = summarize(rows)
         extra = {
+            "preset": cfg.preset,
+            "setup": self.setup(),
+            "ties_credit": cfg.ties,
             "bos": cfg.bos,
             "sentence_prefix": cfg.sentence_prefix,
             "prefix_token_id": prefix_token_id(tokenizer) if cfg.bos == "prepend" else None,

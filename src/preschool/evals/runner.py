@@ -21,7 +21,8 @@ Usage::
 
     from preschool.evals.runner import evaluate_run, collect_results
     evaluate_run("runs/arm0", [("minimal_pairs", {"path": "blimp/", "max_pairs_per_paradigm": 100})], every=500)
-    rows = collect_results("runs/arm0")   # [{step, tokens, pt_tokens, evaluator, metric, value, version}]
+    rows = collect_results("runs/arm0")   # [{step, tokens, pt_tokens, tokens_by_stage, tokens_by_source,
+                                          #   evaluator, metric, value, version, setup}]
 """
 
 from __future__ import annotations
@@ -261,8 +262,10 @@ def evaluate_run(
 def collect_results(run_dir: str | Path) -> list[dict]:
     """One row per (step, evaluator label, metric) from ``<run>/evals``, sorted.
 
-    ``tokens`` / ``pt_tokens`` come from the checkpoint's meta.json (kept in the
-    summary too, so rows survive checkpoint pruning); None when unknown.
+    ``tokens`` / ``pt_tokens`` / ``tokens_by_stage`` / ``tokens_by_source`` come
+    from the checkpoint's meta.json (kept in the summary too, so rows survive
+    checkpoint pruning); None when unknown (older checkpoints have no per-stage
+    and per-source counts). ``setup`` names the evaluator's preset/stimuli.
     """
     root = evals_dir(run_dir)
     if not root.is_dir():
@@ -284,6 +287,8 @@ def collect_results(run_dir: str | Path) -> list[dict]:
             meta = ckpt_meta or summary.get("checkpoint_meta") or {}
             for metric, value in summary.get("metrics", {}).items():
                 rows.append({"step": step, "tokens": meta.get("tokens"), "pt_tokens": meta.get("pt_tokens"),
+                             "tokens_by_stage": meta.get("tokens_by_stage"),
+                             "tokens_by_source": meta.get("tokens_by_source"),
                              "evaluator": edir.name, "metric": metric, "value": value,
-                             "version": summary.get("version")})
+                             "version": summary.get("version"), "setup": summary.get("setup", "")})
     return rows

@@ -33,7 +33,17 @@ et al.'s prebuilt input files, the exact verify-ppt inputs (``source:
 rnn_inputs``, ``input_files`` = ``categorized_lists_sce{1..5}_repeat.txt``, each
 read with its ``*_markers.txt``; see :func:`load_rnn_inputs`).
 
-Departures: the vignettes are ours, so absolute numbers differ from the
+Presets (``preset``): ``ours`` (default) keeps the fields as given, so with
+the defaults the stimuli are our own (offline, no download; numbers are not
+comparable with the papers', and reports say so). ``verify_ppt`` is the
+paper's setup: the published Armeni input files
+``categorized_lists_sce{1,2,3,4,5}_repeat.txt`` (+ markers) from the folder
+``inputs_dir`` the user gives (the Armeni repository's
+``data/rnn_input_files``), every list (``n_lists: null``), the repeat
+condition, no added BOS, all four list lengths; a field left at its default
+takes the preset's value. ``setup()`` names the stimuli behind each number.
+
+Departures: the default vignettes are ours, so absolute numbers differ from the
 papers'. Text spacing defaults to the reference's NLTK-style spacing (a space
 before every punctuation mark, "words : cup , plate ."); ``spacing: natural``
 gives ordinary text. Stimuli longer than the model's context are truncated
@@ -65,6 +75,10 @@ SHIFTS = 10  # base lists have 10 nouns, circularly shifted 10 times (Armeni et 
 # marker codes per word (as in Armeni's transformer inputs)
 PREFACE, LIST1, INTERVENING, LIST2, PUNCT_MARK = 0, 1, 2, 3, -1
 
+# verify-ppt's verbatim inputs: Armeni et al.'s categorized lists, scenarios 1-5, repeat condition
+VERIFY_PPT_STEM = "categorized_lists_sce{}_repeat"
+VERIFY_PPT_SCENARIOS = (1, 2, 3, 4, 5)
+
 _WORD_RE = re.compile(r"\w+(?:[-']\w+)*|[^\w\s]")
 
 
@@ -72,6 +86,8 @@ _WORD_RE = re.compile(r"\w+(?:[-']\w+)*|[^\w\s]")
 class VerbatimConfig:
     """Stimuli and scoring for the ``verbatim`` evaluator (see module docstring)."""
 
+    preset: str = "ours"  # ours (fields as given; default: our stimuli, offline) | verify_ppt (the paper's inputs)
+    inputs_dir: str | None = None  # verify_ppt: folder holding Armeni's categorized_lists_sce{1..5}_repeat(.txt, _markers.txt)
     source: str = "builtin"  # builtin (our nouns + vignettes) | file (published noun lists) | rnn_inputs (Armeni input files)
     lists_path: str | None = None  # JSON with n3/n5/n7/n10, or a folder holding <list_kind>_lists.json
     input_files: list[str] = field(default_factory=list)  # rnn_inputs: *_<condition>.txt files (+ *_markers.txt beside)
@@ -91,7 +107,27 @@ class VerbatimConfig:
     bootstrap_resamples: int = 10000
     seed: int = 12345
 
+    def __post_init__(self) -> None:
+        if self.preset != "verify_ppt":
+            return
+        # the paper's setup, for every field left at its default (spec synthetic_ppt.md A.6)
+        if self.source == "builtin":
+            self.source = "rnn_inputs"
+        if not self.input_files and self.inputs_dir:
+            self.input_files = [str(Path(self.inputs_dir) / f"{VERIFY_PPT_STEM.format(k)}.txt")
+                                for k in VERIFY_PPT_SCENARIOS]
+        if self.n_lists == 40:
+            self.n_lists = None  # all 230 lists of every length
+
     def validate(self) -> None:
+        check(self.preset in ("ours", "verify_ppt"), "preset", f"must be 'ours' or 'verify_ppt', got {self.preset!r}")
+        if self.preset == "verify_ppt":
+            check(bool(self.input_files), "inputs_dir",
+                  "preset verify_ppt reads the published input files: give inputs_dir = the folder holding "
+                  "categorized_lists_sce{1..5}_repeat.txt and their _markers.txt (Armeni et al.'s "
+                  "verbatim-memory-in-NLMs, data/rnn_input_files)")
+            for f in self.input_files:
+                check(Path(f).is_file(), "inputs_dir", f"published input file not found: {f}")
         check(self.source in ("builtin", "file", "rnn_inputs"), "source",
               f"must be 'builtin', 'file' or 'rnn_inputs', got {self.source!r}")
         if self.source == "file":
@@ -597,6 +633,16 @@ class VerbatimEvaluator(Evaluator):
 
     version = "1"
 
+    def setup(self) -> str:
+        cfg: VerbatimConfig = self.cfg
+        if cfg.source == "rnn_inputs":
+            what = "published input files (Armeni et al.)"
+        elif cfg.source == "file":
+            what = "published noun lists with our vignettes"
+        else:
+            what = "our own stimuli (offline; not comparable with the papers' numbers)"
+        return f"preset {cfg.preset}: {what}"
+
     def evaluate(self, model, tokenizer) -> EvalResult:
         cfg: VerbatimConfig = self.cfg
         stims = build_stimuli(cfg)
@@ -635,6 +681,7 @@ class VerbatimEvaluator(Evaluator):
         conds = list(cfg.conditions) + sorted({r["condition"] for r in rows} - set(cfg.conditions))
         metrics, extra = summarise(rows, conds, cfg.bootstrap_resamples, cfg.seed)
         metrics["n_skipped"] = float(len(skipped))
-        extra.update({"n_stimuli": len(stims), "n_scored": len(rows), "n_truncated": truncated,
+        extra.update({"preset": cfg.preset, "setup": self.setup(),
+                      "n_stimuli": len(stims), "n_scored": len(rows), "n_truncated": truncated,
                       "skipped_ids": skipped[:100], "example": stims[0].text if stims else None})
         return EvalResult(metrics=metrics, items=rows, extra=extra)

@@ -88,6 +88,7 @@ class StageConfig:
     wsd_decay_shape: Literal["cosine", "linear"] = "cosine"
     reset_optimizer: bool = True
     counts_as_pt: bool = True
+    pt_sources: list[str] | None = None  # mixture sources counted as PT; None = its language sources (docstring)
     group: str | None = None
     embeddings_at_start: Literal["keep", "reinit", "mean"] = "keep"
 
@@ -108,6 +109,8 @@ class StageConfig:
             check(sum(self.data.values()) > 0, "data", "mixture weights sum to 0")
         if self.lr is not None:
             check(self.lr > 0, "lr", f"must be > 0, got {self.lr}")
+        for k, n in enumerate(self.pt_sources or []):
+            check(n in self.datasets, f"pt_sources[{k}]", f"{n!r} is not a source of this stage ({self.datasets})")
         self.schedule_config(1.0).validate()
 
     def schedule_config(self, default_lr: float) -> ScheduleConfig:
@@ -200,6 +203,25 @@ class TrainConfig:
 
 
 # --------------------------------------------------------------------------- helpers
+
+
+def pt_sources(stage: StageConfig, mix: Mixture) -> set[str]:
+    """The sources of ``stage`` whose tokens count as PT (language) tokens.
+
+    Empty unless ``counts_as_pt``. ``pt_sources`` lists them explicitly; otherwise
+    a single-source stage counts whole, and a mixture counts its language share:
+    every source not written by a synthetic generator (its manifest's
+    ``source.kind`` is not ``generator``), so a language + STACK mixture is
+    compared with other arms at equal language tokens.
+    """
+    if not stage.counts_as_pt:
+        return set()
+    if stage.pt_sources is not None:
+        return set(stage.pt_sources)
+    if len(mix.names) == 1:
+        return set(mix.names)
+    return {n for n, sset in zip(mix.names, mix.sets)
+            if (sset.manifest.get("source") or {}).get("kind") != "generator"}
 
 
 def _dist():
@@ -401,6 +423,11 @@ class Trainer:
                 sset.check_vocab(self.vocab_size)
             self.mixtures.append(m)
         self.stage_steps = [math.ceil(s.tokens / (cfg.batch_size * m.seq_len)) for s, m in zip(cfg.stages, self.mixtures)]
+        # tokens each step takes from each source (the mixture realises its shares exactly in
+        # every global batch) and how many of them count as PT (language) tokens
+        self._step_source_tokens = [{n: int(c) * m.seq_len for n, c in zip(m.names, m.counts)} for m in self.mixtures]
+        self._step_pt_tokens = [sum(t for n, t in per.items() if n in pt_sources(s, m))
+                                for s, m, per in zip(cfg.stages, self.mixtures, self._step_source_tokens)]
         self.group_steps: dict[str, int] = {}
         for s, n in zip(cfg.stages, self.stage_steps):
             if s.group is not None:
@@ -446,6 +473,18 @@ class Trainer:
     @property
     def stage_tokens(self) -> int:
         return self.stage_step * self.cfg.batch_size * self.mixtures[self.stage_index].seq_len
+
+    def token_account(self) -> dict[str, dict[str, int]]:
+        """Tokens trained so far per stage and per data source (a pure function of the position)."""
+        by_stage: dict[str, int] = {}
+        by_source: dict[str, int] = {}
+        for i in range(self.stage_index + 1):
+            steps = self.stage_steps[i] if i < self.stage_index else self.stage_step
+            per = self._step_source_tokens[i]
+            by_stage[self.cfg.stages[i].name] = steps * sum(per.values())
+            for n, t in per.items():
+                by_source[n] = by_source.get(n, 0) + steps * t
+        return {"tokens_by_stage": by_stage, "tokens_by_source": by_source}
 
     @property
     def checkpoint_dir(self) -> Path:
@@ -510,7 +549,8 @@ class Trainer:
                             shutil.copy2(f, tmp / f.name)
                 write_json(tmp / "meta.json", {"step": self.step, "stage": self.stage.name,
                                                "stage_index": self.stage_index, "tokens": self.tokens,
-                                               "pt_tokens": self.pt_tokens, "stage_tokens": self.stage_tokens})
+                                               "pt_tokens": self.pt_tokens, "stage_tokens": self.stage_tokens,
+                                               **self.token_account()})
                 torch_save(state, tmp / STATE_FILE)
             keep = self.cfg.keep_optimizer_state
             if keep != "all":
@@ -694,8 +734,7 @@ class Trainer:
         self.step += 1
         self.stage_step += 1
         self.tokens += step_tokens
-        if self.stage.counts_as_pt:
-            self.pt_tokens += step_tokens
+        self.pt_tokens += self._step_pt_tokens[self.stage_index]
         self._acc["steps"] += 1
         self._acc["tokens"] += step_tokens
 

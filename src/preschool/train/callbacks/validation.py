@@ -84,7 +84,7 @@ class ValidationCallback(Callback):
         vals = self.evaluate(trainer)
         trainer.last_val = vals
         trainer.log({"event": "val", "step": trainer.step, "stage": trainer.stage.name, "tokens": trainer.tokens,
-                     "pt_tokens": trainer.pt_tokens, **vals})
+                     "pt_tokens": trainer.pt_tokens, **trainer.token_account(), **vals})
 
     def on_step_end(self, trainer) -> None:
         ev = trainer.cfg.eval_every
