@@ -63,7 +63,8 @@ def test_run_folder_layout_and_learning(tmp_path, datasets, micro_cfg):
     assert ck == [f"step-{s:08d}" for s in (4, 8, 12, 16, 20, 24)]
     last = run / "checkpoints" / ck[-1]
     meta = json.loads((last / "meta.json").read_text())
-    assert meta == {"step": 24, "stage": "pt", "stage_index": 0, "tokens": 1536, "pt_tokens": 1536, "stage_tokens": 1536}
+    assert meta == {"step": 24, "stage": "pt", "stage_index": 0, "tokens": 1536, "pt_tokens": 1536, "stage_tokens": 1536,
+                    "tokens_by_stage": {"pt": 1536}, "tokens_by_source": {"text": 1536}}
     assert (last / "trainer_state.pt").is_file() and not (run / "checkpoints" / ck[0] / "trainer_state.pt").exists()
     model = AutoModelForCausalLM.from_pretrained(last)
     assert model.config.hidden_size == 32
