@@ -22,7 +22,7 @@ COMMANDS: dict[str, str] = {
     "transform": "preschool.transform_cli",
     "train": "preschool.train.cli",
     "eval": "preschool.evals.cli",
-    "report": "preschool.analysis.cli",
+    "report": "preschool.report_cli",
     "compartments": "preschool.compartments.cli",
     "corpus": "preschool.corpora.cli",
     "plan": "preschool.plan",

@@ -194,7 +194,7 @@ def prepare(cfg: ExperimentConfig, progress: bool = True) -> dict:
 
 
 def arm_dirs(cfg: ExperimentConfig) -> list[tuple[ArmSpec, int, Path]]:
-    return [(arm, s, layout.run_dir(cfg.out_dir, arm.name, s)) for arm in cfg.arms for s in cfg.seeds]
+    return layout.arm_runs(cfg.out_dir, cfg.arms, cfg.seeds)
 
 
 def train_arms(cfg: ExperimentConfig, manifest: dict, progress: bool = True) -> None:

@@ -49,6 +49,11 @@ def run_dir(out: str | Path, arm: str, seed: int) -> Path:
     return Path(out) / ARMS / arm / f"seed{seed}"
 
 
+def arm_runs(out: str | Path, arms, seeds) -> list:
+    """``(arm, seed, run folder)`` for the arm x seed grid, arms in order (``arms``: objects with ``.name``)."""
+    return [(arm, s, run_dir(out, arm.name, s)) for arm in arms for s in seeds]
+
+
 # ----------------------------------------------------------------------------- run folder
 
 

@@ -17,16 +17,15 @@ from pathlib import Path
 from typing import Any
 
 from ..io import provenance, read_json, write_json, write_text
-from ..layout import checkpoints_dir, evals_dir, is_done, read_metrics
+from ..layout import arm_runs, checkpoints_dir, evals_dir, is_done, read_metrics
 
 
 def collect(cfg) -> dict[str, Any]:
     """Gather curves per arm and seed: val losses from metrics.jsonl, eval metrics from evals/."""
     from ..evals.runner import collect_results
-    from ..experiment import arm_dirs
 
     arms: dict[str, dict] = {}
-    for arm, seed, run_dir in arm_dirs(cfg):
+    for arm, seed, run_dir in arm_runs(cfg.out_dir, cfg.arms, cfg.seeds):
         a = arms.setdefault(arm.name, {"seeds": {}})
         rows = read_metrics(run_dir)
         curves: dict[str, dict[int, tuple[int, float]]] = defaultdict(dict)
@@ -304,10 +303,8 @@ def write_report(cfg) -> Path:
 
 def _verbatim_positions(cfg, names: list[str]) -> dict:
     """Per arm, the repeat-condition surprisal by list position of the longest lists, final checkpoint, first seed."""
-    from ..experiment import arm_dirs
-
     out: dict = {}
-    for arm, seed, run_dir in arm_dirs(cfg):
+    for arm, seed, run_dir in arm_runs(cfg.out_dir, cfg.arms, cfg.seeds):
         if arm.name in out or seed != cfg.seeds[0]:
             continue
         found = sorted(evals_dir(run_dir).glob("step-*/verbatim*/summary.json"))

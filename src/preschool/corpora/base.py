@@ -22,7 +22,10 @@ from dataclasses import dataclass, field
 from typing import Iterable, Iterator, Literal
 
 from ..config import check
+from ..registry import Registry
 from .storybook import StorybookConfig
+
+SOURCES = Registry("source")  # filled by sources.py (imported with the package)
 
 
 @dataclass
@@ -96,8 +99,6 @@ class CorpusConfig:
     storybook: StorybookConfig = field(default_factory=StorybookConfig)
 
     def validate(self) -> None:
-        from .sources import SOURCES
-
         SOURCES.get(self.source, "source")  # unknown source -> ConfigError with "did you mean"
         if self.source in ("text", "jsonl", "parquet"):
             check(bool(self.path), "path", f"source {self.source!r} needs a file or folder path")

@@ -24,11 +24,9 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
 from ..errors import ConfigError, DataError
-from ..registry import Registry
-from .base import (CorpusConfig, Document, ReadStats, bad_utf8_message, chunk_lines, chunk_text, clean_text,
+from .base import (SOURCES, CorpusConfig, Document, ReadStats, bad_utf8_message, chunk_lines, chunk_text, clean_text,
                    decode_bytes)
 
-SOURCES = Registry("source")
 
 DEFAULT_GLOB = "**/*"
 

@@ -111,10 +111,11 @@ def load_checkpoint(path: str | Path, device: str = "cpu"):
         model = AutoModelForCausalLM.from_pretrained(str(p))
     except (OSError, ValueError) as e:
         raise DataError(f"{p}: cannot load model ({e})") from None
-    from ..compartments.model import restore_compartments
+    from ..plugins import checkpoint_hooks
 
-    # A compartment embedding lives outside the HF architecture; re-attach it (no-op otherwise).
-    model = restore_compartments(model, p)
+    # Plug-ins re-attach what lives outside the HF architecture (e.g. a compartment embedding).
+    for hook in checkpoint_hooks():
+        model = hook(model, p)
     # .float() rather than a dtype argument: its name changed across transformers versions (torch_dtype -> dtype)
     model = model.float().to(resolve_device(device)).eval()
     try:

@@ -47,7 +47,7 @@ def batch_nll(model, tokens: torch.Tensor, loss_mask: torch.Tensor | None = None
     import torch
     import torch.nn.functional as F
 
-    from .trainer import doc_attention_mask, doc_positions
+    from .attention import doc_attention_mask, doc_positions
 
     kw = {"use_cache": False}
     if segments is not None:

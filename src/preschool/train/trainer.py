@@ -65,6 +65,7 @@ from ..device import resolve_device
 from ..layout import checkpoint_dir, checkpoints_dir, list_checkpoints
 from .callbacks.base import Callback
 from .cpu_heap import retain_freed_memory
+from .attention import doc_attention_mask, doc_positions
 from .loss import linear_cross_entropy, resolve_fused_loss
 from .model import ModelConfig, build_model
 from .optim import adamw
@@ -321,27 +322,6 @@ _RESUME_FREE = {"progress", "tensorboard", "cpu_heap", "eval_every", "val", "val
                 "checkpoint_schedule", "checkpoints_per_decade", "keep_optimizer_state", "verify"}
 
 
-def _doc_positions(seg: torch.Tensor) -> torch.Tensor:
-    """Position ids restarting at 0 at each new segment of a row."""
-    T = seg.shape[1]
-    ar = torch.arange(T, device=seg.device).expand_as(seg)
-    start = torch.ones_like(seg, dtype=torch.bool)
-    start[:, 1:] = seg[:, 1:] != seg[:, :-1]
-    first = torch.where(start, ar, torch.zeros_like(ar)).cummax(dim=1).values
-    return ar - first
-
-
-doc_positions = _doc_positions  # public name (held-out scoring, train/scoring.py)
-
-
-def doc_attention_mask(seg: torch.Tensor) -> torch.Tensor:
-    """Boolean (B, 1, T, T) mask: causal and within the same segment (document)."""
-    T = seg.shape[1]
-    causal = torch.ones(T, T, dtype=torch.bool, device=seg.device).tril()
-    same = seg[:, :, None] == seg[:, None, :]
-    return (causal[None] & same)[:, None]
-
-
 _STATE_KEYS = ("step", "stage_index", "stage_step", "tokens", "pt_tokens", "sched_base", "data_base",
                "optimizer", "groups", "acc", "rng")
 
@@ -485,6 +465,13 @@ class Trainer:
             for n, t in per.items():
                 by_source[n] = by_source.get(n, 0) + steps * t
         return {"tokens_by_stage": by_stage, "tokens_by_source": by_source}
+
+    def all_reduce(self, t: torch.Tensor) -> torch.Tensor:
+        """Sum ``t`` over all ranks in place (a no-op in one process); for callbacks that split work by rank."""
+        dist = _dist()
+        if dist is not None:
+            dist.all_reduce(t)
+        return t
 
     @property
     def checkpoint_dir(self) -> Path:
@@ -671,7 +658,7 @@ class Trainer:
         kw: dict[str, Any] = {"use_cache": False}
         if self.cfg.attention_reset_between_docs and "segments" in mb:
             kw["attention_mask"] = doc_attention_mask(mb["segments"])
-            kw["position_ids"] = _doc_positions(mb["segments"])
+            kw["position_ids"] = doc_positions(mb["segments"])
         if self.needs_hidden:
             kw["output_hidden_states"] = True
         if self.loss_path != "off":

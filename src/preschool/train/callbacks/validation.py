@@ -52,12 +52,9 @@ class ValidationCallback(Callback):
 
     @torch.no_grad()
     def evaluate(self, trainer) -> dict[str, float]:
-        from ..trainer import _dist
-
         model = trainer.model
         was_training = model.training
         model.eval()
-        dist = _dist()
         out: dict[str, float] = {}
         bs = trainer.micro
         for name, sset in self.sets.items():
@@ -70,8 +67,7 @@ class ValidationCallback(Callback):
                                           and "segments" in sset.array_names) else None
                 tot += torch.stack(batch_nll(model, arr("tokens"), arr("loss_mask") if sset.has_loss_mask else None,
                                              seg, trainer.amp_dtype))
-            if dist:
-                dist.all_reduce(tot)
+            trainer.all_reduce(tot)
             out[f"val/{name}"] = float(tot[0] / tot[1]) if tot[1] > 0 else float(np.nan)
         if was_training:
             model.train()

@@ -22,8 +22,8 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    from ..experiment import load_experiment
-    from .report import write_report
+    from .analysis.report import write_report
+    from .experiment import load_experiment
 
     overrides = list(args.overrides) + ([f"out={args.out}"] if args.out else [])
     cfg = load_experiment(args.config, overrides)

@@ -1,0 +1,110 @@
+"""Dependencies point down: no import cycles among preschool modules, and the layers named in
+CONTRIBUTING.md import only what is below them. Imports inside functions count too (they are
+cycles waiting for the first module-level use); ``if TYPE_CHECKING:`` blocks do not."""
+
+import ast
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "preschool"
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for p in SRC.rglob("*.py"):
+        parts = list(p.relative_to(SRC.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(parts)] = p
+    return out
+
+
+def _type_checking_lines(tree) -> set[int]:
+    lines = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for sub in node.body:
+                lines.update(range(sub.lineno, (sub.end_lineno or sub.lineno) + 1))
+    return lines
+
+
+def import_graph() -> dict[str, set[str]]:
+    mods = _modules()
+    edges: dict[str, set[str]] = {m: set() for m in mods}
+    for mod, path in mods.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        skip = _type_checking_lines(tree)
+        pkg = mod.split(".") if path.name == "__init__.py" else mod.split(".")[:-1]
+        for node in ast.walk(tree):
+            if getattr(node, "lineno", None) in skip:
+                continue
+            targets = []
+            if isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = pkg[: len(pkg) - (node.level - 1)] + (node.module.split(".") if node.module else [])
+                elif (node.module or "").split(".")[0] == "preschool":
+                    base = node.module.split(".")
+                else:
+                    continue
+                t = ".".join(base)
+                targets = [f"{t}.{a.name}" if f"{t}.{a.name}" in mods else t for a in node.names]
+            elif isinstance(node, ast.Import):
+                targets = [a.name for a in node.names if a.name.split(".")[0] == "preschool"]
+            edges[mod].update(t for t in targets if t in mods and t != mod)
+    return edges
+
+
+def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    found = []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(edges[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                found.append(sorted(comp))
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_the_walker_sees_a_cycle():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_no_import_cycles():
+    assert _cycles(import_graph()) == []
+
+
+def test_layers_import_only_downwards():
+    edges = import_graph()
+
+    def reaches(src_prefix: str, bad_prefixes: tuple[str, ...]) -> list[tuple[str, str]]:
+        return [(m, t) for m, ts in edges.items() if m.startswith(src_prefix) for t in ts
+                if t.startswith(bad_prefixes)]
+
+    # analysis reads result files: never the runner, the trainer or the plug-ins that produce them
+    assert reaches("preschool.analysis", ("preschool.experiment", "preschool.train", "preschool.compartments")) == []
+    # evaluators load checkpoints through plug-in hooks, not by importing compartments
+    assert reaches("preschool.evals", ("preschool.compartments", "preschool.experiment")) == []
+    # callbacks use the trainer's public API only (no import of trainer.py at all)
+    assert reaches("preschool.train.callbacks", ("preschool.train.trainer",)) == []
