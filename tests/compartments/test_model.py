@@ -38,6 +38,14 @@ def test_embedding_changes_output_and_survives_save_load(tmp_path):
     m2 = load_compartment_model(tmp_path / "ck")
     with torch.no_grad():
         torch.testing.assert_close(m2(ids).logits, a)
+    # the evaluators' loader gets the embedding back through the plug-in's checkpoint hook
+    from preschool.data.tokenizer import save_tokenizer, train_bpe
+    from preschool.evals.runner import load_checkpoint
+
+    save_tokenizer(train_bpe(["a b c a b c"] * 4, vocab_size=40), tmp_path / "ck")
+    m3, _ = load_checkpoint(tmp_path / "ck")
+    with torch.no_grad():
+        torch.testing.assert_close(m3(ids).logits, a)
     with pytest.raises(ConfigError, match="offset presentation"):
         attach_compartment_embedding(_model(V + 1), C, V)
 
