@@ -27,8 +27,11 @@ def test_set_values_that_are_not_yaml_are_strings(raw, value):
 
 
 def test_set_glob_reaches_the_corpus_config(tmp_path):
-    cfg = load_experiment(QUICKSTART, [f"out={tmp_path}", "corpora.storybook.glob=**/*.txt"])
-    assert cfg.corpora["storybook"]["glob"] == "**/*.txt"
+    from preschool.config import from_dict
+    from preschool.corpora import CorpusConfig
+
+    data = apply_overrides({"source": "text", "path": str(tmp_path)}, ["glob=**/*.txt"])
+    assert from_dict(CorpusConfig, data).glob == "**/*.txt"
 
 
 @pytest.mark.parametrize("override, key, says", [
