@@ -6,10 +6,10 @@ from safetensors import safe_open
 
 from preschool.compartments.dataset import CompartmentsConfig, write_compartment_val, write_compartmented
 from preschool.compartments.model import CompartmentModelConfig, load_compartment_model
-from preschool.compartments.trainer import CompartmentTrainer, LogSpacedValidation
+from preschool.compartments.trainer import CompartmentModel
 from preschool.config import from_dict
 from preschool.data.shards import ShardWriter
-from preschool.train.trainer import TrainConfig
+from preschool.train.trainer import TrainConfig, train
 
 V, C = 20, 2
 
@@ -33,7 +33,7 @@ def _data(tmp_path):
 def _cfg(tokens):
     return from_dict(TrainConfig, {
         "model": {"preset": "micro", "tie_embeddings": False}, "batch_size": 4, "lr": 1e-2, "progress": False,
-        "eval_every": 0, "checkpoint_schedule": "log", "checkpoints_per_decade": 1, "val": ["c0", "c1"],
+        "eval_every": 0, "eval_schedule": "log", "evals_per_decade": 2, "checkpoint_schedule": "log", "checkpoints_per_decade": 1, "val": ["c0", "c1"],
         "val_rows": 4, "stages": [{"name": "s", "data": "main", "tokens": tokens, "schedule": "constant"}]})
 
 
@@ -41,8 +41,7 @@ def test_compartment_trainer_trains_saves_and_resumes(tmp_path):
     ds = _data(tmp_path)
     opts = CompartmentModelConfig(copy_init=["embeddings", "lm_head"])
     run = tmp_path / "run"
-    CompartmentTrainer(_cfg(8 * 4 * 6), run, ds, None, [LogSpacedValidation(2)], n_compartments=C, base_vocab=V,
-                       model_options=opts).run()
+    train(_cfg(8 * 4 * 6), run, ds, None, [CompartmentModel(C, V, opts)])
     rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
     val_steps = [r["step"] for r in rows if r["event"] == "val"]
     assert val_steps == [0, 1, 3, 6] and all("val/c1" in r for r in rows if r["event"] == "val")
@@ -56,5 +55,5 @@ def test_compartment_trainer_trains_saves_and_resumes(tmp_path):
     (run / "DONE").unlink()
     cfg2 = _cfg(8 * 4 * 8)
     (run / "config.yaml").unlink()  # a longer run is a config change; the test only checks the weights load
-    CompartmentTrainer(cfg2, run, ds, None, [], n_compartments=C, base_vocab=V, model_options=opts).run()
+    train(cfg2, run, ds, None, [CompartmentModel(C, V, opts)])
     assert (run / "checkpoints" / "step-00000008").is_dir()

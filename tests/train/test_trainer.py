@@ -314,3 +314,11 @@ def test_token_account_per_stage_and_source_and_language_share_of_a_mixture(tmp_
     assert _json.loads((tmp_path / "r2" / "checkpoints" / "step-00000004" / "meta.json").read_text())["pt_tokens"] == 256
     with pytest.raises(ConfigError, match=r"pt_sources\[0\]"):
         from_dict(TrainConfig, micro_cfg(stages=[{**stages[1], "pt_sources": ["nope"]}]))
+
+
+def test_log_eval_schedule_validates_at_step_zero_log_steps_and_the_end(tmp_path, datasets, micro_cfg):
+    run = tmp_path / "run"
+    train(micro_cfg(eval_schedule="log", evals_per_decade=2, eval_every=1,
+                    stages=[{"name": "pt", "data": "text", "tokens": 4 * 16 * 7}]), run, datasets)
+    # steps round(10 ** (k / 2)) <= 7 are 1 and 3; eval_every is ignored under the log schedule
+    assert [r["step"] for r in rows(run, "val")] == [0, 1, 3, 7]

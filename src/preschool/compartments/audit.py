@@ -97,7 +97,8 @@ class AuditConfig:
             data = {p: float((self.weights or {}).get(p, 1.0)) for p in pres}
             val = pres
         stage = {"name": "train", "data": data, "tokens": self.tokens, **self.stage}
-        merged = {"eval_every": 0, "checkpoint_schedule": "log", **copy.deepcopy(self.train),
+        merged = {"eval_every": 0, "eval_schedule": "log", "evals_per_decade": self.val_per_decade,
+                  "checkpoint_schedule": "log", **copy.deepcopy(self.train),
                   "model": self.model, "stages": [stage], "seed": self.seed, "val": val}
         try:
             return from_dict(TrainConfig, merged)
@@ -177,7 +178,6 @@ def run_audit(cfg: AuditConfig, progress: bool = True, steps: tuple[str, ...] = 
     import yaml
 
     from ..train.trainer import train
-    from .trainer import LogSpacedValidation
 
     cfg.out_dir.mkdir(parents=True, exist_ok=True)
     write_text(cfg.out_dir / "experiment.yaml", yaml.safe_dump(to_dict(cfg), sort_keys=False))
@@ -188,7 +188,7 @@ def run_audit(cfg: AuditConfig, progress: bool = True, steps: tuple[str, ...] = 
             print(f"[compartments] audit arm {arm} -> {runs[arm]}", flush=True)
             tcfg = cfg.train_config(arm)
             tcfg.progress = tcfg.progress and progress  # --no-progress silences the training bars too
-            train(tcfg, runs[arm], datasets, None, [LogSpacedValidation(cfg.val_per_decade)])
+            train(tcfg, runs[arm], datasets, None)
     return write_audit_report(cfg, {a: d for a, d in runs.items() if metrics_path(d).is_file()})
 
 

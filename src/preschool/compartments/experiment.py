@@ -8,7 +8,8 @@ preschool.compartments.experiment``) runs, resuming whatever is done:
 2. per arm: the compartmented training set (``compartments.dataset``) and one
    val set per compartment (the same rows shifted), under
    ``<out>/data/arms/<arm>/`` (rebuilt only when the arm's data config changes);
-3. per arm: training with :class:`~preschool.compartments.trainer.CompartmentTrainer`
+3. per arm: training with the staged trainer plus the
+   :class:`~preschool.compartments.trainer.CompartmentModel` callback
    (compartment embedding / init copies / c=1 expansion), InfoNCE when the arm
    asks, validation at log-spaced steps, log-spaced checkpoints;
 4. report: per-arm curves of loss averaged over compartments, slowdown vs the
@@ -138,7 +139,8 @@ class CompartmentExperimentConfig:
         c = arm.compartments.n_compartments
         stage = {"name": "train", "data": "main", "tokens": arm.tokens or self.tokens, **self.stage}
         val = [f"c{i}" for i in range(c)] + (["translation"] if _has_translation(arm) else [])
-        merged = {"eval_every": 0, "checkpoint_schedule": "log", **merged,
+        merged = {"eval_every": 0, "eval_schedule": "log", "evals_per_decade": self.val_per_decade,
+                  "checkpoint_schedule": "log", **merged,
                   "model": self.model, "stages": [stage], "seed": self.seed, "val": val}
         try:
             return from_dict(TrainConfig, merged)
@@ -203,8 +205,9 @@ def final_checkpoint(run_dir: Path) -> Path:
 
 def train_arm(cfg: CompartmentExperimentConfig, arm: ArmConfig, progress: bool = True) -> Path:
     from ..train.callbacks.base import Callback
+    from ..train.trainer import train
     from .infonce import InfoNCECallback
-    from .trainer import CompartmentTrainer, LogSpacedValidation
+    from .trainer import CompartmentModel
 
     run_dir = cfg.out_dir / "arms" / arm.name
     if is_done(run_dir):
@@ -213,14 +216,13 @@ def train_arm(cfg: CompartmentExperimentConfig, arm: ArmConfig, progress: bool =
     V = int(read_json(cfg.out_dir / "data" / "base" / "train" / "manifest.json")["vocab_size"])
     tcfg = cfg.train_config(arm)
     tcfg.progress = tcfg.progress and progress  # --no-progress silences the training bars too
-    callbacks: list[Callback] = [LogSpacedValidation(cfg.val_per_decade)]
+    init = final_checkpoint(cfg.out_dir / "arms" / arm.init_from) if arm.init_from else None
+    callbacks: list[Callback] = [CompartmentModel(arm.compartments.n_compartments, V, arm.model_options, init)]
     if arm.infonce is not None:
         callbacks.append(InfoNCECallback(arm.infonce, arm.compartments.n_compartments, V,
                                          train_shards=cfg.out_dir / "data" / "base" / "train"))
-    init = final_checkpoint(cfg.out_dir / "arms" / arm.init_from) if arm.init_from else None
     print(f"[compartments] arm {arm.name}: c={arm.compartments.n_compartments} -> {run_dir}", flush=True)
-    CompartmentTrainer(tcfg, run_dir, datasets, None, callbacks, n_compartments=arm.compartments.n_compartments,
-                       base_vocab=V, model_options=arm.model_options, init_from=init).run()
+    train(tcfg, run_dir, datasets, None, callbacks)
     return run_dir
 
 

@@ -142,6 +142,10 @@ class TrainConfig:
     # step: 1.06-1.19x at the CPU presets; see train/cpu_heap.py); "system" leaves glibc's defaults
     cpu_heap: Literal["retain", "system"] = "retain"
     eval_every: int = 100  # 0 disables periodic validation (stage ends still validate)
+    # "log": validate at step 0, at log-spaced steps round(10**(k / evals_per_decade)) and at the end,
+    # instead of every eval_every steps (the early resolution loss-vs-step comparisons such as slowdown need)
+    eval_schedule: Literal["linear", "log"] = "linear"
+    evals_per_decade: int = 4
     val_rows: int = 64
     val: list[str] | None = None  # datasets whose val/ split is scored; None: every stage dataset with a val/
     verify: Literal["full", "size"] = "full"  # shard check before first use: sha256 of every file, or sizes only
@@ -179,6 +183,7 @@ class TrainConfig:
         check(self.device == "auto" or self.device == "cpu" or self.device.startswith("cuda"), "device",
               f"must be auto, cpu or cuda[:N], got {self.device!r}")
         check(self.eval_every >= 0, "eval_every", f"must be >= 0, got {self.eval_every}")
+        check(self.evals_per_decade > 0, "evals_per_decade", f"must be > 0, got {self.evals_per_decade}")
         check(self.val_rows > 0, "val_rows", f"must be > 0, got {self.val_rows}")
         check(self.checkpoint_every > 0, "checkpoint_every", f"must be > 0, got {self.checkpoint_every}")
         check(self.checkpoints_per_decade > 0, "checkpoints_per_decade", "must be > 0")
@@ -318,7 +323,8 @@ def quiet_hf_progress():
 
 
 # settings that do not change the trajectory, so a resume may change them
-_RESUME_FREE = {"progress", "tensorboard", "cpu_heap", "eval_every", "val", "val_rows", "log_every", "checkpoint_every",
+_RESUME_FREE = {"progress", "tensorboard", "cpu_heap", "eval_every", "eval_schedule", "evals_per_decade", "val", "val_rows",
+                "log_every", "checkpoint_every",
                 "checkpoint_schedule", "checkpoints_per_decade", "keep_optimizer_state", "verify"}
 
 

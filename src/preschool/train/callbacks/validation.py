@@ -1,6 +1,7 @@
 """Validation loss per source: token-mean CE on a fixed slice of each dataset's ``val/`` split.
 
-Scored every ``eval_every`` steps and at each stage end, on the first
+Scored every ``eval_every`` steps (or, with ``eval_schedule: log``, at step 0
+and the log-spaced steps of ``schedules.log_spaced_steps``) and at each stage end, on the first
 ``val_rows`` rows of each val set (the same rows every time, so curves are
 comparable across steps and runs), honouring the shard ``loss_mask``: the
 scorer and row selection of ``train/scoring.py``, shared with the ``heldout``
@@ -18,6 +19,7 @@ import torch
 
 from ...data.shards import ShardSet
 from ...errors import DataError
+from ..schedules import log_spaced_steps
 from ..scoring import batch_nll, scored_rows
 from .base import Callback
 
@@ -28,6 +30,7 @@ class ValidationCallback(Callback):
     def __init__(self):
         self.sets: dict[str, ShardSet] = {}
         self._done_step = -1
+        self._log_steps: set[int] = set()
 
     def on_train_start(self, trainer) -> None:
         cfg = trainer.cfg
@@ -49,6 +52,8 @@ class ValidationCallback(Callback):
 
         for sset in self.sets.values():
             sset.check_vocab(trainer.vocab_size)
+        if cfg.eval_schedule == "log":
+            self._log_steps = log_spaced_steps(trainer.total_steps, cfg.evals_per_decade) | {trainer.total_steps}
 
     @torch.no_grad()
     def evaluate(self, trainer) -> dict[str, float]:
@@ -82,7 +87,17 @@ class ValidationCallback(Callback):
         trainer.log({"event": "val", "step": trainer.step, "stage": trainer.stage.name, "tokens": trainer.tokens,
                      "pt_tokens": trainer.pt_tokens, **trainer.token_account(), **vals})
 
+    def on_stage_start(self, trainer, stage) -> None:
+        # the log schedule anchors every curve at the untrained loss; on_stage_start runs after every
+        # callback's on_train_start, so plug-ins that change the model have done so
+        if trainer.cfg.eval_schedule == "log" and trainer.step == 0:
+            self._run(trainer)
+
     def on_step_end(self, trainer) -> None:
+        if trainer.cfg.eval_schedule == "log":
+            if trainer.step in self._log_steps:
+                self._run(trainer)
+            return
         ev = trainer.cfg.eval_every
         if ev and trainer.step % ev == 0 and trainer.stage_step < trainer.stage_steps[trainer.stage_index]:
             self._run(trainer)
