@@ -47,13 +47,11 @@ def batch_nll(model, tokens: torch.Tensor, loss_mask: torch.Tensor | None = None
     import torch
     import torch.nn.functional as F
 
-    from .attention import doc_attention_mask, doc_positions
+    from .attention import doc_attention_kwargs
 
     kw = {"use_cache": False}
     if segments is not None:
-        seg = segments[:, :-1]
-        kw["attention_mask"] = doc_attention_mask(seg)
-        kw["position_ids"] = doc_positions(seg)
+        kw.update(doc_attention_kwargs(model, segments[:, :-1]))
     with torch.autocast(tokens.device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
         out = model(input_ids=tokens[:, :-1], **kw)  # the last token is only ever a target
     logits = (out.logits if hasattr(out, "logits") else out).float()

@@ -63,9 +63,10 @@ from ..errors import ConfigError, DataError
 from ..io import atomic_dir, read_json, torch_save, write_json, write_text
 from ..device import resolve_device
 from ..layout import checkpoint_dir, checkpoints_dir, list_checkpoints
+from .attention import (doc_attention_kwargs, doc_attention_mask, doc_positions,  # noqa: F401 (re-exported)
+                        resolve_doc_attention, use_flex)
 from .callbacks.base import Callback
 from .cpu_heap import retain_freed_memory
-from .attention import doc_attention_mask, doc_positions
 from .loss import linear_cross_entropy, resolve_fused_loss
 from .model import ModelConfig, build_model
 from .optim import adamw
@@ -160,6 +161,8 @@ class TrainConfig:
     log_every: int = 10
     reserved_ids: list[int] | None = None  # [lo, hi): reserved (synthetic) token ids
     attention_reset_between_docs: bool = False
+    # how documents are kept apart (train/attention.py): auto (flex on CUDA, dense elsewhere) | dense | flex
+    doc_attention: Literal["auto", "dense", "flex"] = "auto"
     # loss without the [B, L, V] logits tensor (train/loss.py): auto | off | chunked | liger
     fused_loss: Literal["auto", "off", "chunked", "liger"] = "auto"
     tensorboard: bool = False
@@ -419,6 +422,7 @@ class Trainer:
             if s.group is not None:
                 self.group_steps[s.group] = self.group_steps.get(s.group, 0) + n
         self.total_steps = sum(self.stage_steps)
+        self.doc_attention = resolve_doc_attention(cfg.doc_attention, self.device)
         self.loss_path = resolve_fused_loss(cfg.fused_loss, self.device, self.micro * max(m.seq_len for m in self.mixtures),
                                             self.vocab_size)
 
@@ -663,8 +667,7 @@ class Trainer:
     def _forward_loss(self, mb: dict[str, torch.Tensor], scale: float, share: float):
         kw: dict[str, Any] = {"use_cache": False}
         if self.cfg.attention_reset_between_docs and "segments" in mb:
-            kw["attention_mask"] = doc_attention_mask(mb["segments"])
-            kw["position_ids"] = doc_positions(mb["segments"])
+            kw.update(doc_attention_kwargs(self.model, mb["segments"]))
         if self.needs_hidden:
             kw["output_hidden_states"] = True
         if self.loss_path != "off":
@@ -752,10 +755,12 @@ class Trainer:
         for cb in self.callbacks:
             cb.on_model_built(self)
         if cfg.attention_reset_between_docs:
+            if self.doc_attention == "flex":
+                use_flex(self.model)
             impl = getattr(self.model.config, "_attn_implementation", None)
-            if impl not in ("sdpa", "eager"):
+            if impl not in ("sdpa", "eager", "flex_attention"):
                 raise ConfigError("attention_reset_between_docs",
-                                  f"not supported with attention implementation {impl!r} (needs sdpa or eager 4D masks)")
+                                  f"not supported with attention implementation {impl!r} (needs sdpa, eager or flex)")
         self.model.train()
         self.optimizer = self._make_optimizer()
         self._resume()
