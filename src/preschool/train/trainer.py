@@ -67,6 +67,7 @@ from .attention import (doc_attention_kwargs, doc_attention_mask, doc_positions,
                         resolve_doc_attention, use_flex)
 from .callbacks.base import Callback
 from .cpu_heap import retain_freed_memory
+from .kernels import apply_liger, compile_blocks, compile_mode, resolve_kernels
 from .loss import linear_cross_entropy, resolve_fused_loss
 from .model import ModelConfig, build_model
 from .optim import adamw
@@ -140,7 +141,10 @@ class TrainConfig:
     device: str = "auto"  # auto | cpu | cuda | cuda:N
     # auto: fp32 on CPU, bf16 autocast on CUDA; bf16 on CPU pays off with AMX / AVX-512 BF16 (train/precision.py)
     precision: Literal["auto", "fp32", "bf16"] = "auto"
-    compile: bool = False
+    # false | true/"model" (torch.compile of the whole forward) | "blocks" (each decoder layer; train/kernels.py)
+    compile: bool | Literal["off", "model", "blocks"] = False
+    # Liger's fused RMSNorm/SwiGLU/RoPE on CUDA (train/kernels.py): auto | off | liger
+    kernels: Literal["auto", "off", "liger"] = "auto"
     # CPU runs: "retain" keeps freed memory in the process heap (no page faults on every
     # step: 1.06-1.19x at the CPU presets; see train/cpu_heap.py); "system" leaves glibc's defaults
     cpu_heap: Literal["retain", "system"] = "retain"
@@ -423,6 +427,7 @@ class Trainer:
                 self.group_steps[s.group] = self.group_steps.get(s.group, 0) + n
         self.total_steps = sum(self.stage_steps)
         self.doc_attention = resolve_doc_attention(cfg.doc_attention, self.device)
+        self.kernels = resolve_kernels(cfg.kernels, self.device)
         self.loss_path = resolve_fused_loss(cfg.fused_loss, self.device, self.micro * max(m.seq_len for m in self.mixtures),
                                             self.vocab_size)
 
@@ -761,6 +766,10 @@ class Trainer:
             if impl not in ("sdpa", "eager", "flex_attention"):
                 raise ConfigError("attention_reset_between_docs",
                                   f"not supported with attention implementation {impl!r} (needs sdpa, eager or flex)")
+        if self.kernels == "liger":
+            apply_liger(self.model)
+        if compile_mode(cfg.compile) == "blocks":
+            compile_blocks(self.model)
         self.model.train()
         self.optimizer = self._make_optimizer()
         self._resume()
@@ -774,7 +783,7 @@ class Trainer:
 
             self.ddp = DDP(self.model, device_ids=[self.device.index] if self.device.type == "cuda" else None)
             fwd = self.ddp
-        if cfg.compile:
+        if compile_mode(cfg.compile) == "model":
             fwd = torch.compile(fwd)
         self.fwd_model = fwd
 
