@@ -76,11 +76,16 @@ def gpu_for_device_name(name: str) -> GPU | None:
 
 def matmul_flops(device: str = "cpu", n: int = 1024, seconds: float = 0.3, dtype: str = "float32") -> float:
     """Measured square-matmul rate (FLOP/s) on ``device``: warm-up, then repeat for about ``seconds``."""
+    return matmul_rate(device, n, n, n, seconds, dtype)
+
+
+def matmul_rate(device: str, m: int, k: int, n: int, seconds: float = 0.3, dtype: str = "float32") -> float:
+    """Measured rate (FLOP/s) of an (m, k) @ (k, n) matmul in ``dtype`` on ``device``."""
     import torch
 
     dt = getattr(torch, dtype)
-    a = torch.randn(n, n, device=device, dtype=dt)
-    b = torch.randn(n, n, device=device, dtype=dt)
+    a = torch.randn(m, k, device=device, dtype=dt)
+    b = torch.randn(k, n, device=device, dtype=dt)
 
     def sync() -> None:
         if torch.device(device).type == "cuda":
@@ -95,4 +100,23 @@ def matmul_flops(device: str = "cpu", n: int = 1024, seconds: float = 0.3, dtype
         sync()
         elapsed = time.perf_counter() - t0
         if elapsed >= seconds:
-            return 2.0 * n**3 * reps / elapsed
+            return 2.0 * m * k * n * reps / elapsed
+
+
+# square and transformer-like (tokens x d x 4d) shapes; the best of them is the peak
+CPU_SHAPES = ((512, 512, 512), (768, 768, 768), (1024, 1024, 1024), (2048, 2048, 2048), (4096, 768, 3072),
+              (4096, 256, 768))
+GPU_SHAPES = ((4096, 4096, 4096), (8192, 8192, 8192), (16384, 2048, 8192), (16384, 8192, 2048))
+
+
+def peak_matmul_flops(device: str = "cpu", dtype: str = "float32", seconds: float = 0.3
+                      ) -> tuple[float, tuple[int, int, int]]:
+    """(best measured FLOP/s, its shape) over several matmul shapes: an MFU denominator for a machine
+    without a datasheet figure. One fixed shape is not the peak: on an AMX CPU a 2048-square fp32
+    matmul ran below the 768-wide matmuls of the model itself, so MFU against it read 125 %."""
+    import torch
+
+    shapes = GPU_SHAPES if torch.device(device).type == "cuda" else CPU_SHAPES
+    rates = {s: matmul_rate(device, *s, seconds=seconds, dtype=dtype) for s in shapes}
+    best = max(rates, key=rates.get)
+    return rates[best], best
