@@ -6,7 +6,8 @@ import torch
 from preschool.config import from_dict
 from preschool.errors import ConfigError
 from preschool.train.callbacks import Callback
-from preschool.train.trainer import TrainConfig, doc_attention_mask, train
+from preschool.train.attention import doc_attention_mask
+from preschool.train.trainer import TrainConfig, train
 
 
 def rows(run, event="train"):

@@ -63,8 +63,7 @@ from ..errors import ConfigError, DataError
 from ..io import atomic_dir, read_json, torch_save, write_json, write_text
 from ..device import resolve_device
 from ..layout import checkpoint_dir, checkpoints_dir, list_checkpoints
-from .attention import (doc_attention_kwargs, doc_attention_mask, doc_positions,  # noqa: F401 (re-exported)
-                        resolve_doc_attention, use_flex)
+from .attention import doc_attention_kwargs, resolve_doc_attention, use_flex
 from .callbacks.base import Callback
 from .cpu_heap import retain_freed_memory
 from .kernels import apply_liger, compile_blocks, compile_mode, resolve_kernels
