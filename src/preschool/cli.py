@@ -26,6 +26,7 @@ COMMANDS: dict[str, str] = {
     "compartments": "preschool.compartments.cli",
     "corpus": "preschool.corpora.cli",
     "plan": "preschool.plan",
+    "launch": "preschool.launch",
 }
 
 

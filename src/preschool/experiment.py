@@ -236,6 +236,10 @@ def evaluate_arms(cfg: ExperimentConfig) -> None:
     hf_logging.disable_progress_bar()  # one "Loading weights" bar per checkpoint is noise
     data_dir = layout.data_dir(cfg.out_dir)
     for arm, seed, run_dir in arm_dirs(cfg):
+        if not layout.list_checkpoints(run_dir, required=False):
+            # a cluster report runs after every arm job, finished or not: evaluate what exists
+            print(f"[preschool] arm {arm.name} seed {seed}: no checkpoints yet, not evaluated")
+            continue
         for e in cfg.evals:
             evaluate_run(run_dir, [(e.name, _resolve(e.params, data_dir))], every=e.every)
 

@@ -13,6 +13,7 @@ example:
   preschool run examples/quickstart.yaml
   preschool run examples/quickstart.yaml --set seeds=[0,1,2] --out runs/qs3
   preschool run examples/quickstart.yaml --only prepare
+  preschool run examples/quickstart.yaml --arm ppt_dyck --seed 0   # one arm x seed (after prepare)
 """
 
 
@@ -23,10 +24,25 @@ def add_arguments(p) -> None:
                    help="override a config value, e.g. --set train.batch_size=32 (repeatable)")
     p.add_argument("--only", choices=["prepare", "train", "eval", "report"], action="append",
                    help="run only these steps (repeatable); prepare always runs because the others need it")
+    p.add_argument("--arm", help="train only this arm (data must be prepared: `preschool prepare` first); "
+                   "for cluster jobs, also under torchrun (see `preschool launch`)")
+    p.add_argument("--seed", type=int, help="with --arm: the training seed (default: the first of `seeds`)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
 
 
 def run(args) -> int:
+    if args.arm is not None or args.seed is not None:
+        from .errors import ConfigError
+        from .launch import load, run_arm
+
+        if args.arm is None:
+            raise ConfigError("--seed", "needs --arm (which arm to train)")
+        if args.only:
+            raise ConfigError("--only", "not with --arm: one arm x seed is trained, nothing else")
+        exp = load(args.config, list(args.overrides) + ([f"out={args.out}"] if args.out else []))
+        run_dir = run_arm(exp, args.arm, args.seed, progress=not args.no_progress)
+        print(f"[preschool] arm {args.arm}: {run_dir}")
+        return 0
     from .experiment import load_experiment, run_experiment
 
     overrides = list(args.overrides)

@@ -6,7 +6,10 @@ HELP = "build the tokenizer and token shards of an experiment YAML (no training)
 DESCRIPTION = """\
 Build the data of an experiment: train (or load) the tokenizer, then write
 train/val shard sets for every dataset under <out>/data. Datasets already
-built with the same spec are skipped; each is written atomically.
+built with the same spec are skipped; each is written atomically. An exclusive
+lock on <out>/data/.prepare.lock makes a second prepare of the same folder
+(another cluster job) wait, then find the data up to date. A compartments
+YAML prepares its base data and every arm's compartmented sets.
 
 example:
   preschool prepare examples/quickstart.yaml
@@ -23,12 +26,15 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-
-    from ..experiment import load_experiment, prepare
+    from ..launch import load, prepare
 
     overrides = list(args.overrides) + ([f"out={args.out}"] if args.out else [])
-    cfg = load_experiment(args.config, overrides)
-    manifest = prepare(cfg, progress=not args.no_progress)
+    exp = load(args.config, overrides)  # a `preschool run` or a `preschool compartments` YAML
+    manifest = prepare(exp, progress=not args.no_progress)  # under <out>/data/.prepare.lock
+    cfg = exp.cfg
+    if manifest is None:
+        print(f"data: {cfg.out_dir} (base data and every arm's compartmented sets)")
+        return 0
     for name, d in manifest["datasets"].items():
         splits = ", ".join(f"{s}: {m['n_rows']} rows x {m['row_len']}" for s, m in d["splits"].items())
         print(f"{name}: {splits}")

@@ -851,19 +851,7 @@ def train(cfg: TrainConfig | dict, out_dir: str | Path, datasets: Mapping[str, s
         cfg = C.from_dict(TrainConfig, cfg)
     else:
         C.validate(cfg)
-    created = False
-    if int(os.environ.get("WORLD_SIZE", "1")) > 1 and _dist() is None:
-        import torch.distributed as dist
+    from .distributed import process_group
 
-        dev = _resolve_device(cfg)
-        if dev.type == "cuda":
-            torch.cuda.set_device(dev)
-        dist.init_process_group("nccl" if dev.type == "cuda" else "gloo")
-        created = True
-    try:
+    with process_group(cfg.device):
         return Trainer(cfg, out_dir, datasets, tokenizer_dir, callbacks).run()
-    finally:
-        if created:
-            import torch.distributed as dist
-
-            dist.destroy_process_group()

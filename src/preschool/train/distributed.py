@@ -1,0 +1,42 @@
+"""The torch.distributed process group of a ``torchrun`` launch, created once per command.
+
+``torchrun`` (one process per GPU, on one or many nodes) sets ``WORLD_SIZE``,
+``RANK``, ``LOCAL_RANK`` and the rendezvous address; :func:`process_group`
+turns that into an initialised default process group (NCCL on CUDA, gloo on
+CPU) for the duration of a block, and does nothing in a plain single process
+or when a group already exists (the caller owns it then).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from typing import Iterator
+
+
+def is_initialized() -> bool:
+    import torch.distributed as dist
+
+    return dist.is_available() and dist.is_initialized()
+
+
+@contextlib.contextmanager
+def process_group(device: str = "auto", field: str = "device") -> Iterator[bool]:
+    """Create the default process group under torchrun (WORLD_SIZE > 1) for the block; yields whether
+    this call created it (and so destroys it at the end)."""
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1 or is_initialized():
+        yield False
+        return
+    import torch
+    import torch.distributed as dist
+
+    from ..device import resolve_device
+
+    dev = resolve_device(device, field)
+    if dev.type == "cuda":
+        torch.cuda.set_device(dev)
+    dist.init_process_group("nccl" if dev.type == "cuda" else "gloo")
+    try:
+        yield True
+    finally:
+        dist.destroy_process_group()
