@@ -182,10 +182,7 @@ def run_arm(exp: Experiment, arm: str, seed: int | None = None, progress: bool =
     if not base.is_file() or not stamp.is_file() or read_json(stamp) != {
             "compartments": spec.compartments.record(), "base": read_json(base)["hash"]}:
         raise _not_prepared(exp, f"arm {arm!r} has no data prepared from its current config in {cfg.out_dir}")
-    from .train.distributed import process_group
-
-    with process_group(cfg.train.get("device", "auto")):
-        return train_arm(cfg, spec, progress)
+    return train_arm(cfg, spec, progress)  # the trainer forms the process group under torchrun
 
 
 # ----------------------------------------------------------------------------- Slurm scripts
