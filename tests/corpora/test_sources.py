@@ -31,7 +31,7 @@ def messy(tmp_path):
 
 
 def test_registry_names():
-    assert SOURCES.names() == ["hf", "jsonl", "parquet", "storybook", "text"]
+    assert SOURCES.names() == ["auto", "hf", "jsonl", "parquet", "storybook", "text"]
 
 
 def test_text_folder_sorted_clean_and_counted(messy):
@@ -41,7 +41,7 @@ def test_text_folder_sorted_clean_and_counted(messy):
     assert b == "First line\nsecond line\n\nNew paragraph\nwith a lone CR\n"
     assert all("\r" not in d.text and "\ufeff" not in d.text for d in docs)
     assert len(docs[0].text) == 300_001
-    assert st.files == 5 and st.documents == 3 and st.drops == {"empty": 2}
+    assert st.files == 5 and st.documents == 3 and st.drops == {"empty": 2, "unsupported_file": 1}  # notes.csv
     assert st.chars == sum(len(d.text) for d in docs)
     assert st.words == sum(len(d.text.split()) for d in docs)
     assert docs[0].meta == {"source": "text", "path": "a.txt"}
@@ -245,7 +245,10 @@ def test_novels(shared_data):
     first = docs[:50]
     again, _ = read(cfg(source="text", path=str(shared_data / "novels"), split_documents="paragraphs", max_documents=50))
     assert [(d.id, d.text) for d in first] == [(d.id, d.text) for d in again]
-    whole, st2 = read(cfg(source="text", path=str(shared_data / "novels")))
+    whole, st2 = read(cfg(source="text", path=str(shared_data / "novels"), max_chars=10_000_000))
     assert len(whole) == 90 and st2.words == st.words
+    cut, st3 = read(cfg(source="text", path=str(shared_data / "novels")))  # max_chars 1M: long novels in pieces
+    assert len(cut) > 90 and all(len(d.text) <= 1_000_000 for d in cut) and st3.words == st.words
+    assert "\n".join(d.text for d in cut if d.meta["path"] == cut[0].meta["path"]).split() == whole[0].text.split()
     for w in whole[::15]:  # the line-streamed chunks are exactly the chunks of the whole text
         assert [d.text for d in docs if d.meta["path"] == w.id] == chunk_text(w.text, "paragraphs", 4000)

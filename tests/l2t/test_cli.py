@@ -27,7 +27,7 @@ def test_transform_l2t_end_to_end(tmp_path, capsys):
     assert "train:" in capsys.readouterr().out
     # a given tokenizer is reused as is
     rc = main(["transform", "l2t", "--input", str(src), "--out", str(tmp_path / "o2"), "--seq-len", "127",
-               "--tokenizer", str(out / "tokenizer"), "--tasks", "half,one", "--raw-ratio", "0"])
+               "--tokenizer", str(out / "tokenizer"), "--tasks", "half,one", "--raw-ratio", "0", "--min-words", "10"])
     assert rc == 0
     st = json.loads((tmp_path / "o2" / "stats.json").read_text())["train"]
     assert set(st["documents_by_task"]) <= {"half", "one"} and "raw" not in st["documents_by_route"]

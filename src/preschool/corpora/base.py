@@ -8,9 +8,11 @@ so anything keyed on ids -- the train/validation split, exclusion lists,
 ``doc_ids.txt`` -- is reproducible.
 
 Every source passes its raw text through :func:`clean_text` (BOM and CR
-removed) and, when ``split_documents`` asks for it, through :func:`chunk_text`,
-which turns one long text (a novel) into many documents of about
-``chunk_chars`` characters made of whole paragraphs.
+removed) and then through :func:`chunk_lines`, which turns one long text (a
+novel) into many documents of about ``chunk_chars`` characters made of whole
+paragraphs when ``split_documents`` asks for it, and in every mode cuts a
+document longer than ``max_chars`` into pieces of at most ``max_chars``, so no
+reader or transform ever holds more than about ``max_chars`` of one document.
 """
 
 from __future__ import annotations
@@ -41,11 +43,16 @@ class Document:
 class ReadStats:
     """What a read produced and what it skipped (by reason), for manifests and logs.
 
-    ``drops`` reasons: ``empty`` (no non-whitespace text: empty files, blank
+    ``drops`` reasons, each counted once per input unit it removed (a file, a
+    record or a chunk): ``empty`` (no non-whitespace text: empty files, blank
     records), ``too_short`` (under ``min_chars``), ``bad_utf8``
-    (``on_bad_utf8: drop``), ``bad_json`` and ``missing_field``
-    (``on_bad_record: drop``). ``replaced_bad_utf8`` counts inputs (files or
-    lines) in which undecodable bytes were replaced by U+FFFD.
+    (``on_bad_utf8: drop``), ``utf16`` (a UTF-16 file under ``on_bad_utf8:
+    drop``), ``bad_json``, ``missing_field`` and ``too_long`` (a JSON line over
+    the record limit; ``on_bad_record: drop``), and for folders
+    ``unsupported_file`` (an extension no reader of this source knows),
+    ``duplicate_file`` (the same file reached twice through a symbolic link)
+    and ``broken_link``. ``replaced_bad_utf8`` counts inputs (files or lines)
+    in which undecodable bytes were replaced by U+FFFD.
     """
 
     files: int = 0
@@ -58,9 +65,22 @@ class ReadStats:
     def drop(self, reason: str, n: int = 1) -> None:
         self.drops[reason] += n
 
+    def dropped(self) -> int:
+        return sum(self.drops.values())
+
+    def summary(self) -> str:
+        """``"empty: 2, bad_json: 1"``, most frequent first (``"none"`` when nothing was dropped)."""
+        return drop_summary(self.drops)
+
     def as_dict(self) -> dict:
         return {"files": self.files, "documents": self.documents, "chars": self.chars, "words": self.words,
                 "replaced_bad_utf8": self.replaced_bad_utf8, "drops": dict(sorted(self.drops.items()))}
+
+
+def drop_summary(drops: dict, top: int | None = None) -> str:
+    """Drop counts as ``"reason: n, ..."``, most frequent first; ``"none"`` for no drops."""
+    items = sorted(drops.items(), key=lambda kv: (-kv[1], kv[0]))[:top]
+    return ", ".join(f"{k}: {v}" for k, v in items) or "none"
 
 
 SplitMode = Literal["none", "paragraphs", "lines"]
@@ -70,8 +90,10 @@ SplitMode = Literal["none", "paragraphs", "lines"]
 class CorpusConfig:
     """Where a corpus comes from and how it is cut into documents (see docs/corpora.md).
 
-    ``source``: ``text`` | ``jsonl`` | ``parquet`` | ``hf`` | ``storybook``.
-    ``path``: a file or folder (text/jsonl/parquet); for ``hf`` an optional
+    ``source``: ``auto`` | ``text`` | ``jsonl`` | ``parquet`` | ``hf`` |
+    ``storybook``; ``auto`` picks the reader per file (by extension, Parquet
+    also by its magic bytes), so a folder may mix formats.
+    ``path``: a file or folder (auto/text/jsonl/parquet); for ``hf`` an optional
     local ``save_to_disk`` folder or data files for a builder such as
     ``parquet``. Reading stops after ``max_documents`` documents or once
     ``target_tokens`` whitespace words (or tokens, when ``iter_documents`` gets
@@ -79,7 +101,7 @@ class CorpusConfig:
     an endless stream the consumer stops.
     """
 
-    source: str = "text"
+    source: str = "auto"
     path: str | None = None
     text_field: str = "text"
     id_field: str | None = None  # jsonl/parquet/hf: use this field as the document id (default: file:line / row)
@@ -92,6 +114,7 @@ class CorpusConfig:
     target_tokens: int | None = None
     split_documents: SplitMode = "none"
     chunk_chars: int = 4000
+    max_chars: int = 1_000_000  # longer documents (or lines) are cut into pieces of at most this many characters
     on_bad_utf8: Literal["error", "replace", "drop"] = "error"
     on_bad_record: Literal["error", "drop"] = "error"
     min_chars: int = 1
@@ -100,7 +123,7 @@ class CorpusConfig:
 
     def validate(self) -> None:
         SOURCES.get(self.source, "source")  # unknown source -> ConfigError with "did you mean"
-        if self.source in ("text", "jsonl", "parquet"):
+        if self.source in ("auto", "text", "jsonl", "parquet"):
             check(bool(self.path), "path", f"source {self.source!r} needs a file or folder path")
         if self.source == "hf":
             check(bool(self.hf_name) or bool(self.path), "hf_name",
@@ -110,6 +133,8 @@ class CorpusConfig:
         check(self.target_tokens is None or self.target_tokens > 0, "target_tokens",
               f"must be > 0 (or null for no limit), got {self.target_tokens}")
         check(self.chunk_chars >= 100, "chunk_chars", f"must be >= 100, got {self.chunk_chars}")
+        check(self.max_chars >= max(1000, self.chunk_chars), "max_chars",
+              f"must be >= 1000 and >= chunk_chars ({self.chunk_chars}), got {self.max_chars}")
         check(self.min_chars >= 1, "min_chars", f"must be >= 1, got {self.min_chars}")
         check(self.seed >= 0, "seed", f"must be >= 0, got {self.seed}")
         check(bool(self.text_field), "text_field", "must not be empty")
@@ -143,14 +168,61 @@ def bad_utf8_message(where: str, offset: int, line: int | None, snippet: bytes) 
     return f"{where}: invalid UTF-8 at {at} ({snippet!r}); set on_bad_utf8: replace or drop to read it anyway"
 
 
+_UTF16_BOMS = {b"\xff\xfe": "FF FE", b"\xfe\xff": "FE FF"}
+
+
+def utf16_hint(head: bytes) -> str | None:
+    """Why ``head`` (the first bytes of a file or value) looks like UTF-16, or ``None``.
+
+    Two signs: a UTF-16 byte-order mark, or NUL bytes at (nearly) every other
+    position -- ASCII text in UTF-16 -- which is valid UTF-8 and would
+    otherwise come out as text interleaved with NULs.
+    """
+    for bom, name in _UTF16_BOMS.items():
+        if head.startswith(bom):
+            return f"it starts with the UTF-16 byte-order mark {name}"
+    sample = head[:4096]
+    if len(sample) < 4 or b"\x00" not in sample:
+        return None
+    even, odd = sample[0::2], sample[1::2]
+    z = sorted((even.count(0) / len(even), odd.count(0) / len(odd)))
+    if z[1] >= 0.3 and z[0] <= 0.05:
+        return "NUL bytes stand at every other position"
+    return None
+
+
+def utf16_message(where: str, hint: str) -> str:
+    return (f"{where}: looks like UTF-16, not UTF-8 ({hint}); convert it to UTF-8 first, e.g. "
+            f"iconv -f UTF-16 -t UTF-8 <file> > <file>.utf8.txt (on_bad_utf8: drop skips such files)")
+
+
+def utf16_policy(where: str, head: bytes, policy: str, stats: ReadStats) -> bool:
+    """``False`` when ``head`` looks like UTF-16 and ``policy`` drops it (counted); raises under error/replace.
+
+    ``replace`` does not apply: U+FFFD replacement would turn UTF-16 into NUL-interleaved noise.
+    """
+    hint = utf16_hint(head)
+    if hint is None:
+        return True
+    if policy == "drop":
+        stats.drop("utf16")
+        return False
+    from ..errors import DataError
+
+    raise DataError(utf16_message(where, hint))
+
+
 def decode_bytes(data: bytes, where: str, policy: str, stats: ReadStats, base_offset: int = 0,
                  first_line: int | None = None) -> str | None:
     """UTF-8 decode under ``on_bad_utf8``; ``None`` means dropped.
 
     ``where`` names the file (and line); the error gives the byte offset in the
     file (``base_offset`` + position in ``data``) and, when ``first_line`` (the
-    line ``data`` starts on) is given, the line of the bad byte.
+    line ``data`` starts on) is given, the line of the bad byte. Data that looks
+    like UTF-16 is reported as such (:func:`utf16_policy`).
     """
+    if (data[:2] in _UTF16_BOMS or b"\x00" in data[:4096]) and not utf16_policy(where, data, policy, stats):
+        return None
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -169,23 +241,95 @@ def decode_bytes(data: bytes, where: str, policy: str, stats: ReadStats, base_of
 _SENT_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+")
 
 
+def _cut_point(text: str, start: int, limit: int) -> int:
+    """Where to end the piece of ``text`` that starts at ``start`` and may hold ``limit`` characters.
+
+    After the last sentence end in the window, else after its last space, else
+    a hard cut at ``limit``; a cut in the first quarter of the window would
+    waste a piece, so it is only taken when nothing better exists.
+    """
+    window = text[start:start + limit]
+    cut = max((m.end() for m in _SENT_END.finditer(window)), default=0)
+    min_cut = max(1, limit // 4)
+    if cut < min_cut:
+        sp = window.rfind(" ")
+        cut = sp + 1 if sp + 1 >= min_cut else limit
+    return start + cut
+
+
 def _cut_long(line: str, chunk_chars: int) -> Iterator[str]:
     """Pieces of at most ``chunk_chars`` of one long line: cut after a sentence end, else at a space."""
     start = 0
     n = len(line)
     while n - start > chunk_chars:
-        window = line[start:start + chunk_chars]
-        cut = max((m.end() for m in _SENT_END.finditer(window)), default=0)
-        min_cut = max(1, chunk_chars // 4)  # pieces much shorter than the limit would waste chunks
-        if cut < min_cut:  # no sentence end in the window: fall back to the last space, else a hard cut
-            sp = window.rfind(" ")
-            cut = sp + 1 if sp + 1 >= min_cut else chunk_chars
-        piece = line[start:start + cut].rstrip()
+        cut = _cut_point(line, start, chunk_chars)
+        piece = line[start:cut].rstrip()
         if piece.strip():
             yield piece
-        start += cut
+        start = cut
     if line[start:].strip():
         yield line[start:]
+
+
+def join_segments(segments: Iterable[tuple[str, bool]], max_chars: int) -> Iterator[str]:
+    """Lines from ``(text, ends_line)`` segments of a stream, each line at most ``max_chars`` long.
+
+    A line longer than ``max_chars`` comes out as several lines, cut as
+    :func:`_cut_long` cuts (sentence end, else space), so memory stays about
+    ``max_chars`` plus one segment however long the line is in the input. The
+    last segment of a stream ends no line: what follows the last line end is
+    the last line (empty when the input ends with a newline), as ``str.split("\\n")``.
+    """
+    buf: list[str] = []
+    size = 0
+    for text, ends_line in segments:
+        buf.append(text)
+        size += len(text)
+        if size > max_chars:
+            joined = "".join(buf)
+            start = 0
+            while len(joined) - start > max_chars:
+                cut = _cut_point(joined, start, max_chars)
+                piece = joined[start:cut].rstrip()
+                if piece.strip():
+                    yield piece
+                start = cut
+            buf, size = [joined[start:]], len(joined) - start
+        if ends_line:
+            yield "".join(buf)
+            buf, size = [], 0
+    yield "".join(buf)
+
+
+def _bounded(lines: Iterable[str], max_chars: int | None) -> Iterator[str]:
+    """``lines`` with every line over ``max_chars`` cut into pieces (see :func:`_cut_long`)."""
+    for ln in lines:
+        if max_chars is None or len(ln) <= max_chars:
+            yield ln
+        else:
+            yield from _cut_long(ln, max_chars)
+
+
+def _pack_lines(lines: Iterable[str], max_chars: int | None) -> Iterator[str]:
+    """Mode ``none``: the whole text (lines joined with newlines), cut at line ends into pieces of at most ``max_chars``.
+
+    A text that fits is returned exactly; otherwise whitespace-only pieces are skipped.
+    """
+    buf: list[str] = []
+    size = 0
+    cut = False
+    for ln in _bounded(lines, max_chars):
+        add = len(ln) + (1 if buf else 0)
+        if buf and max_chars is not None and size + add > max_chars:
+            text = "\n".join(buf)
+            if text.strip():
+                yield text
+            buf, size, cut, add = [], 0, True, len(ln)
+        buf.append(ln)
+        size += add
+    text = "\n".join(buf)
+    if not cut or text.strip():
+        yield text
 
 
 class _Packer:
@@ -219,7 +363,7 @@ class _Packer:
         self.cur, self.size = [], 0
 
 
-def chunk_lines(lines: Iterable[str], mode: str, chunk_chars: int) -> Iterator[str]:
+def chunk_lines(lines: Iterable[str], mode: str, chunk_chars: int, max_chars: int | None = None) -> Iterator[str]:
     """Cut a cleaned text, given as its lines (no newlines), into documents; streams in bounded memory.
 
     ``none``: the whole text. ``lines``: each non-blank line. ``paragraphs``: a
@@ -229,11 +373,16 @@ def chunk_lines(lines: Iterable[str], mode: str, chunk_chars: int) -> Iterator[s
     (joined with a newline), and a line longer than that is cut after a
     sentence end, else at a space, so no chunk is over ``chunk_chars``. A text
     with one paragraph per line and no blank lines is thus cut at line ends.
-    Memory stays about ``chunk_chars`` plus the longest line.
+
+    ``max_chars`` bounds every mode: a line longer than it is first cut into
+    pieces (sentence end, else space), and in mode ``none`` a text longer than
+    it is cut at line ends into pieces of at most ``max_chars``. Memory stays
+    about ``chunk_chars`` (``max_chars`` in mode ``none``) plus the longest line.
     """
     if mode == "none":
-        yield "\n".join(lines)
+        yield from _pack_lines(lines, max_chars)
         return
+    lines = _bounded(lines, max_chars)
     if mode == "lines":
         yield from (ln for ln in lines if ln.strip())
         return
@@ -265,12 +414,11 @@ def chunk_lines(lines: Iterable[str], mode: str, chunk_chars: int) -> Iterator[s
     yield from pack.flush()
 
 
-def chunk_text(text: str, mode: str, chunk_chars: int) -> list[str]:
+def chunk_text(text: str, mode: str, chunk_chars: int, max_chars: int | None = None) -> list[str]:
     """:func:`chunk_lines` over a whole text held in memory."""
-    if mode == "none":
+    if mode == "none" and (max_chars is None or len(text) <= max_chars):
         return [text]
-    return list(chunk_lines(text.split("\n"), mode, chunk_chars))
-
+    return list(chunk_lines(text.split("\n"), mode, chunk_chars, max_chars))
 
 # ---------------------------------------------------------------- train / validation split
 

@@ -3,11 +3,32 @@
 Each source is a small class registered in ``SOURCES`` under the name used in
 ``CorpusConfig.source``; it yields raw :class:`Document` s and
 :func:`iter_documents` applies what every source shares: chunking
-(``split_documents``), empty / ``min_chars`` drops, and the ``max_documents`` /
-``target_tokens`` limits. Files are read in sorted order of their path
-relative to ``path``, so ids and order are the same on every machine.
+(``split_documents``) and the ``max_chars`` cut, empty / ``min_chars`` drops,
+and the ``max_documents`` / ``target_tokens`` limits.
 
-Ids: ``text`` -> ``<relative file>`` (``#<chunk>`` when split);
+Files: ``auto`` (the default) picks the reader per file -- ``text`` for
+``.txt .text .md``, ``jsonl`` for ``.jsonl .json .ndjson`` (each optionally
+``.gz``), ``parquet`` for ``.parquet`` or a file starting with Parquet's magic
+bytes -- so one folder may mix formats and every file in it is read or
+counted. A folder is walked following symbolic links to files and folders
+(a link that loops back to a folder above it is not followed again), hidden
+files and folders (name starting with ``.``) are skipped, and files are read
+in sorted order of their path relative to ``path``, so ids and order are the
+same on every machine. A file reached twice (a link to a file or folder that
+is also read directly) is read once, under its first relative path, and the
+other paths are counted as ``duplicate_file``; dangling links are counted as
+``broken_link``. Under the default ``glob`` a file no reader of the source
+knows is counted as ``unsupported_file``; a file named directly as ``path``
+(or matched by an explicit ``glob``) is read as text when its extension says
+nothing.
+
+Lines are read in pieces of at most 1 MiB, so a file without newlines never
+sits in memory whole: text lines longer than ``max_chars`` are cut at a
+sentence end or a space; a JSON line longer than ``16 x max_chars`` bytes is a
+bad record (``too_long``). UTF-16 input (byte-order mark, or NUL bytes at every
+other position) is reported as such, never decoded as UTF-8.
+
+Ids: ``text`` -> ``<relative file>`` (``#<chunk>`` when split or cut);
 ``jsonl`` -> ``<relative file>:<line>``; ``parquet`` -> ``<relative file>:<row>``;
 ``hf`` -> ``<name>[/<config>]/<split>:<row>``; ``storybook`` -> ``storybook:<index>``.
 With ``id_field`` set, jsonl/parquet/hf use that field's value instead.
@@ -20,21 +41,107 @@ import contextlib
 import gzip
 import itertools
 import json
+import os
+import re
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
 from ..errors import ConfigError, DataError
 from .base import (SOURCES, CorpusConfig, Document, ReadStats, bad_utf8_message, chunk_lines, chunk_text, clean_text,
-                   decode_bytes)
+                   decode_bytes, join_segments, utf16_policy)
 
 
 DEFAULT_GLOB = "**/*"
+SEGMENT_BYTES = 1 << 20  # a line is read in pieces of at most this many bytes
+RECORD_CHARS_FACTOR = 16  # a JSON line may hold up to this many bytes per max_chars (escapes, markup)
+PARQUET_MAGIC = b"PAR1"
+
+
+def glob_regex(pattern: str) -> re.Pattern:
+    """A regex matching relative POSIX paths as ``Path.glob(pattern)`` would (``**`` = any folders, ``*`` within one)."""
+    parts = pattern.split("/")
+    out = []
+    for i, part in enumerate(parts):
+        last = i == len(parts) - 1
+        if part == "**":
+            out.append(".*" if last else "(?:[^/]+/)*")
+            continue
+        rx = []
+        k = 0
+        while k < len(part):
+            ch = part[k]
+            if ch == "*":
+                rx.append("[^/]*")
+            elif ch == "?":
+                rx.append("[^/]")
+            elif ch == "[" and part.find("]", k + 2) != -1:
+                end = part.find("]", k + 2)
+                body = part[k + 1:end]
+                rx.append("[" + ("^" + body[1:] if body.startswith("!") else body).replace("\\", "\\\\") + "]")
+                k = end
+            else:
+                rx.append(re.escape(ch))
+            k += 1
+        out.append("".join(rx) + ("" if last else "/"))
+    return re.compile("".join(out))
+
+
+def walk_files(root: Path, glob: str, stats: ReadStats) -> list[tuple[Path, str]]:
+    """``(path, relative path)`` of the files under ``root`` matching ``glob``, sorted, each real file once.
+
+    Follows symbolic links to files and folders; a link to a folder above it
+    (a loop) is not followed. Hidden names are skipped. Dangling links are
+    counted as ``broken_link``, files reached again through a link as
+    ``duplicate_file`` (the smallest relative path is kept).
+    """
+    rx = glob_regex(glob)
+    found: list[tuple[str, Path]] = []
+    chain: dict[str, frozenset[str]] = {}
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
+        above = chain.get(os.path.dirname(dirpath), frozenset()) | {os.path.realpath(dirpath)}
+        chain[dirpath] = above
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".")
+                             and os.path.realpath(os.path.join(dirpath, d)) not in above)
+        for name in filenames:
+            if name.startswith("."):
+                continue  # editor swap files, our own .tmp files
+            f = Path(dirpath) / name
+            rel = f.relative_to(root).as_posix()
+            if not rx.fullmatch(rel):
+                continue
+            if not f.exists():
+                stats.drop("broken_link")
+            elif not f.is_file():
+                stats.drop("unsupported_file")  # a FIFO, socket or device
+            else:
+                found.append((rel, f))
+    found.sort(key=lambda x: x[0])
+    seen: set[str] = set()
+    out = []
+    for rel, f in found:
+        real = os.path.realpath(f)
+        if real in seen:
+            stats.drop("duplicate_file")
+            continue
+        seen.add(real)
+        out.append((f, rel))
+    return out
+
+
+def _incomplete_tail(data: bytes) -> int:
+    """How many bytes at the end of ``data`` must wait for the next piece: a cut UTF-8 character or a CR before LF."""
+    if data.endswith(b"\r"):
+        return 1
+    for back in range(1, min(4, len(data)) + 1):
+        b = data[-back]
+        if b & 0xC0 != 0x80:  # the lead byte of the last character
+            need = 2 if 0xC0 <= b < 0xE0 else 3 if 0xE0 <= b < 0xF0 else 4 if 0xF0 <= b < 0xF8 else 1
+            return back if need > back else 0
+    return 0
 
 
 class Source:
     """Base class: ``documents(stats)`` yields raw documents in a deterministic order."""
-
-    extensions: tuple[str, ...] = ()  # kept when ``glob`` is left at its default
 
     def __init__(self, cfg: CorpusConfig):
         self.cfg = cfg
@@ -42,36 +149,67 @@ class Source:
     def documents(self, stats: ReadStats) -> Iterator[Document]:
         raise NotImplementedError
 
+    def cut(self, text: str) -> list[str]:
+        """One raw text -> its documents (``split_documents``, then the ``max_chars`` bound)."""
+        c = self.cfg
+        return chunk_text(text, c.split_documents, c.chunk_chars, c.max_chars)
+
     def pieces(self, stats: ReadStats) -> Iterator[tuple[str, dict, Iterable[str]]]:
         """(id, meta, texts after ``split_documents``) per raw document; a source may override it to stream."""
         for doc in self.documents(stats):
-            yield doc.id, doc.meta, chunk_text(doc.text, self.cfg.split_documents, self.cfg.chunk_chars)
+            yield doc.id, doc.meta, self.cut(doc.text)
 
-    # -- shared file helpers
-    def files(self) -> list[tuple[Path, str]]:
-        """(path, id prefix) pairs: the file itself, or the folder's matching files sorted by relative path."""
+
+class FileSource(Source):
+    """A source reading files: lists them (see the module docstring), reads each with :meth:`read_file`."""
+
+    extensions: tuple[str, ...] = ()  # kept when ``glob`` is left at its default
+
+    def accepts(self, path: Path) -> bool:
+        """Whether this source reads ``path`` of a folder listed with the default ``glob``."""
+        return path.name.lower().removesuffix(".gz").endswith(self.extensions)
+
+    def files(self, stats: ReadStats) -> list[tuple[Path, str]]:
+        """(path, id prefix) pairs: the file itself, or the folder's files this source reads, sorted by relative path."""
         root = Path(self.cfg.path).expanduser()
         if not root.exists():
             raise ConfigError("path", f"file or folder not found: {root}")
         if root.is_file():
             return [(root, root.name)]
-        out = []
-        for f in root.glob(self.cfg.glob):
-            rel = f.relative_to(root)
-            if not f.is_file() or any(part.startswith(".") for part in rel.parts):
-                continue  # hidden files (editor swap files, our own .tmp files)
-            if self.cfg.glob == DEFAULT_GLOB and self.extensions:
-                name = f.name.lower().removesuffix(".gz")
-                if not name.endswith(self.extensions):
-                    continue
-            out.append((f, rel.as_posix()))
-        out.sort(key=lambda x: x[1])
+        out, skipped = [], []
+        for f, rel in walk_files(root, self.cfg.glob, stats):
+            if self.cfg.glob == DEFAULT_GLOB and not self.accepts(f):
+                stats.drop("unsupported_file")
+                skipped.append(rel)
+            else:
+                out.append((f, rel))
         if not out:
             what = f"glob {self.cfg.glob!r}" + (f" with extension {'/'.join(self.extensions)}"
                                                  if self.cfg.glob == DEFAULT_GLOB and self.extensions else "")
-            raise DataError(f"{root}: no files match {what}")
+            also = f" (skipped {len(skipped)}: {', '.join(skipped[:5])}{', ...' if len(skipped) > 5 else ''}; " \
+                   "set glob to read them as this source)" if skipped else ""
+            raise DataError(f"{root}: no files match {what}{also}")
         return out
 
+    def read_file(self, path: Path, rel: str, stats: ReadStats) -> Iterator[tuple[str, dict, Iterable[str]]]:
+        """(id, meta, texts) per raw document of one file."""
+        for doc in self.file_documents(path, rel, stats):
+            yield doc.id, doc.meta, self.cut(doc.text)
+
+    def file_documents(self, path: Path, rel: str, stats: ReadStats) -> Iterator[Document]:
+        raise NotImplementedError
+
+    def documents(self, stats: ReadStats) -> Iterator[Document]:
+        for path, rel in self.files(stats):
+            stats.files += 1
+            yield from self.file_documents(path, rel, stats)
+
+    def pieces(self, stats: ReadStats) -> Iterator[tuple[str, dict, Iterable[str]]]:
+        for path, rel in self.files(stats):
+            stats.files += 1
+            yield from self.read_file(path, rel, stats)
+
+    # -- shared file helpers
     @staticmethod
     def open_binary(path: Path):
         return gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
@@ -85,19 +223,43 @@ class Source:
         except (OSError, EOFError) as e:
             raise DataError(f"{path}: could not be read ({type(e).__name__}: {e})") from None
 
-    def raw_lines(self, path: Path) -> Iterator[tuple[int, int, bytes]]:
-        """``(line number, byte offset, bytes)`` of each line, line end kept, a leading BOM dropped.
-
-        The offset counts from the file start (BOM included) so error messages point at the
-        right byte; I/O failures become a DataError naming the file.
-        """
-        offset = 0
+    def head(self, path: Path, n: int = 4096) -> bytes:
         with self.reading(path), self.open_binary(path) as fh:
-            for lineno, raw in enumerate(fh, 1):
-                start, offset = offset, offset + len(raw)
-                if lineno == 1 and raw.startswith(b"\xef\xbb\xbf"):
-                    raw, start = raw[3:], start + 3
-                yield lineno, start, raw
+            return fh.read(n)
+
+    def not_utf16(self, path: Path, stats: ReadStats) -> bool:
+        """``False`` when the file looks like UTF-16 and ``on_bad_utf8: drop`` skips it; raises otherwise."""
+        return utf16_policy(str(path), self.head(path), self.cfg.on_bad_utf8, stats)
+
+    def raw_lines(self, path: Path) -> Iterator[tuple[int, int, bytes, bool]]:
+        """``(line number, byte offset, bytes, more)`` pieces of each line, at most ``SEGMENT_BYTES`` each.
+
+        ``more`` says the line continues in the next piece; a piece never ends
+        inside a UTF-8 character or between CR and LF. Line ends are kept and a
+        leading BOM is dropped; the offset counts from the file start (BOM
+        included) so error messages point at the right byte. I/O failures become
+        a DataError naming the file.
+        """
+        pos = 0
+        lineno = 1
+        carry = b""
+        with self.reading(path), self.open_binary(path) as fh:
+            while True:
+                raw = fh.readline(SEGMENT_BYTES)
+                data, carry = carry + raw, b""
+                if not data:
+                    return
+                more = bool(raw) and not data.endswith(b"\n")
+                if more:
+                    keep = _incomplete_tail(data)
+                    if 0 < keep < len(data):
+                        data, carry = data[:-keep], data[-keep:]
+                start, pos = pos, pos + len(data)
+                if start == 0 and data.startswith(b"\xef\xbb\xbf"):
+                    data, start = data[3:], 3
+                yield lineno, start, data, more
+                if not more:
+                    lineno += 1
 
     def bad_record(self, stats: ReadStats, reason: str, message: str) -> None:
         if self.cfg.on_bad_record == "error":
@@ -106,28 +268,25 @@ class Source:
 
 
 @SOURCES.register("text", config=CorpusConfig)
-class TextSource(Source):
-    """Plain-text files: each file is one document (cut into chunks by ``split_documents``).
+class TextSource(FileSource):
+    """Plain-text files: each file is one document (cut into chunks by ``split_documents`` and ``max_chars``).
 
-    With ``split_documents`` other than ``none`` a file is streamed line by
-    line, so memory stays bounded whatever the file's size; with ``none`` it is
-    read whole (it is one document).
+    A file is streamed line by line in pieces (:meth:`FileSource.raw_lines`),
+    so memory stays bounded by ``max_chars`` whatever the file's size and line
+    lengths.
     """
 
     extensions = (".txt", ".text", ".md")
 
-    def pieces(self, stats: ReadStats) -> Iterator[tuple[str, dict, Iterable[str]]]:
+    def read_file(self, path: Path, rel: str, stats: ReadStats) -> Iterator[tuple[str, dict, Iterable[str]]]:
         c = self.cfg
-        if c.split_documents == "none":
-            yield from super().pieces(stats)
+        if not self.not_utf16(path, stats):
             return
-        for path, rel in self.files():
-            stats.files += 1
-            if c.on_bad_utf8 == "drop" and not self._valid_utf8(path):
-                stats.drop("bad_utf8")  # checked first: chunks already handed out could not be taken back
-                continue
-            yield rel, {"source": "text", "path": rel}, chunk_lines(self._lines(path, stats), c.split_documents,
-                                                                    c.chunk_chars)
+        if c.on_bad_utf8 == "drop" and not self._valid_utf8(path):
+            stats.drop("bad_utf8")  # checked first: chunks already handed out could not be taken back
+            return
+        lines = join_segments(self._segments(path, stats), c.max_chars)
+        yield rel, {"source": "text", "path": rel}, chunk_lines(lines, c.split_documents, c.chunk_chars, c.max_chars)
 
     def _valid_utf8(self, path: Path) -> bool:
         dec = codecs.getincrementaldecoder("utf-8")()
@@ -140,113 +299,156 @@ class TextSource(Source):
                 return False
         return True
 
-    def _lines(self, path: Path, stats: ReadStats) -> Iterator[str]:
-        """The file's lines, cleaned like :func:`clean_text` (no BOM, CRLF and lone CR as line ends)."""
+    def _segments(self, path: Path, stats: ReadStats) -> Iterator[tuple[str, bool]]:
+        """``(text, ends_line)`` pieces of the file, cleaned like :func:`clean_text` (no BOM; CRLF and lone CR end lines)."""
         replaced = False
-        for lineno, start, raw in self.raw_lines(path):
-            if raw.endswith(b"\n"):
-                raw = raw[:-1]
-            if raw.endswith(b"\r"):
-                raw = raw[:-1]
+        for lineno, start, raw, _ in self.raw_lines(path):
+            ends = raw.endswith(b"\n")
+            if ends:
+                raw = raw[:-2] if raw.endswith(b"\r\n") else raw[:-1]
             try:
-                line = raw.decode("utf-8")
+                text = raw.decode("utf-8")
             except UnicodeDecodeError as e:
                 if self.cfg.on_bad_utf8 == "error":
                     raise DataError(bad_utf8_message(str(path), start + e.start, lineno, raw[e.start:e.start + 4])) from None
-                line, replaced = raw.decode("utf-8", errors="replace"), True
-            if "\ufeff" in line:
-                line = line.replace("\ufeff", "")
-            if "\r" in line:
-                yield from line.split("\r")
-            else:
-                yield line
+                text, replaced = raw.decode("utf-8", errors="replace"), True
+            if "\ufeff" in text:
+                text = text.replace("\ufeff", "")
+            if "\r" in text:
+                *done, text = text.split("\r")
+                for part in done:
+                    yield part, True
+            yield text, ends
         if replaced:
             stats.replaced_bad_utf8 += 1
 
-    def documents(self, stats: ReadStats) -> Iterator[Document]:
-        for path, rel in self.files():
-            with self.reading(path), self.open_binary(path) as fh:
-                data = fh.read()
-            stats.files += 1
-            text = decode_bytes(data, str(path), self.cfg.on_bad_utf8, stats, first_line=1)
-            if text is None:
-                continue
-            yield Document(rel, clean_text(text), {"source": "text", "path": rel})
-
 
 @SOURCES.register("jsonl", config=CorpusConfig)
-class JsonlSource(Source):
-    """JSON Lines files: one JSON object per line; the text is ``record[text_field]``."""
+class JsonlSource(FileSource):
+    """JSON Lines files: one JSON object per line; the text is ``record[text_field]``.
+
+    Lines that are empty or whitespace only are not records. A line over
+    ``16 x max_chars`` bytes is a bad record (``too_long``) and is skipped
+    without being held in memory.
+    """
 
     extensions = (".jsonl", ".json", ".ndjson")
 
-    def documents(self, stats: ReadStats) -> Iterator[Document]:
+    def _lines(self, path: Path) -> Iterator[tuple[int, int, bytes | None, int]]:
+        """``(line number, byte offset, bytes or None when over the limit, size)`` per line, line end removed."""
+        limit = RECORD_CHARS_FACTOR * self.cfg.max_chars
+        parts: list[bytes] = []
+        size = 0
+        first = None
+        for lineno, start, raw, more in self.raw_lines(path):
+            first = start if first is None else first
+            size += len(raw)
+            if size <= limit + 2:  # + the line end
+                parts.append(raw)
+            if more:
+                continue
+            yield lineno, first, b"".join(parts).rstrip(b"\r\n") if size <= limit + 2 else None, size
+            parts, size, first = [], 0, None
+
+    def file_documents(self, path: Path, rel: str, stats: ReadStats) -> Iterator[Document]:
         c = self.cfg
-        for path, rel in self.files():
-            stats.files += 1
-            for lineno, start, raw in self.raw_lines(path):
-                if lineno == 1 and raw.lstrip().startswith(b"[") and not raw.rstrip().endswith(b"]"):
-                    raise DataError(f"{path}: looks like one JSON array, not JSON Lines (one object per line); "
-                                    "convert it, or read it with source: hf, hf_name: json")
-                raw = raw.rstrip(b"\r\n")
-                if not raw.strip():
-                    continue  # blank lines (a trailing newline pair) are not records
-                where = f"{path}:{lineno}"
-                line = decode_bytes(raw, where, c.on_bad_utf8, stats, start)
-                if line is None:
-                    continue
-                try:
-                    rec = json.loads(line)
-                except json.JSONDecodeError as e:
-                    self.bad_record(stats, "bad_json", f"{where}: not valid JSON ({e.msg} at column {e.colno})")
-                    continue
-                if not isinstance(rec, dict) or not isinstance(rec.get(c.text_field), str):
-                    got = type(rec.get(c.text_field)).__name__ if isinstance(rec, dict) else type(rec).__name__
-                    self.bad_record(stats, "missing_field",
-                                    f"{where}: no string field {c.text_field!r} (text_field) in this record, got {got}")
-                    continue
-                did = str(rec[c.id_field]) if c.id_field and c.id_field in rec else f"{rel}:{lineno}"
-                yield Document(did, clean_text(rec[c.text_field]), {"source": "jsonl", "path": rel, "line": lineno})
+        if not self.not_utf16(path, stats):
+            return
+        for lineno, start, raw, size in self._lines(path):
+            where = f"{path}:{lineno}"
+            if raw is None:
+                self.bad_record(stats, "too_long", f"{where}: record of {size:,} bytes is over the limit of "
+                                f"{RECORD_CHARS_FACTOR * c.max_chars:,} bytes ({RECORD_CHARS_FACTOR} x max_chars); "
+                                "raise max_chars or split the record")
+                continue
+            if lineno == 1 and raw.lstrip().startswith(b"[") and not raw.rstrip().endswith(b"]"):
+                raise DataError(f"{path}: looks like one JSON array, not JSON Lines (one object per line); "
+                                "convert it, or read it with source: hf, hf_name: json")
+            if not raw.strip():
+                continue  # blank lines (a trailing newline pair) are not records
+            line = decode_bytes(raw, where, c.on_bad_utf8, stats, start)
+            if line is None:
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as e:
+                self.bad_record(stats, "bad_json", f"{where}: not valid JSON ({e.msg} at column {e.colno})")
+                continue
+            except RecursionError:
+                self.bad_record(stats, "bad_json", f"{where}: JSON nested too deeply to read")
+                continue
+            if not isinstance(rec, dict) or not isinstance(rec.get(c.text_field), str):
+                got = type(rec.get(c.text_field)).__name__ if isinstance(rec, dict) else type(rec).__name__
+                self.bad_record(stats, "missing_field",
+                                f"{where}: no string field {c.text_field!r} (text_field) in this record, got {got}")
+                continue
+            did = str(rec[c.id_field]) if c.id_field and c.id_field in rec else f"{rel}:{lineno}"
+            yield Document(did, clean_text(rec[c.text_field]), {"source": "jsonl", "path": rel, "line": lineno})
 
 
 @SOURCES.register("parquet", config=CorpusConfig)
-class ParquetSource(Source):
+class ParquetSource(FileSource):
     """Parquet files read with pyarrow, column ``text_field``, in row order."""
 
     extensions = (".parquet",)
 
-    def documents(self, stats: ReadStats) -> Iterator[Document]:
+    def accepts(self, path: Path) -> bool:
+        return super().accepts(path) or self.head(path, 4) == PARQUET_MAGIC
+
+    def file_documents(self, path: Path, rel: str, stats: ReadStats) -> Iterator[Document]:
         import pyarrow.parquet as pq
 
         c = self.cfg
-        for path, rel in self.files():
-            try:
-                pf = pq.ParquetFile(path)
-            except Exception as e:  # pyarrow raises several types for a corrupt file
-                raise DataError(f"{path}: not a readable Parquet file ({e})") from None
-            names = pf.schema_arrow.names
-            if c.text_field not in names:
-                raise DataError(f"{path}: no column {c.text_field!r} (text_field); columns are {names}")
-            cols = [c.text_field] + ([c.id_field] if c.id_field and c.id_field in names else [])
-            stats.files += 1
-            row = 0
-            for batch in pf.iter_batches(batch_size=1024, columns=cols):
-                data = batch.to_pydict()
-                ids = data.get(c.id_field) if c.id_field else None
-                for k, text in enumerate(data[c.text_field]):
-                    where = f"{path}: row {row}"
-                    if isinstance(text, bytes):
-                        text = decode_bytes(text, where, c.on_bad_utf8, stats)
-                        if text is None:
-                            row += 1
-                            continue
-                    if not isinstance(text, str):
-                        self.bad_record(stats, "missing_field", f"{where}: column {c.text_field!r} is {text!r}, not text")
+        try:
+            pf = pq.ParquetFile(path)
+        except Exception as e:  # pyarrow raises several types for a corrupt file
+            raise DataError(f"{path}: not a readable Parquet file ({e})") from None
+        names = pf.schema_arrow.names
+        if c.text_field not in names:
+            raise DataError(f"{path}: no column {c.text_field!r} (text_field); columns are {names}")
+        cols = [c.text_field] + ([c.id_field] if c.id_field and c.id_field in names else [])
+        row = 0
+        for batch in pf.iter_batches(batch_size=1024, columns=cols):
+            data = batch.to_pydict()
+            ids = data.get(c.id_field) if c.id_field else None
+            for k, text in enumerate(data[c.text_field]):
+                where = f"{path}: row {row}"
+                if isinstance(text, bytes):
+                    text = decode_bytes(text, where, c.on_bad_utf8, stats)
+                    if text is None:
                         row += 1
                         continue
-                    did = str(ids[k]) if ids is not None else f"{rel}:{row}"
-                    yield Document(did, clean_text(text), {"source": "parquet", "path": rel, "row": row})
+                if not isinstance(text, str):
+                    self.bad_record(stats, "missing_field", f"{where}: column {c.text_field!r} is {text!r}, not text")
                     row += 1
+                    continue
+                did = str(ids[k]) if ids is not None else f"{rel}:{row}"
+                yield Document(did, clean_text(text), {"source": "parquet", "path": rel, "row": row})
+                row += 1
+
+
+@SOURCES.register("auto", config=CorpusConfig)
+class AutoSource(FileSource):
+    """Every file with the reader its kind asks for (see the module docstring): a folder may mix formats."""
+
+    KINDS = ("text", "jsonl", "parquet")
+
+    def __init__(self, cfg: CorpusConfig):
+        super().__init__(cfg)
+        self.readers: dict[str, FileSource] = {k: SOURCES.get(k).cls(cfg) for k in self.KINDS}
+
+    def kind(self, path: Path) -> str | None:
+        for k, reader in self.readers.items():
+            if reader.accepts(path):
+                return k
+        return None
+
+    def accepts(self, path: Path) -> bool:
+        return self.kind(path) is not None
+
+    def read_file(self, path: Path, rel: str, stats: ReadStats) -> Iterator[tuple[str, dict, Iterable[str]]]:
+        # A file named directly, or matched by an explicit glob, was asked for: read it as text if nothing else.
+        yield from self.readers[self.kind(path) or "text"].read_file(path, rel, stats)
 
 
 @SOURCES.register("hf", config=CorpusConfig)
@@ -259,7 +461,7 @@ class HFSource(Source):
     ``save_to_disk`` folder is opened with ``datasets.load_from_disk``.
     """
 
-    def _load(self):
+    def _load(self, stats: ReadStats):
         import datasets
 
         c = self.cfg
@@ -280,7 +482,7 @@ class HFSource(Source):
         if p is not None:
             if not p.exists():
                 raise ConfigError("path", f"file or folder not found: {p}")
-            files = [str(f) for f, _ in self.files()] if p.is_dir() else [str(p)]
+            files = [str(f) for f, _ in walk_files(p, c.glob, stats)] if p.is_dir() else [str(p)]
             kwargs["data_files"] = {c.hf_split: files}
         try:
             ds = datasets.load_dataset(c.hf_name, c.hf_config, split=c.hf_split, streaming=c.streaming, **kwargs)
@@ -292,7 +494,7 @@ class HFSource(Source):
 
     def documents(self, stats: ReadStats) -> Iterator[Document]:
         c = self.cfg
-        ds, label = self._load()
+        ds, label = self._load(stats)
         stats.files += 1
         for row, rec in enumerate(ds):
             text = rec.get(c.text_field)
@@ -324,7 +526,8 @@ def iter_documents(cfg: CorpusConfig | dict, stats: ReadStats | None = None,
     ``stats`` (optional) is filled in as documents are read. ``count_tokens``
     (optional) measures ``target_tokens`` in tokenizer tokens instead of
     whitespace words. Documents that are empty after clean-up, or shorter than
-    ``min_chars``, are dropped and counted.
+    ``min_chars``, are dropped and counted. A document cut by ``max_chars`` in
+    mode ``none`` gets chunk ids ``<id>#<k>`` like a split one.
     """
     if isinstance(cfg, dict):
         from ..config import from_dict
@@ -335,28 +538,31 @@ def iter_documents(cfg: CorpusConfig | dict, stats: ReadStats | None = None,
     n_docs = 0
     n_tokens = 0
     for doc_id, meta, pieces in source.pieces(stats):
-        any_piece = False
-        for k, text in enumerate(pieces):
-            any_piece = True
+        it = iter(pieces)
+        text = next(it, None)
+        if text is None:
+            stats.drop("empty")  # nothing left after clean-up (an empty file, a blank record)
+            continue
+        k = 0
+        while text is not None:
+            after = next(it, None)  # one piece of look-ahead: a single piece in mode none keeps the plain id
             if not text.strip():
                 stats.drop("empty")
-                continue
-            if len(text) < cfg.min_chars:
+            elif len(text) < cfg.min_chars:
                 stats.drop("too_short")
-                continue
-            if cfg.split_documents == "none":
-                out = Document(doc_id, text, meta)
             else:
-                out = Document(f"{doc_id}#{k}", text, {**meta, "chunk": k})
-            words = len(text.split())
-            stats.documents += 1
-            stats.chars += len(text)
-            stats.words += words
-            n_docs += 1
-            n_tokens += count_tokens(text) if count_tokens is not None else words
-            yield out
-            if (cfg.max_documents is not None and n_docs >= cfg.max_documents) or \
-                    (cfg.target_tokens is not None and n_tokens >= cfg.target_tokens):
-                return
-        if not any_piece:
-            stats.drop("empty")  # nothing left after clean-up (an empty file, a blank record)
+                if cfg.split_documents == "none" and k == 0 and after is None:
+                    out = Document(doc_id, text, meta)
+                else:
+                    out = Document(f"{doc_id}#{k}", text, {**meta, "chunk": k})
+                words = len(text.split())
+                stats.documents += 1
+                stats.chars += len(text)
+                stats.words += words
+                n_docs += 1
+                n_tokens += count_tokens(text) if count_tokens is not None else words
+                yield out
+                if (cfg.max_documents is not None and n_docs >= cfg.max_documents) or \
+                        (cfg.target_tokens is not None and n_tokens >= cfg.target_tokens):
+                    return
+            text, k = after, k + 1

@@ -6,10 +6,12 @@ HELP = "build the tokenizer and token shards of an experiment YAML (no training)
 DESCRIPTION = """\
 Build the data of an experiment: train (or load) the tokenizer, then write
 train/val shard sets for every dataset under <out>/data. Datasets already
-built with the same spec are skipped; each is written atomically. An exclusive
-lock on <out>/data/.prepare.lock makes a second prepare of the same folder
-(another cluster job) wait, then find the data up to date. A compartments
-YAML prepares its base data and every arm's compartmented sets.
+built with the same spec are skipped; each is written atomically. The output
+folder is locked while prepare runs (<out>/.preschool.lock, shared with
+`preschool run`): a second prepare or run on it stops with a message naming
+this process (pid, host, start time, command). Inside it, an exclusive lock
+on <out>/data/.prepare.lock serialises library callers of the prepare step.
+A compartments YAML prepares its base data and every arm's compartmented sets.
 
 example:
   preschool prepare examples/quickstart.yaml
@@ -27,10 +29,12 @@ def add_arguments(p) -> None:
 
 def run(args) -> int:
     from ..launch import load, prepare
+    from ..lock import command_line, output_lock
 
     overrides = list(args.overrides) + ([f"out={args.out}"] if args.out else [])
     exp = load(args.config, overrides)  # a `preschool run` or a `preschool compartments` YAML
-    manifest = prepare(exp, progress=not args.no_progress)  # under <out>/data/.prepare.lock
+    with output_lock(exp.out_dir, command_line("prepare", args.config, args.overrides, args.out)):
+        manifest = prepare(exp, progress=not args.no_progress)  # under <out>/data/.prepare.lock
     cfg = exp.cfg
     if manifest is None:
         print(f"data: {cfg.out_dir} (base data and every arm's compartmented sets)")

@@ -31,7 +31,7 @@ import numpy as np
 from ..config import check, from_dict, to_dict
 from ..errors import ConfigError
 from ..io import atomic_dir, read_json, write_json
-from ..corpora.base import is_validation
+from ..corpora.base import ReadStats, is_validation
 from .packing import ConcatPacker, Doc, PackStats
 from .shards import ShardWriter
 from .tokenizer import (
@@ -87,10 +87,10 @@ def spec_hash(obj: Any) -> str:
     return hashlib.sha256(json.dumps(to_dict(obj), sort_keys=True).encode()).hexdigest()[:16]
 
 
-def _corpus_docs(corpus_cfg) -> Iterator:
+def _corpus_docs(corpus_cfg, stats=None) -> Iterator:
     from ..corpora import iter_documents
 
-    return iter_documents(corpus_cfg)
+    return iter_documents(corpus_cfg, stats)
 
 
 def build_tokenizer(cfg: TokenizerConfig, corpus_cfg, out: Path, progress: bool = True):
@@ -111,8 +111,8 @@ def build_tokenizer(cfg: TokenizerConfig, corpus_cfg, out: Path, progress: bool 
 
 
 def _write_corpus(name: str, spec: DatasetSpec, corpus_cfg, tok, row_len: int, seed: int, out: Path,
-                  excluded: set[str], progress: bool) -> dict:
-    """Tokenize + pack documents into train and val shard sets, splitting by document."""
+                  excluded: set[str], progress: bool, read: ReadStats) -> dict:
+    """Tokenize + pack documents into train and val shard sets, splitting by document; ``read`` counts the read."""
     eos = eos_id(tok)
     vocab = tok.get_vocab_size()
     n_rows = {"train": spec.tokens // row_len, "val": spec.val_tokens // row_len}
@@ -130,7 +130,7 @@ def _write_corpus(name: str, spec: DatasetSpec, corpus_cfg, tok, row_len: int, s
     packers = {s: ConcatPacker(row_len, eos, stats[s]) for s in writers}
     try:
         batch: list = []
-        for doc in _corpus_docs(corpus_cfg):
+        for doc in _corpus_docs(corpus_cfg, read):
             if doc.id in excluded:
                 continue
             split = "val" if is_validation(doc.id, spec.val_fraction, seed) else "train"
@@ -149,7 +149,8 @@ def _write_corpus(name: str, spec: DatasetSpec, corpus_cfg, tok, row_len: int, s
                 raise ConfigError(
                     f"data.{name}.{'tokens' if s == 'train' else 'val_tokens'}",
                     f"the corpus ran out after {written[s] * row_len} {s} tokens "
-                    f"(asked for {n_rows[s] * row_len}); lower the budget or give a larger corpus",
+                    f"(asked for {n_rows[s] * row_len}; read {read.files} files, {read.documents} documents, "
+                    f"reader drops: {read.summary()}); lower the budget or give a larger corpus",
                 )
         manifests = {}
         for s, w in writers.items():
@@ -262,6 +263,7 @@ def prepare_data(
             print(f"[preschool] data {name}: up to date ({dpath})")
             continue
         print(f"[preschool] data {name}: building ({dpath})")
+        read = ReadStats()  # what the corpus read gave and dropped, recorded in dataset.json
         with atomic_dir(dpath) as tmp:
             if spec.corpus is not None:
                 if spec.corpus not in corpora:
@@ -276,14 +278,19 @@ def prepare_data(
                     from ..l2t.prepare import write_l2t_dataset
 
                     m = write_l2t_dataset(name, spec.l2t, corpora[spec.corpus], tok, row_len, seed, tmp,
-                                          spec.tokens, spec.val_tokens, spec.val_fraction, workers, progress)
+                                          spec.tokens, spec.val_tokens, spec.val_fraction, workers, progress, read)
                 else:
-                    m = _write_corpus(name, spec, corpora[spec.corpus], tok, row_len, seed, tmp, excluded, progress)
+                    m = _write_corpus(name, spec, corpora[spec.corpus], tok, row_len, seed, tmp, excluded, progress,
+                                      read)
             else:
                 m = _write_generator(spec, tok, row_len, seed, tmp, workers, progress)
             entry = {"hash": h, "spec": to_dict(spec), "splits": {s: {k: v for k, v in mm.items() if k != "shards"}
                                                                   for s, mm in m.items()},
                      "vocab_size": max(mm["vocab_size"] for mm in m.values())}
+            if spec.corpus is not None:
+                entry["read"] = read.as_dict()
+                if read.drops:
+                    print(f"[preschool] data {name}: reader drops: {read.summary()}")
             write_json(tmp / "dataset.json", entry)
         manifest["datasets"][name] = entry
     write_json(out / "manifest.json", manifest)

@@ -339,9 +339,31 @@ def _merge(cfg: BuildConfig, tmp: Path, split: str, out: Path, vocab: int, extra
         return w.close(**extra)
 
 
+def no_train_rows_message(where: str, n_docs: int, sides: dict, read: dict | None) -> str:
+    """Why an output has no training row: where the documents went and every drop, by reason."""
+    from ..corpora.base import drop_summary
+
+    val_docs = sum(sides["val"].docs.values())
+    parts = [f"{where}: no training rows from {n_docs} documents"]
+    if read is not None:
+        parts.append(f"reader: {read['files']} files, drops {drop_summary(read['drops'])}")
+    if n_docs and val_docs == n_docs:
+        parts.append(f"all {n_docs} documents were held out for validation (val_fraction picks documents by a hash "
+                     "of their id); with so few documents set the validation fraction to 0 or give more documents")
+    drops = sides["train"].drops + sides["val"].drops
+    if drops:
+        parts.append(f"transform drops {drop_summary(drops, 6)}")
+    if not n_docs:
+        parts.append("give an input with non-empty documents (see the reader drops)")
+    elif val_docs < n_docs:
+        parts.append("give longer documents, or lower min_num_words or seq_len (see the drops)")
+    return "; ".join(parts)
+
+
 def build_l2t(
     texts: Iterable, out: str | Path, cfg: BuildConfig | dict, tokenizer, workers: int = 1,
     pool: tuple[str, ...] | None = None, source: dict | None = None, progress: bool = False,
+    read_stats=None,
 ) -> dict:
     """Transform, pack, mix and write ``out/{train,val}``; returns the top-level manifest.
 
@@ -349,8 +371,18 @@ def build_l2t(
     ``preschool.corpora.Document`` s. Val documents are chosen by
     ``corpora.is_validation(doc_id, val_fraction, seed)``, the split rule the
     other data pipelines use, so the same corpus and seed hold out the same
-    documents everywhere.
+    documents everywhere. ``read_stats``: the ``corpora.ReadStats`` the reader
+    of ``texts`` fills in; its counts and drops go into ``stats.json``
+    (``read``) and the manifest.
+
+    An output without a single training row is a :class:`DataError` that says
+    where the documents went and lists every drop by reason (reader and
+    transform), and nothing is written: an empty input, one where every
+    document is dropped, or one so small that every document was held out for
+    validation (a one-document input with ``val_fraction > 0`` whose document
+    hashes to val) never looks like success.
     """
+    from ..errors import DataError
     from ..data.tokenizer import eos_id, save_tokenizer, tokenizer_hash
 
     if not isinstance(cfg, BuildConfig):
@@ -392,6 +424,10 @@ def build_l2t(
                     # val holds what the documents read so far gave.
                     break
             closed = {s: side.finish() for s, side in sides.items()}
+            read = read_stats.as_dict() if read_stats is not None else None
+            if closed["train"]["l2t"]["n_rows"] + closed["train"]["raw"]["n_rows"] == 0:
+                where = str((source or {}).get("input") or (source or {}).get("kind") or out)
+                raise DataError(no_train_rows_message(where, n_docs, sides, read))
         except BaseException:
             for side in sides.values():
                 for w in side.w.values():
@@ -430,6 +466,9 @@ def build_l2t(
                            "l2t_share_by_tenth": m["l2t_share_by_tenth"]} for s, m in manifests.items()},
             "code_version": code_version(),
         }
+        if read is not None:
+            stats["read"] = read
+            top["read"] = read
         write_json(tmp / "stats.json", stats)
         write_json(tmp / "manifest.json", top)
     return top

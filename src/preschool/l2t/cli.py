@@ -22,8 +22,8 @@ examples:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--input", required=True, help=".txt file (one document), .jsonl (text field), folder of them, "
-                   "a corpus .yaml (preschool.corpora CorpusConfig) or 'storybook'")
+    p.add_argument("--input", required=True, help=".txt file (one document), .jsonl (text field), .parquet, a folder "
+                   "of them (each file read by its kind), a corpus .yaml (preschool.corpora CorpusConfig) or 'storybook'")
     p.add_argument("--out", help="output folder (train/, val/, tokenizer/, manifest.json, stats.json)")
     p.add_argument("--tasks", nargs="+", help="tasks to draw from (default: all 14); comma or space separated")
     p.add_argument("--scenario", choices=["disjoint", "shared"], default="disjoint")
@@ -84,10 +84,10 @@ def _texts(args):
     return (t for _, t in iter_texts(args.input, args.text_field, args.max_documents or None))
 
 
-def _docs(args):
+def _docs(args, stats):
     from .inputs import iter_texts
 
-    return iter_texts(args.input, args.text_field, args.max_documents or None)
+    return iter_texts(args.input, args.text_field, args.max_documents or None, stats)
 
 
 def preview(cfg, args, out=None) -> int:
@@ -132,6 +132,7 @@ def chars_per_token(tok, texts, max_chars: int = 2_000_000) -> float:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..corpora import ReadStats
     from ..data.tokenizer import iter_sample, load_tokenizer, train_bpe
     from ..errors import ConfigError
     from .build import build_l2t
@@ -155,9 +156,12 @@ def run(args: argparse.Namespace) -> int:
     cfg = build_config(args, cpt)
     if cfg.l2t.word_pool == "corpus":
         pool = corpus_pool(iter_sample(_texts(args), args.tokenizer_documents))
-    m = build_l2t(_docs(args), args.out, cfg, tok, workers=args.workers, pool=pool,
-                  source={"input": str(Path(args.input)), "tokenizer": source_tok}, progress=sys.stderr.isatty())
+    read = ReadStats()
+    m = build_l2t(_docs(args, read), args.out, cfg, tok, workers=args.workers, pool=pool,
+                  source={"input": str(Path(args.input)), "tokenizer": source_tok}, progress=sys.stderr.isatty(),
+                  read_stats=read)
     for split, s in m["splits"].items():
         print(f"{split}: {s['n_rows']} rows ({s['l2t_rows']} L2T, {s['raw_rows']} raw)")
+    print(f"read {read.files} files; reader drops: {read.summary()}")
     print(f"wrote {args.out} from {m['documents']} documents; drop reasons in {Path(args.out) / 'stats.json'}")
     return 0

@@ -6,9 +6,11 @@ previous-document distractors). ``src`` is one of:
 
 - a ``.yaml``/``.yml`` file holding a :class:`preschool.corpora.CorpusConfig`;
 - ``storybook``: the built-in generated corpus (endless: give ``max_documents``);
-- a ``.jsonl`` file or a folder of them (``source: jsonl``, text in ``text_field``);
-- a text file or a folder of ``.txt``/``.md`` files (``source: text``; each
-  file one document, BOM and CRLF cleaned by the corpora reader).
+- a file or a folder (``source: auto``): each file is read by the reader its
+  kind asks for -- ``.txt``/``.md`` text (one document per file), ``.jsonl``
+  (text in ``text_field``), ``.parquet`` (column ``text_field``) -- so a folder
+  may mix them; files no reader knows are counted (``unsupported_file``), never
+  silently skipped. See docs/corpora.md for the rules (links, UTF-16, long lines).
 """
 
 from __future__ import annotations
@@ -36,16 +38,13 @@ def corpus_config(src: str | Path, text_field: str = "text", max_documents: int 
         return from_dict(CorpusConfig, {"source": "storybook", **extra}, "input")
     if not p.exists():
         raise ConfigError("input", f"no such file or folder: {p}")
-    if p.is_dir():
-        jsonl = any(f.suffix in (".jsonl", ".ndjson") for f in p.rglob("*") if f.is_file())
-    else:
-        jsonl = p.suffix in (".jsonl", ".ndjson", ".json")
-    return from_dict(CorpusConfig, {"source": "jsonl" if jsonl else "text", "path": s, "text_field": text_field,
-                                    **extra}, "input")
+    return from_dict(CorpusConfig, {"source": "auto", "path": s, "text_field": text_field, **extra}, "input")
 
 
-def iter_texts(src: str | Path, text_field: str = "text", max_documents: int | None = None) -> Iterator[tuple[str, str]]:
+def iter_texts(src: str | Path, text_field: str = "text", max_documents: int | None = None,
+               stats=None) -> Iterator[tuple[str, str]]:
+    """``(doc_id, text)`` of ``src``; ``stats`` (a ``corpora.ReadStats``) counts what was read and dropped."""
     from ..corpora import iter_documents
 
-    for d in iter_documents(corpus_config(src, text_field, max_documents)):
+    for d in iter_documents(corpus_config(src, text_field, max_documents), stats):
         yield d.id, d.text

@@ -43,10 +43,14 @@ def l2t_build_config(l2t: dict[str, Any], seq_len: int, seed: int, tokens: int, 
 
 def write_l2t_dataset(name: str, l2t: dict[str, Any], corpus_cfg, tok, row_len: int, seed: int, out: str | Path,
                       tokens: int, val_tokens: int, val_fraction: float, workers: int = 1,
-                      progress: bool = False) -> dict[str, dict]:
-    """Build ``out/train`` (and ``out/val``) for an experiment; returns the shard manifests by split."""
+                      progress: bool = False, read_stats=None) -> dict[str, dict]:
+    """Build ``out/train`` (and ``out/val``) for an experiment; returns the shard manifests by split.
+
+    ``read_stats`` (a ``corpora.ReadStats``) is filled in by the corpus read that feeds the build.
+    """
     from ..config import to_dict
     from ..corpora import iter_documents
+    from ..corpora.base import drop_summary
     from ..data.shards import ShardSet
     from .cli import chars_per_token
 
@@ -60,16 +64,18 @@ def write_l2t_dataset(name: str, l2t: dict[str, Any], corpus_cfg, tok, row_len: 
         from .text import corpus_pool
 
         pool = corpus_pool(d.text for d in itertools.islice(iter_documents(corpus_cfg), 20000))
-    m = build_l2t(iter_documents(corpus_cfg), out, cfg, tok, workers=workers, pool=pool,
-                  source={"kind": "corpus", "config": to_dict(corpus_cfg)}, progress=progress)
+    m = build_l2t(iter_documents(corpus_cfg, read_stats), out, cfg, tok, workers=workers, pool=pool,
+                  source={"kind": f"corpus of data.{name}", "config": to_dict(corpus_cfg)}, progress=progress,
+                  read_stats=read_stats)
     got = m["splits"]["train"]["n_rows"]
     if m["splits"]["train"]["l2t_rows"] == 0:
         # Silently training on raw text only would make an "L2T" arm a copy of the baseline.
         stats_file = Path(out) / "stats.json"
         drops = read_json(stats_file).get("train", {}).get("drops", {}) if stats_file.is_file() else {}
-        top = ", ".join(f"{k}: {v}" for k, v in sorted(drops.items(), key=lambda kv: -kv[1])[:3])
+        top = drop_summary(drops, 3) if drops else ""
         raise ConfigError(field, "no document produced an L2T sample"
                           + (f" (most common drops: {top})" if top else "")
+                          + (f" (reader drops: {read_stats.summary()})" if read_stats is not None else "")
                           + "; use longer documents or a larger seq_len (chunks are seq_len // 4 tokens)")
     if got < tokens // row_len:
         raise ConfigError(f"data.{name}.tokens", f"the corpus ran out after {got * row_len} L2T+raw train tokens "
