@@ -64,6 +64,9 @@ class L2TConfig:
     count_tokens: Literal["estimate", "tokenizer", "chars"] = "estimate"
     chars_per_token: float = 4.0  # count_tokens "chars": tokens = ceil(chars / chars_per_token)
     splitter: Literal["blingfire", "rules"] = "blingfire"
+    # A "sentence" longer than this (text without sentence ends) is cut at spaces, so one
+    # pathological sentence cannot be copied into every chunk (Deletion/Last distractors).
+    max_sentence_chars: int = 20_000
     word_pool: Literal["gcide", "web2", "corpus"] = "gcide"
     answer_prefixes: bool = True
     # Reference: a forced single task with no previous document uses the current one as distractor source.
@@ -80,6 +83,7 @@ class L2TConfig:
         check(self.min_num_words >= 0, "min_num_words", f"must be >= 0, got {self.min_num_words}")
         check(self.chunk_tokens >= 1, "chunk_tokens", f"must be >= 1, got {self.chunk_tokens}")
         check(self.chars_per_token > 0, "chars_per_token", f"must be > 0, got {self.chars_per_token}")
+        check(self.max_sentence_chars >= 100, "max_sentence_chars", f"must be >= 100, got {self.max_sentence_chars}")
 
 
 @dataclass
@@ -123,7 +127,14 @@ class L2TTransform:
         return np.random.default_rng([self.cfg.seed, int(index), _SALT])
 
     def sentences(self, text: str) -> list[str]:
-        return split_sentences(text, self.cfg.splitter)
+        """The splitter's sentences, each over ``max_sentence_chars`` cut at sentence ends or spaces."""
+        out = split_sentences(text, self.cfg.splitter)
+        limit = self.cfg.max_sentence_chars
+        if any(len(x) > limit for x in out):
+            from ..corpora.base import chunk_lines
+
+            out = list(chunk_lines(out, "lines", limit, limit))
+        return out
 
     def token_count(self, text: str) -> int:
         if self.cfg.count_tokens == "tokenizer":
