@@ -134,7 +134,7 @@ def test_reader_drops_reach_prepare_dataset_json(tmp_path, capsys):
 
     book = Storybook(seed=0)
     data = tmp_path / "stories.jsonl"
-    data.write_text("".join(json.dumps({"text": book.story(i)}) + "\n" for i in range(300)) + "{not json\n")
+    data.write_text("{not json\n" + "".join(json.dumps({"text": book.story(i)}) + "\n" for i in range(300)))
     over = MICRO + ["corpora.storybook.source=jsonl", f"corpora.storybook.path={data}",
                     "corpora.storybook.on_bad_record=drop"]
     out = tmp_path / "run"
@@ -183,7 +183,7 @@ def test_symlinks_followed_once_broken_ones_counted(tmp_path):
     (root / "real" / "a.txt").write_text("File a. " + TEXT)
     (elsewhere / "b.txt").write_text("File b. " + TEXT)
     os.symlink(elsewhere, root / "linked_folder")  # a folder outside the tree: read
-    os.symlink(root / "real", root / "alias")  # the same folder twice: read once
+    os.symlink(root / "real", root / "z_alias")  # the same folder twice: read once, under its first path
     os.symlink(root / "real" / "a.txt", root / "z_link.txt")  # the same file twice: read once
     os.symlink(root / "nowhere.txt", root / "dangling.txt")
     os.symlink(root, root / "real" / "loop")  # a loop back up: not followed again

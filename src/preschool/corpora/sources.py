@@ -243,13 +243,17 @@ class FileSource(Source):
         pos = 0
         lineno = 1
         carry = b""
+        more = False
         with self.reading(path), self.open_binary(path) as fh:
             while True:
                 raw = fh.readline(SEGMENT_BYTES)
                 data, carry = carry + raw, b""
                 if not data:
+                    if more:  # the last piece filled a whole segment exactly at the end of the file
+                        yield lineno, pos, b"", False
                     return
-                more = bool(raw) and not data.endswith(b"\n")
+                # readline(n) stops early only at a newline or the end of the file
+                more = len(raw) >= SEGMENT_BYTES and not raw.endswith(b"\n")
                 if more:
                     keep = _incomplete_tail(data)
                     if 0 < keep < len(data):

@@ -349,7 +349,7 @@ def no_train_rows_message(where: str, n_docs: int, sides: dict, read: dict | Non
         parts.append(f"reader: {read['files']} files, drops {drop_summary(read['drops'])}")
     if n_docs and val_docs == n_docs:
         parts.append(f"all {n_docs} documents were held out for validation (val_fraction picks documents by a hash "
-                     "of their id); with so few documents set the validation fraction to 0 or give more documents")
+                     "of their id); with so few documents set val_fraction (--val-fraction) to 0 or give more documents")
     drops = sides["train"].drops + sides["val"].drops
     if drops:
         parts.append(f"transform drops {drop_summary(drops, 6)}")
