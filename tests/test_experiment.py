@@ -126,7 +126,7 @@ def test_reserved_ids_render_grows_the_vocabulary_and_feeds_mean_transfer(tmp_pa
 
     out = tmp_path / "r"
     cfg = _cfg(out, ["data.dyck.render=reserved", "arms.1.stages.1.embeddings_at_start=mean"])
-    run_experiment(cfg, progress=False, stages=("prepare", "train"))
+    run_experiment(cfg, progress=False, stages=("train",))
     man = json.loads((out / "data" / "manifest.json").read_text())
     base = man["tokenizer"]["vocab_size"]
     k = 16  # quickstart's Dyck k: 2k symbols
@@ -211,17 +211,17 @@ def test_report_has_token_efficiency_and_verbatim_positions(tmp_path):
 def test_finished_arms_are_not_reused_with_other_data_or_config(tmp_path):
     """A rerun after the data spec or the training config changed must not silently reuse old arms."""
     out = tmp_path / "qs"
-    run_experiment(_cfg(out), progress=False, stages=("prepare", "train"))
+    run_experiment(_cfg(out), progress=False, stages=("train",))
     # the PT data is rebuilt from the new spec (different bytes): every arm trained on it is stale
     with pytest.raises(ConfigError, match="bytes changed") as e:
-        run_experiment(_cfg(out, ["data.pt.tokens=16000"]), progress=False, stages=("prepare", "train"))
+        run_experiment(_cfg(out, ["data.pt.tokens=16000"]), progress=False, stages=("train",))
     assert e.value.field == "arms[0].datasets.pt"
     # rebuilt Dyck data invalidates only the arms that train on it: pt_only (arms[0]) is reused
     with pytest.raises(ConfigError, match="bytes changed") as e:
-        run_experiment(_cfg(out, ["data.dyck.tokens=2640"]), progress=False, stages=("prepare", "train"))
+        run_experiment(_cfg(out, ["data.dyck.tokens=2640"]), progress=False, stages=("train",))
     assert e.value.field == "arms[1].datasets.dyck"
     with pytest.raises(ConfigError, match="was 0.002") as e:
-        run_experiment(_cfg(out, ["train.lr=1e-3"]), progress=False, stages=("prepare", "train"))
+        run_experiment(_cfg(out, ["train.lr=1e-3"]), progress=False, stages=("train",))
     assert e.value.field == "arms[0].train.lr"
     # fields that do not change the weights may differ
-    run_experiment(_cfg(out, ["train.log_every=3"]), progress=False, stages=("prepare", "train"))
+    run_experiment(_cfg(out, ["train.log_every=3"]), progress=False, stages=("train",))

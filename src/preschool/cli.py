@@ -30,6 +30,17 @@ COMMANDS: dict[str, str] = {
 }
 
 
+def add_commands(sub, commands: dict[str, str], run_attr: str) -> None:
+    """One sub-parser per ``name -> module`` (the module's ``HELP``, ``DESCRIPTION``, ``add_arguments``);
+    the parsed namespace gets the module's ``run`` as ``run_attr``. Used for commands and ``transform`` kinds."""
+    for name, modname in commands.items():
+        mod = importlib.import_module(modname)
+        p = sub.add_parser(name, help=mod.HELP, description=getattr(mod, "DESCRIPTION", mod.HELP),
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+        mod.add_arguments(p)
+        p.set_defaults(**{run_attr: mod.run})
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="preschool",
@@ -40,18 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     from . import __version__
 
     parser.add_argument("--version", action="version", version=f"preschool {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name, modname in COMMANDS.items():
-        try:
-            mod = importlib.import_module(modname)
-        except ModuleNotFoundError as e:
-            if e.name == modname:
-                continue  # command not built yet
-            raise
-        p = sub.add_parser(name, help=mod.HELP, description=getattr(mod, "DESCRIPTION", mod.HELP),
-                           formatter_class=argparse.RawDescriptionHelpFormatter)
-        mod.add_arguments(p)
-        p.set_defaults(_run=mod.run)
+    add_commands(parser.add_subparsers(dest="command", metavar="COMMAND"), COMMANDS, "_run")
     return parser
 
 

@@ -244,7 +244,8 @@ def evaluate_arms(cfg: ExperimentConfig) -> None:
             evaluate_run(run_dir, [(e.name, _resolve(e.params, data_dir))], every=e.every)
 
 
-def run_experiment(cfg: ExperimentConfig, progress: bool = True, stages: tuple[str, ...] = ("prepare", "train", "eval", "report")) -> Path:
+def run_experiment(cfg: ExperimentConfig, progress: bool = True, stages: tuple[str, ...] = ("train", "eval", "report")) -> Path:
+    """Prepare the data (always: every step needs it), then the named ``stages`` in order."""
     from .io import write_text
     import yaml
 

@@ -15,7 +15,7 @@ host is taken over with a warning.
 example:
   preschool run examples/quickstart.yaml
   preschool run examples/quickstart.yaml --set seeds=[0,1,2] --out runs/qs3
-  preschool run examples/quickstart.yaml --only prepare
+  preschool run examples/quickstart.yaml --only train --only report
   preschool run examples/quickstart.yaml --arm ppt_dyck --seed 0   # one arm x seed (after prepare)
 """
 
@@ -25,8 +25,9 @@ def add_arguments(p) -> None:
     p.add_argument("--out", help="output folder (default: the config's `out`, else runs/<name>)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config value, e.g. --set train.batch_size=32 (repeatable)")
-    p.add_argument("--only", choices=["prepare", "train", "eval", "report"], action="append",
-                   help="run only these steps (repeatable); prepare always runs because the others need it")
+    p.add_argument("--only", choices=["train", "eval", "report"], action="append",
+                   help="run only these steps after preparing the data (repeatable); "
+                        "`preschool prepare` builds the data alone")
     p.add_argument("--arm", help="train only this arm (data must be prepared: `preschool prepare` first); "
                    "for cluster jobs, also under torchrun (see `preschool launch`)")
     p.add_argument("--seed", type=int, help="with --arm: the training seed (default: the first of `seeds`)")
@@ -53,7 +54,7 @@ def run(args) -> int:
     if args.out:
         overrides.append(f"out={args.out}")
     cfg = load_experiment(args.config, overrides)
-    steps = tuple(args.only) if args.only else ("prepare", "train", "eval", "report")
+    steps = tuple(args.only) if args.only else ("train", "eval", "report")
     with output_lock(cfg.out_dir, command_line("run", args.config, args.overrides, args.out)):
         run_experiment(cfg, progress=not args.no_progress, stages=steps)
     return 0

@@ -9,29 +9,19 @@ kind to a module exposing ``HELP``, ``add_arguments(parser)`` and
 from __future__ import annotations
 
 import argparse
-import importlib
 
 HELP = "transform a corpus into training data (L2T, ...)"
-DESCRIPTION = "Transform a text corpus into training shards. Kinds: " + ", ".join(["l2t"])
+DESCRIPTION = "Transform a text corpus into training shards. Kinds: l2t"
 
-TRANSFORMS: dict[str, str] = {
+TRANSFORMS: dict[str, str] = {  # kind -> module
     "l2t": "preschool.l2t.cli",
 }
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    sub = parser.add_subparsers(dest="transform_kind", metavar="KIND")
-    for name, modname in TRANSFORMS.items():
-        try:
-            mod = importlib.import_module(modname)
-        except ModuleNotFoundError as e:
-            if e.name == modname:
-                continue
-            raise
-        p = sub.add_parser(name, help=mod.HELP, description=getattr(mod, "DESCRIPTION", mod.HELP),
-                           formatter_class=argparse.RawDescriptionHelpFormatter)
-        mod.add_arguments(p)
-        p.set_defaults(_transform_run=mod.run)
+    from .cli import add_commands
+
+    add_commands(parser.add_subparsers(dest="transform_kind", metavar="KIND"), TRANSFORMS, "_transform_run")
     parser.set_defaults(_transform_parser=parser)
 
 

@@ -295,7 +295,3 @@ def prepare_data(
         manifest["datasets"][name] = entry
     write_json(out / "manifest.json", manifest)
     return manifest
-
-
-def dataset_from_dict(d: dict, field_path: str) -> DatasetSpec:
-    return from_dict(DatasetSpec, d, field_path)

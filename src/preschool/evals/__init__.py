@@ -1,6 +1,6 @@
 """Evaluators: one per file, registered in ``EVALUATORS`` (contract in ``base.py``).
 
-Importing this package registers every evaluator module that exists, so
+Importing this package registers every evaluator module, so
 ``EVALUATORS.build("minimal_pairs", {...})`` works after ``import preschool.evals``.
 Modules import torch lazily, so this stays cheap for ``preschool --help``.
 Run many checkpoints with :func:`preschool.evals.runner.evaluate_run`.
@@ -12,16 +12,11 @@ import importlib
 
 from .base import EVALUATORS, EvalResult, Evaluator
 
-# Evaluator modules, in the order `preschool eval --list` shows them. A module
-# that is not written yet is skipped; a module that fails to import for any
-# other reason raises, so a broken evaluator is never silently missing.
+# Evaluator modules (one file each, one registry line per evaluator). A module that fails to
+# import raises, so a broken evaluator is never silently missing.
 EVALUATOR_MODULES = ("minimal_pairs", "heldout", "verbatim", "qa", "depo", "lm_eval_bridge")
 
 for _name in EVALUATOR_MODULES:
-    try:
-        importlib.import_module(f"{__name__}.{_name}")
-    except ModuleNotFoundError as _e:
-        if _e.name != f"{__name__}.{_name}":
-            raise
+    importlib.import_module(f"{__name__}.{_name}")
 
 __all__ = ["EVALUATORS", "EvalResult", "Evaluator", "EVALUATOR_MODULES"]

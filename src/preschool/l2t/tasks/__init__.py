@@ -1,4 +1,4 @@
-"""The 14 L2T tasks, one module each; importing this package registers them all."""
+"""The 14 L2T tasks, one module each (file stem = registry name); importing this package registers them all."""
 
 from . import (  # noqa: F401
     char_count,
@@ -9,7 +9,7 @@ from . import (  # noqa: F401
     masked_char,
     masked_word,
     one,
-    random_word,
+    random,
     reordering,
     shuffle,
     space,

@@ -3,7 +3,7 @@ import pytest
 
 from preschool.errors import ConfigError
 from preschool.synthetic import GENERATORS
-from preschool.synthetic.set_task import first_seen_unique
+from preschool.synthetic.set import first_seen_unique
 
 
 def test_layout_counts_and_separator():

@@ -5,7 +5,7 @@ import pytest
 
 from preschool.errors import ConfigError
 from preschool.synthetic import GENERATORS
-from preschool.synthetic.mp_struct import HEAD_CP, HEAD_TP, HEAD_VP, LEAF, MOVE, SELECT, STRUCT, MPStructCore
+from preschool.synthetic.mp_struct_core import HEAD_CP, HEAD_TP, HEAD_VP, LEAF, MOVE, SELECT, STRUCT, MPStructCore
 
 
 def _gen(**kw):
