@@ -33,7 +33,6 @@ counter is saved with the trainer state, so runs resume exactly.
 
 from __future__ import annotations
 
-import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -44,8 +43,9 @@ import torch.nn.functional as F
 
 from ..config import check
 from ..errors import ConfigError
+from ..seeds import INFONCE_PAIRS
 
-_SALT = zlib.crc32(b"infonce-pairs")
+_SALT = INFONCE_PAIRS
 
 
 @dataclass

@@ -40,6 +40,7 @@ from torch import nn
 
 from ..config import check
 from ..errors import ConfigError, DataError
+from ..seeds import COMPARTMENT_VECTORS
 
 CONFIG_KEY = "preschool_compartments"
 COPY_PARTS = ("embeddings", "lm_head", "compartment_embeddings")
@@ -109,7 +110,7 @@ def attach_compartment_embedding(model, n_compartments: int, base_vocab: int, in
     d = model.get_input_embeddings().weight.shape[1]
     if getattr(model, "compartment_embedding", None) is None:
         emb = nn.Embedding(n_compartments, d)
-        gen = torch.Generator(device="cpu").manual_seed(int(seed) + 7919)
+        gen = torch.Generator(device="cpu").manual_seed(int(seed) + COMPARTMENT_VECTORS)
         with torch.no_grad():
             emb.weight.copy_(torch.randn((n_compartments, d), generator=gen) * init_std)
         dev = model.get_input_embeddings().weight

@@ -21,7 +21,6 @@ per-compartment embedding without an extra input channel (``compartments.model``
 
 from __future__ import annotations
 
-import zlib
 from dataclasses import dataclass
 from typing import Literal
 
@@ -30,9 +29,10 @@ import numpy as np
 from ..config import check
 from ..errors import DataError
 from ..registry import Registry
+from ..seeds import COMPARTMENT_PERMUTATION
 
 PRESENTATIONS = Registry("presentation")
-_SALT = zlib.crc32(b"compartment-permutation")
+_SALT = COMPARTMENT_PERMUTATION
 
 
 @dataclass

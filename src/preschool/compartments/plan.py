@@ -27,7 +27,6 @@ pure function of (config, n_rows), so runs are reproducible and resumable.
 
 from __future__ import annotations
 
-import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -37,8 +36,9 @@ import numpy as np
 from ..config import check, to_dict
 from ..errors import DataError
 from ..io import atomic_path, sha256_file
+from ..seeds import COMPARTMENT_PLAN
 
-_SALT = zlib.crc32(b"compartment-plan")
+_SALT = COMPARTMENT_PLAN
 PLAN_FILE = "plan.npy"
 
 

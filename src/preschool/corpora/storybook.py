@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import bisect
 import json
-import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
@@ -41,6 +40,7 @@ import numpy as np
 
 from ..config import check
 from . import lexicon as L
+from ..seeds import STORYBOOK, salt
 
 SENTENCE_TYPES = ("intransitive", "transitive", "copula", "negation", "reflexive", "question", "wh_question", "there")
 
@@ -205,7 +205,7 @@ class Storybook:
         self.cfg = cfg or StorybookConfig()
         self.cfg.validate()
         self.seed = int(seed)
-        self._salt = zlib.crc32(b"storybook")
+        self._salt = STORYBOOK
         types = [t for t in SENTENCE_TYPES if self.cfg.weights.get(t, 0) > 0]
         w = np.asarray([self.cfg.weights[t] for t in types], float)
         self._types = types
@@ -432,7 +432,7 @@ class Storybook:
     def minimal_pair(self, paradigm: str, index: int) -> dict:
         """Pair ``index`` of ``paradigm`` (a pure function of seed, paradigm, index) as a BLiMP row."""
         fld, term, builder = PARADIGMS[paradigm]
-        r = self.rand(index, zlib.crc32(f"storybook/pairs/{paradigm}".encode()))
+        r = self.rand(index, salt(f"storybook/pairs/{paradigm}"))
         words, pos, bad, end, extra = builder(self, r)
         good_s = _render(words, end)
         bad_words = list(words)

@@ -32,6 +32,7 @@ import numpy as np
 
 from ..errors import ConfigError, DataError
 from .shards import ShardSet
+from ..seeds import MIXTURE_LABELS
 
 IGNORE_INDEX = -100
 
@@ -113,7 +114,7 @@ class Mixture:
         if hit is not None:
             return hit
         labels = np.repeat(np.arange(len(self.names)), self.counts)
-        labels = np.random.default_rng([self.seed, self.stage_index, k, 1]).permutation(labels)
+        labels = np.random.default_rng([self.seed, self.stage_index, k, MIXTURE_LABELS]).permutation(labels)
         before = np.empty(self.window, np.int64)
         seen = np.zeros(len(self.names), np.int64)
         for p, s in enumerate(labels):

@@ -37,6 +37,7 @@ from .shards import ShardWriter
 from .tokenizer import (
     TokenizerConfig, encode_batch, eos_id, load_tokenizer, save_tokenizer, tokenizer_hash, train_bpe,
 )
+from ..seeds import VAL_SEED_OFFSET
 
 
 @dataclass
@@ -205,7 +206,7 @@ def _write_generator(spec: DatasetSpec, tok, row_len: int, seed: int, out: Path,
     params = spec.generator_params()
     params.setdefault("seed", seed)
     # Held-out items come from a disjoint seed stream (seed + a large odd offset).
-    splits = {"train": (params, spec.tokens), "val": ({**params, "seed": params["seed"] + 1_000_003}, spec.val_tokens)}
+    splits = {"train": (params, spec.tokens), "val": ({**params, "seed": params["seed"] + VAL_SEED_OFFSET}, spec.val_tokens)}
     manifests = {}
     for split, (p, tokens) in splits.items():
         if tokens // row_len == 0:

@@ -43,7 +43,6 @@ import json
 import math
 import re
 import string
-import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
@@ -55,6 +54,7 @@ from ..errors import DataError
 from .base import EVALUATORS, EvalResult, Evaluator, max_positions
 from ..train.optim import adamw
 from ..train.schedules import ScheduleConfig, lr_at
+from ..seeds import QA_FINETUNE
 
 FORMATS = ("auto", "musique", "hotpotqa", "2wiki", "plain")
 
@@ -329,7 +329,7 @@ def finetune(model, tokenizer, examples: list[QAExample], cfg: QAConfig, max_len
 
     losses = []
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos
-    salt = zlib.crc32(b"qa-finetune")
+    salt = QA_FINETUNE
     devices = [device.index or 0] if device.type == "cuda" else []
     with torch.random.fork_rng(devices=devices):
         torch.manual_seed(cfg.seed)

@@ -56,7 +56,6 @@ from __future__ import annotations
 import json
 import math
 import re
-import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -66,6 +65,8 @@ import numpy as np
 from ..config import check
 from ..errors import ConfigError, DataError
 from .base import EVALUATORS, EvalResult, Evaluator, max_positions
+from ..seeds import VERBATIM_PERMUTE
+from ..seeds import salt as seed_salt
 
 RESOURCES = Path(__file__).resolve().parent.parent / "resources" / "verbatim"
 PUNCT = frozenset(",.:;!?")
@@ -233,7 +234,7 @@ def builtin_lists(kind: str, n_base: int, seed: int) -> list[list[str]]:
     """
     pool = load_noun_pool()
     cats = sorted(pool)
-    salt = zlib.crc32(f"verbatim-{kind}".encode())
+    salt = seed_salt(f"verbatim-{kind}")
     bases = []
     for b in range(n_base):
         rng = np.random.default_rng([seed, b, salt])
@@ -311,7 +312,7 @@ def _second_list(cond: str, lists: list[list[str]], i: int, n: int, seed: int) -
     if cond == "repeat":
         return list(first)
     if cond == "permute":
-        rng = np.random.default_rng([seed, i, n, zlib.crc32(b"verbatim-permute")])
+        rng = np.random.default_rng([seed, i, n, VERBATIM_PERMUTE])
         if len(set(first)) < 2:
             return list(first)
         while True:  # re-permute until the order differs (Armeni et al.)

@@ -27,11 +27,11 @@ reported per tenth of the output in the manifest.
 
 from __future__ import annotations
 
-import zlib
 
 import numpy as np
+from ..seeds import L2T_ROUTE
 
-_ROUTE = zlib.crc32(b"l2t-route")
+_ROUTE = L2T_ROUTE
 
 
 def doc_uniform(seed: int, index: int, salt: int) -> float:

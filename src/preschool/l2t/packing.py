@@ -25,14 +25,14 @@ reset attention.
 from __future__ import annotations
 
 import heapq
-import zlib
 from typing import Iterable, Iterator
 
 import numpy as np
 
 from ..data.packing import Doc, PackStats
+from ..seeds import L2T_PACK
 
-_SALT = zlib.crc32(b"l2t-greedy-pack")
+_SALT = L2T_PACK
 
 
 def _mask(d: Doc) -> np.ndarray:

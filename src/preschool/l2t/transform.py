@@ -30,7 +30,6 @@ Every skipped chunk or document is counted under ``<task>/<reason>``.
 from __future__ import annotations
 
 import math
-import zlib
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Literal
@@ -42,6 +41,7 @@ from .base import L2T_TASKS, Chunk, Context, Skip, Task
 from .format import ANSWER_PREFIXES, join
 from .text import STOPWORDS, chunk_sentences, estimate_tokens, split_sentences, word_pool
 from . import tasks as _tasks  # noqa: F401  (registers the 14 tasks)
+from ..seeds import L2T_DOCUMENT
 
 ALL_TASKS: tuple[str, ...] = (
     "char_count", "masked_char", "space", "typo",
@@ -49,7 +49,7 @@ ALL_TASKS: tuple[str, ...] = (
     "deletion", "reordering",
     "fill_middle", "half", "one",
 )
-_SALT = zlib.crc32(b"l2t-document")
+_SALT = L2T_DOCUMENT
 
 
 @dataclass

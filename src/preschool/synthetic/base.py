@@ -23,7 +23,6 @@ in ``synthetic/__init__.py``.
 
 from __future__ import annotations
 
-import zlib
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -31,6 +30,7 @@ import numpy as np
 
 from ..config import check
 from ..registry import Registry
+from ..seeds import salt
 
 GENERATORS = Registry("generator")
 PRESETS: dict[str, tuple[str, dict]] = {}  # preset name -> (generator name, parameter overrides)
@@ -78,7 +78,7 @@ class Generator:
     def __init__(self, cfg: GeneratorConfig):
         self.cfg = cfg
         # Salt the stream with the task name so two tasks with seed 0 differ.
-        self._salt = zlib.crc32(type(self).registry_name.encode())
+        self._salt = salt(type(self).registry_name)
 
     def rng(self, index: int) -> np.random.Generator:
         """Independent random stream for item ``index``."""

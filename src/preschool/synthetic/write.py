@@ -19,6 +19,7 @@ from ..data.shards import ShardWriter
 from ..errors import ConfigError, DataError
 from ..io import code_version
 from .base import Generator, render_text
+from ..seeds import RESERVED_EMBEDDINGS
 
 Render = Literal["text", "reserved"]
 
@@ -128,7 +129,7 @@ class SymbolEncoder:
             return 1, 0
         self.check_generator(gen)
         V = gen.vocab_size
-        rng = np.random.default_rng([V, 7])
+        rng = np.random.default_rng([V, RESERVED_EMBEDDINGS])
         probe = np.concatenate([rng.permutation(V) for _ in range(probe_repeats)])
         text = render_text(probe)
         enc = self._tokenizer().encode(text, add_special_tokens=False)

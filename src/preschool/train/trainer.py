@@ -72,6 +72,7 @@ from .model import ModelConfig, build_model
 from .optim import adamw
 from .precision import autocast_dtype
 from .schedules import ScheduleConfig, lr_at
+from ..seeds import EMBEDDING_REINIT
 
 STATE_FILE = "trainer_state.pt"
 
@@ -649,7 +650,7 @@ class Trainer:
     def _set_embeddings(self, i: int, how: str) -> None:
         emb = self.model.get_input_embeddings().weight
         if how == "reinit":
-            seed = int(np.random.default_rng([self.cfg.seed, i, 7]).integers(2**62))
+            seed = int(np.random.default_rng([self.cfg.seed, i, EMBEDDING_REINIT]).integers(2**62))
             gen = torch.Generator(device="cpu").manual_seed(seed)
             emb.copy_(torch.randn(emb.shape, generator=gen).mul_(self.cfg.model.init_std).to(emb))
         else:  # mean of the reserved rows into every language row
