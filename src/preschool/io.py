@@ -154,6 +154,31 @@ def read_json(path: str | Path) -> Any:
     return json.loads(Path(path).read_text(encoding="utf-8"))
 
 
+def iter_jsonl(path: str | Path, last_line_may_be_cut: bool = False,
+               encoding: str = "utf-8-sig") -> Iterator[tuple[int, dict]]:
+    """``(line number, object)`` for each non-blank line of a JSONL file, streaming.
+
+    A line that is not a JSON object raises ``DataError`` naming ``path:line``,
+    except, with ``last_line_may_be_cut``, an invalid *last* line: a row an
+    append-only writer (``metrics.jsonl``) was cut off in by a crash, skipped.
+    """
+    from .errors import DataError
+
+    with open(path, encoding=encoding) as fh:
+        for ln, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as e:
+                if last_line_may_be_cut and not fh.read().strip():
+                    return
+                raise DataError(f"{path}:{ln}: not valid JSON ({e.msg})") from None
+            if not isinstance(rec, dict):
+                raise DataError(f"{path}:{ln}: expected a JSON object, got {type(rec).__name__}")
+            yield ln, rec
+
+
 def _json_default(o: Any) -> Any:
     import dataclasses
 

@@ -21,11 +21,11 @@ Nothing else in ``preschool`` formats a step folder name or parses
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
 from .errors import DataError
+from .io import iter_jsonl
 
 DATA = "data"
 ARMS = "arms"
@@ -133,21 +133,5 @@ def read_metrics(run_or_file: str | Path, event: str | None = None, missing_ok: 
         if missing_ok:
             return []
         raise DataError(f"{path}: no {METRICS}")
-    lines = path.read_text(encoding="utf-8").splitlines()
-    while lines and not lines[-1].strip():
-        lines.pop()
-    rows = []
-    for ln, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as e:
-            if ln == len(lines):
-                break  # cut off by a crash
-            raise DataError(f"{path}:{ln}: not JSON ({e})") from None
-        if not isinstance(row, dict):
-            raise DataError(f"{path}:{ln}: expected a JSON object, got {type(row).__name__}")
-        if event is None or row.get("event") == event:
-            rows.append(row)
-    return rows
+    return [row for _, row in iter_jsonl(path, last_line_may_be_cut=True)
+            if event is None or row.get("event") == event]

@@ -1,11 +1,12 @@
 """Plug-ins: packages that extend the core through its registries instead of being imported by it.
 
-A plug-in module (listed in ``PLUGINS``) registers, when imported, any of:
-dataset kinds (``data.prepare.DATASET_KINDS``), trainer callbacks
-(``train.callbacks.CALLBACKS``), analysis sections (``analysis.sections.SECTIONS``)
-and checkpoint-loader hooks (:func:`register_checkpoint_hook`). The core calls
-:func:`load_plugins` before it looks anything up, so dependencies point down:
-``evals`` loads a compartments checkpoint without importing ``compartments``.
+A plug-in module (listed in ``PLUGINS``) registers its parts when imported;
+the core calls :func:`load_plugins` before it looks anything up, so
+dependencies point down: ``evals`` loads a compartments checkpoint without
+importing ``compartments``. Today the one extension point is the
+checkpoint-loader hook (:func:`register_checkpoint_hook`); trainer callbacks
+are passed to ``train(..., callbacks=[...])``. Registries for derived dataset
+kinds and report sections (issue 13) are not built yet.
 """
 
 from __future__ import annotations

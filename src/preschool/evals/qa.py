@@ -54,6 +54,7 @@ from ..errors import DataError
 from .base import EVALUATORS, EvalResult, Evaluator, max_positions
 from ..train.optim import adamw
 from ..train.schedules import ScheduleConfig, lr_at
+from ..io import iter_jsonl
 from ..seeds import QA_FINETUNE
 
 FORMATS = ("auto", "musique", "hotpotqa", "2wiki", "plain")
@@ -108,32 +109,18 @@ class QAExample:
     qtype: str = ""
 
 
-def _jsonl(path: Path) -> Iterator[tuple[int, dict]]:
-    with open(path, encoding="utf-8-sig") as fh:
-        for ln, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise DataError(f"{path}:{ln}: not valid JSON ({e.msg})") from None
-            if not isinstance(rec, dict):
-                raise DataError(f"{path}:{ln}: expected a JSON object")
-            yield ln, rec
-
-
 def _records(path: Path) -> Iterator[tuple[int, dict]]:
     """(line number or list index, record) from .jsonl, or .json holding a list / ``{"data": [...]}``."""
     if not path.is_file():
         raise DataError(f"{path}: QA file not found")
     if path.suffix == ".jsonl":
-        yield from _jsonl(path)
+        yield from iter_jsonl(path)
         return
     try:
         data = json.loads(path.read_text(encoding="utf-8-sig"))
     except json.JSONDecodeError as e:
         if e.msg == "Extra data":  # JSON lines under another suffix
-            yield from _jsonl(path)
+            yield from iter_jsonl(path)
             return
         raise DataError(f"{path}: not valid JSON ({e.msg} at line {e.lineno})") from None
     if isinstance(data, dict) and isinstance(data.get("data"), list):
