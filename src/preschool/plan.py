@@ -331,8 +331,8 @@ def plan_arm(arm: ArmTarget, hw: Hardware, mfu: float) -> list[StagePlan]:
         configured = mode_name(arm.parallel or "ddp", arm.checkpointing or "none")
         if fits.get(configured):
             chosen = configured
-        else:  # the first mode that runs the configured micro-batch, else the first with any micro-batch
-            chosen = next((k for k in fits if fits[k]), None) or next((k for k in maxm if maxm[k] > 0), None)
+        else:  # the first mode (preference order: no recompute first) that fits some micro-batch
+            chosen = next((k for k in maxm if maxm[k] > 0), None)
         slow = 8 / 6 if chosen and "ckpt" in chosen else 1.0  # one forward recomputed
         seconds = flops * slow / (world * hw.peak_flops * mfu)
         out.append(StagePlan(arm.name, st.name, tokens, steps, st.seq_len, flops, micro, local, mems, maxm, fits,
@@ -401,7 +401,8 @@ def format_plan(name: str, arms: list[ArmTarget], plans: list[list[StagePlan]], 
             if sp.chosen is None:
                 lines.append("    does not fit in any mode even at micro-batch 1: more devices or a smaller model")
                 continue
-            lines.append(f"    {sp.chosen}: {_dur(sp.seconds)} on {hw.count} device(s) = {sp.gpu_hours:,.1f} "
+            at = "" if sp.fits[sp.chosen] else f" at micro-batch {sp.max_micro[sp.chosen]}"
+            lines.append(f"    {sp.chosen}{at}: {_dur(sp.seconds)} on {hw.count} device(s) = {sp.gpu_hours:,.1f} "
                          f"device-hours per seed" + (" (x4/3: one forward recomputed)" if "ckpt" in sp.chosen else ""))
             total_h += sp.gpu_hours * arm.seeds
             total_s += sp.seconds * arm.seeds

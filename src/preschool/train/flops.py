@@ -74,6 +74,17 @@ def gpu_for_device_name(name: str) -> GPU | None:
     return None
 
 
+def device_peak_flops(device, amp_dtype) -> float | None:
+    """The per-device peak an MFU is quoted against: the table's dense bf16 figure for a CUDA device it
+    knows, when training in bf16; None otherwise (CPU peaks are measured: ``preschool plan --cpu``)."""
+    import torch
+
+    if getattr(device, "type", str(device)) != "cuda" or amp_dtype != torch.bfloat16:
+        return None
+    gpu = gpu_for_device_name(torch.cuda.get_device_name(device))
+    return gpu.bf16_flops if gpu else None
+
+
 def matmul_flops(device: str = "cpu", n: int = 1024, seconds: float = 0.3, dtype: str = "float32") -> float:
     """Measured square-matmul rate (FLOP/s) on ``device``: warm-up, then repeat for about ``seconds``."""
     return matmul_rate(device, n, n, n, seconds, dtype)

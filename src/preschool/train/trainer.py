@@ -65,6 +65,7 @@ from ..device import resolve_device
 from ..layout import checkpoint_dir, checkpoints_dir, list_checkpoints
 from .attention import doc_attention_kwargs, resolve_doc_attention, use_flex
 from .callbacks.base import Callback
+from .callbacks.wandb import WandbConfig
 from .cpu_heap import retain_freed_memory
 from .kernels import apply_liger, compile_blocks, compile_mode, resolve_kernels
 from .loss import linear_cross_entropy, resolve_fused_loss
@@ -170,6 +171,7 @@ class TrainConfig:
     # loss without the [B, L, V] logits tensor (train/loss.py): auto | off | chunked | liger
     fused_loss: Literal["auto", "off", "chunked", "liger"] = "auto"
     tensorboard: bool = False
+    wandb: WandbConfig | None = None  # Weights & Biases logging (callbacks/wandb.py; the `wandb` extra)
     progress: bool = True
 
     def validate(self) -> None:
@@ -332,7 +334,7 @@ def quiet_hf_progress():
 
 
 # settings that do not change the trajectory, so a resume may change them
-_RESUME_FREE = {"progress", "tensorboard", "cpu_heap", "eval_every", "eval_schedule", "evals_per_decade", "val", "val_rows",
+_RESUME_FREE = {"progress", "tensorboard", "wandb", "cpu_heap", "eval_every", "eval_schedule", "evals_per_decade", "val", "val_rows",
                 "log_every", "checkpoint_every",
                 "checkpoint_schedule", "checkpoints_per_decade", "keep_optimizer_state", "verify"}
 
@@ -440,6 +442,10 @@ class Trainer:
         if cfg.progress:
             builtin.append(ProgressBar())
         builtin.append(ValidationCallback())
+        if cfg.wandb is not None:
+            from .callbacks.wandb import WandbLogger
+
+            builtin.append(WandbLogger(cfg.wandb))
         self.callbacks: list[Callback] = [*builtin, *callbacks, CheckpointCallback()]
         self.needs_hidden = any(getattr(cb, "needs_hidden_states", False) for cb in self.callbacks)
 
@@ -621,7 +627,12 @@ class Trainer:
         dt = max(now - self._t_last, 1e-9)
         row = {"event": "train", "step": self.step, "stage": self.stage.name, "tokens": self.tokens,
                "pt_tokens": self.pt_tokens, "lr": self.lr, "loss": loss,
-               "tokens_per_s": self._acc["tokens"] / dt}
+               "tokens_per_s": self._acc["tokens"] / dt}  # global: every rank's tokens
+        if self.peak_flops:  # model FLOPs over the whole job's peak (train/flops.py)
+            from .flops import flops_per_token
+
+            fpt = flops_per_token(self.model_desc, self.mixtures[self.stage_index].seq_len)
+            row["mfu"] = row["tokens_per_s"] * fpt / (self.world * self.peak_flops)
         self._acc = {"steps": 0, "tokens": 0}
         self._acc_loss = torch.zeros((), dtype=torch.float64)
         self._t_last = now
@@ -757,6 +768,11 @@ class Trainer:
         if self.device.type == "cpu" and cfg.cpu_heap == "retain":
             retain_freed_memory()
         self.model = build_model(cfg.model, self.vocab_size, seed=cfg.seed).to(self.device)
+        from .flops import device_peak_flops
+        from .model import describe
+
+        self.model_desc = describe(cfg.model, self.vocab_size)
+        self.peak_flops = device_peak_flops(self.device, self.amp_dtype)  # None: no MFU in the log rows
         for cb in self.callbacks:
             cb.on_model_built(self)
         if cfg.attention_reset_between_docs:

@@ -1,4 +1,5 @@
-"""tqdm progress bar over all optimizer steps of the run: stage, loss, tokens/s and ETA (rank 0)."""
+"""tqdm progress bar over all optimizer steps of the run: stage, loss, global tokens/s, MFU (on a GPU in the
+table of train/flops.py) and ETA (rank 0)."""
 
 from __future__ import annotations
 
@@ -25,8 +26,10 @@ class ProgressBar(Callback):
 
     def on_log(self, trainer, row) -> None:
         if self._bar is not None and row.get("event") == "train":
+            extra = {"mfu": f"{100 * row['mfu']:.0f}%"} if "mfu" in row else {}
+            # tokens/s is the whole job's (every rank), MFU the job's share of its devices' peak
             self._bar.set_postfix(stage=row["stage"], loss=f"{row['loss']:.3f}",
-                                  tok_s=f"{row['tokens_per_s']:.0f}", refresh=False)
+                                  tok_s=f"{row['tokens_per_s']:.0f}", **extra, refresh=False)
 
     def on_train_end(self, trainer) -> None:
         if self._bar is not None:
