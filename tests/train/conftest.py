@@ -44,7 +44,7 @@ def _micro_cfg(**kw):
     return base
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def micro_cfg():
     """Factory: a dict TrainConfig for the micro model (batch 4, seq 16), overridable by keyword."""
     return _micro_cfg
@@ -54,3 +54,48 @@ def micro_cfg():
 def write_dataset():
     """Factory: write a learnable dataset folder (train/ + val/), see ``_write_dataset``."""
     return _write_dataset
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _torchrun(*args, nproc: int = 2, timeout: int = 900):
+    """``python -m torch.distributed.run --nproc_per_node nproc *args`` (a script and its arguments, or
+    ``-m module ...``) on CPU, one thread per process. On a timeout the whole process group is killed,
+    workers included, before the error is raised."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(nproc),
+                             "--master_port", str(_free_port()), *map(str, args)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+@pytest.fixture(scope="session")
+def torchrun():
+    """Factory: ``torchrun(script_path, *args, nproc=2)`` -> CompletedProcess (gloo ranks on CPU)."""
+    return _torchrun
+
+
+@pytest.fixture(scope="module")
+def module_datasets(tmp_path_factory):
+    """The ``datasets`` pair, written once per test module (for module-scoped multi-run fixtures)."""
+    root = tmp_path_factory.mktemp("data")
+    return {"text": _write_dataset(root, "text", stride=1, seed=1),
+            "synth": _write_dataset(root, "synth", stride=3, seed=2, mask=True, segments=True)}

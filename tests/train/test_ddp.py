@@ -1,9 +1,6 @@
 """DDP on CPU: 2 gloo processes under torchrun train the same global batches as one process."""
 
 import json
-import os
-import subprocess
-import sys
 import textwrap
 
 import pytest
@@ -26,20 +23,12 @@ SCRIPT = textwrap.dedent('''
 ''')
 
 
-def free_port():
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def rows(run):
     return [json.loads(l) for l in (run / "metrics.jsonl").read_text().splitlines() if '"train"' in l]
 
 
 @pytest.mark.slow  # 13 s idle, ~45 s on a loaded 2-core box (process start + imports)
-def test_two_rank_ddp_matches_single_process(tmp_path, datasets, micro_cfg):
+def test_two_rank_ddp_matches_single_process(tmp_path, datasets, micro_cfg, torchrun):
     pytest.importorskip("torch.distributed.run")
     cfg = micro_cfg(stages=[{"name": "pt", "data": {"text": 1, "synth": 1}, "tokens": 4 * 16 * 4}],
                     checkpoint_every=2, micro_batch_size=1, attention_reset_between_docs=True,
@@ -47,11 +36,7 @@ def test_two_rank_ddp_matches_single_process(tmp_path, datasets, micro_cfg):
     datasets = {k: str(v) for k, v in datasets.items()}
     (tmp_path / "job.json").write_text(json.dumps([cfg, str(tmp_path / "ddp"), datasets]))
     (tmp_path / "script.py").write_text(SCRIPT)
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
-                           "--master_port", str(free_port()),
-                           str(tmp_path / "script.py"), str(tmp_path), str(tmp_path / "job.json")],
-                          capture_output=True, text=True, env=env, timeout=300)
+    proc = torchrun(tmp_path / "script.py", tmp_path, tmp_path / "job.json")
     assert proc.returncode == 0, proc.stderr[-3000:]
     p0 = torch.load(tmp_path / "params-rank0.pt")
     p1 = torch.load(tmp_path / "params-rank1.pt")
@@ -71,15 +56,12 @@ def test_two_rank_ddp_matches_single_process(tmp_path, datasets, micro_cfg):
 
 
 @pytest.mark.slow
-def test_cli_under_torchrun(tmp_path, datasets, micro_cfg):
+def test_cli_under_torchrun(tmp_path, datasets, micro_cfg, torchrun):
     import yaml
 
     cfg = micro_cfg(device="cpu", checkpoint_every=2)
     (tmp_path / "run.yaml").write_text(yaml.safe_dump({"train": cfg, "datasets": {k: str(v) for k, v in datasets.items()}}))
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
-                           "--master_port", str(free_port()), "-m", "preschool.cli", "train", str(tmp_path / "run.yaml"),
-                           "--out", str(tmp_path / "out")], capture_output=True, text=True, env=env, timeout=300)
+    proc = torchrun("-m", "preschool.cli", "train", tmp_path / "run.yaml", "--out", tmp_path / "out")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.count('"steps": 8') == 1  # only rank 0 prints the summary
     assert (tmp_path / "out" / "DONE").is_file()

@@ -196,6 +196,14 @@ class SpanPool:
         return out
 
 
+def _is_sharded(model) -> bool:
+    try:
+        from ..train.parallel import is_sharded
+    except ImportError:  # trainer not installed: nothing is sharded
+        return False
+    return is_sharded(model)
+
+
 def _callback_base():
     try:
         from ..train.callbacks.base import Callback
@@ -234,17 +242,24 @@ class InfoNCECallback(_callback_base()):
         if self.cfg.weight == 0 or self.c < 2:
             return None
         rng = np.random.default_rng([self.cfg.seed, self.calls, _SALT])
+        weight = self.cfg.weight
         if self.pool is not None:
             device = batch["input_ids"].device
             base = torch.as_tensor(self.pool.sample(self.cfg.pair_batch, rng), device=device)
         else:
             base = base_rows_from_batch(batch["input_ids"], self.c, self.V, self.cfg.pair_batch, self.cfg.span_len)
             if base is None:
-                return None
-        self.calls += 1
+                if not _is_sharded(model):
+                    return None
+                # under FSDP the trunk forward is a collective every rank must make: run it on a stand-in, weight 0
+                base, weight = torch.zeros((2, batch["input_ids"].shape[1]), dtype=torch.long,
+                                           device=batch["input_ids"].device), 0.0
+        if weight:  # a stand-in draws no pairs of the run's sequence
+            self.calls += 1
         loss = pair_loss(model, base, self.c, self.V, self.cfg, rng)
-        self.last = float(loss.detach())
-        return self.cfg.weight * loss
+        if weight:
+            self.last = float(loss.detach())
+        return weight * loss
 
     def on_log(self, trainer, row):
         if row.get("event") == "train" and self.last is not None:

@@ -4,7 +4,8 @@
 ``RANK``, ``LOCAL_RANK`` and the rendezvous address; :func:`process_group`
 turns that into an initialised default process group (NCCL on CUDA, gloo on
 CPU) for the duration of a block, and does nothing in a plain single process
-or when a group already exists (the caller owns it then).
+(unless asked for a one-rank group: ``parallel: fsdp`` shards over a device
+mesh even alone) or when a group already exists (the caller owns it then).
 """
 
 from __future__ import annotations
@@ -21,10 +22,12 @@ def is_initialized() -> bool:
 
 
 @contextlib.contextmanager
-def process_group(device: str = "auto", field: str = "device") -> Iterator[bool]:
+def process_group(device: str = "auto", field: str = "device", one_rank: bool = False) -> Iterator[bool]:
     """Create the default process group under torchrun (WORLD_SIZE > 1) for the block; yields whether
-    this call created it (and so destroys it at the end)."""
-    if int(os.environ.get("WORLD_SIZE", "1")) <= 1 or is_initialized():
+    this call created it (and so destroys it at the end). ``one_rank``: in a single process, make a
+    one-rank group (an in-memory store: no address or port) instead of none."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if (world <= 1 and not one_rank) or is_initialized():
         yield False
         return
     import torch
@@ -35,7 +38,11 @@ def process_group(device: str = "auto", field: str = "device") -> Iterator[bool]
     dev = resolve_device(device, field)
     if dev.type == "cuda":
         torch.cuda.set_device(dev)
-    dist.init_process_group("nccl" if dev.type == "cuda" else "gloo")
+    backend = "nccl" if dev.type == "cuda" else "gloo"
+    if world > 1:
+        dist.init_process_group(backend)
+    else:
+        dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1)
     try:
         yield True
     finally:

@@ -29,9 +29,11 @@ batch (labels -100 where the shard's loss_mask is 0), normalised by the
 global count of loss tokens so the gradient does not depend on micro-batch
 size or world size.
 
-Under ``torchrun`` (WORLD_SIZE > 1) the same code runs DDP (gloo on CPU, NCCL
-on GPU); rank r takes samples j % W == r of each global batch
-(:mod:`preschool.data.mixture`), and only rank 0 writes files.
+Under ``torchrun`` (WORLD_SIZE > 1) the same code runs DDP or, with
+``parallel: fsdp``, FSDP2 (gloo on CPU, NCCL on GPU; :mod:`.parallel`); rank r
+takes samples j % W == r of each global batch (:mod:`preschool.data.mixture`),
+and only rank 0 writes files, except the sharded training state of an FSDP
+checkpoint, which every rank writes (:mod:`.sharded_checkpoint`).
 
 The run folder layout is in docs/interfaces.md. Calling :func:`train` again on
 the same folder resumes from the last checkpoint with identical data order,
@@ -41,9 +43,7 @@ schedule and optimizer state, and refuses if the config changed.
 from __future__ import annotations
 
 import contextlib
-import copy
 import math
-import os
 import shutil
 import sys
 import time
@@ -60,7 +60,7 @@ from ..config import check
 from ..data.mixture import IGNORE_INDEX, Mixture, rank_indices
 from ..data.shards import content_sha256
 from ..errors import ConfigError, DataError
-from ..io import atomic_dir, read_json, torch_save, write_json, write_text
+from ..io import read_json, torch_save, write_json, write_text
 from ..device import resolve_device
 from ..layout import checkpoint_dir, checkpoints_dir, list_checkpoints
 from .attention import doc_attention_kwargs, resolve_doc_attention, use_flex
@@ -69,9 +69,11 @@ from .callbacks.wandb import WandbConfig
 from .cpu_heap import retain_freed_memory
 from .kernels import apply_liger, compile_blocks, compile_mode, resolve_kernels
 from .loss import linear_cross_entropy, resolve_fused_loss
+from . import sharded_checkpoint
 from .model import ModelConfig, build_model
 from .optim import adamw
 from .precision import autocast_dtype
+from .parallel import _dist, assign_full, full_tensor, make_parallel
 from .schedules import ScheduleConfig, lr_at
 from ..seeds import EMBEDDING_REINIT
 
@@ -146,6 +148,8 @@ class TrainConfig:
     compile: bool | Literal["off", "model", "blocks"] = False
     # Liger's fused RMSNorm/SwiGLU/RoPE on CUDA (train/kernels.py): auto | off | liger
     kernels: Literal["auto", "off", "liger"] = "auto"
+    parallel: Literal["ddp", "fsdp"] = "ddp"  # data parallel mode; see train/parallel.py
+    activation_checkpointing: Literal["none", "blocks"] = "none"  # blocks: recompute each block in backward
     # CPU runs: "retain" keeps freed memory in the process heap (no page faults on every
     # step: 1.06-1.19x at the CPU presets; see train/cpu_heap.py); "system" leaves glibc's defaults
     cpu_heap: Literal["retain", "system"] = "retain"
@@ -241,12 +245,6 @@ def pt_sources(stage: StageConfig, mix: Mixture) -> set[str]:
             if (sset.manifest.get("source") or {}).get("kind") != "generator"}
 
 
-def _dist():
-    import torch.distributed as dist
-
-    return dist if dist.is_available() and dist.is_initialized() else None
-
-
 def _resolve_device(cfg: TrainConfig) -> torch.device:
     return resolve_device(cfg.device)
 
@@ -334,7 +332,8 @@ def quiet_hf_progress():
 
 
 # settings that do not change the trajectory, so a resume may change them
-_RESUME_FREE = {"progress", "tensorboard", "wandb", "cpu_heap", "eval_every", "eval_schedule", "evals_per_decade", "val", "val_rows",
+_RESUME_FREE = {"progress", "tensorboard", "wandb", "cpu_heap", "activation_checkpointing", "eval_every",
+                "eval_schedule", "evals_per_decade", "val", "val_rows",
                 "log_every", "checkpoint_every",
                 "checkpoint_schedule", "checkpoints_per_decade", "keep_optimizer_state", "verify"}
 
@@ -343,19 +342,24 @@ _STATE_KEYS = ("step", "stage_index", "stage_step", "tokens", "pt_tokens", "sche
                "optimizer", "groups", "acc", "rng")
 
 
-def _read_checkpoint(ckpt: Path) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+def _read_checkpoint(ckpt: Path, sharded: bool = False) -> tuple[dict[str, torch.Tensor] | None, dict[str, Any]]:
     """``(weights, trainer state)`` of a checkpoint folder, or DataError naming the damaged file.
 
     The trainer state is read with ``weights_only=True``: tensors and plain containers only,
-    so a ``trainer_state.pt`` from elsewhere cannot run code when unpickled.
+    so a ``trainer_state.pt`` from elsewhere cannot run code when unpickled. ``sharded``: the
+    weights come from the DCP folder later (None here), whose files are checked against its manifest.
     """
     from safetensors.torch import load_file
 
     wpath, spath = ckpt / "model.safetensors", ckpt / STATE_FILE
-    try:
-        weights = load_file(str(wpath))
-    except Exception as e:  # SafetensorError (truncated, bad header) or OSError: damaged either way
-        raise DataError(f"{wpath}: damaged checkpoint weights ({str(e).splitlines()[0]})") from None
+    weights = None
+    if sharded:
+        sharded_checkpoint.check_intact(ckpt)
+    else:
+        try:
+            weights = load_file(str(wpath))
+        except Exception as e:  # SafetensorError (truncated, bad header) or OSError: damaged either way
+            raise DataError(f"{wpath}: damaged checkpoint weights ({str(e).splitlines()[0]})") from None
     try:
         st = torch.load(spath, map_location="cpu", weights_only=True)
     except Exception as e:  # UnpicklingError (not plain tensors: refused), EOFError/RuntimeError (truncated)
@@ -382,7 +386,8 @@ class Trainer:
         self.world = dist.get_world_size() if dist else 1
         self.is_main = self.rank == 0
         self.device = _resolve_device(cfg)
-        self.amp_dtype = autocast_dtype(cfg.precision, self.device)
+        self.parallel = make_parallel(cfg, self.device, self.world)
+        self.amp_dtype = self.parallel.amp_dtype
         if cfg.batch_size % self.world:
             raise ConfigError("batch_size", f"global batch {cfg.batch_size} not divisible by world size {self.world}")
         self.local_batch = cfg.batch_size // self.world
@@ -533,11 +538,16 @@ class Trainer:
 
     # -- checkpoints ---------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
+        """What ``trainer_state.pt`` holds. Sharded runs keep the optimizer states (the live one and
+        paused groups') in the checkpoint's DCP folder instead (``optimizer`` None, groups without ``optim``)."""
+        sharded = self.parallel.sharded
         return {
             "step": self.step, "stage_index": self.stage_index, "stage_step": self.stage_step,
             "tokens": self.tokens, "pt_tokens": self.pt_tokens,
             "sched_base": self._sched_base, "data_base": self._data_base,
-            "optimizer": self.optimizer.state_dict(), "groups": self.groups,
+            "optimizer": None if sharded else self.optimizer.state_dict(),
+            "groups": {k: {f: v for f, v in g.items() if f != "optim"} for k, g in self.groups.items()}
+            if sharded else self.groups,
             "acc": {**self._acc, "loss_sum": float(self._acc_loss.item())},
             "rng": {"torch": torch.get_rng_state(),
                     "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None},
@@ -545,12 +555,18 @@ class Trainer:
         }
 
     def save_checkpoint(self) -> Path | None:
-        """Write checkpoints/step-XXXXXXXX atomically (rank 0); returns its path."""
+        """Write checkpoints/step-XXXXXXXX atomically (files by rank 0; the sharded state of an FSDP
+        run by every rank, see train/sharded_checkpoint.py); returns its path."""
         path = checkpoint_dir(self.out_dir, self.step)
         state = self.state_dict()  # every rank: .item() above is a no-op sync, keeps ranks in step
-        if self.is_main:
-            with atomic_dir(path) as tmp, quiet_hf_progress():
-                self.model.save_pretrained(tmp, safe_serialization=True)
+        weights = self.parallel.full_state_dict(self.model)  # FSDP: a collective gathering onto rank 0
+        with sharded_checkpoint.collective_atomic_dir(path) as tmp:
+            if self.parallel.sharded:
+                sharded_checkpoint.save(tmp / sharded_checkpoint.SHARDED_DIR, self.model, self.optimizer,
+                                        {k: g["optim"] for k, g in self.groups.items()}, self.step)
+            if self.is_main:
+                with quiet_hf_progress():
+                    self.model.save_pretrained(tmp, safe_serialization=True, state_dict=weights)
                 if self.tokenizer_dir is not None:
                     for f in self.tokenizer_dir.iterdir():
                         if f.is_file():
@@ -560,11 +576,12 @@ class Trainer:
                                                "pt_tokens": self.pt_tokens, "stage_tokens": self.stage_tokens,
                                                **self.token_account()})
                 torch_save(state, tmp / STATE_FILE)
-            keep = self.cfg.keep_optimizer_state
-            if keep != "all":
-                # counted back from this one (a newer, damaged checkpoint skipped on resume is replaced later)
-                for old in self._resumable_checkpoints(upto=self.step)[1 if keep == "last" else keep:]:
-                    (old / STATE_FILE).unlink()
+        keep = self.cfg.keep_optimizer_state
+        if self.is_main and keep != "all":
+            # counted back from this one (a newer, damaged checkpoint skipped on resume is replaced later)
+            for old in self._resumable_checkpoints(upto=self.step)[1 if keep == "last" else keep:]:
+                (old / STATE_FILE).unlink()
+                shutil.rmtree(old / sharded_checkpoint.SHARDED_DIR, ignore_errors=True)
         self._barrier()
         return path
 
@@ -574,7 +591,7 @@ class Trainer:
         damaged = []
         for ckpt in cands:
             try:
-                weights, st = _read_checkpoint(ckpt)
+                weights, st = _read_checkpoint(ckpt, sharded=self.parallel.sharded)
             except DataError as e:
                 damaged.append(str(e))
                 if self.is_main:
@@ -586,18 +603,17 @@ class Trainer:
             raise DataError(f"no intact checkpoint to resume from in {self.checkpoint_dir} ({'; '.join(damaged)}); "
                             "delete the damaged checkpoint folders to restart the run from step 0")
 
-    def _load_state(self, ckpt: Path, weights: dict[str, torch.Tensor], st: dict[str, Any]) -> None:
-        missing, unexpected = self.model.load_state_dict(weights, strict=False)
-        # tied heads are saved once; anything else missing is an error
-        missing = [k for k in missing if not (self.cfg.model.tie_embeddings and k == "lm_head.weight")]
-        if missing or unexpected:
-            raise DataError(f"{ckpt}: checkpoint does not match the model (missing {missing}, unexpected {unexpected})")
-        if self.cfg.model.tie_embeddings:
-            self.model.tie_weights()
+    def _load_state(self, ckpt: Path, weights: dict[str, torch.Tensor] | None, st: dict[str, Any]) -> None:
+        if self.parallel.sharded:  # weights and optimizer states from the DCP folder, resharded to this world
+            optims = sharded_checkpoint.load(ckpt, self.model, self.optimizer, sorted(st["groups"]))
+            for k, g in st["groups"].items():
+                g["optim"] = optims[k]
+        else:
+            self._load_weights(ckpt, weights)
+            self.optimizer.load_state_dict(st["optimizer"])
         self.step, self.stage_index, self.stage_step = st["step"], st["stage_index"], st["stage_step"]
         self.tokens, self.pt_tokens = st["tokens"], st["pt_tokens"]
         self._sched_base, self._data_base = st["sched_base"], st["data_base"]
-        self.optimizer.load_state_dict(st["optimizer"])
         self.groups = st["groups"]
         self._acc = {k: v for k, v in st["acc"].items() if k != "loss_sum"}
         self._acc_loss = torch.tensor(st["acc"]["loss_sum"], dtype=torch.float64)
@@ -607,6 +623,15 @@ class Trainer:
         for cb, s in zip(self.callbacks, st.get("callbacks", [])):
             cb.load_state_dict(s)
         self.resumed_from = ckpt
+
+    def _load_weights(self, ckpt: Path, weights: dict[str, torch.Tensor]) -> None:
+        missing, unexpected = self.model.load_state_dict(weights, strict=False)
+        # tied heads are saved once; anything else missing is an error
+        missing = [k for k in missing if not (self.cfg.model.tie_embeddings and k == "lm_head.weight")]
+        if missing or unexpected:
+            raise DataError(f"{ckpt}: checkpoint does not match the model (missing {missing}, unexpected {unexpected})")
+        if self.cfg.model.tie_embeddings:
+            self.model.tie_weights()
 
     def _barrier(self) -> None:
         dist = _dist()
@@ -646,7 +671,7 @@ class Trainer:
         cont = s.group is not None and s.group in self.groups
         if cont:
             g = self.groups.pop(s.group)
-            self.optimizer.load_state_dict(g["optim"])
+            self.parallel.load_optimizer_state(self.model, self.optimizer, g["optim"])
             self._sched_base = g["pos"]
             self._data_base = g["samples"] if self._data_key[i][1] else 0
         else:
@@ -659,7 +684,8 @@ class Trainer:
 
     @torch.no_grad()
     def _set_embeddings(self, i: int, how: str) -> None:
-        emb = self.model.get_input_embeddings().weight
+        param = self.model.get_input_embeddings().weight
+        emb = full_tensor(param).clone()  # under FSDP each rank holds rows of it: work on the whole
         if how == "reinit":
             seed = int(np.random.default_rng([self.cfg.seed, i, EMBEDDING_REINIT]).integers(2**62))
             gen = torch.Generator(device="cpu").manual_seed(seed)
@@ -670,12 +696,13 @@ class Trainer:
             keep = torch.zeros(emb.shape[0], dtype=torch.bool, device=emb.device)
             keep[lo:hi] = True
             emb[~keep] = mean
+        assign_full(param, emb)
 
     def _end_stage(self, i: int) -> None:
         s = self.cfg.stages[i]
         later = s.group is not None and any(t.group == s.group for t in self.cfg.stages[i + 1:])
         if later:
-            self.groups[s.group] = {"optim": copy.deepcopy(self.optimizer.state_dict()),
+            self.groups[s.group] = {"optim": self.parallel.optimizer_state(self.model, self.optimizer),
                                     "pos": self._sched_base + self.stage_step,
                                     "samples": self._data_base + self.stage_step}
 
@@ -719,7 +746,7 @@ class Trainer:
             t = torch.tensor([n_loss], dtype=torch.int64, device=self.device)
             dist.all_reduce(t)
             n_loss = int(t.item())
-        # grads are averaged over ranks by DDP, so scale by world to get the global token mean
+        # grads are averaged over ranks by DDP / FSDP, so scale by world to get the global token mean
         scale = self.world / max(n_loss, 1)
         batch = {k: torch.from_numpy(v).to(self.device, non_blocking=True) for k, v in np_batch.items()}
         n_micro = self.local_batch // self.micro
@@ -727,10 +754,7 @@ class Trainer:
         for m in range(n_micro):
             sl = slice(m * self.micro, (m + 1) * self.micro)
             mb = {k: v[sl] for k, v in batch.items()}
-            sync = contextlib.nullcontext()
-            if self.ddp is not None and m < n_micro - 1:
-                sync = self.ddp.no_sync()
-            with sync:
+            with self.parallel.no_sync(last_micro=m == n_micro - 1):
                 loss, ce = self._forward_loss(mb, scale, 1.0 / n_micro)
                 loss.backward()
             ce_total += ce.detach()
@@ -787,18 +811,12 @@ class Trainer:
         if compile_mode(cfg.compile) == "blocks":
             compile_blocks(self.model)
         self.model.train()
+        self.parallel.prepare(self.model)  # FSDP shards here, before the optimizer sees the parameters
         self.optimizer = self._make_optimizer()
         self._resume()
         if self.resumed_from is not None:
             self.optimizer_to_device()
-        dist = _dist()
-        self.ddp = None
-        fwd: Any = self.model
-        if dist:
-            from torch.nn.parallel import DistributedDataParallel as DDP
-
-            self.ddp = DDP(self.model, device_ids=[self.device.index] if self.device.type == "cuda" else None)
-            fwd = self.ddp
+        fwd: Any = self.parallel.wrap(self.model)
         if compile_mode(cfg.compile) == "model":
             fwd = torch.compile(fwd)
         self.fwd_model = fwd
@@ -861,8 +879,9 @@ def train(cfg: TrainConfig | dict, out_dir: str | Path, datasets: Mapping[str, s
 
     ``datasets`` maps dataset name -> folder with ``train/`` (and ``val/``)
     shard sets; ``tokenizer_dir`` (tokenizer.json + HF files) fixes the vocab
-    size and is copied into every checkpoint. Under ``torchrun`` the process
-    group is created here if needed (gloo on CPU, NCCL on CUDA).
+    size and is copied into every checkpoint. Under ``torchrun`` (or for
+    ``parallel: fsdp``) the process group is created here if needed (gloo on
+    CPU, NCCL on CUDA; :func:`.distributed.process_group`).
     """
     if isinstance(cfg, dict):
         cfg = C.from_dict(TrainConfig, cfg)
@@ -870,5 +889,5 @@ def train(cfg: TrainConfig | dict, out_dir: str | Path, datasets: Mapping[str, s
         C.validate(cfg)
     from .distributed import process_group
 
-    with process_group(cfg.device):
+    with process_group(cfg.device, one_rank=cfg.parallel == "fsdp"):
         return Trainer(cfg, out_dir, datasets, tokenizer_dir, callbacks).run()

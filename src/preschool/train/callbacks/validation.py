@@ -5,13 +5,16 @@ and the log-spaced steps of ``schedules.log_spaced_steps``) and at each stage en
 ``val_rows`` rows of each val set (the same rows every time, so curves are
 comparable across steps and runs), honouring the shard ``loss_mask``: the
 scorer and row selection of ``train/scoring.py``, shared with the ``heldout``
-evaluator. Under
-DDP the rows are split across ranks and the sums all-reduced. Logged as
+evaluator. Under DDP/FSDP the rows are split across ranks and the sums
+all-reduced (under FSDP every rank runs the same number of forwards, a rank
+short of rows scoring a stand-in batch it discards, since each forward is a
+collective). Logged as
 ``{"event": "val", ..., "val/<source>": loss}``.
 """
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -63,15 +66,23 @@ class ValidationCallback(Callback):
         out: dict[str, float] = {}
         bs = trainer.micro
         for name, sset in self.sets.items():
-            rows = scored_rows(len(sset), trainer.cfg.val_rows).tolist()[trainer.rank::trainer.world]
+            scored = scored_rows(len(sset), trainer.cfg.val_rows).tolist()
+            rows = scored[trainer.rank::trainer.world]
+            n_batches = math.ceil(len(rows) / bs)
+            if trainer.parallel.sharded:  # as many forwards as the rank with the most rows
+                n_batches = math.ceil(math.ceil(len(scored) / trainer.world) / bs)
             tot = torch.zeros(2, dtype=torch.float64, device=trainer.device)
-            for b in range(0, len(rows), bs):
-                idx = rows[b:b + bs]
+            for b in range(n_batches):
+                idx = rows[b * bs:(b + 1) * bs]
+                stand_in = not idx
+                idx = idx or scored[:1]
                 arr = lambda a: torch.from_numpy(sset.rows(idx, a)).to(trainer.device)  # noqa: E731
                 seg = arr("segments") if (trainer.cfg.attention_reset_between_docs
                                           and "segments" in sset.array_names) else None
-                tot += torch.stack(batch_nll(model, arr("tokens"), arr("loss_mask") if sset.has_loss_mask else None,
-                                             seg, trainer.amp_dtype))
+                nll = torch.stack(batch_nll(model, arr("tokens"), arr("loss_mask") if sset.has_loss_mask else None,
+                                            seg, trainer.amp_dtype))
+                if not stand_in:
+                    tot += nll
             trainer.all_reduce(tot)
             out[f"val/{name}"] = float(tot[0] / tot[1]) if tot[1] > 0 else float(np.nan)
         if was_training:

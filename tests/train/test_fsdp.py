@@ -1,0 +1,376 @@
+"""FSDP2 on CPU (gloo): parity with DDP and one process, sharded checkpoints, resume across world sizes.
+
+Tolerances: every run is fp32. Runs on the same world size in the same mode are
+bit-identical (an FSDP kill-and-resume equals the uninterrupted run exactly).
+Changing the mode or the world size changes only the order of floating-point
+sums (the gradient all-reduce / reduce-scatter, and which rows one rank sums),
+so per-step losses agree to ``LOSS_TOL`` and weights to ``WEIGHT_TOL`` after
+tens of steps; data order, step counts, token counts and learning rates are
+exactly equal.
+"""
+
+import json
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from preschool.train.callbacks import Callback
+from preschool.train.trainer import train
+
+LOSS_TOL = 2e-5  # absolute, on token-mean CE of ~4 nats
+WEIGHT_TOL = 2e-5  # absolute, on weights of std 0.02 after lr 3e-3 updates
+
+# One process of a torchrun job: runs the listed trainings in order in one process group.
+SCRIPT = textwrap.dedent('''
+    import json, os, sys
+    from preschool.train.callbacks import Callback
+    from preschool.train.trainer import train
+
+    class Order(Callback):
+        """Appends the rows this rank trained on at each step to <out>/order-rank<r>.jsonl."""
+        def on_train_start(self, trainer):
+            self.path = os.path.join(trainer.out_dir, f"order-rank{trainer.rank}.jsonl")
+            self.rows = []
+        def extra_loss(self, model, batch, outputs):
+            self.rows += [" ".join(map(str, r)) for r in batch["input_ids"].tolist()]
+        def on_step_end(self, trainer):
+            with open(self.path, "a") as fh:
+                fh.write(json.dumps({"step": trainer.step, "rows": self.rows}) + "\\n")
+            self.rows = []
+
+    class Halt(Callback):
+        def __init__(self, stop_at=None, die_at=None):
+            self.stop_at, self.die_at = stop_at, die_at
+        def on_step_end(self, trainer):
+            if trainer.step == self.die_at:
+                os._exit(17)  # a killed process: no checkpoint, no cleanup
+            if trainer.step == self.stop_at:
+                trainer.should_stop = True
+
+    def compartments(job):
+        from preschool.compartments.infonce import InfoNCECallback, InfoNCEConfig
+        from preschool.compartments.model import CompartmentModelConfig
+        from preschool.compartments.trainer import CompartmentModel
+        from preschool.config import from_dict
+        c, V, shards = job["compartments"]["c"], job["compartments"]["V"], job["compartments"]["train_shards"]
+        return [CompartmentModel(c, V, CompartmentModelConfig()),
+                InfoNCECallback(from_dict(InfoNCEConfig, job["compartments"]["infonce"]), c, V, train_shards=shards)]
+
+    import torch.distributed as dist
+    dist.init_process_group("gloo")  # one group for all jobs (train() reuses it)
+    for job in json.load(open(sys.argv[1])):
+        callbacks = [Order(), Halt(job.get("stop_at"), job.get("die_at"))]
+        if "compartments" in job:
+            callbacks += compartments(job)
+        train(job["cfg"], job["out"], job["datasets"], callbacks=callbacks)
+    dist.destroy_process_group()
+''')
+
+
+class Order(Callback):
+    """The in-process twin of the script's Order callback (same file format)."""
+
+    def on_train_start(self, trainer):
+        self.path = trainer.out_dir / f"order-rank{trainer.rank}.jsonl"
+        self.rows = []
+
+    def extra_loss(self, model, batch, outputs):
+        self.rows += [" ".join(map(str, r)) for r in batch["input_ids"].tolist()]
+
+    def on_step_end(self, trainer):
+        with open(self.path, "a") as fh:
+            fh.write(json.dumps({"step": trainer.step, "rows": self.rows}) + "\n")
+        self.rows = []
+
+
+class StopAt(Callback):
+    def __init__(self, step):
+        self.at = step
+
+    def on_step_end(self, trainer):
+        if trainer.step == self.at:
+            trainer.should_stop = True
+
+
+def run_jobs(torchrun, tmp: Path, name: str, jobs: list[dict]):
+    (tmp / "script.py").write_text(SCRIPT)
+    (tmp / f"{name}.json").write_text(json.dumps(jobs))
+    return torchrun(tmp / "script.py", tmp / f"{name}.json")
+
+
+def train_rows(run: Path) -> list[dict]:
+    return [r for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines()) if r["event"] == "train"]
+
+
+def data_order(run: Path) -> dict[int, list[str]]:
+    """step -> sorted rows trained on at that step, over all ranks (a re-run step's last record wins)."""
+    per_rank: dict[str, dict[int, list[str]]] = {}
+    for f in sorted(run.glob("order-rank*.jsonl")):
+        for r in map(json.loads, f.read_text().splitlines()):
+            per_rank.setdefault(f.name, {})[r["step"]] = r["rows"]
+    steps = sorted({s for d in per_rank.values() for s in d})
+    return {s: sorted(x for d in per_rank.values() for x in d.get(s, [])) for s in steps}
+
+
+def final_weights(run: Path) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load_file
+
+    return load_file(str(sorted((run / "checkpoints").glob("step-*"))[-1] / "model.safetensors"))
+
+
+def assert_same_curve(a: Path, b: Path, exact: bool = False) -> None:
+    ra, rb = train_rows(a), train_rows(b)
+    assert [(r["step"], r["stage"], r["tokens"], r["lr"]) for r in ra] == \
+        [(r["step"], r["stage"], r["tokens"], r["lr"]) for r in rb]
+    for x, y in zip(ra, rb):
+        if exact:
+            assert x["loss"] == y["loss"], (x["step"], x["loss"], y["loss"])
+        else:
+            assert x["loss"] == pytest.approx(y["loss"], abs=LOSS_TOL), x["step"]
+
+
+def assert_same_weights(a: Path, b: Path, exact: bool = False) -> None:
+    wa, wb = final_weights(a), final_weights(b)
+    assert sorted(wa) == sorted(wb)
+    for k in wa:
+        if exact:
+            assert torch.equal(wa[k], wb[k]), k
+        else:
+            torch.testing.assert_close(wa[k], wb[k], atol=WEIGHT_TOL, rtol=0, msg=k)
+
+
+# --------------------------------------------------------------------------- fast: in the default run
+
+
+def test_fsdp_two_ranks_match_one_process_and_write_a_plain_hf_folder(tmp_path, datasets, micro_cfg, torchrun):
+    cfg = micro_cfg(stages=[{"name": "pt", "data": {"text": 1, "synth": 1}, "tokens": 4 * 16 * 3}],
+                    checkpoint_every=3, micro_batch_size=1, attention_reset_between_docs=True, device="cpu",
+                    eval_every=0, val_rows=3)  # 3 val rows: rank 1 scores a stand-in batch to match rank 0's forwards
+    ds = {k: str(v) for k, v in datasets.items()}
+    proc = run_jobs(torchrun, tmp_path, "jobs", [{"cfg": {**cfg, "parallel": "fsdp"}, "out": str(tmp_path / "fsdp"),
+                                                  "datasets": ds}])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    train(cfg, tmp_path / "single", ds)
+    assert_same_curve(tmp_path / "fsdp", tmp_path / "single")
+    assert data_order(tmp_path / "fsdp").keys() == {1, 2, 3}
+    val = [r for r in map(json.loads, (tmp_path / "fsdp" / "metrics.jsonl").read_text().splitlines())
+           if r["event"] == "val"]
+    ref = [r for r in map(json.loads, (tmp_path / "single" / "metrics.jsonl").read_text().splitlines())
+           if r["event"] == "val"]
+    assert val[-1]["val/text"] == pytest.approx(ref[-1]["val/text"], abs=LOSS_TOL)
+    ck = tmp_path / "fsdp" / "checkpoints" / "step-00000003"
+    man = json.loads((ck / "sharded" / "manifest.json").read_text())
+    assert man["world_size"] == 2 and {"__0_0.distcp", "__1_0.distcp", ".metadata"} <= set(man["files"])
+    assert not list((tmp_path / "fsdp" / "checkpoints").glob(".*"))  # no temp folders left behind
+    from transformers import AutoModelForCausalLM
+
+    m = AutoModelForCausalLM.from_pretrained(ck)  # plain transformers, no preschool code
+    ref_w = final_weights(tmp_path / "single")
+    for k, v in m.state_dict().items():
+        torch.testing.assert_close(v, ref_w.get(k, ref_w["model.embed_tokens.weight"]), atol=WEIGHT_TOL, rtol=0,
+                                   msg=k)
+
+
+def test_activation_checkpointing_changes_no_loss(tmp_path, datasets, micro_cfg):
+    cfg = micro_cfg(micro_batch_size=2, device="cpu")
+    ds = {k: str(v) for k, v in datasets.items()}
+    train(cfg, tmp_path / "plain", ds)
+    train({**cfg, "activation_checkpointing": "blocks"}, tmp_path / "ac", ds)
+    # recomputation repeats the same fp32 ops: identical on CPU
+    assert_same_curve(tmp_path / "plain", tmp_path / "ac", exact=True)
+    assert_same_weights(tmp_path / "plain", tmp_path / "ac", exact=True)
+
+
+def test_fsdp_one_process_equals_plain_and_resumes_exactly(tmp_path, datasets, micro_cfg):
+    stages = [{"name": "a", "data": "synth", "tokens": 4 * 16 * 3, "group": "g"},
+              {"name": "b", "data": {"text": 1, "synth": 1}, "tokens": 4 * 16 * 3, "embeddings_at_start": "reinit"},
+              {"name": "c", "data": "synth", "tokens": 4 * 16 * 3, "group": "g"}]
+    cfg = micro_cfg(stages=stages, micro_batch_size=2, checkpoint_every=2, device="cpu")
+    ds = {k: str(v) for k, v in datasets.items()}
+    train(cfg, tmp_path / "plain", ds)
+    fsdp = {**cfg, "parallel": "fsdp"}
+    train(fsdp, tmp_path / "fsdp", ds)
+    assert_same_curve(tmp_path / "plain", tmp_path / "fsdp", exact=True)
+    # stop inside stage b, while group g's optimizer state is paused in the sharded checkpoint
+    out = tmp_path / "resumed"
+    train(fsdp, out, ds, callbacks=[StopAt(5)])
+    st = torch.load(out / "checkpoints" / "step-00000005" / "trainer_state.pt", weights_only=True)
+    assert st["optimizer"] is None and "optim" not in st["groups"]["g"]
+    train(fsdp, out, ds)
+    assert_same_curve(tmp_path / "fsdp", out, exact=True)
+    assert_same_weights(tmp_path / "fsdp", out, exact=True)
+    # keep_optimizer_state: last -> only the newest checkpoint keeps its sharded state
+    assert [p.parent.name for p in (out / "checkpoints").glob("*/sharded")] == ["step-00000009"]
+
+
+def test_damaged_sharded_checkpoint_is_named(tmp_path, datasets, micro_cfg):
+    from preschool.errors import DataError
+
+    cfg = micro_cfg(parallel="fsdp", device="cpu")
+    ds = {k: str(v) for k, v in datasets.items()}
+    out = tmp_path / "run"
+    train(cfg, out, ds, callbacks=[StopAt(4)])
+    shard = out / "checkpoints" / "step-00000004" / "sharded" / "__0_0.distcp"
+    shard.write_bytes(shard.read_bytes()[:-10])
+    with pytest.raises(DataError, match="__0_0.distcp"):
+        train(cfg, out, ds)
+
+
+# --------------------------------------------------------------------------- slow: tens of steps, many runs
+#
+# One torchrun job runs every 2-rank training in turn (process start-up dominates on 2 cores); the last job is
+# killed mid-run, and a second torchrun job resumes it. The tests below read the run folders.
+
+STEPS = 12
+
+
+def _compartment_data(root: Path, V: int = 20) -> dict[str, str]:
+    """A 2-compartment offset dataset (30% translation rows) with one val set per compartment."""
+    from preschool.compartments.dataset import CompartmentsConfig, write_compartment_val, write_compartmented
+    from preschool.compartments.translation import TranslationConfig
+    from preschool.data.shards import ShardWriter
+
+    rng = np.random.default_rng(0)
+    for split, n in (("train", 64), ("val", 8)):
+        with ShardWriter(root / "base" / split, 9, V) as w:
+            w.add_rows(rng.integers(0, V, (n, 9)))
+    cfg = CompartmentsConfig(n_compartments=2, translation=TranslationConfig(fraction=0.3))
+    write_compartmented(root / "base" / "train", root / "main" / "train", cfg)
+    out = {"main": str(root / "main")}
+    for name, p in write_compartment_val(root / "base" / "val", root / "vals", cfg).items():
+        (root / name).mkdir()
+        p.rename(root / name / "val")
+        out[name] = str(root / name)
+    return out
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory, module_datasets, micro_cfg, torchrun):
+    tmp = tmp_path_factory.mktemp("fsdp_runs")
+    ds = {k: str(v) for k, v in module_datasets.items()}
+    stages = [{"name": "a", "data": "synth", "tokens": 4 * 16 * 4, "group": "g"},
+              {"name": "b", "data": {"text": 1, "synth": 1}, "tokens": 4 * 16 * 4, "embeddings_at_start": "reinit"},
+              {"name": "c", "data": "synth", "tokens": 4 * 16 * 4, "group": "g"}]
+    cfg = micro_cfg(stages=stages, micro_batch_size=1, checkpoint_every=3, eval_every=4, val_rows=5,
+                     attention_reset_between_docs=True, device="cpu")
+    fsdp = {**cfg, "parallel": "fsdp"}
+    cds = _compartment_data(tmp / "cdata")
+    ccfg = {"model": {"preset": "micro", "tie_embeddings": False}, "batch_size": 4, "micro_batch_size": 2, "lr": 1e-2,
+            "progress": False, "log_every": 1, "eval_every": 4, "checkpoint_every": 4, "val": ["c0", "c1"], "val_rows": 4,
+            "device": "cpu", "stages": [{"name": "s", "data": "main", "tokens": 4 * 8 * 10, "schedule": "constant"}]}
+    # InfoNCE spans from the micro-batch (a rank short of 2 plain rows runs a stand-in under FSDP) and from
+    # the base training rows (the paper's default)
+    comp = {"c": 2, "V": 20, "train_shards": str(tmp / "cdata" / "base" / "train")}
+    batch_spans = {**comp, "infonce": {"pair_batch": 2, "weight": 0.5, "spans": "batch"}}
+    shard_spans = {**comp, "infonce": {"pair_batch": 4, "weight": 0.5, "span_len": 8}}
+    r = {k: tmp / k for k in ("single", "fsdp", "ddp", "fsdp_ac", "two2one", "one2two", "killed", "cmp_fsdp",
+                              "cmp_ddp", "cmps_fsdp", "cmps_ddp")}
+
+    train(cfg, r["single"], ds, callbacks=[Order()])
+    train(fsdp, r["one2two"], ds, callbacks=[Order(), StopAt(7)])  # 1 rank, stopped inside stage b
+    jobs = [{"cfg": fsdp, "out": str(r["fsdp"]), "datasets": ds},
+            {"cfg": cfg, "out": str(r["ddp"]), "datasets": ds},
+            {"cfg": {**fsdp, "activation_checkpointing": "blocks"}, "out": str(r["fsdp_ac"]), "datasets": ds},
+            {"cfg": fsdp, "out": str(r["two2one"]), "datasets": ds, "stop_at": 5},
+            {"cfg": fsdp, "out": str(r["one2two"]), "datasets": ds},
+            {"cfg": {**ccfg, "parallel": "fsdp"}, "out": str(r["cmp_fsdp"]), "datasets": cds,
+             "compartments": batch_spans},
+            {"cfg": ccfg, "out": str(r["cmp_ddp"]), "datasets": cds, "compartments": batch_spans},
+            {"cfg": {**ccfg, "parallel": "fsdp"}, "out": str(r["cmps_fsdp"]), "datasets": cds,
+             "compartments": shard_spans},
+            {"cfg": ccfg, "out": str(r["cmps_ddp"]), "datasets": cds, "compartments": shard_spans},
+            {"cfg": fsdp, "out": str(r["killed"]), "datasets": ds, "die_at": 8}]
+    (tmp / "script.py").write_text(SCRIPT)
+    (tmp / "first.json").write_text(json.dumps(jobs))
+    first = torchrun(tmp / "script.py", tmp / "first.json")
+    (tmp / "second.json").write_text(json.dumps([jobs[-1] | {"die_at": None}]))
+    second = torchrun(tmp / "script.py", tmp / "second.json")
+    train(fsdp, r["two2one"], ds, callbacks=[Order()])  # 2 ranks -> 1
+    return r, first, second
+
+
+@pytest.mark.slow
+def test_fsdp_ddp_and_one_process_give_the_same_curve(runs):
+    r, first, _ = runs
+    for k in ("fsdp", "ddp", "fsdp_ac", "cmp_fsdp", "cmp_ddp", "cmps_fsdp", "cmps_ddp"):
+        assert (r[k] / "DONE").is_file(), first.stderr[-3000:]
+    assert len(train_rows(r["fsdp"])) == STEPS
+    assert data_order(r["fsdp"]) == data_order(r["ddp"]) == data_order(r["single"])
+    for other in ("ddp", "single"):
+        assert_same_curve(r["fsdp"], r[other])
+        assert_same_weights(r["fsdp"], r[other])
+
+
+@pytest.mark.slow
+def test_fsdp_kill_and_resume_equals_the_uninterrupted_run(runs):
+    r, first, second = runs
+    assert first.returncode != 0 and "exitcode  : 17" in first.stderr  # the job was killed at step 8
+    assert second.returncode == 0, second.stderr[-3000:]
+    summary = json.loads((r["killed"] / "DONE").read_text())
+    assert summary["resumed_from"].endswith("step-00000006")
+    assert data_order(r["killed"]) == data_order(r["fsdp"])
+    assert_same_curve(r["killed"], r["fsdp"], exact=True)
+    assert_same_weights(r["killed"], r["fsdp"], exact=True)
+
+
+@pytest.mark.slow
+def test_fsdp_resume_on_another_world_size_continues_the_run(runs):
+    r, _, _ = runs
+    for k, resumed_at in (("two2one", "step-00000005"), ("one2two", "step-00000007")):
+        summary = json.loads((r[k] / "DONE").read_text())
+        assert summary["resumed_from"].endswith(resumed_at) and summary["steps"] == STEPS
+        assert data_order(r[k]) == data_order(r["single"])  # the same rows at every step
+        assert_same_curve(r[k], r["single"])  # same steps, stages, tokens and LR; loss to rounding
+        assert_same_weights(r[k], r["single"])
+    man = json.loads((r["two2one"] / "checkpoints" / "step-00000012" / "sharded" / "manifest.json").read_text())
+    assert man["world_size"] == 1
+
+
+@pytest.mark.slow
+def test_activation_checkpointing_under_fsdp_changes_no_loss(runs):
+    r, _, _ = runs
+    assert_same_curve(r["fsdp_ac"], r["fsdp"], exact=True)
+    assert_same_weights(r["fsdp_ac"], r["fsdp"], exact=True)
+
+
+@pytest.mark.slow
+def test_infonce_compartments_run_under_fsdp(runs):
+    from preschool.compartments.model import load_compartment_model
+
+    r, _, _ = runs
+    for fsdp, ddp in (("cmp_fsdp", "cmp_ddp"), ("cmps_fsdp", "cmps_ddp")):
+        ck = sorted((r[fsdp] / "checkpoints").glob("step-*"))[-1]
+        ref = sorted((r[ddp] / "checkpoints").glob("step-*"))[-1]
+        # InfoNCE drew pairs (rank 0's count; under FSDP a rank without 2 plain rows ran a stand-in forward)
+        calls = [torch.load(c / "trainer_state.pt", weights_only=True)["callbacks"] for c in (ck, ref)]
+        assert [s for s in calls[0] if "calls" in s] == [s for s in calls[1] if "calls" in s] != [{"calls": 0}]
+        assert_same_curve(r[fsdp], r[ddp])
+        assert len(train_rows(r[fsdp])) == 10
+        m, m_ref = load_compartment_model(ck), load_compartment_model(ref)
+        torch.testing.assert_close(m.compartment_embedding.weight, m_ref.compartment_embedding.weight,
+                                   atol=WEIGHT_TOL, rtol=0)
+
+
+@pytest.mark.slow
+def test_hf_folder_written_under_fsdp_scores_minimal_pairs_like_ddp(runs):
+    from transformers import AutoModelForCausalLM
+
+    from preschool.evals.minimal_pairs import decide, score_token_ids
+
+    r, _, _ = runs
+    # pairs over the trained language (arithmetic progressions mod 64): in order vs two tokens swapped
+    rng = np.random.default_rng(0)
+    good = [list((s + np.arange(12)) % 64) for s in rng.integers(0, 64, 40)]
+    bad = [g[:5] + [g[6], g[5]] + g[7:] for g in good]
+    scores = {}
+    for k in ("fsdp", "ddp"):
+        m = AutoModelForCausalLM.from_pretrained(sorted((r[k] / "checkpoints").glob("step-*"))[-1])
+        lp, _ = score_token_ids(m.eval(), good + bad)
+        scores[k] = (lp[:40], lp[40:])
+    (g1, b1), (g2, b2) = scores["fsdp"], scores["ddp"]
+    np.testing.assert_allclose(np.r_[g1, b1], np.r_[g2, b2], atol=1e-3)
+    assert [decide(x, y, 1e-5) for x, y in zip(g1, b1)] == [decide(x, y, 1e-5) for x, y in zip(g2, b2)]
+    assert np.mean([decide(x, y, 1e-5) for x, y in zip(g1, b1)]) > 0.5  # the model learned the order
