@@ -202,20 +202,27 @@ def test_fsdp_one_process_equals_plain_and_resumes_exactly(tmp_path, datasets, m
     train(fsdp, out, ds)
     assert_same_curve(tmp_path / "fsdp", out, exact=True)
     assert_same_weights(tmp_path / "fsdp", out, exact=True)
-    # keep_optimizer_state: last -> only the newest checkpoint keeps its sharded state
-    assert [p.parent.name for p in (out / "checkpoints").glob("*/sharded")] == ["step-00000009"]
+    # keep_optimizer_state (2) prunes the sharded state together with trainer_state.pt
+    ckpts = out / "checkpoints"
+    assert sorted(p.parent.name for p in ckpts.glob("*/sharded")) == ["step-00000008", "step-00000009"]
+    assert sorted(p.parent.name for p in ckpts.glob("*/trainer_state.pt")) == ["step-00000008", "step-00000009"]
 
 
-def test_damaged_sharded_checkpoint_is_named(tmp_path, datasets, micro_cfg):
+def test_damaged_sharded_checkpoint_is_named_and_skipped(tmp_path, datasets, micro_cfg, capfd):
     from preschool.errors import DataError
 
-    cfg = micro_cfg(parallel="fsdp", device="cpu")
+    cfg = micro_cfg(parallel="fsdp", device="cpu", checkpoint_every=2)
     ds = {k: str(v) for k, v in datasets.items()}
     out = tmp_path / "run"
     train(cfg, out, ds, callbacks=[StopAt(4)])
-    shard = out / "checkpoints" / "step-00000004" / "sharded" / "__0_0.distcp"
-    shard.write_bytes(shard.read_bytes()[:-10])
-    with pytest.raises(DataError, match="__0_0.distcp"):
+    for step in (4, 2):  # cut the newest shard short: the resume falls back to the previous checkpoint
+        shard = out / "checkpoints" / f"step-{step:08d}" / "sharded" / "__0_0.distcp"
+        shard.write_bytes(shard.read_bytes()[:-10])
+        if step == 4:
+            assert train(cfg, out, ds, callbacks=[StopAt(3)])["resumed_from"].endswith("step-00000002")
+            assert "step-00000004/sharded/__0_0.distcp" in capfd.readouterr().err
+    (out / "checkpoints" / "step-00000003" / "trainer_state.pt").unlink()  # none intact is left
+    with pytest.raises(DataError, match="step-00000002/sharded/__0_0.distcp"):
         train(cfg, out, ds)
 
 
