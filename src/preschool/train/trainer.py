@@ -72,7 +72,6 @@ from .loss import linear_cross_entropy, resolve_fused_loss
 from . import sharded_checkpoint
 from .model import ModelConfig, build_model
 from .optim import adamw
-from .precision import autocast_dtype
 from .parallel import _dist, assign_full, full_tensor, make_parallel
 from .schedules import ScheduleConfig, lr_at
 from ..seeds import EMBEDDING_REINIT
@@ -333,8 +332,7 @@ def quiet_hf_progress():
 
 # settings that do not change the trajectory, so a resume may change them
 _RESUME_FREE = {"progress", "tensorboard", "wandb", "cpu_heap", "activation_checkpointing", "eval_every",
-                "eval_schedule", "evals_per_decade", "val", "val_rows",
-                "log_every", "checkpoint_every",
+                "eval_schedule", "evals_per_decade", "val", "val_rows", "log_every", "checkpoint_every",
                 "checkpoint_schedule", "checkpoints_per_decade", "keep_optimizer_state", "verify"}
 
 
