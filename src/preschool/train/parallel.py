@@ -103,6 +103,11 @@ class Replicated:
 
         return autocast_dtype(self.cfg.precision, self.device)
 
+    @property
+    def compute_dtype(self) -> torch.dtype | None:
+        """The dtype matmuls run in (bf16 via autocast or FSDP's policy; None: fp32), e.g. for MFU."""
+        return self.amp_dtype
+
     def prepare(self, model: nn.Module) -> None:
         """Before the optimizer exists: per-block activation checkpointing (and, under FSDP, sharding)."""
         if self.cfg.activation_checkpointing == "blocks":
@@ -151,6 +156,10 @@ class Sharded(Replicated):
     @property
     def amp_dtype(self) -> torch.dtype | None:
         return None if self.mixed_precision else super().amp_dtype
+
+    @property
+    def compute_dtype(self) -> torch.dtype | None:
+        return torch.bfloat16 if self.mixed_precision else self.amp_dtype
 
     def prepare(self, model: nn.Module) -> None:
         from torch.distributed.device_mesh import init_device_mesh

@@ -794,7 +794,7 @@ class Trainer:
         from .model import describe
 
         self.model_desc = describe(cfg.model, self.vocab_size)
-        self.peak_flops = device_peak_flops(self.device, self.amp_dtype)  # None: no MFU in the log rows
+        self.peak_flops = device_peak_flops(self.device, self.parallel.compute_dtype)  # None: no MFU in the log rows
         for cb in self.callbacks:
             cb.on_model_built(self)
         if cfg.attention_reset_between_docs:
