@@ -66,9 +66,34 @@ class MinimalPairsSpec:
 
 
 @dataclass
+class EfficiencySpec:
+    """Token efficiency as the papers report it (analysis/efficiency.py; docs/evaluation.md)."""
+
+    # per metric: a value to reach, or "baseline@<step>" (the baseline's value at that checkpoint step);
+    # metrics not listed aim at the baseline's final value
+    targets: dict[str, float | str] = field(default_factory=dict)
+    # metrics averaged per checkpoint into "downstream/avg" (verify-ppt measures tokens saved on it),
+    # e.g. [lm_eval/hellaswag/acc_norm, lm_eval/piqa/acc]
+    downstream: list[str] = field(default_factory=list)
+
+    def validate(self) -> None:
+        for m, t in self.targets.items():
+            if isinstance(t, str):
+                ok = t.startswith("baseline@") and t[len("baseline@"):].isdigit()
+                check(ok, f"targets.{m}", f"must be a number or 'baseline@<step>', got {t!r}")
+            else:
+                check(isinstance(t, (int, float)), f"targets.{m}", f"must be a number or 'baseline@<step>', got {t!r}")
+        check(len(set(self.downstream)) == len(self.downstream), "downstream", "lists a metric twice")
+
+
+@dataclass
 class ReportSpec:
     baseline: str | None = None  # arm the others are compared with (default: the first arm)
-    window: float = 0.5  # stable gain over the last `window` fraction of PT checkpoints
+    window: float = 0.5  # stable gain over the last `window` fraction of each metric's axis
+    # x axis per metric prefix ("val/depo", "depo", "minimal_pairs/acc"): "pt" (language tokens) or a
+    # dataset name (that source's tokens); unlisted metrics follow analysis/report.py metric_axes
+    axes: dict[str, str] = field(default_factory=dict)
+    efficiency: EfficiencySpec = field(default_factory=EfficiencySpec)
 
 
 @dataclass
@@ -113,6 +138,9 @@ class ExperimentConfig:
 
                 l2t_build_config(d.l2t, self.seq_len, self.seed, d.tokens, d.val_tokens, d.val_fraction,
                                  field=f"data.{dname}.l2t")
+        for prefix, axis in self.report.axes.items():
+            check(axis == "pt" or axis in self.data, f"report.axes.{prefix}",
+                  f"must be 'pt' (language tokens) or a dataset name ({sorted(self.data)}), got {axis!r}")
         for i, arm in enumerate(self.arms):
             cfg = self.train_config(arm, self.seeds[0], f"arms[{i}]")
             for j, st in enumerate(cfg.stages):

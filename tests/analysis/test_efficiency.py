@@ -74,3 +74,12 @@ def test_token_efficiency_never_reached_is_reported():
         token_efficiency([], arm)
     with pytest.raises(DataError, match="duplicate"):
         token_efficiency([(0, 0.1), (0, 0.2)], arm)
+
+
+def test_absolute_tokens_saved_beside_the_fraction():
+    base = [(0, 0.30), (1e9, 0.40), (2e9, 0.46), (3e9, 0.50), (4e9, 0.52)]
+    arm = [(0, 0.33), (1e9, 0.44), (2e9, 0.49), (3e9, 0.53), (4e9, 0.54)]
+    e = token_efficiency(base, arm, extra_tokens=0.5e9)
+    assert e["saved_tokens"] == pytest.approx(1.25e9)  # 4B - 2.75B
+    assert e["saved_tokens_incl_ppt"] == pytest.approx(0.75e9)
+    assert e["saved_fraction"] == pytest.approx(1.25 / 4)

@@ -4,12 +4,15 @@ Follows the "tokens saved" analysis described for verify-ppt ("Synthetic
 Pre-pretraining Survives Scale, but Not as a Grammatical Prior"; spec
 synthetic_ppt.md A.7, flagged there as needing confirmation against the paper):
 
-1. the target is the baseline's value at its final checkpoint (or a given value);
+1. the target is the baseline's value at its final checkpoint, a given value,
+   or (in reports) the baseline's value at a given step;
 2. each curve is scanned for its **first** checkpoint at or past the target,
    interpolating linearly between that checkpoint and the one before it;
-3. efficiency is ``1 - tokens_arm / tokens_base`` (and the ratio
-   ``tokens_base / tokens_arm``), reported both without and with the PPT
-   tokens added to the arm's count.
+3. efficiency is the absolute ``tokens_base - tokens_arm`` and the fraction
+   ``1 - tokens_arm / tokens_base`` (and the ratio ``tokens_base /
+   tokens_arm``), reported both without and with the PPT tokens added to the
+   arm's count. verify-ppt measures it on the average of its downstream tasks
+   (reports: ``report.efficiency.downstream``).
 
 Curves may be non-monotone: only the first crossing counts, later dips do not
 undo it. A curve that never reaches the target gives ``None`` (reported as
@@ -117,8 +120,8 @@ def token_efficiency(
     baseline's final (smoothed) value. ``extra_tokens`` (the PPT tokens) is
     added to the arm's count for the ``*_incl_ppt`` fields.
 
-    Returns ``{target, base_tokens, arm_tokens, arm_tokens_incl_ppt,
-    saved_fraction, saved_fraction_incl_ppt, ratio, ratio_incl_ppt, reached,
+    Returns ``{target, base_tokens, arm_tokens, arm_tokens_incl_ppt, saved_tokens,
+    saved_tokens_incl_ppt, saved_fraction, saved_fraction_incl_ppt, ratio, ratio_incl_ppt, reached,
     base_reached, arm_reached}`` where ``saved_fraction = 1 - arm/base`` and
     ``ratio = base/arm`` (> 1: the arm needs fewer tokens). Fields that need an
     unreached crossing are None and ``reached`` is False.
@@ -141,6 +144,8 @@ def token_efficiency(
         "base_tokens": base_tokens,
         "arm_tokens": arm_tokens,
         "arm_tokens_incl_ppt": None if arm_tokens is None else arm_tokens + float(extra_tokens),
+        "saved_tokens": None,
+        "saved_tokens_incl_ppt": None,
         "saved_fraction": None,
         "saved_fraction_incl_ppt": None,
         "ratio": None,
@@ -149,6 +154,9 @@ def token_efficiency(
         "arm_reached": arm_tokens is not None,
         "reached": base_tokens is not None and arm_tokens is not None,
     }
+    if out["reached"]:  # absolute tokens saved, as the papers report beside the fraction
+        out["saved_tokens"] = base_tokens - arm_tokens
+        out["saved_tokens_incl_ppt"] = base_tokens - out["arm_tokens_incl_ppt"]
     if out["reached"] and base_tokens > 0:
         out["saved_fraction"] = 1.0 - arm_tokens / base_tokens
         out["saved_fraction_incl_ppt"] = 1.0 - out["arm_tokens_incl_ppt"] / base_tokens

@@ -5,9 +5,17 @@ cached evaluation summaries), so it can be rebuilt at any time with
 ``preschool report``. Every number in the report is in ``results.json``
 together with the config, code version and data manifests that produced it.
 
-Curves are plotted against *PT tokens* (tokens of stages with
-``counts_as_pt``), so a pre-pretraining stage sits left of zero's origin and
-arms are compared at equal natural-text budgets.
+Each metric is plotted and compared on its own token axis (``metric_axes``):
+language metrics (held-out loss on natural text, minimal pairs, downstream
+tasks) against *language tokens* (``pt_tokens``: tokens of stages with
+``counts_as_pt``, only the language share of a mixture), so a pre-pretraining
+stage sits at zero and arms are compared at equal natural-text budgets; a
+synthetic task's metrics (its held-out loss, the evaluator of the same name,
+e.g. DEPO accuracy) against *that task's own tokens* (``tokens_by_source``),
+which draws its acquisition curve and compares arms at equal task exposure.
+``report.axes`` overrides the choice per metric prefix. The table, the plots
+and ``results.json`` (``axes``) say which axis each metric uses, and the
+evaluation setup (preset, stimuli) behind every evaluator's numbers.
 """
 
 from __future__ import annotations
@@ -20,35 +28,127 @@ from ..io import provenance, read_json, write_json, write_text
 from ..layout import arm_runs, checkpoints_dir, evals_dir, is_done, read_metrics
 
 
+def _point(row: dict, value: float) -> dict:
+    """One checkpoint of a curve with its token accounting (older runs lack the per-source counts)."""
+    return {"step": int(row["step"]), "pt": int(row.get("pt_tokens") or row.get("tokens") or 0),
+            "sources": row.get("tokens_by_source"), "value": float(value)}
+
+
 def collect(cfg) -> dict[str, Any]:
-    """Gather curves per arm and seed: val losses from metrics.jsonl, eval metrics from evals/."""
+    """Gather points per arm and seed: val losses from metrics.jsonl, eval metrics from evals/.
+
+    A point is ``{step, pt, sources, value}``; :func:`build_curves` turns points into
+    ``[x, value]`` curves on each metric's axis.
+    """
     from ..evals.runner import collect_results
 
     arms: dict[str, dict] = {}
     for arm, seed, run_dir in arm_runs(cfg.out_dir, cfg.arms, cfg.seeds):
         a = arms.setdefault(arm.name, {"seeds": {}})
-        rows = read_metrics(run_dir)
-        curves: dict[str, dict[int, tuple[int, float]]] = defaultdict(dict)
+        points: dict[str, dict[int, dict]] = defaultdict(dict)
+        setups: dict[str, str] = {}
         total_tokens = 0
-        for r in rows:
+        for r in read_metrics(run_dir):
             total_tokens = max(total_tokens, int(r.get("tokens", 0)))
             if r.get("event") != "val":
                 continue
             for k, v in r.items():
                 if k.startswith("val/"):
                     # keyed by step so a resumed run's repeated rows collapse to one point
-                    curves[k][int(r["step"])] = (int(r.get("pt_tokens", r.get("tokens", 0))), float(v))
-        evals: dict[str, dict[int, tuple[int, float]]] = defaultdict(dict)
+                    points[k][int(r["step"])] = _point(r, v)
         if checkpoints_dir(run_dir).is_dir():
             for r in collect_results(run_dir):
-                evals[f"{r['evaluator']}/{r['metric']}"][int(r["step"])] = (int(r["pt_tokens"]), float(r["value"]))
+                points[f"{r['evaluator']}/{r['metric']}"][int(r["step"])] = _point(r, r["value"])
+                if r.get("setup"):
+                    setups[r["evaluator"]] = r["setup"]
         a["seeds"][seed] = {
             "run_dir": str(run_dir),
             "done": is_done(run_dir),
             "total_tokens": total_tokens,
-            "curves": {k: [v for _, v in sorted(d.items())] for k, d in {**curves, **evals}.items()},
+            "setups": setups,
+            "points": {k: [p for _, p in sorted(d.items())] for k, d in points.items()},
         }
     return arms
+
+
+DOWNSTREAM = "downstream/avg"
+
+
+def add_downstream_average(arms: dict, metrics: list[str]) -> None:
+    """Add ``downstream/avg``: per checkpoint, the mean of ``metrics`` (checkpoints scored on all of them)."""
+    if not metrics:
+        return
+    for a in arms.values():
+        for s in a["seeds"].values():
+            by_step = [{p["step"]: p for p in s["points"].get(m, [])} for m in metrics]
+            steps = sorted(set.intersection(*(set(d) for d in by_step)))
+            if steps:
+                s["points"][DOWNSTREAM] = [{**by_step[0][t], "value": sum(d[t]["value"] for d in by_step) / len(metrics)}
+                                           for t in steps]
+
+
+def task_datasets(cfg) -> set[str]:
+    """Synthetic datasets trained as a *task stage*: after the last language (PT) stage of every arm
+    that trains them (DEPO after pretraining). A pre-pretraining set (before or inside PT) is not one:
+    its held-out loss is read for retention along the language axis."""
+    synthetic = {name for name, spec in cfg.data.items() if spec.generator}
+    after, before = set(), set()
+    for arm in cfg.arms:
+        stages = cfg.train_config(arm, cfg.seeds[0]).stages
+        last_pt = max((j for j, st in enumerate(stages) if st.counts_as_pt), default=-1)
+        for j, st in enumerate(stages):
+            (after if j > last_pt else before).update(set(st.datasets) & synthetic)
+    return after - before
+
+
+def metric_axes(cfg, metrics: list[str], tasks: set[str] | None = None) -> dict[str, str]:
+    """The x axis of each metric: ``"pt"`` (language tokens) or the dataset whose own tokens count.
+
+    ``report.axes`` wins (longest matching prefix); otherwise ``val/<dataset>`` of a
+    synthetic task dataset (:func:`task_datasets`) uses that dataset's tokens, an
+    evaluator named like the generator of exactly one such dataset (``depo``
+    scoring the ``depo`` data) uses that dataset's tokens, and everything else
+    language tokens.
+    """
+    tasks = task_datasets(cfg) if tasks is None else tasks
+    by_generator: dict[str, list[str]] = defaultdict(list)
+    for name in sorted(tasks):
+        by_generator[cfg.data[name].generator].append(name)
+    out = {}
+    for m in metrics:
+        given = [p for p in cfg.report.axes if m == p or m.startswith(p + "/")]
+        if given:
+            out[m] = cfg.report.axes[max(given, key=len)]
+        elif m.startswith("val/"):
+            out[m] = m[4:] if m[4:] in tasks else "pt"
+        else:
+            cands = by_generator.get(m.split("/", 1)[0], [])
+            out[m] = cands[0] if len(cands) == 1 else "pt"
+    return out
+
+
+def axis_label(axis: str) -> str:
+    return "language (PT) tokens" if axis == "pt" else f"{axis} tokens"
+
+
+def build_curves(arms: dict, axes: dict[str, str]) -> dict[str, str]:
+    """Each seed's ``curves[metric] = [[x, value], ...]`` on the metric's axis; returns the axes used.
+
+    A task axis needs every point's per-source counts; runs written before they
+    existed fall back to language tokens for that metric.
+    """
+    used = dict(axes)
+    for m, axis in axes.items():
+        if axis == "pt":
+            continue
+        pts = [p for a in arms.values() for s in a["seeds"].values() for p in s["points"].get(m, [])]
+        if any(p["sources"] is None for p in pts):
+            used[m] = "pt"
+    for a in arms.values():
+        for s in a["seeds"].values():
+            s["curves"] = {m: [[p["pt"] if used.get(m, "pt") == "pt" else int(p["sources"].get(used[m], 0)),
+                                p["value"]] for p in pts] for m, pts in s["points"].items()}
+    return used
 
 
 def _is_count(metric: str) -> bool:
@@ -111,9 +211,17 @@ def write_report(cfg) -> Path:
 
     out = cfg.out_dir
     arms = collect(cfg)
+    add_downstream_average(arms, cfg.report.efficiency.downstream)
     names = [a.name for a in cfg.arms]
     baseline = cfg.report.baseline or names[0]
-    metric_names = sorted({k for a in arms.values() for s in a["seeds"].values() for k in s["curves"]})
+    metric_names = sorted({k for a in arms.values() for s in a["seeds"].values() for k in s["points"]})
+    axes = build_curves(arms, metric_axes(cfg, metric_names))
+    setups: dict[str, set] = defaultdict(set)
+    for a in arms.values():
+        for s in a["seeds"].values():
+            for label, setup in s["setups"].items():
+                setups[label].add(setup)
+    setup_of = {label: " / ".join(sorted(v)) for label, v in setups.items()}
     # Headline metrics: validation losses and the overall minimal-pair accuracy; per-phenomenon
     # and per-paradigm breakdowns go to their own table/plot.
     headline = [m for m in metric_names if m.startswith("val/")] + [
@@ -147,42 +255,50 @@ def write_report(cfg) -> Path:
                 xs, av, bv = _on_base_grid(s["curves"][m], b["curves"][m])
                 if not xs:
                     continue
-                lo = xs[-1] * (1 - cfg.report.window)
+                lo = xs[-1] * (1 - cfg.report.window)  # the last `window` of this metric's own axis
                 g = stable_gain(xs, av, bv, window=(lo, xs[-1]), higher_is_better=not lower_better(m))
                 per_seed.append(g)
                 deltas_all += list(g["deltas"])
             if per_seed:
                 mean, sd, n = mean_sd(deltas_all)
                 verdict = one_sd_verdict(mean, sd, n)
-                gains.append({"arm": name, "metric": m, "mean": mean, "sd": sd, "n": n,
+                gains.append({"arm": name, "metric": m, "axis": axes.get(m, "pt"), "mean": mean, "sd": sd, "n": n,
                               "stable": verdict == "above", "stable_harm": verdict == "below",
                               "seeds": len(per_seed)})
 
-    # --- token efficiency: PT tokens each arm needs to reach the baseline's final value
+    # --- token efficiency: tokens (on the metric's axis) each arm needs to reach the target
     efficiency = []
+    targets = cfg.report.efficiency.targets
     for i, arm in enumerate(cfg.arms):
         if arm.name == baseline:
             continue
-        stages = cfg.train_config(arm, cfg.seeds[0]).stages
-        last_pt = max((j for j, st in enumerate(stages) if st.counts_as_pt), default=-1)
-        ppt_tokens = sum(st.tokens for st in stages[:last_pt] if not st.counts_as_pt)
+        ppt_tokens = _ppt_tokens(cfg, arm)
         for m in headline:
+            axis = axes.get(m, "pt")
+            extra = ppt_tokens if axis == "pt" else 0  # PPT tokens are charged against language tokens only
             per_seed = []
             for seed, sdata in arms[arm.name]["seeds"].items():
                 b = arms[baseline]["seeds"].get(seed)
                 if b is None or not sdata["curves"].get(m) or not b["curves"].get(m):
                     continue
-                per_seed.append(token_efficiency(_last_per_x(b["curves"][m]), _last_per_x(sdata["curves"][m]),
-                                                 extra_tokens=ppt_tokens, higher_is_better=not lower_better(m)))
+                target = _target(targets.get(m), b["points"][m], m)
+                e = token_efficiency(_last_per_x(b["curves"][m]), _last_per_x(sdata["curves"][m]), target=target,
+                                     extra_tokens=extra, higher_is_better=not lower_better(m))
+                per_seed.append(e)
             if per_seed:
                 reached = [e for e in per_seed if e["reached"]]
-                mean = lambda k: (sum(e[k] for e in reached) / len(reached)) if reached else None  # noqa: E731
-                efficiency.append({"arm": arm.name, "metric": m, "ppt_tokens": ppt_tokens, "seeds": len(per_seed),
-                                   "reached": len(reached), "target": per_seed[0]["target"],
-                                   "targets": [e["target"] for e in per_seed],
-                                   "base_tokens": mean("base_tokens"), "arm_tokens": mean("arm_tokens"),
-                                   "saved_fraction": mean("saved_fraction"),
-                                   "saved_fraction_incl_ppt": mean("saved_fraction_incl_ppt")})
+                spec = targets.get(m)
+                efficiency.append({"arm": arm.name, "metric": m, "axis": axis, "ppt_tokens": extra,
+                                   "seeds": len(per_seed), "reached": len(reached),
+                                   "target_spec": "baseline final" if spec is None else str(spec),
+                                   "target": per_seed[0]["target"], "targets": [e["target"] for e in per_seed],
+                                   "base_tokens": _mean_of(reached, "base_tokens"),
+                                   "arm_tokens": _mean_of(reached, "arm_tokens"),
+                                   "saved_tokens": _mean_of(reached, "saved_tokens"),
+                                   "saved_tokens_incl_ppt": _mean_of(reached, "saved_tokens_incl_ppt") if axis == "pt" else None,
+                                   "saved_fraction": _mean_of(reached, "saved_fraction"),
+                                   "saved_fraction_incl_ppt": _mean_of(reached, "saved_fraction_incl_ppt")
+                                   if axis == "pt" else None})
 
     # --- plots
     pdir = out / "plots"
@@ -194,7 +310,9 @@ def write_report(cfg) -> Path:
             continue
         fname = m.replace("/", "_") + ".png"
         ylim = _focus_ylim(curves) if lower_better(m) else None
-        plots.plot_metric_vs_tokens(curves, pdir / fname, title=m, ylabel=m, xlabel="PT tokens", ylim=ylim)
+        setup = setup_of.get(m.split("/", 1)[0])
+        plots.plot_metric_vs_tokens(curves, pdir / fname, title=m + (f" [{setup}]" if setup else ""), ylabel=m,
+                                    xlabel=axis_label(axes.get(m, "pt")), ylim=ylim)
         figures.append((m, f"plots/{fname}"))
     phen = {}
     for name in names:
@@ -240,6 +358,14 @@ def write_report(cfg) -> Path:
             steps.append(f"**{st.name}** ({', '.join(bits)})")
         lines.append(f"- `{arm.name}`: " + " → ".join(steps))
     lines.append("")
+    lines += ["## Axes and evaluation setups",
+              "Each metric is compared on its own token axis: language metrics against language (PT) tokens "
+              "(a mixture counts only its language share), a synthetic task's metrics against that task's own "
+              "tokens. The setup names the preset / stimuli that produced an evaluator's numbers.", "",
+              "| metric | x axis | setup |", "|---|---|---|"]
+    for m in headline:
+        lines.append(f"| {m} | {axis_label(axes.get(m, 'pt'))} | {setup_of.get(m.split('/', 1)[0], '') or '–'} |")
+    lines.append("")
     lines += ["## Results", ""]
     hdr = ["arm", "tokens trained"] + headline
     lines.append("| " + " | ".join(hdr) + " |")
@@ -252,28 +378,34 @@ def write_report(cfg) -> Path:
     if gains:
         lines += [f"## Difference from {baseline}",
                   f"Per-checkpoint difference (arm − baseline, sign flipped for losses so positive = better) over the "
-                  f"last {cfg.report.window:.0%} of PT tokens, at the baseline's checkpoints (the arm's curve is "
-                  f"linearly interpolated there). A gain is **stable** when mean > SD (the verify-ppt one-SD "
+                  f"last {cfg.report.window:.0%} of each metric's axis, at the baseline's checkpoints (the arm's curve "
+                  f"is linearly interpolated there). A gain is **stable** when mean > SD (the verify-ppt one-SD "
                   f"rule); the same rule with the sign flipped flags a **stable harm**.", "",
-                  "| arm | metric | mean Δ | SD | n | verdict |", "|---|---|---|---|---|---|"]
+                  "| arm | metric | axis | mean Δ | SD | n | verdict |", "|---|---|---|---|---|---|---|"]
         for g in gains:
             verdict = "stable gain" if g["stable"] else "stable harm" if g["stable_harm"] else "no stable difference"
-            lines.append(f"| {g['arm']} | {g['metric']} | {g['mean']:+.4f} | {g['sd']:.4f} | {g['n']} | {verdict} |")
+            lines.append(f"| {g['arm']} | {g['metric']} | {axis_label(g['axis'])} | {g['mean']:+.4f} | {g['sd']:.4f} "
+                         f"| {g['n']} | {verdict} |")
         lines.append("")
     if efficiency:
         lines += ["## Token efficiency",
-                  f"PT tokens each arm needs to reach {baseline}'s final value (each seed against {baseline}'s run "
-                  "of the same seed; targets listed per seed; first crossing, linear interpolation "
-                  "between checkpoints; mean over the seeds that reach it). \"saved\" = 1 − arm/baseline; "
-                  "\"incl. PPT\" also charges the arm its pre-pretraining tokens.", "",
-                  "| arm | metric | target | reached (seeds) | baseline tokens | arm tokens | saved | saved incl. PPT |",
-                  "|---|---|---|---|---|---|---|---|"]
+                  f"Tokens (on the metric's axis) each arm needs to reach the target: {baseline}'s final value "
+                  "unless `report.efficiency.targets` gives a value or `baseline@<step>` (each seed against "
+                  f"{baseline}'s run of the same seed; targets listed per seed; first crossing, linear interpolation "
+                  "between checkpoints; mean over the seeds that reach it). \"saved\" = baseline − arm tokens and "
+                  "1 − arm/baseline; \"incl. PPT\" also charges the arm its pre-pretraining tokens (language axis "
+                  "only).", "",
+                  "| arm | metric | axis | target | reached (seeds) | baseline tokens | arm tokens | saved tokens | "
+                  "saved | saved incl. PPT |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
         for e in efficiency:
             f = lambda v, pct=False: "–" if v is None else (f"{v:+.1%}" if pct else f"{v:,.0f}")  # noqa: E731
-            tg = " / ".join(f"{t:.4g}" for t in e["targets"])
-            lines.append(f"| {e['arm']} | {e['metric']} | {tg} | {e['reached']}/{e['seeds']} | "
-                         f"{f(e['base_tokens'])} | {f(e['arm_tokens'])} | {f(e['saved_fraction'], True)} | "
-                         f"{f(e['saved_fraction_incl_ppt'], True)} |")
+            tg = " / ".join(f"{t:.4g}" for t in e["targets"]) + f" ({e['target_spec']})"
+            incl = "–" if e["saved_tokens_incl_ppt"] is None else \
+                f"{f(e['saved_tokens_incl_ppt'])} ({f(e['saved_fraction_incl_ppt'], True)})"
+            lines.append(f"| {e['arm']} | {e['metric']} | {axis_label(e['axis'])} | {tg} | {e['reached']}/{e['seeds']} | "
+                         f"{f(e['base_tokens'])} | {f(e['arm_tokens'])} | {f(e['saved_tokens'])} | "
+                         f"{f(e['saved_fraction'], True)} | {incl} |")
         lines.append("")
     if phen:
         ph_names = sorted({k for v in phen.values() for k in v})
@@ -292,13 +424,57 @@ def write_report(cfg) -> Path:
               f"commit {prov['code_version'].get('git_commit', 'unknown')[:12]}"
               f"{' (dirty)' if prov['code_version'].get('git_dirty') else ''}",
               "- config: `experiment.yaml`; data manifest: `data/manifest.json`; every number: `results.json`", ""]
+    for a in arms.values():  # curves carry the numbers; the raw points were only the means to them
+        for sd in a["seeds"].values():
+            sd.pop("points", None)
     write_json(out / "results.json", {"arms": arms, "table": [{k: (list(v) if isinstance(v, tuple) else v)
                                                                 for k, v in r.items()} for r in table],
+                                      "axes": {m: {"axis": axes.get(m, "pt"), "label": axis_label(axes.get(m, "pt"))}
+                                               for m in metric_names},
+                                      "setups": setup_of,
                                       "stable_gain": gains, "token_efficiency": efficiency, "phenomena": phen,
                                       **prov})
     path = out / "report.md"
     write_text(path, "\n".join(lines))
     return path
+
+
+def _mean_of(rows: list[dict], key: str) -> float | None:
+    """Mean of ``key`` over the rows that have it (a zero-token baseline has no saved fraction)."""
+    vals = [r[key] for r in rows if r.get(key) is not None]
+    return sum(vals) / len(vals) if vals else None
+
+
+def _ppt_tokens(cfg, arm) -> int:
+    """Non-language tokens an arm trains before the end of its last PT stage (charged as PPT tokens):
+    whole stages that do not count as PT, and the synthetic share (by weight) of PT mixtures."""
+    stages = cfg.train_config(arm, cfg.seeds[0]).stages
+    last_pt = max((j for j, st in enumerate(stages) if st.counts_as_pt), default=-1)
+    total = 0.0
+    for st in stages[:last_pt + 1]:
+        if not st.counts_as_pt:
+            total += st.tokens
+        elif not isinstance(st.data, str):
+            lang = set(st.pt_sources) if st.pt_sources is not None else \
+                {n for n in st.data if n not in cfg.data or not cfg.data[n].generator}
+            w = sum(st.data.values())
+            total += st.tokens * sum(v for n, v in st.data.items() if n not in lang) / w
+    return int(round(total))
+
+
+def _target(spec, base_points: list, metric: str) -> float | None:
+    """A token-efficiency target: None (the baseline's final value), a number, or 'baseline@<step>'."""
+    from ..errors import ConfigError
+
+    if spec is None or not isinstance(spec, str):
+        return spec
+    step = int(spec.split("@", 1)[1])
+    at = [p["value"] for p in base_points if p["step"] == step]
+    if not at:
+        raise ConfigError(f"report.efficiency.targets.{metric}",
+                          f"the baseline has no checkpoint at step {step} for {metric} "
+                          f"(steps: {[p['step'] for p in base_points][:12]})")
+    return at[-1]
 
 
 def _verbatim_positions(cfg, names: list[str]) -> dict:

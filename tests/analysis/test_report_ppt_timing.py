@@ -1,0 +1,56 @@
+"""examples/ppt_timing_stack.yaml at micro scale: the report puts each metric on its own token axis."""
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from preschool.experiment import load_experiment, run_experiment
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "ppt_timing_stack.yaml"
+STEP = 16 * 128  # batch 16 x seq_len 128 tokens
+
+
+def _micro(out: Path):
+    """The example, unchanged but for --set overrides: a micro model, one STACK step, three of its arms."""
+    raw = yaml.safe_load(EXAMPLE.read_text())
+    arms = [a for a in raw["arms"] if a["name"] in ("pt_only", "before", "mixed")]
+    scale = STEP / 60_000  # the example's STACK stage (60k tokens) becomes one step
+    for a in arms:
+        for st in a["stages"]:
+            st["tokens"] = max(1, round(st["tokens"] * scale / STEP)) * STEP
+    over = ["seeds=[0]", "model.preset=micro", "tokenizer.vocab_size=300", "tokenizer.sample_documents=200",
+            "data.pt.tokens=24000", "data.pt.val_tokens=1032", "data.stack.tokens=4128",
+            "data.stack.val_tokens=1032", "data.depo.tokens=12384", "data.depo.val_tokens=1032",
+            "train.batch_size=16", "train.eval_every=3", "train.checkpoint_every=3", "train.val_rows=4",
+            "evals.0.params.instances=2", f"arms={json.dumps(arms)}", f"out={out}"]
+    return load_experiment(EXAMPLE, over)
+
+
+@pytest.mark.slow
+def test_mixed_arm_on_language_tokens_and_depo_on_depo_tokens(tmp_path):
+    out = tmp_path / "timing"
+    run_experiment(_micro(out), progress=False)
+    res = json.loads((out / "results.json").read_text())
+    assert res["axes"]["val/pt"]["axis"] == "pt" and res["axes"]["depo/acc"]["axis"] == "depo"
+    assert res["axes"]["depo/acc"]["label"] == "depo tokens"
+    # the mixed arm: 15 of every 16 rows are language (weights 600k : 60k), and only those count
+    mixed = res["arms"]["mixed"]["seeds"]["0"]["curves"]["val/pt"]
+    pt_only = res["arms"]["pt_only"]["seeds"]["0"]["curves"]["val/pt"]
+    assert mixed[0][0] == 3 * 15 * 128 and pt_only[0][0] == 3 * STEP
+    # 11 mixture steps: the axis ends at their language tokens, not at all 11 x 2048 trained tokens
+    assert max(x for x, _ in mixed) == 11 * 15 * 128 and max(x for x, _ in pt_only) == 10 * STEP
+    # DEPO accuracy against DEPO tokens: 0 until the DEPO stage, then its own tokens
+    depo = res["arms"]["before"]["seeds"]["0"]["curves"]["depo/acc"]
+    xs = [x for x, _ in depo]
+    assert xs[0] == 0 and xs[-1] == 5 * STEP and sorted(xs) == xs and len({x for x in xs if x > 0}) >= 2
+    # stable-gain and efficiency rows say (and use) the same axes
+    axes = {(g["metric"], g["axis"]) for g in res["stable_gain"]}
+    assert ("val/pt", "pt") in axes and ("depo/acc", "depo") in axes
+    eff = {(e["arm"], e["metric"]): e for e in res["token_efficiency"]}
+    assert eff[("mixed", "val/pt")]["axis"] == "pt" and eff[("mixed", "depo/acc")]["axis"] == "depo"
+    assert eff[("before", "val/pt")]["ppt_tokens"] == STEP and eff[("before", "depo/acc")]["ppt_tokens"] == 0
+    text = (out / "report.md").read_text()
+    assert "## Axes and evaluation setups" in text and "| depo/acc | depo tokens |" in text
+    assert "| val/pt | language (PT) tokens |" in text
