@@ -26,7 +26,7 @@ import pytest  # noqa: E402
 
 from pathlib import Path  # noqa: E402
 
-from preschool.analysis.report import (DOWNSTREAM, _target, add_downstream_average, build_curves,  # noqa: E402
+from preschool.analysis.report import (DOWNSTREAM, _point, _target, add_downstream_average, build_curves,  # noqa: E402
                                        metric_axes, task_datasets)
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -72,6 +72,10 @@ def test_task_metric_is_drawn_against_the_tasks_own_tokens():
     assert c["depo/acc"] == [[0, 0.1], [0, 0.2], [50, 0.5], [100, 0.9]]  # the acquisition curve
     assert c["val/pt"] == [[100, 0.1], [200, 0.2], [200, 0.5], [200, 0.9]]
     assert used == {"depo/acc": "depo", "val/pt": "pt"}
+    # zero language tokens is a value, not a missing one (a PPT stage's last checkpoint)
+    zero = {"a": {"seeds": {0: {"points": {"val/pt": [_point({"step": 2, "pt_tokens": 0, "tokens": 768}, 3.0)]}}}}}
+    build_curves(zero, {"val/pt": "pt"})
+    assert zero["a"]["seeds"][0]["curves"]["val/pt"] == [[0, 3.0]]
     # runs without per-source counts fall back to language tokens, and say so
     old = {"a": {"seeds": {0: {"points": {"depo/acc": [_pt(1, 100, None, 0.1)]}}}}}
     assert build_curves(old, {"depo/acc": "depo"}) == {"depo/acc": "pt"}

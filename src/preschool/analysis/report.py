@@ -30,7 +30,9 @@ from ..layout import arm_runs, checkpoints_dir, evals_dir, is_done, read_metrics
 
 def _point(row: dict, value: float) -> dict:
     """One checkpoint of a curve with its token accounting (older runs lack the per-source counts)."""
-    return {"step": int(row["step"]), "pt": int(row.get("pt_tokens") or row.get("tokens") or 0),
+    pt = row.get("pt_tokens")
+    pt = row.get("tokens") if pt is None else pt
+    return {"step": int(row["step"]), "pt": int(pt or 0),
             "sources": row.get("tokens_by_source"), "value": float(value)}
 
 
