@@ -31,16 +31,8 @@ from .config import check, deep_merge, from_dict, load_config, to_dict
 from .data.prepare import DatasetSpec
 from .data.tokenizer import TokenizerConfig
 from .errors import ConfigError
+from .evals.runner import EvalSpec  # noqa: F401  (re-exported: experiment YAML schema)
 from . import layout
-
-
-@dataclass
-class EvalSpec:
-    """An evaluator run on checkpoints. ``params`` strings may use ``${data}`` (the data folder)."""
-
-    name: str
-    params: dict[str, Any] = field(default_factory=dict)
-    every: int = 1  # evaluate every Nth checkpoint (the last one always)
 
 
 @dataclass
@@ -151,11 +143,7 @@ class ExperimentConfig:
                 check(v in self.data, f"arms[{i}].train.val", f"no dataset named {v!r}")
         if self.report.baseline is not None:
             check(self.report.baseline in names, "report.baseline", f"no arm named {self.report.baseline!r}")
-        from .evals import EVALUATORS
-
-        for i, e in enumerate(self.evals):
-            EVALUATORS.get(e.name, f"evals[{i}].name")
-            check(e.every >= 1, f"evals[{i}].every", "must be >= 1")
+        # each EvalSpec validated itself on load (evals[i].name / .every)
 
     def train_config(self, arm: ArmSpec, seed: int, path: str = "", reserved_ids: list[int] | None = None):
         """The resolved TrainConfig of one arm and seed (shared train settings + arm overrides).
@@ -191,16 +179,6 @@ class ExperimentConfig:
 
 def load_experiment(path: str | Path, overrides: list[str] = ()) -> ExperimentConfig:
     return load_config(ExperimentConfig, path, overrides)
-
-
-def _resolve(value: Any, data_dir: Path) -> Any:
-    if isinstance(value, str):
-        return value.replace("${data}", str(data_dir))
-    if isinstance(value, dict):
-        return {k: _resolve(v, data_dir) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_resolve(v, data_dir) for v in value]
-    return value
 
 
 def prepare(cfg: ExperimentConfig, progress: bool = True) -> dict:
@@ -259,17 +237,13 @@ def evaluate_arms(cfg: ExperimentConfig) -> None:
     """Step 4: every configured evaluator on every (every-th) checkpoint, cached."""
     from transformers.utils import logging as hf_logging
 
-    from .evals.runner import evaluate_run
+    from .evals.runner import evaluate_specs
 
     hf_logging.disable_progress_bar()  # one "Loading weights" bar per checkpoint is noise
-    data_dir = layout.data_dir(cfg.out_dir)
     for arm, seed, run_dir in arm_dirs(cfg):
-        if not layout.list_checkpoints(run_dir, required=False):
-            # a cluster report runs after every arm job, finished or not: evaluate what exists
+        # a cluster report runs after every arm job, finished or not: evaluate what exists
+        if not evaluate_specs(run_dir, cfg.evals, layout.data_dir(cfg.out_dir)):
             print(f"[preschool] arm {arm.name} seed {seed}: no checkpoints yet, not evaluated")
-            continue
-        for e in cfg.evals:
-            evaluate_run(run_dir, [(e.name, _resolve(e.params, data_dir))], every=e.every)
 
 
 def run_experiment(cfg: ExperimentConfig, progress: bool = True, stages: tuple[str, ...] = ("train", "eval", "report")) -> Path:

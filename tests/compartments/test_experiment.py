@@ -124,3 +124,26 @@ def test_seeds_config_errors():
             from_dict(CompartmentExperimentConfig, {**BASE, "name": "x", "seeds": bad,
                                                     "data": {"corpus": "storybook", "tokens": 1000},
                                                     "arms": [{"name": "a"}]})
+
+
+@pytest.mark.slow  # ~30 s CPU: data prep + 2 arms + evaluations
+def test_compartments_yaml_runs_evals_and_preschool_report_rebuilds_it(tmp_path):
+    import yaml
+
+    from preschool.cli import main
+
+    path = tmp_path / "exp.yaml"
+    path.write_text(yaml.safe_dump({
+        **BASE, "name": "ev", "out": str(tmp_path / "run"), "tokens": 320,
+        "data": {"corpus": "storybook", "tokens": 3000, "val_tokens": 300},
+        "arms": [{"name": "c1", "compartments": {"n_compartments": 1}},
+                 {"name": "c2", "compartments": {"n_compartments": 2}}],
+        "evals": [{"name": "heldout", "params": {"sources": {"base": "${data}/base"}, "max_rows": 4}}]}))
+    assert main(["compartments", str(path), "--no-progress"]) == 0
+    res = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert set(res["evals"]) == {"c1", "c2"} and res["evals"]["c1"]["heldout/loss"] > 0
+    assert (tmp_path / "run" / "arms" / "c2" / "evals").is_dir()
+    report = tmp_path / "run" / "report.md"
+    assert "heldout/loss" in report.read_text()
+    report.unlink()
+    assert main(["report", str(path)]) == 0 and "## Evaluations" in report.read_text()

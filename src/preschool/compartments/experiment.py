@@ -39,6 +39,7 @@ from ..config import check, deep_merge, from_dict, to_dict
 from ..config import load_config as _load_config
 from ..data.prepare import DatasetSpec
 from ..data.tokenizer import TokenizerConfig
+from ..evals.runner import EvalSpec, evaluate_specs
 from ..errors import ConfigError, DataError
 from ..analysis.plots import new_figure, save_figure
 from ..analysis.stats import format_mean_sd, one_sd_verdict
@@ -97,6 +98,9 @@ class CompartmentExperimentConfig:
     # with seeds: [arm, reference] pairs compared seed by seed (paired differences: both arms of a
     # replicate share its document split and training seed, so part of the seed noise cancels)
     compare: list[list[str]] = field(default_factory=list)
+    # evaluators run on every arm's checkpoints after training, as in `preschool run` (``${data}`` = <out>/data);
+    # their final-checkpoint metrics join the report
+    evals: list[EvalSpec] = field(default_factory=list)
 
     def validate(self) -> None:
         check(self.seq_len >= 8, "seq_len", f"must be >= 8, got {self.seq_len}")
@@ -266,6 +270,20 @@ def analyse(cfg: CompartmentExperimentConfig) -> dict:
             e["slowdown"] = slowdown_curve(bc, curves[name])
             e["slowdown_at"] = slowdown_at_targets(bc, curves[name], cfg.targets)
     out["plateau"] = {name: v for name, v in plateau(curves, k=1).items()}
+    out["evals"] = _final_evals(cfg)
+    return out
+
+
+def _final_evals(cfg: CompartmentExperimentConfig) -> dict[str, dict[str, float]]:
+    """Per arm, ``{evaluator/metric: value}`` at its last evaluated checkpoint (the ``evals:`` results)."""
+    from ..evals.runner import collect_results
+
+    out = {}
+    for arm in cfg.arms:
+        rows = collect_results(cfg.out_dir / "arms" / arm.name) if cfg.evals else []
+        if rows:
+            last = max(r["step"] for r in rows)
+            out[arm.name] = {f"{r['evaluator']}/{r['metric']}": r["value"] for r in rows if r["step"] == last}
     return out
 
 
@@ -366,6 +384,12 @@ def write_report(cfg: CompartmentExperimentConfig, res: dict) -> Path:
                              f"{sd[-1]['slowdown']:.2f} (loss {sd[-1]['loss']:.3f}) |")
             else:
                 lines.append(f"| {name} | 0 | - | - |")
+    if res.get("evals"):
+        metrics = sorted({m for v in res["evals"].values() for m in v if m.count("/") == 1})
+        lines += ["", "## Evaluations (last evaluated checkpoint)", "",
+                  "| arm | " + " | ".join(metrics) + " |", "|---|" + "---|" * len(metrics)]
+        for name, v in res["evals"].items():
+            lines.append(f"| {name} | " + " | ".join(f"{v[m]:.4f}" if m in v else "-" for m in metrics) + " |")
     lines += ["", "Plots: " + ", ".join(f"[{f}](plots/{f})" for f in files), ""]
     write_text(out / "report.md", "\n".join(lines))
     write_json(out / "results.json", {**res, **provenance(cfg)})
@@ -387,6 +411,8 @@ def run(cfg: CompartmentExperimentConfig, progress: bool = True, steps: tuple[st
     if "train" in steps:
         for arm in cfg.arms:
             train_arm(cfg, arm, progress)
+        for arm in cfg.arms:
+            evaluate_specs(cfg.out_dir / "arms" / arm.name, cfg.evals, cfg.out_dir / "data")
     res = analyse(cfg)
     return write_report(cfg, res)
 

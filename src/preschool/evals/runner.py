@@ -30,6 +30,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -293,3 +294,41 @@ def collect_results(run_dir: str | Path) -> list[dict]:
                              "evaluator": edir.name, "metric": metric, "value": value,
                              "version": summary.get("version"), "setup": summary.get("setup", "")})
     return rows
+
+
+@dataclass
+class EvalSpec:
+    """An evaluator run on a run's checkpoints (the ``evals:`` list of an experiment YAML).
+
+    ``params`` strings may use ``${data}`` (the experiment's data folder)."""
+
+    name: str
+    params: dict[str, Any] = field(default_factory=dict)
+    every: int = 1  # evaluate every Nth checkpoint (the last one always)
+
+    def validate(self) -> None:
+        EVALUATORS.get(self.name, "name")
+        if self.every < 1:
+            raise ConfigError("every", f"must be >= 1, got {self.every}")
+
+
+def _with_data(value: Any, data_dir: Path) -> Any:
+    if isinstance(value, str):
+        return value.replace("${data}", str(data_dir))
+    if isinstance(value, dict):
+        return {k: _with_data(v, data_dir) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_with_data(v, data_dir) for v in value]
+    return value
+
+
+def evaluate_specs(run_dir: str | Path, specs: Sequence[EvalSpec], data_dir: str | Path) -> bool:
+    """Every spec on the run's (every-th) checkpoints, cached; False (nothing done) when it has none yet."""
+    from ..layout import list_checkpoints
+
+    if not list_checkpoints(run_dir, required=False):
+        return False
+    for e in specs:
+        evaluate_run(run_dir, [(e.name, _with_data(e.params, Path(data_dir)))], every=e.every)
+    return True
+
