@@ -46,10 +46,10 @@ def _run_kind_overrides(raw: dict, out: Path) -> list[str]:
 
 def _check_evaluator_settings(raw: dict, data_dir: Path) -> None:
     """The shipped evaluator settings are valid (``${data}`` resolved as the runner does)."""
-    from preschool.experiment import _resolve
+    from preschool.evals.runner import with_data_dir
 
     for i, e in enumerate(raw.get("evals") or []):
-        EVALUATORS.build_config(e["name"], _resolve(e.get("params") or {}, data_dir), f"evals[{i}]")
+        EVALUATORS.build_config(e["name"], with_data_dir(e.get("params") or {}, data_dir), f"evals[{i}]")
 
 
 # verify_ppt_500m runs in the default suite (about 30 s on 2 idle cores); the others take as long

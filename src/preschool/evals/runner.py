@@ -312,13 +312,14 @@ class EvalSpec:
             raise ConfigError("every", f"must be >= 1, got {self.every}")
 
 
-def _with_data(value: Any, data_dir: Path) -> Any:
+def with_data_dir(value: Any, data_dir: Path) -> Any:
+    """``value`` (str, dict or list) with every ``${data}`` replaced by the data folder."""
     if isinstance(value, str):
         return value.replace("${data}", str(data_dir))
     if isinstance(value, dict):
-        return {k: _with_data(v, data_dir) for k, v in value.items()}
+        return {k: with_data_dir(v, data_dir) for k, v in value.items()}
     if isinstance(value, list):
-        return [_with_data(v, data_dir) for v in value]
+        return [with_data_dir(v, data_dir) for v in value]
     return value
 
 
@@ -329,6 +330,6 @@ def evaluate_specs(run_dir: str | Path, specs: Sequence[EvalSpec], data_dir: str
     if not list_checkpoints(run_dir, required=False):
         return False
     for e in specs:
-        evaluate_run(run_dir, [(e.name, _with_data(e.params, Path(data_dir)))], every=e.every)
+        evaluate_run(run_dir, [(e.name, with_data_dir(e.params, Path(data_dir)))], every=e.every)
     return True
 
