@@ -160,3 +160,17 @@ def test_launch_refuses_without_a_scheduler_and_bad_time(tmp_path, capsys):
     assert "--slurm" in capsys.readouterr().err
     assert main(["launch", cfg, "--slurm", "--time", "2 days", "--dry-run", "--set", f"out={tmp_path}"]) == 2
     assert "--time" in capsys.readouterr().err
+
+
+def test_compartments_prepare_then_one_arm(tmp_path, capsys):
+    cfg = str(ROOT / "examples/compartments_slowdown.yaml")
+    sets = [x for o in [f"out={tmp_path / 'cm'}", "model.preset=micro", "data.tokens=20000", "data.val_tokens=2048",
+                        "tokens=2048", "tokenizer.vocab_size=300", "tokenizer.sample_documents=200"]
+            for x in ("--set", o)]
+    assert main(["run", cfg, "--arm", "c2", *sets, "--no-progress"]) == 2
+    assert "preschool prepare" in capsys.readouterr().err
+    assert main(["prepare", cfg, *sets, "--no-progress"]) == 0
+    assert (tmp_path / "cm" / "data" / "arms" / "c2" / "data.json").is_file()  # every arm's sets, once
+    assert main(["run", cfg, "--arm", "c2", *sets, "--no-progress"]) == 0
+    assert (tmp_path / "cm" / "arms" / "c2" / "DONE").is_file()
+    assert not (tmp_path / "cm" / "arms" / "c1").exists()
