@@ -27,7 +27,6 @@ submitting. Both experiment kinds are supported: ``preschool run`` YAMLs and
 from __future__ import annotations
 
 import contextlib
-import os
 import shlex
 import shutil
 import subprocess

@@ -123,7 +123,7 @@ def is_compartments(raw: dict) -> bool:
 
 def load_targets(path: str | Path, overrides: list[str] = ()) -> tuple[str, list[ArmTarget]]:
     """(experiment name, one ArmTarget per arm) for either experiment kind."""
-    from .train.model import ModelConfig, describe
+    from .train.model import describe
 
     raw = load_yaml(path)
     if raw.get("kind") == "audit":
