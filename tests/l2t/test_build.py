@@ -101,10 +101,11 @@ def test_curriculum_and_concat_packer(tmp_path, tok):
 
 
 def test_token_caps_stop_early_and_keep_mix(tmp_path, tok):
-    full = build_l2t(_docs(), tmp_path / "f", {**CFG, "val_fraction": 0.0}, tok)
+    # reading stops at a work-unit boundary: small units (about 8 documents) let it stop early
+    full = build_l2t(_docs(), tmp_path / "f", {**CFG, "val_fraction": 0.0}, tok, unit_tokens=500)
     n = full["splits"]["train"]["n_rows"]
     cap = (n // 3) * 256
-    m = build_l2t(_docs(), tmp_path / "c", {**CFG, "val_fraction": 0.0, "train_tokens": cap}, tok)
+    m = build_l2t(_docs(), tmp_path / "c", {**CFG, "val_fraction": 0.0, "train_tokens": cap}, tok, unit_tokens=500)
     s = m["splits"]["train"]
     assert s["n_rows"] == n // 3 and m["documents"] < 40
     assert 0 < s["l2t_rows"] < s["n_rows"]

@@ -16,6 +16,7 @@ A compartments YAML prepares its base data and every arm's compartmented sets.
 example:
   preschool prepare examples/quickstart.yaml
   preschool prepare examples/quickstart.yaml --set data.pt.tokens=5000000
+  preschool prepare examples/quickstart.yaml --workers 8
 """
 
 
@@ -24,14 +25,22 @@ def add_arguments(p) -> None:
     p.add_argument("--out", help="output folder (default: the config's `out`, else runs/<name>)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config value (repeatable)")
+    p.add_argument("--workers", type=int, default=None, metavar="N",
+                   help="worker processes (default: the number of CPU cores; the output does not depend on it)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
 
 
 def run(args) -> int:
+    import os
+
+    from ..config import load_yaml
     from ..launch import load, prepare
     from ..lock import command_line, output_lock
+    from ..plan import is_compartments
 
     overrides = list(args.overrides) + ([f"out={args.out}"] if args.out else [])
+    if not is_compartments(load_yaml(args.config)):  # compartments YAMLs build their sets their own way
+        overrides.append(f"workers={args.workers or os.cpu_count() or 1}")
     exp = load(args.config, overrides)  # a `preschool run` or a `preschool compartments` YAML
     with output_lock(exp.out_dir, command_line("prepare", args.config, args.overrides, args.out)):
         manifest = prepare(exp, progress=not args.no_progress)  # under <out>/data/.prepare.lock

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Literal
@@ -32,6 +33,10 @@ from ..config import check, from_dict, to_dict
 from ..errors import ConfigError
 from ..io import atomic_dir, read_json, write_json
 from ..corpora.base import ReadStats, is_validation
+from .engine import (
+    DEFAULT_UNIT_TOKENS, UnitJob, adopt_units, job_key, link_shards, rows_in_order, run_units, text_units, unit_path,
+    work_dir,
+)
 from .packing import ConcatPacker, Doc, PackStats
 from .shards import ShardWriter
 from .tokenizer import (
@@ -56,12 +61,14 @@ class DatasetSpec:
     exact_fill: bool = False  # generator: fit its length so one document + EOS is exactly one row (verified)
     exclude: list[str] = field(default_factory=list)  # corpus: skip documents used by these datasets (Control)
     l2t: dict[str, Any] | None = None  # corpus: turn documents into L2T samples (l2t.build.BuildConfig fields)
+    unit_tokens: int = DEFAULT_UNIT_TOKENS  # work unit size (data/engine.py): sets the bytes; the worker count does not
 
     def validate(self) -> None:
         check((self.corpus is None) != (self.generator is None), "corpus",
               "give exactly one of 'corpus' (natural text) or 'generator' (synthetic)")
         check(self.tokens > 0, "tokens", f"must be > 0, got {self.tokens}")
         check(self.val_tokens >= 0, "val_tokens", f"must be >= 0, got {self.val_tokens}")
+        check(self.unit_tokens >= 1, "unit_tokens", f"must be >= 1, got {self.unit_tokens}")
         check(0.0 <= self.val_fraction < 1.0, "val_fraction", f"must be in [0, 1), got {self.val_fraction}")
         check(self.l2t is None or self.corpus is not None, "l2t", "L2T needs a 'corpus' to transform")
         check(self.l2t is None or not self.exclude, "exclude", "not supported together with 'l2t'")
@@ -111,89 +118,133 @@ def build_tokenizer(cfg: TokenizerConfig, corpus_cfg, out: Path, progress: bool 
     return load_tokenizer(out)
 
 
+class CorpusJob(UnitJob):
+    """Natural text: units of consecutive documents, tokenized, split by document id, packed (concat + EOS)."""
+
+    def __init__(self, corpus_cfg, tokenizer_json: str, row_len: int, seed: int, val_fraction: float,
+                 splits: list[str], unit_tokens: int, excluded: set[str] | None = None,
+                 read: ReadStats | None = None):
+        self.corpus_cfg, self.tokenizer_json, self.row_len = corpus_cfg, tokenizer_json, row_len
+        self.seed, self.val_fraction, self.splits, self.unit_tokens = seed, val_fraction, splits, unit_tokens
+        self.excluded = excluded or set()
+        self.read = read  # the parent's read counts (ReadStats), recorded in dataset.json
+        self._tok = None
+
+    def __getstate__(self):  # workers need neither the exclusion set and read counts (the parent reads)
+        return {**self.__dict__, "excluded": set(), "read": None, "_tok": None}
+
+    def key(self) -> str:
+        return job_key("corpus", to_dict(self.corpus_cfg), self.tokenizer_json, self.row_len, self.seed,
+                       self.val_fraction, self.splits, self.unit_tokens, sorted(self.excluded))
+
+    def units(self):
+        docs = ((d.id, d.text) for d in _corpus_docs(self.corpus_cfg, self.read) if d.id not in self.excluded)
+        return text_units(docs, self.unit_tokens)
+
+    def run(self, k: int, docs: list[tuple[str, str]], out: Path) -> dict:
+        from tokenizers import Tokenizer
+
+        if self._tok is None:
+            self._tok = Tokenizer.from_str(self.tokenizer_json)
+        eos = eos_id(self._tok)
+        vocab = self._tok.get_vocab_size()
+        packers = {s: ConcatPacker(self.row_len, eos, PackStats()) for s in self.splits}
+        writers = {s: ShardWriter(out / s, self.row_len, vocab, arrays=["segments"]) for s in self.splits}
+        ids_files = {s: open(out / f"{s}.doc_rows.tsv", "w", encoding="utf-8") for s in self.splits}
+        tokens = {s: 0 for s in self.splits}
+        try:
+            for i in range(0, len(docs), 256):
+                batch = [(("val" if is_validation(d, self.val_fraction, self.seed) else "train"), d, t)
+                         for d, t in docs[i:i + 256]]
+                batch = [b for b in batch if b[0] in writers]
+                for (split, doc_id, _), x in zip(batch, encode_batch(self._tok, [t for _, _, t in batch])):
+                    # the row this document starts in: lets Control sets exclude exactly what was used
+                    ids_files[split].write(f"{tokens[split] // self.row_len}\t{doc_id}\n")
+                    tokens[split] += len(x) + 1
+                    block = packers[split].add(Doc(np.asarray(x, np.int64)))
+                    if block is not None:
+                        writers[split].add_rows(block["tokens"], segments=block["segments"])
+            rows = {}
+            for s, w in writers.items():
+                block = packers[s].finish()
+                if block is not None:
+                    w.add_rows(block["tokens"], segments=block["segments"])
+                rows[s] = w.n_rows
+                w.close()
+        except BaseException:
+            for w in writers.values():
+                w.abort()
+            raise
+        finally:
+            for fh in ids_files.values():
+                fh.close()
+        return {"rows": rows, "documents": {s: packers[s].stats.documents for s in self.splits},
+                "tokens": tokens, "dropped_tail_tokens": {s: packers[s].stats.dropped_tail_tokens for s in self.splits}}
+
+
 def _write_corpus(name: str, spec: DatasetSpec, corpus_cfg, tok, row_len: int, seed: int, out: Path,
-                  excluded: set[str], progress: bool, read: ReadStats) -> dict:
-    """Tokenize + pack documents into train and val shard sets, splitting by document; ``read`` counts the read."""
-    eos = eos_id(tok)
-    vocab = tok.get_vocab_size()
+                  excluded: set[str], workers: int, progress: bool, final: Path, read: ReadStats) -> dict:
+    """Tokenize + pack documents into train and val shard sets, splitting by document (see data/engine.py);
+    ``read`` counts what the parent read (with several workers, up to ``2 * workers`` units past the end)."""
     n_rows = {"train": spec.tokens // row_len, "val": spec.val_tokens // row_len}
-    writers = {s: ShardWriter(out / s, row_len, vocab, arrays=["segments"]) for s, n in n_rows.items() if n > 0}
-    stats = {s: PackStats() for s in writers}
-    written = {s: 0 for s in writers}
-    used_ids: dict[str, list[str]] = {s: [] for s in writers}
+    n_rows = {s: n for s, n in n_rows.items() if n > 0}
+    job = CorpusJob(corpus_cfg, tok.to_str(), row_len, seed, spec.val_fraction, list(n_rows), spec.unit_tokens,
+                    excluded, read)
+    work = work_dir(final, job.key())
+    have = {s: 0 for s in n_rows}
     bar = None
     if progress:
         from tqdm import tqdm
 
-        bar = tqdm(total=sum(n_rows[s] for s in writers) * row_len, unit="tok", unit_scale=True,
+        bar = tqdm(total=sum(n_rows.values()) * row_len, unit="tok", unit_scale=True,
                    desc=f"tokenize {name}", leave=False, disable=None)
 
-    packers = {s: ConcatPacker(row_len, eos, stats[s]) for s in writers}
+    def count(info: dict) -> None:
+        for s in n_rows:
+            step = min(info["rows"][s], max(0, n_rows[s] - have[s]))
+            have[s] += info["rows"][s]
+            if bar is not None:
+                bar.update(step * row_len)
+
     try:
-        batch: list = []
-        for doc in _corpus_docs(corpus_cfg, read):
-            if doc.id in excluded:
-                continue
-            split = "val" if is_validation(doc.id, spec.val_fraction, seed) else "train"
-            if split not in writers or written[split] >= n_rows[split]:
-                if all(written[s] >= n_rows[s] for s in writers):
-                    break
-                continue
-            batch.append((split, doc))
-            if len(batch) >= 256:
-                _consume(batch, tok, row_len, writers, packers, n_rows, written, used_ids, bar)
-                batch = []
-        if batch:
-            _consume(batch, tok, row_len, writers, packers, n_rows, written, used_ids, bar)
-        for s in writers:
-            if written[s] < n_rows[s]:
-                raise ConfigError(
-                    f"data.{name}.{'tokens' if s == 'train' else 'val_tokens'}",
-                    f"the corpus ran out after {written[s] * row_len} {s} tokens "
-                    f"(asked for {n_rows[s] * row_len}; read {read.files} files, {read.documents} documents, "
-                    f"reader drops: {read.summary()}); lower the budget or give a larger corpus",
-                )
-        manifests = {}
-        for s, w in writers.items():
-            ids_digest = hashlib.sha256("\n".join(used_ids[s]).encode()).hexdigest()
-            manifests[s] = w.close(
-                source={"kind": "corpus", "config": to_dict(corpus_cfg)},
-                split=s,
-                tokenizer_sha256=tokenizer_hash(tok),
-                seed=seed,
-                documents=len(used_ids[s]),
-                document_ids_sha256=ids_digest,
-            )
-            # Document ids let Control sets be disjoint from this slice.
-            (out / f"{s}.doc_ids.txt").write_text("\n".join(used_ids[s]) + "\n", encoding="utf-8")
-        return manifests
-    except BaseException:
-        for w in writers.values():
-            w.abort()
-        raise
+        infos = run_units(job, work, workers, enough=lambda _: all(have[s] >= n_rows[s] for s in n_rows),
+                          on_unit=count)
     finally:
         if bar is not None:
             bar.close()
-
-
-def _consume(batch, tok, row_len, writers, packers, n_rows, written, used_ids, bar) -> None:
-    ids = encode_batch(tok, [d.text for _, d in batch])
-    for (split, doc), x in zip(batch, ids):
-        if written[split] >= n_rows[split]:
-            continue
-        used_ids[split].append(doc.id)
-        block = packers[split].add(Doc(np.asarray(x, np.int64)))
-        if block is None:
-            continue
-        n = min(len(block["tokens"]), n_rows[split] - written[split])
-        writers[split].add_rows(block["tokens"][:n], segments=block["segments"][:n])
-        written[split] += n
-        if bar is not None:
-            bar.update(n * row_len)
+    for s in n_rows:
+        if have[s] < n_rows[s]:
+            raise ConfigError(
+                f"data.{name}.{'tokens' if s == 'train' else 'val_tokens'}",
+                f"the corpus ran out after {have[s] * row_len} {s} tokens "
+                f"(asked for {n_rows[s] * row_len}; read {read.files} files, {read.documents} documents, "
+                f"reader drops: {read.summary()}); lower the budget or give a larger corpus",
+            )
+    used = {s: rows_in_order(infos, s, n_rows[s]) for s in n_rows}
+    adopt_units(work, out / "units", sorted({k for parts in used.values() for k, _ in parts}))
+    shutil.rmtree(work, ignore_errors=True)
+    manifests = {}
+    for s, parts in used.items():
+        # Document ids let Control sets be disjoint from this slice: every document that starts in a used row.
+        used_ids = []
+        for k, rows in parts:
+            for line in (unit_path(out / "units", k) / f"{s}.doc_rows.tsv").read_text(encoding="utf-8").splitlines():
+                row, doc_id = line.split("\t", 1)
+                if int(row) < rows:
+                    used_ids.append(doc_id)
+        manifests[s] = link_shards(
+            out / s, [(unit_path(out / "units", k) / s, rows) for k, rows in parts],
+            source={"kind": "corpus", "config": to_dict(corpus_cfg)}, split=s, tokenizer_sha256=tokenizer_hash(tok),
+            seed=seed, documents=len(used_ids),
+            document_ids_sha256=hashlib.sha256("\n".join(used_ids).encode()).hexdigest(),
+            unit_tokens=spec.unit_tokens, units=len(parts),
+        )
+        (out / f"{s}.doc_ids.txt").write_text("\n".join(used_ids) + "\n", encoding="utf-8")
+    return manifests
 
 
 def _write_generator(spec: DatasetSpec, tok, row_len: int, seed: int, out: Path, workers: int,
-                     progress: bool) -> dict:
+                     progress: bool, final: Path) -> dict:
     from ..synthetic import GENERATORS
     from ..synthetic.write import SymbolEncoder, fit_generator, write_generator_shards
 
@@ -221,6 +272,7 @@ def _write_generator(spec: DatasetSpec, tok, row_len: int, seed: int, out: Path,
         manifests[split] = write_generator_shards(
             gen, enc, out / split, tokens // row_len, row_len, vocab, eos, workers=workers, pack_mode=spec.pack,
             pad_id=eos, progress=progress, manifest_extra=extra, exact_fill=spec.exact_fill,
+            unit_tokens=spec.unit_tokens, resume_as=final.parent / f"{final.name}-{split}",
         )
     return manifests
 
@@ -279,12 +331,13 @@ def prepare_data(
                     from ..l2t.prepare import write_l2t_dataset
 
                     m = write_l2t_dataset(name, spec.l2t, corpora[spec.corpus], tok, row_len, seed, tmp,
-                                          spec.tokens, spec.val_tokens, spec.val_fraction, workers, progress, read)
+                                          spec.tokens, spec.val_tokens, spec.val_fraction, workers, progress, read,
+                                          unit_tokens=spec.unit_tokens, resume_as=dpath)
                 else:
-                    m = _write_corpus(name, spec, corpora[spec.corpus], tok, row_len, seed, tmp, excluded, progress,
-                                      read)
+                    m = _write_corpus(name, spec, corpora[spec.corpus], tok, row_len, seed, tmp, excluded, workers,
+                                      progress, dpath, read)
             else:
-                m = _write_generator(spec, tok, row_len, seed, tmp, workers, progress)
+                m = _write_generator(spec, tok, row_len, seed, tmp, workers, progress, dpath)
             entry = {"hash": h, "spec": to_dict(spec), "splits": {s: {k: v for k, v in mm.items() if k != "shards"}
                                                                   for s, mm in m.items()},
                      "vocab_size": max(mm["vocab_size"] for mm in m.values())}

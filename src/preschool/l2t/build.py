@@ -1,10 +1,13 @@
 """Corpus-scale L2T data: documents -> (raw rows + L2T rows) shard sets, any worker count.
 
-``build_l2t(texts, out, cfg, tokenizer)`` streams documents in order, in
-batches handed to a process pool (``workers``); each batch carries the text of
-the document before its first one, so every document sees its predecessor no
-matter which worker runs it. Workers return token ids; the parent consumes the
-batches in order, packs and writes, so 1 and N workers write identical bytes.
+``build_l2t(texts, out, cfg, tokenizer)`` streams documents in order and cuts
+them into work units (``data/engine.py``); each unit carries the text of the
+document before its first one, so every document sees its predecessor no
+matter which worker runs it. A worker transforms, tokenizes, routes and packs
+its unit into per-kind shard sets of its own (greedy pack batches and token
+routing restart at each unit); the parent lists the units' sets in unit order
+and merges them in the mixing order, so 1 and N workers write identical bytes
+and a killed build resumes from its finished units.
 
 Per document (pure function of ``(cfg, index, text, previous text)``):
 train/val assignment (``val_fraction``, by document id), raw/L2T routing
@@ -16,14 +19,14 @@ samples longer than a row (``too_long``; the reference drops those too).
 Output (``out``): ``train/`` and ``val/`` shard sets (tokens, loss_mask,
 segments; ``row_len = seq_len + 1``), ``manifest.json`` (config, tokenizer
 hash, counts per task/side/split, drop reasons, realised L2T share per tenth of
-the rows) and ``stats.json`` (the same counts alone). Temporary per-kind shard
-sets are written inside the output's temporary folder and merged in the mixing
-order, so memory stays bounded by one pack batch plus one merge block.
+the rows) and ``stats.json`` (the same counts alone). Memory stays bounded by
+one unit per worker plus one merge block.
 """
 
 from __future__ import annotations
 
 import multiprocessing as mp
+import shutil
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +35,10 @@ from typing import Iterable, Iterator, Literal
 import numpy as np
 
 from ..config import check, from_dict, to_dict
+from ..data.engine import (
+    DEFAULT_UNIT_TOKENS, UnitJob, adopt_units, job_key, link_shards, run_units, sum_counts, text_units, unit_path,
+    work_dir,
+)
 from ..data.packing import Doc
 from ..data.shards import ShardSet, ShardWriter
 from ..io import atomic_dir, code_version, write_json
@@ -238,7 +245,7 @@ def encode_documents(texts: Iterable, enc: DocumentEncoder, workers: int = 1) ->
 class _Side:
     """One split's packers and temporary writers."""
 
-    def __init__(self, cfg: BuildConfig, tmp: Path, split: str, vocab: int, pad_id: int):
+    def __init__(self, cfg: BuildConfig, tmp: Path, split: str, vocab: int, pad_id: int, first_batch: int = 0):
         self.cfg, self.pad_id, self.split = cfg, pad_id, split
         arrays = ["loss_mask", "segments"]
         self.w = {k: ShardWriter(tmp / f"{split}-{k}", cfg.row_len, vocab, arrays=arrays) for k in ("l2t", "raw")}
@@ -247,7 +254,7 @@ class _Side:
         self.l2t_concat = ConcatPacker(cfg.row_len, None, PackStats()) if cfg.packer == "concat" else None
         self.l2t_counts = self.l2t_concat.stats if self.l2t_concat else PackStats()
         self.buf: list[Doc] = []
-        self.bno = 0
+        self.bno = first_batch  # greedy batches are numbered (and their row shuffles seeded) from here
         self.docs: Counter = Counter()
         self.tasks: Counter = Counter()
         self.samples: Counter = Counter()
@@ -285,6 +292,17 @@ class _Side:
     def add_raw(self, d: Doc) -> None:
         self._write("raw", self.raw_pack.add(d))
 
+    def stats(self) -> dict:
+        return {
+            "documents_by_route": dict(self.docs),
+            "documents_by_task": dict(self.tasks),
+            "samples_by_task": dict(self.samples),
+            "sample_tokens_by_task": dict(self.sample_tokens),
+            "drops": dict(self.drops),
+            "l2t_packing": {k: v for k, v in vars(self.l2t_counts).items() if k != "extra"},
+            "raw_packing": {k: v for k, v in vars(self.raw_pack.stats).items() if k != "extra"},
+        }
+
     def finish(self) -> dict:
         if self.l2t_concat is not None:
             self._write("l2t", self.l2t_concat.finish())
@@ -311,8 +329,8 @@ def _cap_rows(cfg: BuildConfig, split: str) -> int:
     return cap // cfg.row_len if cap else 0
 
 
-def _merge(cfg: BuildConfig, tmp: Path, split: str, out: Path, vocab: int, extra: dict, block: int = 4096) -> dict:
-    l2t, raw = ShardSet(tmp / f"{split}-l2t", verify="size"), ShardSet(tmp / f"{split}-raw", verify="size")
+def _merge(cfg: BuildConfig, pools: Path, split: str, out: Path, vocab: int, extra: dict, block: int = 4096) -> dict:
+    l2t, raw = ShardSet(pools / f"{split}-l2t", verify="size"), ShardSet(pools / f"{split}-raw", verify="size")
     n_l2t, n_raw = len(l2t), len(raw)
     cap = _cap_rows(cfg, split)
     if cap and n_l2t + n_raw > cap:
@@ -339,18 +357,19 @@ def _merge(cfg: BuildConfig, tmp: Path, split: str, out: Path, vocab: int, extra
         return w.close(**extra)
 
 
-def no_train_rows_message(where: str, n_docs: int, sides: dict, read: dict | None) -> str:
-    """Why an output has no training row: where the documents went and every drop, by reason."""
+def no_train_rows_message(where: str, n_docs: int, stats: dict, read: dict | None) -> str:
+    """Why an output has no training row: where the documents went and every drop, by reason
+    (``stats``: the per-split counts of ``stats.json``)."""
     from ..corpora.base import drop_summary
 
-    val_docs = sum(sides["val"].docs.values())
+    val_docs = sum(stats["val"]["documents_by_route"].values())
     parts = [f"{where}: no training rows from {n_docs} documents"]
     if read is not None:
         parts.append(f"reader: {read['files']} files, drops {drop_summary(read['drops'])}")
     if n_docs and val_docs == n_docs:
         parts.append(f"all {n_docs} documents were held out for validation (val_fraction picks documents by a hash "
                      "of their id); with so few documents set val_fraction (--val-fraction) to 0 or give more documents")
-    drops = sides["train"].drops + sides["val"].drops
+    drops = Counter(stats["train"]["drops"]) + Counter(stats["val"]["drops"])
     if drops:
         parts.append(f"transform drops {drop_summary(drops, 6)}")
     if not n_docs:
@@ -360,55 +379,43 @@ def no_train_rows_message(where: str, n_docs: int, sides: dict, read: dict | Non
     return "; ".join(parts)
 
 
-def build_l2t(
-    texts: Iterable, out: str | Path, cfg: BuildConfig | dict, tokenizer, workers: int = 1,
-    pool: tuple[str, ...] | None = None, source: dict | None = None, progress: bool = False,
-    read_stats=None,
-) -> dict:
-    """Transform, pack, mix and write ``out/{train,val}``; returns the top-level manifest.
+class L2TJob(UnitJob):
+    """Units of consecutive documents -> routed, transformed, packed L2T and raw rows per split."""
 
-    ``texts``: strings (document id = index), ``(doc_id, text)`` pairs or
-    ``preschool.corpora.Document`` s. Val documents are chosen by
-    ``corpora.is_validation(doc_id, val_fraction, seed)``, the split rule the
-    other data pipelines use, so the same corpus and seed hold out the same
-    documents everywhere. ``read_stats``: the ``corpora.ReadStats`` the reader
-    of ``texts`` fills in; its counts and drops go into ``stats.json``
-    (``read``) and the manifest.
+    def __init__(self, texts: Iterable, enc: DocumentEncoder, vocab: int, pad: int, unit_tokens: int,
+                 source: dict | None):
+        self.texts, self.enc, self.vocab, self.pad = texts, enc, vocab, pad
+        self.unit_tokens, self.source = unit_tokens, source
 
-    An output without a single training row is a :class:`DataError` that says
-    where the documents went and lists every drop by reason (reader and
-    transform), and nothing is written: an empty input, one where every
-    document is dropped, or one so small that every document was held out for
-    validation (a one-document input with ``val_fraction > 0`` whose document
-    hashes to val) never looks like success.
-    """
-    from ..errors import DataError
-    from ..data.tokenizer import eos_id, save_tokenizer, tokenizer_hash
+    def __getstate__(self):  # the document stream stays with the parent
+        return {**self.__dict__, "texts": None}
 
-    if not isinstance(cfg, BuildConfig):
-        cfg = from_dict(BuildConfig, cfg)
-    enc = DocumentEncoder(cfg, tokenizer.to_str(), pool)
-    vocab = tokenizer.get_vocab_size()
-    pad = eos_id(tokenizer)
-    out = Path(out)
-    bar = None
-    if progress:
-        from tqdm import tqdm
+    def key(self) -> str:
+        return job_key("l2t", to_dict(self.enc.cfg), self.enc.tokenizer_json, self.enc.pool, self.unit_tokens,
+                       self.source)
 
-        bar = tqdm(unit="doc", desc="transform l2t")
-    with atomic_dir(out) as tmp:
-        work = tmp / "_work"
-        sides = {s: _Side(cfg, work, s, vocab, pad) for s in ("train", "val")}
+    def units(self):
+        pairs = (_as_pair(i, d) for i, d in enumerate(self.texts))
+        start, prev, any_unit = 0, None, False
+        for k, docs in text_units(pairs, self.unit_tokens):
+            # each unit carries the text before its first document, so every document sees its predecessor
+            yield k, (start, docs, prev)
+            start, prev, any_unit = start + len(docs), docs[-1][1], True
+        if not any_unit:
+            yield 0, (0, [], None)
+
+    def run(self, k: int, payload: tuple[int, list[tuple[str, str]], str | None], out: Path) -> dict:
+        start, docs, prev = payload
+        cfg = self.enc.cfg
+        sides = {s: _Side(cfg, out, s, self.vocab, self.pad, first_batch=k * 1_000_000) for s in ("train", "val")}
+        # token routing keeps its running balance within a unit, so a unit's mix is the target's
         routers = {s: TokenRouter(cfg.raw_ratio) for s in sides}
-        n_docs = 0
         try:
-            for d in encode_documents(texts, enc, workers):
-                n_docs += 1
+            for d in (self.enc.process(start, docs, prev) if docs else []):
                 side = sides[d.split]
                 route = d.route
                 if route == "undecided":
-                    l2t_tok = sum(len(x.ids) for x in d.samples)
-                    route = routers[d.split].route(len(d.raw.ids), l2t_tok)
+                    route = routers[d.split].route(len(d.raw.ids), sum(len(x.ids) for x in d.samples))
                 side.docs[route] += 1
                 side.drops.update(d.drops)
                 if route in ("l2t", "both"):
@@ -416,46 +423,101 @@ def build_l2t(
                     side.add_l2t(d.samples, d.sample_tasks)
                 if route in ("raw", "both"):
                     side.add_raw(d.raw)
-                if bar is not None:
-                    bar.update(1)
-                if cfg.train_tokens and all(
-                        sides[sp].rows() >= _cap_rows(cfg, sp) * (1 + cfg.cap_margin) for sp in sides):
-                    # Enough rows (the margin keeps the L2T/raw mix representative); without a val cap,
-                    # val holds what the documents read so far gave.
-                    break
             closed = {s: side.finish() for s, side in sides.items()}
-            read = read_stats.as_dict() if read_stats is not None else None
-            if closed["train"]["l2t"]["n_rows"] + closed["train"]["raw"]["n_rows"] == 0:
-                where = str((source or {}).get("input") or (source or {}).get("kind") or out)
-                raise DataError(no_train_rows_message(where, n_docs, sides, read))
         except BaseException:
             for side in sides.values():
                 for w in side.w.values():
                     w.abort()
             raise
-        finally:
-            if bar is not None:
-                bar.close()
+        rows = {}
+        for s in sides:
+            rows[f"{s}-l2t"], rows[f"{s}-raw"] = closed[s]["l2t"]["n_rows"], closed[s]["raw"]["n_rows"]
+            rows[s] = rows[f"{s}-l2t"] + rows[f"{s}-raw"]
+        return {"rows": rows, "documents": len(docs), "stats": {s: side.stats() for s, side in sides.items()}}
+
+
+def build_l2t(
+    texts: Iterable, out: str | Path, cfg: BuildConfig | dict, tokenizer, workers: int = 1,
+    pool: tuple[str, ...] | None = None, source: dict | None = None, progress: bool = False,
+    unit_tokens: int = DEFAULT_UNIT_TOKENS, resume_as: str | Path | None = None, read_stats=None,
+) -> dict:
+    """Transform, pack, mix and write ``out/{train,val}``; returns the top-level manifest.
+
+    ``texts``: strings (document id = index), ``(doc_id, text)`` pairs or
+    ``preschool.corpora.Document`` s. Val documents are chosen by
+    ``corpora.is_validation(doc_id, val_fraction, seed)``, the split rule the
+    other data pipelines use, so the same corpus and seed hold out the same
+    documents everywhere. Documents are processed in work units by ``workers``
+    processes (data/engine.py): the bytes depend on ``unit_tokens``, not on
+    ``workers``, and a killed build resumes from its finished units (kept beside
+    ``resume_as``, default ``out``). ``read_stats``: the ``corpora.ReadStats`` the
+    reader of ``texts`` fills in; its counts and drops go into ``stats.json``
+    (``read``) and the manifest.
+
+    An output without a single training row is a :class:`DataError` that says
+    where the documents went and lists every drop by reason (reader and
+    transform), and nothing is written: an empty input, one where every
+    document is dropped, or one so small that every document was held out for
+    validation never looks like success.
+    """
+    from ..data.tokenizer import eos_id, save_tokenizer, tokenizer_hash
+    from ..errors import DataError
+
+    if not isinstance(cfg, BuildConfig):
+        cfg = from_dict(BuildConfig, cfg)
+    enc = DocumentEncoder(cfg, tokenizer.to_str(), pool)
+    vocab = tokenizer.get_vocab_size()
+    out = Path(out)
+    job = L2TJob(texts, enc, vocab, eos_id(tokenizer), unit_tokens, source)
+    work = work_dir(Path(resume_as or out), job.key())
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(unit="doc", desc="transform l2t")
+    rows = {"train": 0, "val": 0}
+
+    def count(info: dict) -> None:
+        for s in rows:
+            rows[s] += info["rows"][s]
+        if bar is not None:
+            bar.update(info["documents"])
+
+    def enough(_) -> bool:
+        # Enough rows (the margin keeps the L2T/raw mix representative); without a val cap,
+        # val holds what the documents read so far gave.
+        return bool(cfg.train_tokens) and all(rows[s] >= _cap_rows(cfg, s) * (1 + cfg.cap_margin) for s in rows)
+
+    try:
+        infos = run_units(job, work, workers, enough=enough, on_unit=count)
+    finally:
+        if bar is not None:
+            bar.close()
+    with atomic_dir(out) as tmp:
+        units = tmp / "_work"
+        adopt_units(work, units, [int(i["unit"]) for i in infos])
+        for s in ("train", "val"):
+            for kind in ("l2t", "raw"):
+                link_shards(units / f"{s}-{kind}", [(unit_path(units, int(i["unit"])) / f"{s}-{kind}",
+                                                     i["rows"][f"{s}-{kind}"]) for i in infos])
         tok_dir = save_tokenizer(tokenizer, tmp / "tokenizer").parent
         stats = {}
-        for s, side in sides.items():
-            stats[s] = {
-                "documents_by_route": dict(side.docs),
-                "documents_by_task": dict(sorted(side.tasks.items())),
-                "samples_by_task": dict(sorted(side.samples.items())),
-                "sample_tokens_by_task": dict(sorted(side.sample_tokens.items())),
-                "drops": dict(sorted(side.drops.items())),
-                "l2t_packing": vars(side.l2t_counts),
-                "raw_packing": vars(side.raw_pack.stats),
-                "l2t_rows": closed[s]["l2t"]["n_rows"],
-                "raw_rows": closed[s]["raw"]["n_rows"],
-            }
+        for s in ("train", "val"):
+            st = sum_counts([i["stats"][s] for i in infos])
+            stats[s] = {k: dict(sorted(v.items())) if k.endswith("_by_task") or k == "drops" else v
+                        for k, v in st.items()}
+            stats[s]["l2t_rows"] = sum(i["rows"][f"{s}-l2t"] for i in infos)
+            stats[s]["raw_rows"] = sum(i["rows"][f"{s}-raw"] for i in infos)
+        read = read_stats.as_dict() if read_stats is not None else None
+        n_docs = sum(int(i["documents"]) for i in infos)
+        if stats["train"]["l2t_rows"] + stats["train"]["raw_rows"] == 0:
+            where = str((source or {}).get("input") or (source or {}).get("kind") or out)
+            raise DataError(no_train_rows_message(where, n_docs, stats, read))
         common = {"source": source or {}, "config": to_dict(cfg), "tokenizer_sha256": tokenizer_hash(tokenizer)}
-        manifests = {s: _merge(cfg, work, s, tmp / s, vocab, {**common, "split": s, "stats": stats[s]})
-                     for s in sides}
-        import shutil
-
-        shutil.rmtree(work)
+        manifests = {s: _merge(cfg, units, s, tmp / s, vocab, {**common, "split": s, "stats": stats[s],
+                                                               "unit_tokens": unit_tokens, "units": len(infos)})
+                     for s in ("train", "val")}
+        shutil.rmtree(units)
         top = {
             "format": "preschool-l2t-v1",
             **common,
@@ -471,4 +533,5 @@ def build_l2t(
             top["read"] = read
         write_json(tmp / "stats.json", stats)
         write_json(tmp / "manifest.json", top)
+    shutil.rmtree(work, ignore_errors=True)
     return top

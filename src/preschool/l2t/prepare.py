@@ -43,7 +43,8 @@ def l2t_build_config(l2t: dict[str, Any], seq_len: int, seed: int, tokens: int, 
 
 def write_l2t_dataset(name: str, l2t: dict[str, Any], corpus_cfg, tok, row_len: int, seed: int, out: str | Path,
                       tokens: int, val_tokens: int, val_fraction: float, workers: int = 1,
-                      progress: bool = False, read_stats=None) -> dict[str, dict]:
+                      progress: bool = False, read_stats=None, unit_tokens: int | None = None,
+                      resume_as: str | Path | None = None) -> dict[str, dict]:
     """Build ``out/train`` (and ``out/val``) for an experiment; returns the shard manifests by split.
 
     ``read_stats`` (a ``corpora.ReadStats``) is filled in by the corpus read that feeds the build.
@@ -66,7 +67,7 @@ def write_l2t_dataset(name: str, l2t: dict[str, Any], corpus_cfg, tok, row_len: 
         pool = corpus_pool(d.text for d in itertools.islice(iter_documents(corpus_cfg), 20000))
     m = build_l2t(iter_documents(corpus_cfg, read_stats), out, cfg, tok, workers=workers, pool=pool,
                   source={"kind": f"corpus of data.{name}", "config": to_dict(corpus_cfg)}, progress=progress,
-                  read_stats=read_stats)
+                  read_stats=read_stats, resume_as=resume_as, **({"unit_tokens": unit_tokens} if unit_tokens else {}))
     got = m["splits"]["train"]["n_rows"]
     if m["splits"]["train"]["l2t_rows"] == 0:
         # Silently training on raw text only would make an "L2T" arm a copy of the baseline.

@@ -7,17 +7,20 @@ identical bytes. Generation stops once ``n_rows`` rows are full.
 
 from __future__ import annotations
 
-import multiprocessing as mp
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Literal
+from typing import Literal
 
 import numpy as np
 
+from ..data.engine import (
+    DEFAULT_UNIT_TOKENS, UnitJob, adopt_units, job_key, link_shards, rows_in_order, run_units, unit_path, work_dir,
+)
 from ..data.packing import Doc, PackStats, pack
 from ..data.shards import ShardWriter
 from ..errors import ConfigError, DataError
-from ..io import code_version
+from ..io import atomic_dir
 from .base import Generator, render_text
 from ..seeds import RESERVED_EMBEDDINGS
 
@@ -185,46 +188,41 @@ def verify_fill(gen: Generator, enc: SymbolEncoder, row_len: int, eos_id: int | 
                             f"exact fill does not hold under this tokenizer")
 
 
-_WORKER: tuple[Generator, SymbolEncoder] | None = None
+class GeneratorJob(UnitJob):
+    """A generator's items in units of consecutive indices, encoded and packed (data/engine.py)."""
 
+    def __init__(self, gen: Generator, enc: SymbolEncoder, row_len: int, vocab_size: int, eos_id: int | None,
+                 pack_mode: str, pad_id: int, exact_fill: bool, unit_tokens: int):
+        self.gen, self.enc, self.row_len, self.vocab_size, self.eos_id = gen, enc, row_len, vocab_size, eos_id
+        self.pack_mode, self.pad_id, self.exact_fill = pack_mode, pad_id, exact_fill
+        # items per unit from the config alone (never from the worker count)
+        self.items = max(1, unit_tokens // max(1, gen.length or row_len))
 
-def _init(gen: Generator, enc: SymbolEncoder) -> None:
-    global _WORKER
-    _WORKER = (gen, enc)
+    def key(self) -> str:
+        from ..config import to_dict
 
+        return job_key("generator", self.gen.registry_name, to_dict(self.gen.cfg), self.enc.render,
+                       self.enc.reserved_offset, self.enc.max_digits, self.enc.tokenizer_json, self.row_len,
+                       self.vocab_size, self.eos_id, self.pack_mode, self.pad_id, self.exact_fill, self.items)
 
-def _chunk(bounds: tuple[int, int]) -> list[Doc]:
-    gen, enc = _WORKER  # type: ignore[misc]
-    return [enc.encode(it) for it in gen.items(*bounds)]
-
-
-def iter_docs(gen: Generator, enc: SymbolEncoder, workers: int = 1, chunk: int = 64, start: int = 0) -> Iterator[Doc]:
-    """Encoded documents for item indices start, start+1, ... (infinite, in order)."""
-    def bounds():
-        i = start
+    def units(self):
+        k = 0
         while True:
-            yield (i, i + chunk)
-            i += chunk
+            yield k, (k * self.items, (k + 1) * self.items)
+            k += 1
 
-    if workers <= 1:
-        _init(gen, enc)
-        for b in bounds():
-            yield from _chunk(b)
-        return
-    # At most ``2 * workers`` chunks in flight: Pool.imap would drain the endless
-    # bounds() iterator and let results pile up (unbounded memory).
-    from collections import deque
-
-    ctx = mp.get_context("fork")
-    with ctx.Pool(workers, initializer=_init, initargs=(gen, enc)) as pool:
-        pending: deque = deque()
-        it = bounds()
-        for _ in range(2 * workers):
-            pending.append(pool.apply_async(_chunk, (next(it),)))
-        while True:
-            docs = pending.popleft().get()
-            pending.append(pool.apply_async(_chunk, (next(it),)))
-            yield from docs
+    def run(self, k: int, bounds: tuple[int, int], out: Path) -> dict:
+        stats = PackStats()
+        docs = (self.enc.encode(it) for it in self.gen.items(*bounds))
+        with ShardWriter(out / "rows", self.row_len, self.vocab_size, arrays=["loss_mask", "segments"]) as w:
+            for block in pack(docs, self.row_len, self.eos_id, mode=self.pack_mode, pad_id=self.pad_id, stats=stats):
+                if self.exact_fill and block["segments"].any():
+                    row = bounds[0] + w.n_rows + int(np.flatnonzero(block["segments"].any(1))[0])
+                    raise DataError(f"row {row} holds parts of two documents although exact fill was requested "
+                                    f"(a document is not exactly row_len={self.row_len} tokens)")
+                w.add_rows(block["tokens"], loss_mask=block["loss_mask"], segments=block["segments"])
+        return {"rows": {"rows": w.n_rows}, "documents": stats.documents,
+                "dropped_tail_tokens": stats.dropped_tail_tokens}
 
 
 def write_generator_shards(
@@ -241,62 +239,60 @@ def write_generator_shards(
     progress: bool = False,
     manifest_extra: dict | None = None,
     exact_fill: bool = False,
+    unit_tokens: int = DEFAULT_UNIT_TOKENS,
+    resume_as: str | Path | None = None,
 ) -> dict:
-    """Generate items until ``n_rows`` rows of ``row_len`` tokens are full; write shards.
+    """Generate items until ``n_rows`` rows of ``row_len`` tokens are full; write the shard set ``out``.
 
-    Memory stays bounded: documents are produced in chunks, packed, and flushed
-    to shard files as they fill. ``exact_fill=True`` asserts that every row is
-    exactly one document (see :func:`fit_generator`); a row holding parts of
-    two documents raises DataError.
+    Items are built in work units of consecutive indices by ``workers`` processes
+    (data/engine.py): the bytes depend on ``unit_tokens``, not on ``workers``, and a
+    killed run resumes from its finished units (kept beside ``resume_as``, default
+    ``out``: give the final path when ``out`` is a temporary folder). Memory stays
+    one unit per worker.
+    ``exact_fill=True`` asserts that every row is exactly one document (see
+    :func:`fit_generator`); a row holding parts of two documents raises DataError.
     """
     from ..config import to_dict
 
-    stats = PackStats()
+    out = Path(out)
+    job = GeneratorJob(gen, enc, row_len, vocab_size, eos_id, pack_mode, pad_id, exact_fill, unit_tokens)
+    work = work_dir(Path(resume_as or out), job.key())
     bar = None
     if progress:
         from tqdm import tqdm
 
         bar = tqdm(total=n_rows * row_len, unit="tok", unit_scale=True, desc=f"generate {gen.registry_name}")
-    # Chunk size only sets the work unit (output is identical for any value):
-    # small jobs get small chunks so workers do not generate far past the end.
-    est_docs = n_rows * row_len // max(1, gen.length or row_len) + 1
-    chunk = max(1, min(64, est_docs // (4 * max(1, workers)) + 1))
-    docs = iter_docs(gen, enc, workers, chunk=chunk)
+    have = [0]
+
+    def count(info: dict) -> None:
+        if bar is not None:
+            bar.update(min(info["rows"]["rows"], max(0, n_rows - have[0])) * row_len)
+        have[0] += info["rows"]["rows"]
+
     try:
-        # ~8M tokens per shard file: the writer buffers one shard in memory.
-        rows_per_shard = max(1, (1 << 23) // row_len)
-        with ShardWriter(out, row_len, vocab_size, arrays=["loss_mask", "segments"],
-                         rows_per_shard=rows_per_shard) as w:
-            written = 0
-            for block in pack(docs, row_len, eos_id, mode=pack_mode, pad_id=pad_id, stats=stats,
-                              chunk_rows=max(1, min(1024, n_rows))):
-                take = min(len(block["tokens"]), n_rows - written)
-                if exact_fill and block["segments"][:take].any():
-                    row = written + int(np.flatnonzero(block["segments"][:take].any(1))[0])
-                    raise DataError(f"{out}: row {row} holds parts of two documents although exact fill was "
-                                    f"requested (a document is not exactly row_len={row_len} tokens)")
-                w.add_rows(block["tokens"][:take], loss_mask=block["loss_mask"][:take],
-                           segments=block["segments"][:take])
-                written += take
-                if bar is not None:
-                    bar.update(take * row_len)
-                if written >= n_rows:
-                    break
-            info = dict(
-                source={"kind": "generator", "name": gen.registry_name, "config": to_dict(gen.cfg)},
-                render=enc.render,
-                reserved_offset=enc.reserved_offset if enc.render == "reserved" else None,
-                symbol_vocab_size=gen.vocab_size,
-                eos_id=eos_id,
-                exact_fill=exact_fill,
-                # with exact fill every row is one document; otherwise the packer may
-                # have read a few documents past the last row written
-                documents_used=n_rows if exact_fill else None,
-                documents_generated=stats.documents,
-                code_version=code_version(),
-            )
-            return w.close(**{**info, **(manifest_extra or {})})
+        infos = run_units(job, work, workers, enough=lambda _: have[0] >= n_rows, on_unit=count)
     finally:
-        docs.close()
         if bar is not None:
             bar.close()
+    if have[0] < n_rows:
+        raise DataError(f"{gen.registry_name} produced only {have[0]} of {n_rows} rows")
+    parts = rows_in_order(infos, "rows", n_rows)
+    with atomic_dir(out) as tmp:
+        adopt_units(work, tmp / "units", [k for k, _ in parts])
+        info = dict(
+            source={"kind": "generator", "name": gen.registry_name, "config": to_dict(gen.cfg)},
+            render=enc.render,
+            reserved_offset=enc.reserved_offset if enc.render == "reserved" else None,
+            symbol_vocab_size=gen.vocab_size,
+            eos_id=eos_id,
+            exact_fill=exact_fill,
+            # with exact fill every row is one document; otherwise the last unit may hold a few more
+            documents_used=n_rows if exact_fill else None,
+            documents_generated=sum(int(i["documents"]) for i in infos),
+            unit_tokens=unit_tokens,
+            units=len(parts),
+        )
+        manifest = link_shards(tmp, [(unit_path(tmp / "units", k) / "rows", r) for k, r in parts],
+                               **{**info, **(manifest_extra or {})})
+    shutil.rmtree(work, ignore_errors=True)
+    return manifest

@@ -1,0 +1,275 @@
+"""One parallel engine for every kind of dataset: work units, worker processes, a manifest over their shards.
+
+A dataset is cut into **work units**: consecutive documents of a corpus (closing
+once they hold ``4 * unit_tokens`` characters) or consecutive item indices of a
+generator (``unit_tokens`` tokens' worth). Unit ``k`` is a pure function of the
+job's config and ``k``, never of the worker count. ``run_units`` hands units to
+``workers`` processes; each worker tokenizes (and transforms, packs) its unit
+and writes the unit's own shard sets into ``<work>/u<k>/`` atomically, with a
+``unit.json`` of its counts. The parent takes the units' results in unit order
+and stops once the job has enough rows; the final shard set is then a manifest
+that lists the units' shard files in unit order (``link_shards``; only the last,
+partly used file is copied, truncated). So:
+
+- the bytes of the training stream and its ``data_sha256`` are the same for any
+  ``workers`` (1, 2, 3... give identical files and manifests);
+- a prepare killed mid-way keeps its finished units (the work folder is stable,
+  named after the job's config hash) and a rerun reuses them, finishing with the
+  same bytes it would have written uninterrupted;
+- memory is one unit per worker plus at most ``2 * workers`` units in flight,
+  whatever the corpus size.
+
+Rows never straddle units: a concatenating packer drops each unit's partial
+last row (counted as ``dropped_tail_tokens``), at most ``row_len - 1`` tokens
+per unit. The unit size is part of the dataset's spec (changing it changes
+bytes); the worker count is not.
+
+A job (``UnitJob``) says how to cut units (``units``, parent side, in order) and
+how to build one (``run``, worker side). Corpus datasets (``data/prepare.py``),
+generators (``synthetic/write.py``) and L2T (``l2t/build.py``) are jobs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import multiprocessing as mp
+import os
+import shutil
+from collections import deque
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import numpy as np
+
+from ..errors import PreschoolError
+from ..io import atomic_dir, code_version, read_json, sha256_file, write_json
+from .shards import FORMAT, ShardSet
+
+DEFAULT_UNIT_TOKENS = 1 << 21  # about 2M tokens per work unit: seconds of work, a few MB in memory
+CHARS_PER_TOKEN = 4  # text units close at 4 characters per unit token (typical BPE English)
+
+
+class UnitJob:
+    """A dataset cut into work units. Subclasses are picklable (they travel to worker processes)."""
+
+    def key(self) -> str:
+        """Fingerprint of everything that decides the units' bytes (names the resumable work folder)."""
+        raise NotImplementedError
+
+    def units(self) -> Iterator[tuple[int, Any]]:
+        """``(k, payload)`` for k = 0, 1, 2... in order (parent side; payloads are pickled to workers)."""
+        raise NotImplementedError
+
+    def run(self, k: int, payload: Any, out: Path) -> dict:
+        """Build unit ``k`` into folder ``out`` (worker side); return its counts (JSON-able)."""
+        raise NotImplementedError
+
+
+def job_key(*parts: Any) -> str:
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def text_units(docs, unit_tokens: int) -> Iterator[tuple[int, list[tuple[str, str]]]]:
+    """Group ``(doc_id, text)`` pairs into units of about ``CHARS_PER_TOKEN * unit_tokens`` characters."""
+    limit = max(1, CHARS_PER_TOKEN * unit_tokens)
+    buf: list[tuple[str, str]] = []
+    chars, k = 0, 0
+    for doc_id, text in docs:
+        buf.append((doc_id, text))
+        chars += len(text)
+        if chars >= limit:
+            yield k, buf
+            buf, chars, k = [], 0, k + 1
+    if buf:
+        yield k, buf
+
+
+_JOB: UnitJob | None = None
+
+
+def _init(job: UnitJob) -> None:
+    global _JOB
+    _JOB = job
+    # one tokenizer thread per worker process: the processes are the parallelism
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"
+
+
+def _build(job: UnitJob, k: int, payload: Any, path: Path) -> dict:
+    with atomic_dir(path) as tmp:
+        info = job.run(k, payload, tmp)
+        write_json(tmp / "unit.json", {"unit": k, **info})
+    return read_json(path / "unit.json")
+
+
+def _run(args: tuple[int, Any, str]) -> dict | tuple:
+    k, payload, path = args
+    try:
+        return _build(_JOB, k, payload, Path(path))  # type: ignore[arg-type]
+    except PreschoolError as e:  # user-facing errors cross the process boundary as (type, message)
+        return ("error", type(e).__name__, getattr(e, "field", None), getattr(e, "message", str(e)))
+
+
+def _raise(res: tuple) -> None:
+    from .. import errors
+
+    _, name, field, message = res
+    cls = getattr(errors, name, errors.DataError)
+    raise cls(field, message) if name == "ConfigError" else cls(message)
+
+
+def unit_path(work: Path, k: int) -> Path:
+    return work / f"u{k:06d}"
+
+
+def run_units(job: UnitJob, work: str | Path, workers: int = 1,
+              enough: Callable[[list[dict]], bool] | None = None,
+              on_unit: Callable[[dict], None] | None = None) -> list[dict]:
+    """Build ``job``'s units under ``work`` with ``workers`` processes; return their infos in unit order.
+
+    Finished units already in ``work`` (``unit.json`` present) are reused. Stops after
+    the first unit for which ``enough(infos so far)`` holds, or when ``units()`` ends.
+    """
+    work = Path(work)
+    work.mkdir(parents=True, exist_ok=True)
+    infos: list[dict] = []
+
+    def take(info: dict) -> bool:
+        infos.append(info)
+        if on_unit is not None:
+            on_unit(info)
+        return enough is not None and enough(infos)
+
+    if workers <= 1:
+        for k, payload in job.units():
+            done = unit_path(work, k) / "unit.json"
+            if take(read_json(done) if done.is_file() else _build(job, k, payload, unit_path(work, k))):
+                break
+        return infos
+    ctx = mp.get_context("fork")
+    pool = ctx.Pool(workers, initializer=_init, initargs=(job,))
+    try:
+        pending: deque = deque()
+        it = job.units()
+        exhausted = False
+        while True:
+            while not exhausted and len(pending) < 2 * workers:
+                nxt = next(it, None)
+                if nxt is None:
+                    exhausted = True
+                    break
+                k, payload = nxt
+                done = unit_path(work, k) / "unit.json"
+                pending.append(read_json(done) if done.is_file()
+                               else pool.apply_async(_run, ((k, payload, str(unit_path(work, k))),)))
+            if not pending:
+                break
+            res = pending.popleft()
+            res = res if isinstance(res, dict) else res.get()
+            if isinstance(res, tuple):
+                _raise(res)
+            if take(res):
+                break
+    finally:
+        # units still in flight are not needed (or an error stopped us): their temp folders are
+        # left behind by the killed workers and removed with the work folder
+        pool.terminate()
+        pool.join()
+    return infos
+
+
+def rows_in_order(infos: list[dict], split: str, need: int | None) -> list[tuple[int, int]]:
+    """``(unit, rows taken)`` of the units that supply the first ``need`` rows of ``split`` (all if None)."""
+    out, have = [], 0
+    for info in infos:
+        n = int(info["rows"].get(split, 0))
+        if need is not None:
+            n = min(n, need - have)
+        if n > 0:
+            out.append((int(info["unit"]), n))
+            have += n
+        if need is not None and have >= need:
+            break
+    return out
+
+
+def link_shards(out: str | Path, sets: list[tuple[Path, int]], **manifest_extra: Any) -> dict:
+    """Write ``out/manifest.json``: a shard set made of the first ``rows`` rows of each set in ``sets``, in order.
+
+    Whole shard files are listed by their path relative to ``out`` (no copy); a file
+    used in part is copied, truncated, into ``out``. The result opens with ``ShardSet``
+    and hashes (``content_sha256``) the same whoever wrote the parts.
+    """
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    files: list[dict] = []
+    first: ShardSet | None = None
+    n_rows = 0
+    for path, rows in sets:
+        ss = ShardSet(path, verify="size")
+        if first is None:
+            first = ss
+        elif (ss.row_len, ss.dtype, ss.array_names) != (first.row_len, first.dtype, first.array_names):
+            raise ValueError(f"{path}: shard layout differs from {first.path}")
+        left = rows
+        for entry in ss.manifest["shards"]:
+            if left <= 0:
+                break
+            take = min(left, int(entry["rows"]))
+            new: dict[str, Any] = {"rows": take, "files": {}}
+            for name, info in entry["files"].items():
+                src = ss.path / info["name"]
+                if take == entry["rows"]:
+                    new["files"][name] = {**info, "name": os.path.relpath(src, out)}
+                else:
+                    fname = f"{name}-{len(files):05d}.bin"
+                    arr = np.memmap(src, dtype=ss.dtype if name == "tokens" else np.dtype(_array_dtype(name)),
+                                    mode="r", shape=(entry["rows"], ss.row_len))
+                    np.asarray(arr[:take]).tofile(out / fname)
+                    new["files"][name] = {"name": fname, "bytes": (out / fname).stat().st_size,
+                                          "sha256": sha256_file(out / fname)}
+            files.append(new)
+            n_rows += take
+            left -= take
+    if first is None:
+        raise ValueError(f"{out}: no rows to link")
+    manifest = {"format": FORMAT, "row_len": first.row_len, "seq_len": first.row_len - 1, "dtype": first.dtype.name,
+                "vocab_size": first.vocab_size, "arrays": first.array_names, "n_rows": n_rows,
+                "n_tokens": n_rows * first.row_len, "shards": files, "code_version": code_version(),
+                **manifest_extra}
+    write_json(out / "manifest.json", manifest)
+    return manifest
+
+
+def _array_dtype(name: str):
+    from .shards import OPTIONAL_ARRAYS
+
+    return OPTIONAL_ARRAYS[name]
+
+
+def adopt_units(work: Path, dest: Path, units: list[int]) -> None:
+    """Move the used units from the resumable work folder into the output (``dest/u<k>``)."""
+    dest.mkdir(parents=True, exist_ok=True)
+    for k in units:
+        os.replace(unit_path(work, k), unit_path(dest, k))
+
+
+def work_dir(final: Path, key: str) -> Path:
+    """The resumable work folder of a job writing ``final``; stale ones (other keys) are removed."""
+    final = Path(final)
+    for old in final.parent.glob(f".{final.name}.work-*"):
+        if old.name != f".{final.name}.work-{key}":
+            shutil.rmtree(old, ignore_errors=True)
+    return final.parent / f".{final.name}.work-{key}"
+
+
+def sum_counts(dicts: list[dict]) -> dict:
+    """Key-wise sum of (nested) count dicts."""
+    out: dict = {}
+    for d in dicts:
+        for k, v in d.items():
+            if isinstance(v, dict):
+                out[k] = sum_counts([out.get(k, {}), v])
+            elif isinstance(v, (int, float)):
+                out[k] = out.get(k, 0) + v
+    return out

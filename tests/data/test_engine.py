@@ -1,0 +1,105 @@
+"""The parallel prepare engine: 1, 2 and 3 workers write the same bytes for corpus, generator and L2T
+datasets; a prepare that dies mid-way resumes from its finished units and ends with the same bytes."""
+
+import json
+
+import pytest
+
+from preschool.corpora.base import CorpusConfig
+from preschool.data import engine
+from preschool.data.prepare import CorpusJob, DatasetSpec, prepare_data
+from preschool.data.shards import ShardSet, content_sha256
+from preschool.data.tokenizer import TokenizerConfig
+
+SEQ = 32
+ROW = SEQ + 1
+CORPORA = {"sb": CorpusConfig(source="storybook", seed=0, max_documents=1500)}
+# small units, so that even this small data is cut into many of them
+DATASETS = {
+    "pt": DatasetSpec(corpus="sb", tokens=300 * ROW, val_tokens=20 * ROW, unit_tokens=500),
+    "dyck": DatasetSpec(generator="shuffle_dyck", params={"length": 40}, tokens=200 * ROW, val_tokens=10 * ROW,
+                        unit_tokens=400),
+    "l2t": DatasetSpec(corpus="sb", tokens=60 * ROW, val_tokens=4 * ROW, val_fraction=0.1, unit_tokens=150,
+                       l2t={"scenario": "disjoint", "l2t": {"min_num_words": 5}}),
+}
+TOK = TokenizerConfig(vocab_size=300, sample_documents=200)
+
+
+def _prepare(out, workers, datasets=DATASETS):
+    return prepare_data(out, TOK, CORPORA, datasets, seq_len=SEQ, seed=0, workers=workers, progress=False)
+
+
+def _fingerprint(out):
+    """What a run trains on: each dataset's content_sha256 and its manifests without the code version."""
+    fp = {}
+    for name in DATASETS:
+        fp[name] = {"sha": content_sha256(out / name)}
+        for split in ("train", "val"):
+            m = json.loads((out / name / split / "manifest.json").read_text())
+            m.pop("code_version")
+            fp[name][split] = m
+            fp[name][f"{split}_rows"] = ShardSet(out / name / split).rows(range(m["n_rows"])).tobytes()
+    return fp
+
+
+@pytest.fixture(scope="module")
+def one_worker(tmp_path_factory):
+    out = tmp_path_factory.mktemp("w1")
+    _prepare(out, 1)
+    return out
+
+
+@pytest.mark.parametrize("workers", [2, 3])
+def test_any_worker_count_writes_the_same_bytes(one_worker, tmp_path, workers):
+    _prepare(tmp_path, workers)
+    ref = _fingerprint(one_worker)
+    assert _fingerprint(tmp_path) == ref
+    for name in DATASETS:
+        assert ref[name]["sha"] is not None
+    # many units, listed by the manifest in unit order; no work folder is left behind
+    assert ref["pt"]["train"]["units"] > 3 and ref["dyck"]["train"]["units"] > 3
+    assert json.loads((one_worker / "l2t" / "train" / "manifest.json").read_text())["units"] > 3
+    assert not list(tmp_path.glob(".*work-*"))
+
+
+def test_manifest_lists_unit_files_in_order(one_worker):
+    m = json.loads((one_worker / "pt" / "train" / "manifest.json").read_text())
+    names = [e["files"]["tokens"]["name"] for e in m["shards"]]
+    # whole unit files are referenced where they lie; only the last, partly used one is a truncated copy
+    assert all(n.startswith("../units/u") for n in names[:-1]) and names == sorted(names)
+    assert sum(e["rows"] for e in m["shards"]) == m["n_rows"] == 300
+    ids = (one_worker / "pt" / "train.doc_ids.txt").read_text().split()
+    assert len(ids) == m["documents"] == len(set(ids)) and all(i.startswith("storybook:") for i in ids)
+
+
+def test_killed_prepare_resumes_from_finished_units(one_worker, tmp_path, monkeypatch):
+    real_run = CorpusJob.run
+    built = []
+
+    def dies_at_unit_5(self, k, payload, out):
+        if k == 5:
+            raise KeyboardInterrupt  # the process is stopped while it builds unit 5
+        built.append(k)
+        return real_run(self, k, payload, out)
+
+    monkeypatch.setattr(CorpusJob, "run", dies_at_unit_5)
+    with pytest.raises(KeyboardInterrupt):
+        _prepare(tmp_path, 1, {"pt": DATASETS["pt"]})
+    assert not (tmp_path / "pt").exists()
+    work = next(tmp_path.glob(".pt.work-*"))
+    assert sorted(p.name for p in work.glob("u*")) == [f"u{k:06d}" for k in range(5)]
+
+    stamps = {k: (work / f"u{k:06d}" / "unit.json").stat().st_mtime_ns for k in range(5)}
+    monkeypatch.setattr(CorpusJob, "run", real_run)
+    _prepare(tmp_path, 2, {"pt": DATASETS["pt"]})
+    # units 0-4 were reused (moved into the dataset), not rebuilt
+    assert {k: (tmp_path / "pt" / "units" / f"u{k:06d}" / "unit.json").stat().st_mtime_ns
+            for k in range(5)} == stamps
+    assert content_sha256(tmp_path / "pt") == content_sha256(one_worker / "pt")
+    assert not work.exists()
+
+
+def test_units_close_at_a_character_budget():
+    docs = [(str(i), "x" * 10) for i in range(10)]
+    units = list(engine.text_units(docs, unit_tokens=5))  # 20 characters per unit
+    assert [len(d) for _, d in units] == [2, 2, 2, 2, 2] and [k for k, _ in units] == list(range(5))
