@@ -43,8 +43,8 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from ..errors import PreschoolError
-from ..io import atomic_dir, code_version, read_json, sha256_file, write_json
-from .shards import FORMAT, ShardSet
+from ..io import atomic_dir, read_json, sha256_file, write_json
+from .shards import ShardSet, shard_manifest
 
 DEFAULT_UNIT_TOKENS = 1 << 21  # about 2M tokens per work unit: seconds of work, a few MB in memory
 CHARS_PER_TOKEN = 4  # text units close at 4 characters per unit token (typical BPE English)
@@ -204,7 +204,6 @@ def link_shards(out: str | Path, sets: list[tuple[Path, int]], **manifest_extra:
     out.mkdir(parents=True, exist_ok=True)
     files: list[dict] = []
     first: ShardSet | None = None
-    n_rows = 0
     for path, rows in sets:
         ss = ShardSet(path, verify="size")
         if first is None:
@@ -225,18 +224,18 @@ def link_shards(out: str | Path, sets: list[tuple[Path, int]], **manifest_extra:
                     fname = f"{name}-{len(files):05d}.bin"
                     arr = np.memmap(src, dtype=ss.dtype if name == "tokens" else np.dtype(_array_dtype(name)),
                                     mode="r", shape=(entry["rows"], ss.row_len))
-                    np.asarray(arr[:take]).tofile(out / fname)
+                    head = np.asarray(arr[:take])
+                    head.tofile(out / fname)
                     new["files"][name] = {"name": fname, "bytes": (out / fname).stat().st_size,
                                           "sha256": sha256_file(out / fname)}
+                    if name == "tokens":
+                        new["files"][name]["max_id"] = int(head.max())
             files.append(new)
-            n_rows += take
             left -= take
     if first is None:
         raise ValueError(f"{out}: no rows to link")
-    manifest = {"format": FORMAT, "row_len": first.row_len, "seq_len": first.row_len - 1, "dtype": first.dtype.name,
-                "vocab_size": first.vocab_size, "arrays": first.array_names, "n_rows": n_rows,
-                "n_tokens": n_rows * first.row_len, "shards": files, "code_version": code_version(),
-                **manifest_extra}
+    manifest = shard_manifest(first.row_len, first.dtype, first.vocab_size, first.array_names, files,
+                              **manifest_extra)
     write_json(out / "manifest.json", manifest)
     return manifest
 

@@ -288,10 +288,10 @@ def find_tokenizer(dataset_dir: Path) -> Path | None:
 
 
 def export_dataset(dataset_dir: str | Path, fmt: str, out: str | Path, splits: list[str] | None = None,
-                   verify: str = "sha256") -> dict:
+                   verify: str = "full") -> dict:
     """Write ``dataset_dir``'s splits in format ``fmt`` under ``out/<split>/``; return export.json's content.
 
-    The shard sets are checked (``verify``: sha256 or size) before anything is written;
+    The shard sets are checked (``verify``: "full" = sizes and sha256, or "size") before anything is written;
     ``out`` appears whole or not at all.
     """
     dataset_dir = Path(dataset_dir)

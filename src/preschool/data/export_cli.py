@@ -25,7 +25,7 @@ def add_arguments(p) -> None:
     p.add_argument("--out", required=True, help="output folder (written atomically)")
     p.add_argument("--split", dest="splits", action="append", default=None, metavar="NAME",
                    help="export only this split (repeatable; default: all)")
-    p.add_argument("--verify", choices=["sha256", "size"], default="sha256",
+    p.add_argument("--verify", choices=["full", "size"], default="full",
                    help="check the shards' checksums (default) or only their sizes before exporting")
 
 

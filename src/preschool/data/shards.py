@@ -53,6 +53,26 @@ def token_dtype(vocab_size: int) -> np.dtype:
     return np.dtype(np.uint16) if vocab_size <= 65536 else np.dtype(np.uint32)
 
 
+def shard_manifest(row_len: int, dtype: np.dtype, vocab_size: int, arrays: list[str], shards: list[dict],
+                   **extra: Any) -> dict:
+    """A shard set's ``manifest.json`` content from its per-file entries (``{"rows", "files"}``)."""
+    n_rows = sum(int(e["rows"]) for e in shards)
+    return {
+        "format": FORMAT,
+        "row_len": row_len,
+        "seq_len": row_len - 1,
+        "dtype": np.dtype(dtype).name,
+        "vocab_size": vocab_size,
+        "arrays": list(arrays),
+        "n_rows": n_rows,
+        "n_tokens": n_rows * row_len,
+        "max_token_id": max((e["files"]["tokens"]["max_id"] for e in shards), default=-1),
+        "shards": shards,
+        "code_version": code_version(),
+        **extra,
+    }
+
+
 class ShardWriter:
     """Accumulate rows and write a shard set atomically on ``close()``.
 
@@ -130,20 +150,8 @@ class ShardWriter:
     def close(self, **manifest_extra: Any) -> dict:
         """Flush, write ``manifest.json`` (with ``manifest_extra``) and move the set into place."""
         self._flush(self._buffered)
-        manifest = {
-            "format": FORMAT,
-            "row_len": self.row_len,
-            "seq_len": self.row_len - 1,
-            "dtype": self.dtype.name,
-            "vocab_size": self.vocab_size,
-            "arrays": ["tokens", *self.arrays],
-            "n_rows": self.n_rows,
-            "n_tokens": self.n_rows * self.row_len,
-            "max_token_id": max((e["files"]["tokens"]["max_id"] for e in self._files), default=-1),
-            "shards": self._files,
-            "code_version": code_version(),
-            **manifest_extra,
-        }
+        manifest = shard_manifest(self.row_len, self.dtype, self.vocab_size, ["tokens", *self.arrays], self._files,
+                                  **manifest_extra)
         write_json(self._tmp / "manifest.json", manifest)
         self._ctx.__exit__(None, None, None)
         self._closed = True

@@ -1,0 +1,172 @@
+"""Prepare throughput: tokens/s per core of our engine against datatrove's tokenizer, worker scaling,
+and peak RSS of a streamed synthetic prepare at growing sizes. Everything is measured in this one run.
+
+1. corpus: the shared novels (``../shared/data/novels``, the first ``--files`` files, paragraph
+   chunks of 4,000 characters) tokenized, split and packed by our engine (``CorpusJob`` via
+   ``run_units``) with 1 worker, then 2; and datatrove's ``DocumentTokenizer`` (no shuffle,
+   ``LocalPipelineExecutor`` with 1 task) on the same documents and the same tokenizer.
+   ratio = our tokens/s per core / datatrove's tokens/s per core (target >= 1); scaling =
+   2-worker tokens/s / 1-worker tokens/s (target >= 1.7; the parent process also reads the text).
+2. storybook: the built-in corpus, same engine, 1 worker.
+3. L2T: ``build_l2t`` on the novels' documents (transform + tokenize + pack + mix), 1 worker;
+   tokens/s counts the rows written (L2T samples and raw text).
+4. memory: ``write_generator_shards`` (shuffle_dyck, reserved ids, 1 worker) at ``--rss-sizes``
+   tokens in a fresh process each; peak RSS (ru_maxrss) per size.
+
+    python benchmarks/prepare.py [--files 12] [--rss-sizes 10M,30M,100M]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+
+NOVELS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "novels"
+SEQ = 2048
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def novel_docs(folder: Path, files: int):
+    from preschool.corpora import CorpusConfig, iter_documents
+
+    sub = Path(tempfile.mkdtemp(prefix="novels-"))
+    for f in sorted(folder.glob("*.txt"))[:files]:
+        (sub / f.name).symlink_to(f)
+    cfg = CorpusConfig(source="text", path=str(sub), split_documents="paragraphs", chunk_chars=4000)
+    return cfg, [(d.id, d.text) for d in iter_documents(cfg)]
+
+
+def ours(docs, tok, workers: int, unit_tokens: int = 1 << 20) -> tuple[float, int]:
+    from preschool.data.engine import run_units, text_units
+    from preschool.data.prepare import CorpusJob
+
+    class Job(CorpusJob):  # documents already in memory, so reading the text is not what we time
+        def units(self):
+            return text_units(iter(docs), self.unit_tokens)
+
+    job = Job(None, tok.to_str(), SEQ + 1, 0, 0.01, ["train", "val"], unit_tokens)
+    with tempfile.TemporaryDirectory() as work:
+        t = time.perf_counter()
+        infos = run_units(job, work, workers)
+        dt = time.perf_counter() - t
+    tokens = sum(sum(i["tokens"].values()) for i in infos)
+    return tokens / dt, tokens
+
+
+def datatrove_rate(docs, tok_path: Path) -> tuple[float, int]:
+    from datatrove.data import Document
+    from datatrove.executor import LocalPipelineExecutor
+    from datatrove.pipeline.tokens import DocumentTokenizer
+
+    def reader(data, rank=0, world_size=1):
+        for doc_id, text in docs:
+            yield Document(text=text, id=doc_id)
+
+    with tempfile.TemporaryDirectory() as out:
+        step = DocumentTokenizer(output_folder=f"{out}/tok", tokenizer_name_or_path=str(tok_path / "tokenizer.json"),
+                                 eos_token="<|endoftext|>", shuffle_documents=False, save_final_metadata=False)
+        ex = LocalPipelineExecutor([reader, step], tasks=1, workers=1, logging_dir=f"{out}/logs")
+        t = time.perf_counter()
+        ex.run()
+        dt = time.perf_counter() - t
+        size = sum(p.stat().st_size for p in Path(out, "tok").glob("*.ds"))
+    return size / 2 / dt, size // 2
+
+
+def l2t_rate(docs, tok) -> tuple[float, int]:
+    from preschool.l2t.build import build_l2t
+
+    with tempfile.TemporaryDirectory() as out:
+        t = time.perf_counter()
+        m = build_l2t(docs, Path(out) / "l2t", {"seq_len": SEQ, "val_fraction": 0.01}, tok, workers=1)
+        dt = time.perf_counter() - t
+    tokens = sum(s["n_rows"] for s in m["splits"].values()) * (SEQ + 1)
+    return tokens / dt, tokens
+
+
+RSS_CHILD = """
+import resource, sys, time
+from preschool.synthetic import GENERATORS
+from preschool.synthetic.write import SymbolEncoder, write_generator_shards
+tokens, out = int(sys.argv[1]), sys.argv[2]
+gen = GENERATORS.build("shuffle_dyck", {"length": 2047})
+enc = SymbolEncoder("reserved", reserved_offset=1)
+t = time.perf_counter()
+write_generator_shards(gen, enc, out, tokens // 2049, 2049, enc.vocab_size(gen), 0, workers=1)
+print(time.perf_counter() - t, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+"""
+
+
+def rss_at(tokens: int) -> tuple[float, float]:
+    with tempfile.TemporaryDirectory() as out:
+        res = subprocess.run([sys.executable, "-c", RSS_CHILD, str(tokens), f"{out}/set"], capture_output=True,
+                             text=True, check=True, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    secs, kib = res.stdout.split()
+    return float(secs), int(kib) / 1024
+
+
+def parse_size(s: str) -> int:
+    mult = {"K": 10**3, "M": 10**6, "B": 10**9, "G": 10**9}
+    return int(float(s[:-1]) * mult[s[-1].upper()]) if s[-1].upper() in mult else int(s)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--files", type=int, default=12, help="novels to read (of 90)")
+    ap.add_argument("--storybook-docs", type=int, default=20000)
+    ap.add_argument("--l2t-docs", type=int, default=300)
+    ap.add_argument("--rss-sizes", default="10M,30M,100M")
+    args = ap.parse_args()
+
+    from preschool.corpora import CorpusConfig, iter_documents
+    from preschool.data.tokenizer import load_tokenizer, save_tokenizer, train_bpe
+
+    print(f"CPU: {cpu_model()}, {os.cpu_count()} cores; python {platform.python_version()}")
+    cfg, docs = novel_docs(NOVELS, args.files)
+    chars = sum(len(t) for _, t in docs)
+    tok_dir = Path(tempfile.mkdtemp(prefix="tok-"))
+    save_tokenizer(train_bpe((t for _, t in docs[:2000]), 8192), tok_dir)
+    tok = load_tokenizer(tok_dir)
+    print(f"novels: {args.files} files, {len(docs)} documents, {chars / 1e6:.1f}M characters; BPE vocab 8192")
+
+    r1, n1 = ours(docs, tok, 1)
+    r2, n2 = ours(docs, tok, 2)
+    rd, nd = datatrove_rate(docs, tok_dir)
+    print(f"ours, 1 worker:     {r1:12,.0f} tokens/s  ({n1:,} tokens incl. EOS)")
+    print(f"ours, 2 workers:    {r2:12,.0f} tokens/s  -> {r2 / 2:,.0f} per core; scaling 1 -> 2: {r2 / r1:.2f}x")
+    print(f"datatrove, 1 task:  {rd:12,.0f} tokens/s  ({nd:,} tokens incl. EOS)")
+    print(f"ratio ours / datatrove per core (1 process each): {r1 / rd:.2f}x (target >= 1)")
+
+    sb = [(d.id, d.text) for d in iter_documents(CorpusConfig(source="storybook", seed=0,
+                                                              max_documents=args.storybook_docs))]
+    rs, ns = ours(sb, tok, 1)
+    print(f"storybook, 1 worker: {rs:11,.0f} tokens/s  ({ns:,} tokens, {len(sb)} stories)")
+    rl, nl = l2t_rate(docs[:args.l2t_docs], tok)
+    print(f"L2T, 1 worker:      {rl:12,.0f} tokens/s of rows written ({nl:,} tokens from {args.l2t_docs} documents)")
+
+    for size in [parse_size(s) for s in args.rss_sizes.split(",") if s]:
+        secs, mib = rss_at(size)
+        print(f"streamed shuffle_dyck prepare, {size / 1e6:,.0f}M tokens: {secs:.1f} s, peak RSS {mib:,.0f} MiB")
+
+
+if __name__ == "__main__":
+    main()
