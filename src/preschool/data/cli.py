@@ -12,6 +12,8 @@ folder is locked while prepare runs (<out>/.preschool.lock, shared with
 this process (pid, host, start time, command). Inside it, an exclusive lock
 on <out>/data/.prepare.lock serialises library callers of the prepare step.
 A compartments YAML prepares its base data and every arm's compartmented sets.
+Worker processes build a run YAML's datasets in work units: the bytes are the
+same for any --workers, and an interrupted prepare resumes from its finished units.
 
 example:
   preschool prepare examples/quickstart.yaml
