@@ -31,7 +31,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
-NOVELS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "novels"
+NOVELS = Path(os.environ.get("PRESCHOOL_SHARED_DATA", Path(__file__).resolve().parents[1].parent / "shared" / "data")) / "novels"
 SEQ = 2048
 
 
@@ -48,9 +48,13 @@ def cpu_model() -> str:
 def novel_docs(folder: Path, files: int):
     from preschool.corpora import CorpusConfig, iter_documents
 
-    sub = Path(tempfile.mkdtemp(prefix="novels-"))
+    import shutil
+
+    sub = Path(tempfile.mkdtemp(prefix="novels-"))  # a scratch copy of the first files (the reader skips links)
+    if not folder.is_dir():
+        raise SystemExit(f"no novels at {folder}; set PRESCHOOL_SHARED_DATA to the shared data folder")
     for f in sorted(folder.glob("*.txt"))[:files]:
-        (sub / f.name).symlink_to(f)
+        shutil.copy(f, sub / f.name)
     cfg = CorpusConfig(source="text", path=str(sub), split_documents="paragraphs", chunk_chars=4000)
     return cfg, [(d.id, d.text) for d in iter_documents(cfg)]
 
