@@ -17,17 +17,16 @@ import numpy as np
 import pytest
 import torch
 
-from preschool.train.callbacks import Callback
 from preschool.train.trainer import train
 
 LOSS_TOL = 2e-5  # absolute, on token-mean CE of ~4 nats
 WEIGHT_TOL = 2e-5  # absolute, on weights of std 0.02 after lr 3e-3 updates
+STEPS = 12  # the slow runs: three stages of 4 steps
 
-# One process of a torchrun job: runs the listed trainings in order in one process group.
-SCRIPT = textwrap.dedent('''
-    import json, os, sys
+# Callbacks shared by the torchrun script and the in-process runs (one source, run in both places).
+CALLBACKS = textwrap.dedent('''
+    import json, os
     from preschool.train.callbacks import Callback
-    from preschool.train.trainer import train
 
     class Order(Callback):
         """Appends the rows this rank trained on at each step to <out>/order-rank<r>.jsonl."""
@@ -42,6 +41,7 @@ SCRIPT = textwrap.dedent('''
             self.rows = []
 
     class Halt(Callback):
+        """Stops (checkpoint, then return) at ``stop_at``; dies like a killed process at ``die_at``."""
         def __init__(self, stop_at=None, die_at=None):
             self.stop_at, self.die_at = stop_at, die_at
         def on_step_end(self, trainer):
@@ -49,6 +49,12 @@ SCRIPT = textwrap.dedent('''
                 os._exit(17)  # a killed process: no checkpoint, no cleanup
             if trainer.step == self.stop_at:
                 trainer.should_stop = True
+''')
+
+# One process of a torchrun job: runs the listed trainings in order in one process group.
+SCRIPT = CALLBACKS + textwrap.dedent('''
+    import sys
+    from preschool.train.trainer import train
 
     def compartments(job):
         from preschool.compartments.infonce import InfoNCECallback, InfoNCEConfig
@@ -69,30 +75,13 @@ SCRIPT = textwrap.dedent('''
     dist.destroy_process_group()
 ''')
 
-
-class Order(Callback):
-    """The in-process twin of the script's Order callback (same file format)."""
-
-    def on_train_start(self, trainer):
-        self.path = trainer.out_dir / f"order-rank{trainer.rank}.jsonl"
-        self.rows = []
-
-    def extra_loss(self, model, batch, outputs):
-        self.rows += [" ".join(map(str, r)) for r in batch["input_ids"].tolist()]
-
-    def on_step_end(self, trainer):
-        with open(self.path, "a") as fh:
-            fh.write(json.dumps({"step": trainer.step, "rows": self.rows}) + "\n")
-        self.rows = []
+_ns: dict = {}
+exec(CALLBACKS, _ns)
+Order, Halt = _ns["Order"], _ns["Halt"]
 
 
-class StopAt(Callback):
-    def __init__(self, step):
-        self.at = step
-
-    def on_step_end(self, trainer):
-        if trainer.step == self.at:
-            trainer.should_stop = True
+def StopAt(step):
+    return Halt(stop_at=step)
 
 
 def run_jobs(torchrun, tmp: Path, name: str, jobs: list[dict]):
@@ -140,6 +129,16 @@ def assert_same_weights(a: Path, b: Path, exact: bool = False) -> None:
             assert torch.equal(wa[k], wb[k]), k
         else:
             torch.testing.assert_close(wa[k], wb[k], atol=WEIGHT_TOL, rtol=0, msg=k)
+
+
+def assert_resumed_like(run: Path, resumed_at: str, ref: Path, exact: bool = False) -> None:
+    """``run`` finished after resuming from checkpoint ``resumed_at`` and trained what ``ref`` did:
+    the same rows at every step, the same steps, stages, tokens and LR, and losses and weights."""
+    summary = json.loads((run / "DONE").read_text())
+    assert summary["resumed_from"].endswith(resumed_at) and summary["steps"] == STEPS
+    assert data_order(run) == data_order(ref)
+    assert_same_curve(run, ref, exact)
+    assert_same_weights(run, ref, exact)
 
 
 # --------------------------------------------------------------------------- fast: in the default run
@@ -231,8 +230,6 @@ def test_damaged_sharded_checkpoint_is_named_and_skipped(tmp_path, datasets, mic
 # One torchrun job runs every 2-rank training in turn (process start-up dominates on 2 cores); the last job is
 # killed mid-run, and a second torchrun job resumes it. The tests below read the run folders.
 
-STEPS = 12
-
 
 def _compartment_data(root: Path, V: int = 20) -> dict[str, str]:
     """A 2-compartment offset dataset (30% translation rows) with one val set per compartment."""
@@ -316,22 +313,14 @@ def test_fsdp_kill_and_resume_equals_the_uninterrupted_run(runs):
     r, first, second = runs
     assert first.returncode != 0 and "exitcode  : 17" in first.stderr  # the job was killed at step 8
     assert second.returncode == 0, second.stderr[-3000:]
-    summary = json.loads((r["killed"] / "DONE").read_text())
-    assert summary["resumed_from"].endswith("step-00000006")
-    assert data_order(r["killed"]) == data_order(r["fsdp"])
-    assert_same_curve(r["killed"], r["fsdp"], exact=True)
-    assert_same_weights(r["killed"], r["fsdp"], exact=True)
+    assert_resumed_like(r["killed"], "step-00000006", r["fsdp"], exact=True)
 
 
 @pytest.mark.slow
 def test_fsdp_resume_on_another_world_size_continues_the_run(runs):
     r, _, _ = runs
     for k, resumed_at in (("two2one", "step-00000005"), ("one2two", "step-00000007")):
-        summary = json.loads((r[k] / "DONE").read_text())
-        assert summary["resumed_from"].endswith(resumed_at) and summary["steps"] == STEPS
-        assert data_order(r[k]) == data_order(r["single"])  # the same rows at every step
-        assert_same_curve(r[k], r["single"])  # same steps, stages, tokens and LR; loss to rounding
-        assert_same_weights(r[k], r["single"])
+        assert_resumed_like(r[k], resumed_at, r["single"])  # loss and weights to rounding
     man = json.loads((r["two2one"] / "checkpoints" / "step-00000012" / "sharded" / "manifest.json").read_text())
     assert man["world_size"] == 1
 
