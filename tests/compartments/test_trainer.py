@@ -1,3 +1,4 @@
+import dataclasses
 import json
 
 import numpy as np
@@ -57,3 +58,21 @@ def test_compartment_trainer_trains_saves_and_resumes(tmp_path):
     (run / "config.yaml").unlink()  # a longer run is a config change; the test only checks the weights load
     train(cfg2, run, ds, None, [CompartmentModel(C, V, opts)])
     assert (run / "checkpoints" / "step-00000008").is_dir()
+
+
+def test_infonce_values_reach_metrics_jsonl(tmp_path):
+    """The InfoNCE callback comes after the built-in metrics logger in the callback list; its value must
+    still be in every train row of metrics.jsonl (values are added before any writer writes)."""
+    from preschool.compartments.infonce import InfoNCECallback, InfoNCEConfig
+
+    ds = _data(tmp_path)
+    run = tmp_path / "run"
+    cb = InfoNCECallback(InfoNCEConfig(pair_batch=4, weight=0.5, span_len=8), C, V,
+                         train_shards=tmp_path / "base" / "train")
+    cfg = dataclasses.replace(_cfg(8 * 4 * 3), log_every=1)
+    train(cfg, run, ds, None, [CompartmentModel(C, V, CompartmentModelConfig()), cb])
+    rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    train_rows = [r for r in rows if r["event"] == "train"]
+    assert len(train_rows) == 3
+    assert all(r["infonce"] > 0 for r in train_rows)
+    assert train_rows[-1]["infonce"] == cb.last

@@ -183,6 +183,31 @@ def test_extra_loss_hook_and_hidden_states(tmp_path, datasets, micro_cfg):
     assert rows(tmp_path / "r")[-1]["loss"] != rows(tmp_path / "base")[-1]["loss"]  # the aux term changed training
 
 
+def test_values_a_callback_adds_reach_every_writer_whatever_the_callback_order(tmp_path, datasets, micro_cfg):
+    """A value added in ``on_log`` is in metrics.jsonl and in every ``write_log``, even from a callback listed
+    after the writers (the metrics logger is built in, so user callbacks always come after it)."""
+
+    class Writer(Callback):  # listed before the contributor: must still see its value
+        def __init__(self):
+            self.rows = []
+
+        def write_log(self, trainer, row):
+            self.rows.append(dict(row))
+            with pytest.raises(TypeError):  # the row is read-only in the write phase
+                row["changed"] = 1
+
+    class Contributor(Callback):
+        def on_log(self, trainer, row):
+            if row["event"] == "train":
+                row.setdefault("aux", 2.0 * row["step"])
+
+    writer = Writer()
+    train(micro_cfg(checkpoint_every=100), tmp_path / "r", datasets, callbacks=[writer, Contributor()])
+    logged = rows(tmp_path / "r")
+    assert [r["aux"] for r in logged] == [2.0 * s for s in range(1, 9)]
+    assert [r for r in writer.rows if r["event"] == "train"] == logged
+
+
 def test_log_checkpoint_schedule(tmp_path, datasets, micro_cfg):
     cfg = micro_cfg(stages=[{"name": "pt", "data": "text", "tokens": 4 * 16 * 12}], checkpoint_schedule="log",
                     checkpoints_per_decade=4, keep_optimizer_state="all", eval_every=0)

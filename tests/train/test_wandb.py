@@ -69,7 +69,14 @@ def test_offline_run_named_after_experiment_arm_seed_with_config_and_manifest(tm
     (exp / "data" / "manifest.json").write_text('{"datasets": {}}')
     run = exp / "arms" / "ppt" / "seed3"
     cfg = micro_cfg(wandb={"project": "preschool-test", "tags": ["ci"]})
-    train(cfg, run, datasets)
+    from preschool.train.callbacks import Callback
+
+    class Aux(Callback):  # a user callback comes after the W&B logger in the list: its value must still reach it
+        def on_log(self, trainer, row):
+            if row["event"] == "train":
+                row["aux"] = 0.5 * row["step"]
+
+    train(cfg, run, datasets, callbacks=[Aux()])
     assert run_identity(run) == ("myexp/ppt/seed3", "myexp")
     config, rows = _history(run)
     tree = config["train"].get("value", config["train"])
@@ -79,6 +86,7 @@ def test_offline_run_named_after_experiment_arm_seed_with_config_and_manifest(tm
     logged = [r for r in rows if "train/loss" in r]
     assert [r["_step"] for r in logged] == [r["step"] for r in train_rows]
     assert [r["train/loss"] for r in logged] == pytest.approx([r["loss"] for r in train_rows])
+    assert [r["train/aux"] for r in logged] == [r["aux"] for r in train_rows] == [0.5 * r["step"] for r in train_rows]
     assert any(k.startswith("val/") for r in rows for k in r)
     files = {p.name for p in (run / "wandb").glob("offline-run-*/files/**/*") if p.is_file()}
     assert {"config.yaml", "manifest.json"} <= files

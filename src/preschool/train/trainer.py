@@ -49,6 +49,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Literal, Mapping, Sequence
 
 import numpy as np
@@ -638,9 +639,13 @@ class Trainer:
 
     # -- logging -------------------------------------------------------------
     def log(self, row: dict[str, Any]) -> None:
-        """Send a metrics row to every callback (the metrics logger writes it on rank 0)."""
+        """Send a metrics row through the callbacks in two phases: every ``on_log`` adds its values, then
+        every ``write_log`` gets the finished row, read-only (metrics.jsonl, TensorBoard, W&B, progress bar)."""
         for cb in self.callbacks:
             cb.on_log(self, row)
+        final = MappingProxyType(row)  # a writer that tried to change it would change what the others see
+        for cb in self.callbacks:
+            cb.write_log(self, final)
 
     def _emit_train_row(self) -> None:
         if self._acc["steps"] == 0:

@@ -9,8 +9,16 @@ which exposes ``step``, ``stage``, ``stage_index``, ``stage_step``,
 ``rank``/``world`` and ``log(row)``.
 
 Order per optimizer step: forward/backward of every micro-batch (calling
-``extra_loss``), optimizer step, then ``on_step_end``; every row passed to
-``trainer.log`` reaches every callback's ``on_log``.
+``extra_loss``), optimizer step, then ``on_step_end``.
+
+A row passed to ``trainer.log`` goes through two phases, so the order of the
+callback list never decides what is written:
+
+1. ``on_log(trainer, row)`` of every callback: *contribute* -- add your own
+   values to the row (e.g. the InfoNCE callback adds ``infonce``); write nothing.
+2. ``write_log(trainer, row)`` of every callback: *write* -- the row is complete
+   and read-only (a mapping proxy); the metrics file, TensorBoard, W&B and the
+   progress bar all write here, so they all see the same values.
 """
 
 from __future__ import annotations
@@ -18,6 +26,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
+    from collections.abc import Mapping
+
     import torch
 
     from ..trainer import StageConfig, Trainer
@@ -44,7 +54,11 @@ class Callback:
 
     def on_train_end(self, trainer: "Trainer") -> None: ...
 
-    def on_log(self, trainer: "Trainer", row: dict[str, Any]) -> None: ...
+    def on_log(self, trainer: "Trainer", row: dict[str, Any]) -> None:
+        """Phase 1 of a log row: add keys to ``row`` (``row.setdefault(key, value)``); write nothing here."""
+
+    def write_log(self, trainer: "Trainer", row: "Mapping[str, Any]") -> None:
+        """Phase 2 of a log row: ``row`` is complete (every ``on_log`` has run) and read-only; write it out."""
 
     def extra_loss(self, model: Any, batch: dict[str, "torch.Tensor"], outputs: Any) -> "torch.Tensor | None":
         """An extra loss term for this micro-batch (its mean over the micro-batch), or None.

@@ -9,7 +9,7 @@ reads as one uninterrupted run.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Mapping
 
 from ...errors import MissingDependency
 from ...io import write_errors_named, write_text
@@ -40,11 +40,11 @@ class MetricsLogger(Callback):
                 raise MissingDependency("tensorboard", "tensorboard", "TensorBoard logging") from None
             self._tb = SummaryWriter(str(trainer.out_dir / "tensorboard"), purge_step=trainer.step or None)
 
-    def on_log(self, trainer, row: dict[str, Any]) -> None:
+    def write_log(self, trainer, row: Mapping[str, Any]) -> None:
         if self._fh is None:
             return
         with write_errors_named(self._fh.name):  # a full disk: a one-line error naming metrics.jsonl
-            self._fh.write(json.dumps(row) + "\n")
+            self._fh.write(json.dumps(dict(row)) + "\n")
             self._fh.flush()
         if self._tb is not None:
             ev = row.get("event", "log")

@@ -24,7 +24,7 @@ class ProgressBar(Callback):
         if self._bar is not None:
             self._bar.update(1)
 
-    def on_log(self, trainer, row) -> None:
+    def write_log(self, trainer, row) -> None:
         if self._bar is not None and row.get("event") == "train":
             extra = {"mfu": f"{100 * row['mfu']:.0f}%"} if "mfu" in row else {}
             # tokens/s is the whole job's (every rank), MFU the job's share of its devices' peak

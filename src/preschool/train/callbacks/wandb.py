@@ -29,7 +29,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Mapping
 
 from ...config import check
 from ...errors import MissingDependency
@@ -98,7 +98,7 @@ class WandbLogger(Callback):
             files.append(exp / "data" / "manifest.json")
         return [f for f in files if f.is_file()]
 
-    def on_log(self, trainer, row: dict[str, Any]) -> None:
+    def write_log(self, trainer, row: Mapping[str, Any]) -> None:
         if self.run is None:
             return
         ev = row.get("event", "log")
