@@ -76,6 +76,46 @@ def test_model_level_parity_every_parameter_gradient():
         torch.testing.assert_close(p.grad, want[n], rtol=1e-4, atol=1e-6, msg=lambda m: f"{n}: {m}")
 
 
+def test_fused_loss_is_computed_inside_the_forward_of_a_sharded_root():
+    """FSDP2 on one rank, the root resharding after forward (so outside its forward the head is a DTensor
+    shard): FusedLoss computes the loss inside the forward and every gradient equals the plain path's on an
+    unsharded copy (fp32, rtol 1e-4 / atol 1e-6 as above). Forwards outside ``labels()`` are untouched."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+    from torch.distributed.tensor import DTensor
+
+    from preschool.train.distributed import process_group
+    from preschool.train.loss import FusedLoss
+    from preschool.train.parallel import decoder_blocks, full_tensor
+
+    cfg = ModelConfig("micro", tie_embeddings=False, overrides={"hidden_size": 32, "intermediate_size": 64})
+    ref, model = build_model(cfg, 97, seed=3), build_model(cfg, 97, seed=3)
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(0, 97, (2, 12), generator=g)
+    labels = torch.roll(ids, -1, 1)
+    labels[:, :4] = IGNORE_INDEX
+    want_loss = F.cross_entropy(ref(input_ids=ids, use_cache=False).logits.reshape(-1, 97), labels.reshape(-1),
+                                ignore_index=IGNORE_INDEX, reduction="sum")
+    want_loss.backward()
+    with process_group("cpu", one_rank=True):
+        mesh = init_device_mesh("cpu", (1,))
+        for block in decoder_blocks(model):
+            fully_shard(block, mesh=mesh)
+        fully_shard(model, mesh=mesh, reshard_after_forward=True)
+        fused = FusedLoss(model, "chunked")
+        kw = {"use_cache": False, "output_hidden_states": True, "logits_to_keep": torch.empty(0, dtype=torch.long)}
+        assert model(input_ids=ids, **kw).loss is None  # no labels(): a plain forward
+        with fused.labels(labels):
+            out = model(input_ids=ids, **kw)
+        assert isinstance(model.get_output_embeddings().weight, DTensor)  # outside the forward: a shard
+        out.loss.backward()
+        torch.testing.assert_close(out.loss, want_loss, rtol=1e-5, atol=1e-5)
+        got = {n: full_tensor(p.grad) for n, p in model.named_parameters()}
+        fused.remove()
+    for n, p in ref.named_parameters():
+        torch.testing.assert_close(got[n], p.grad, rtol=1e-4, atol=1e-6, msg=lambda m: f"{n}: {m}")
+
+
 def test_resolve_auto_and_errors():
     cpu = torch.device("cpu")
     assert resolve_fused_loss("auto", cpu, 16 * 256, 2048) == "off"  # tiny-1m: small logits, plain path

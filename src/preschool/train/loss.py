@@ -21,6 +21,16 @@ not ``IGNORE_INDEX``, like ``F.cross_entropy(..., reduction="sum")`` on the
 plain logits, so the trainer's global token-mean normalisation (divide by the
 loss-token count of the whole global batch) is unchanged.
 
+Both run inside the model's forward (:class:`FusedLoss`, a forward hook on
+the root module), not after it. Under ``parallel: fsdp`` the LM head weight
+is whole only inside the root's forward (between FSDP2's pre- and
+post-forward hooks); outside it, a root that reshards after forward holds a
+one-rank shard (a DTensor). Inside, the loss reads the whole weight, its
+result is part of the root's output, so FSDP's pre-backward hook gathers the
+weight again before the loss's backward and reduce-scatters its gradient like
+any other; this does not depend on the root's reshard policy. DDP and a single
+process run the same code.
+
 Numerics: the matmuls run in the autocast dtype when autocast is on (as the
 plain path's ``lm_head`` would), softmax and the loss in fp32, gradients
 accumulated in fp32. Under fp32 the result equals the plain path to float
@@ -30,8 +40,9 @@ relative to the gradient scale).
 
 from __future__ import annotations
 
+import contextlib
 import functools
-from typing import Literal
+from typing import Any, Iterator, Literal
 
 import torch
 
@@ -170,3 +181,53 @@ def linear_cross_entropy(path: str, hidden: torch.Tensor, weight: torch.Tensor, 
     if path == "liger":
         return liger_linear_cross_entropy(hidden, weight, labels)
     return chunked_linear_cross_entropy(hidden, weight, labels)
+
+
+class FusedLoss:
+    """The fused loss of a training forward, computed inside ``model``'s forward and returned as ``output.loss``.
+
+    Registers a forward hook on ``model`` (the root module, the one FSDP2
+    shards last) that runs before any other forward hook, hence before FSDP's
+    post-forward reshard. It computes :func:`linear_cross_entropy` by ``path``
+    of the final hidden states (``output.hidden_states[-1]``; call the model
+    with ``output_hidden_states`` and an empty ``logits_to_keep``) and the
+    model's output-embedding weight. Only a forward made inside
+    :meth:`labels` is touched; every other forward (validation, callbacks)
+    passes through unchanged::
+
+        fused = FusedLoss(model, "chunked")
+        with fused.labels(labels):
+            out = model(input_ids=ids, output_hidden_states=True, logits_to_keep=torch.empty(0, dtype=torch.long))
+        out.loss  # summed CE over the non-ignored labels
+    """
+
+    def __init__(self, model: torch.nn.Module, path: str):
+        if path not in ("chunked", "liger"):
+            raise ConfigError("fused_loss", f"a fused loss path is 'chunked' or 'liger', got {path!r}")
+        self.path = path
+        self._labels: torch.Tensor | None = None
+        self._handle = model.register_forward_hook(self._hook, prepend=True)
+
+    @contextlib.contextmanager
+    def labels(self, labels: torch.Tensor) -> Iterator[None]:
+        """The next forward of the model in this block computes its loss against ``labels``."""
+        self._labels = labels
+        try:
+            yield
+        finally:
+            self._labels = None
+
+    def _hook(self, module: torch.nn.Module, args: Any, output: Any) -> Any:
+        if self._labels is None:
+            return None
+        labels, self._labels = self._labels, None  # one loss per labels() block
+        hidden = getattr(output, "hidden_states", None)
+        if not hidden:
+            raise ConfigError("fused_loss", f"{type(module).__name__} returned no hidden_states; call it with "
+                              "output_hidden_states so the fused loss can read the final hidden state")
+        output["loss"] = linear_cross_entropy(self.path, hidden[-1], module.get_output_embeddings().weight, labels)
+        return output
+
+    def remove(self) -> None:
+        """Detach the hook from the model."""
+        self._handle.remove()

@@ -69,7 +69,7 @@ from .callbacks.base import Callback
 from .callbacks.wandb import WandbConfig
 from .cpu_heap import retain_freed_memory
 from .kernels import apply_liger, compile_blocks, compile_mode, resolve_kernels
-from .loss import linear_cross_entropy, resolve_fused_loss
+from .loss import FusedLoss, resolve_fused_loss
 from . import sharded_checkpoint
 from .model import ModelConfig, build_model
 from .optim import adamw
@@ -469,6 +469,7 @@ class Trainer:
         self._acc_loss = torch.zeros((), dtype=torch.float64)
         self._t_last = time.perf_counter()
         self.last_val: dict[str, float] = {}
+        self.fused_loss: FusedLoss | None = None  # set in run(), once the model is built and sharded
 
     # -- properties used by callbacks -------------------------------------
     @property
@@ -722,11 +723,12 @@ class Trainer:
             kw["logits_to_keep"] = torch.empty(0, dtype=torch.long, device=self.device)
             kw.setdefault("output_hidden_states", -1)
         with torch.autocast(self.device.type, dtype=self.amp_dtype, enabled=self.amp_dtype is not None):
-            out = self.fwd_model(input_ids=mb["input_ids"], **kw)
-            if self.loss_path != "off":
-                ce = linear_cross_entropy(self.loss_path, out.hidden_states[-1],
-                                          self.model.get_output_embeddings().weight, mb["labels"])
+            if self.fused_loss is not None:  # computed inside the forward: the head weight is whole there
+                with self.fused_loss.labels(mb["labels"]):
+                    out = self.fwd_model(input_ids=mb["input_ids"], **kw)
+                ce = out.loss
             else:
+                out = self.fwd_model(input_ids=mb["input_ids"], **kw)
                 logits = out.logits
                 ce = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), mb["labels"].reshape(-1),
                                      ignore_index=IGNORE_INDEX, reduction="sum")
@@ -815,6 +817,7 @@ class Trainer:
             compile_blocks(self.model)
         self.model.train()
         self.parallel.prepare(self.model)  # FSDP shards here, before the optimizer sees the parameters
+        self.fused_loss = FusedLoss(self.model, self.loss_path) if self.loss_path != "off" else None
         self.optimizer = self._make_optimizer()
         self._resume()
         if self.resumed_from is not None:
