@@ -33,10 +33,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import multiprocessing as mp
 import os
+import pickle
 import shutil
 from collections import deque
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -64,6 +68,12 @@ class UnitJob:
     def run(self, k: int, payload: Any, out: Path) -> dict:
         """Build unit ``k`` into folder ``out`` (worker side); return its counts (JSON-able)."""
         raise NotImplementedError
+
+    def task_copy(self) -> "UnitJob | None":
+        """A copy of this job as a task on another process or machine sees it (a pickle round trip:
+        no parent-side state), whose ``units()`` yields the same units; None when there is none
+        (e.g. its documents come from the caller's one-shot iterator)."""
+        return pickle.loads(pickle.dumps(self))
 
 
 def job_key(*parts: Any) -> str:
@@ -122,28 +132,43 @@ def unit_path(work: Path, k: int) -> Path:
     return work / f"u{k:06d}"
 
 
-def run_units(job: UnitJob, work: str | Path, workers: int = 1,
-              enough: Callable[[list[dict]], bool] | None = None,
+def rows_so_far(infos: list[dict]) -> dict[str, int]:
+    """Rows per split of the units in ``infos`` together."""
+    return sum_counts([i["rows"] for i in infos])
+
+
+def _enough(have: dict[str, int], need: dict[str, int] | None) -> bool:
+    return need is not None and all(have.get(s, 0) >= n for s, n in need.items())
+
+
+def run_units(job: UnitJob, work: str | Path, workers: int = 1, need: dict[str, int] | None = None,
               on_unit: Callable[[dict], None] | None = None) -> list[dict]:
     """Build ``job``'s units under ``work`` with ``workers`` processes; return their infos in unit order.
 
     Finished units already in ``work`` (``unit.json`` present) are reused. Stops after
-    the first unit for which ``enough(infos so far)`` holds, or when ``units()`` ends.
+    the first unit with which the units so far hold ``need[split]`` rows of every split
+    (``need=None``: when ``units()`` ends). Inside :func:`distributed`, the units are first
+    spread over the distributor's tasks (see there); this loop then only links and fills gaps.
     """
     work = Path(work)
     work.mkdir(parents=True, exist_ok=True)
+    dist = _DISTRIBUTOR.get()
+    if dist is not None:
+        dist.prebuild(job, work, need)
     infos: list[dict] = []
+    have: dict[str, int] = {}
 
     def take(info: dict) -> bool:
         infos.append(info)
+        for s, n in info["rows"].items():
+            have[s] = have.get(s, 0) + int(n)
         if on_unit is not None:
             on_unit(info)
-        return enough is not None and enough(infos)
+        return _enough(have, need)
 
     if workers <= 1:
         for k, payload in job.units():
-            done = unit_path(work, k) / "unit.json"
-            if take(read_json(done) if done.is_file() else _build(job, k, payload, unit_path(work, k))):
+            if take(build_unit(job, k, payload, work)):
                 break
         return infos
     ctx = mp.get_context("fork")
@@ -176,6 +201,50 @@ def run_units(job: UnitJob, work: str | Path, workers: int = 1,
         pool.terminate()
         pool.join()
     return infos
+
+
+def build_unit(job: UnitJob, k: int, payload: Any, work: Path) -> dict:
+    """Unit ``k``'s info: read from ``work`` when it is finished there, else built now (in this process)."""
+    done = unit_path(work, k) / "unit.json"
+    return read_json(done) if done.is_file() else _build(job, k, payload, unit_path(work, k))
+
+
+def units_for(infos: list[dict], need: dict[str, int] | None, slack: float = 0.05) -> int | None:
+    """How many units like ``infos`` (a sample from the start) hold ``need``: the plan of a distributed build.
+
+    Each split with rows in the sample is extrapolated (plus ``slack``); the largest count
+    wins. None when ``need`` is None (build until the source ends). A split the sample has no
+    rows of is not estimated: the final in-order pass builds any units still missing.
+    """
+    if need is None:
+        return None
+    have = rows_so_far(infos)
+    counts = [math.ceil(n * len(infos) / have[s] * (1 + slack)) for s, n in need.items() if n > 0 and have.get(s)]
+    return max(counts, default=len(infos))
+
+
+class Distributor:
+    """Builds a job's units somewhere else before :func:`run_units` links them (``data/distributed.py``)."""
+
+    def prebuild(self, job: UnitJob, work: Path, need: dict[str, int] | None) -> None:
+        raise NotImplementedError
+
+
+_DISTRIBUTOR: ContextVar[Distributor | None] = ContextVar("preschool_distributor", default=None)
+
+
+@contextmanager
+def distributed(dist: Distributor | None) -> Iterator[None]:
+    """Within this block, every :func:`run_units` first hands its units to ``dist`` (None: no-op).
+
+    Only where the units are built changes: they are the same units, written to the same
+    work folder, so the output is byte-identical to the local engine's.
+    """
+    token = _DISTRIBUTOR.set(dist)
+    try:
+        yield
+    finally:
+        _DISTRIBUTOR.reset(token)
 
 
 def rows_in_order(infos: list[dict], split: str, need: int | None) -> list[tuple[int, int]]:

@@ -130,8 +130,8 @@ class CorpusJob(UnitJob):
         self.read = read  # the parent's read counts (ReadStats), recorded in dataset.json
         self._tok = None
 
-    def __getstate__(self):  # workers need neither the exclusion set and read counts (the parent reads)
-        return {**self.__dict__, "excluded": set(), "read": None, "_tok": None}
+    def __getstate__(self):  # a copy elsewhere reads its own documents: the parent's read counts stay here
+        return {**self.__dict__, "read": None, "_tok": None}
 
     def key(self) -> str:
         return job_key("corpus", to_dict(self.corpus_cfg), self.tokenizer_json, self.row_len, self.seed,
@@ -207,8 +207,7 @@ def _write_corpus(name: str, spec: DatasetSpec, corpus_cfg, tok, row_len: int, s
                 bar.update(step * row_len)
 
     try:
-        infos = run_units(job, work, workers, enough=lambda _: all(have[s] >= n_rows[s] for s in n_rows),
-                          on_unit=count)
+        infos = run_units(job, work, workers, need=n_rows, on_unit=count)
     finally:
         if bar is not None:
             bar.close()

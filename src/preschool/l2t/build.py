@@ -25,6 +25,7 @@ one unit per worker plus one merge block.
 
 from __future__ import annotations
 
+import math
 import multiprocessing as mp
 import shutil
 from collections import Counter
@@ -383,19 +384,29 @@ class L2TJob(UnitJob):
     """Units of consecutive documents -> routed, transformed, packed L2T and raw rows per split."""
 
     def __init__(self, texts: Iterable, enc: DocumentEncoder, vocab: int, pad: int, unit_tokens: int,
-                 source: dict | None):
+                 source: dict | None, corpus_cfg=None):
         self.texts, self.enc, self.vocab, self.pad = texts, enc, vocab, pad
         self.unit_tokens, self.source = unit_tokens, source
+        self.corpus_cfg = corpus_cfg  # the CorpusConfig ``texts`` was read from, if any: copies reread it
 
     def __getstate__(self):  # the document stream stays with the parent
         return {**self.__dict__, "texts": None}
+
+    def task_copy(self):
+        return super().task_copy() if self.corpus_cfg is not None else None
 
     def key(self) -> str:
         return job_key("l2t", to_dict(self.enc.cfg), self.enc.tokenizer_json, self.enc.pool, self.unit_tokens,
                        self.source)
 
     def units(self):
-        pairs = (_as_pair(i, d) for i, d in enumerate(self.texts))
+        if self.texts is None:  # a copy on another process or machine: read the corpus again
+            from ..corpora import iter_documents
+
+            texts = iter_documents(self.corpus_cfg)
+        else:
+            texts = self.texts
+        pairs = (_as_pair(i, d) for i, d in enumerate(texts))
         start, prev, any_unit = 0, None, False
         for k, docs in text_units(pairs, self.unit_tokens):
             # each unit carries the text before its first document, so every document sees its predecessor
@@ -440,6 +451,7 @@ def build_l2t(
     texts: Iterable, out: str | Path, cfg: BuildConfig | dict, tokenizer, workers: int = 1,
     pool: tuple[str, ...] | None = None, source: dict | None = None, progress: bool = False,
     unit_tokens: int = DEFAULT_UNIT_TOKENS, resume_as: str | Path | None = None, read_stats=None,
+    corpus_cfg=None,
 ) -> dict:
     """Transform, pack, mix and write ``out/{train,val}``; returns the top-level manifest.
 
@@ -452,7 +464,9 @@ def build_l2t(
     ``workers``, and a killed build resumes from its finished units (kept beside
     ``resume_as``, default ``out``). ``read_stats``: the ``corpora.ReadStats`` the
     reader of ``texts`` fills in; its counts and drops go into ``stats.json``
-    (``read``) and the manifest.
+    (``read``) and the manifest. ``corpus_cfg``: the ``CorpusConfig`` ``texts`` is read
+    from (``iter_documents(corpus_cfg)``), so that units can also be built by tasks
+    elsewhere (``data/distributed.py``), which read the corpus themselves.
 
     An output without a single training row is a :class:`DataError` that says
     where the documents went and lists every drop by reason (reader and
@@ -468,28 +482,24 @@ def build_l2t(
     enc = DocumentEncoder(cfg, tokenizer.to_str(), pool)
     vocab = tokenizer.get_vocab_size()
     out = Path(out)
-    job = L2TJob(texts, enc, vocab, eos_id(tokenizer), unit_tokens, source)
+    job = L2TJob(texts, enc, vocab, eos_id(tokenizer), unit_tokens, source, corpus_cfg)
     work = work_dir(Path(resume_as or out), job.key())
     bar = None
     if progress:
         from tqdm import tqdm
 
         bar = tqdm(unit="doc", desc="transform l2t")
-    rows = {"train": 0, "val": 0}
 
     def count(info: dict) -> None:
-        for s in rows:
-            rows[s] += info["rows"][s]
         if bar is not None:
             bar.update(info["documents"])
 
-    def enough(_) -> bool:
-        # Enough rows (the margin keeps the L2T/raw mix representative); without a val cap,
-        # val holds what the documents read so far gave.
-        return bool(cfg.train_tokens) and all(rows[s] >= _cap_rows(cfg, s) * (1 + cfg.cap_margin) for s in rows)
-
+    # Enough rows (the margin keeps the L2T/raw mix representative); without a train cap, every
+    # document is read (and val holds what they gave).
+    need = ({s: math.ceil(_cap_rows(cfg, s) * (1 + cfg.cap_margin)) for s in ("train", "val")}
+            if cfg.train_tokens else None)
     try:
-        infos = run_units(job, work, workers, enough=enough, on_unit=count)
+        infos = run_units(job, work, workers, need=need, on_unit=count)
     finally:
         if bar is not None:
             bar.close()

@@ -67,7 +67,7 @@ def write_l2t_dataset(name: str, l2t: dict[str, Any], corpus_cfg, tok, row_len: 
         pool = corpus_pool(d.text for d in itertools.islice(iter_documents(corpus_cfg), 20000))
     m = build_l2t(iter_documents(corpus_cfg, read_stats), out, cfg, tok, workers=workers, pool=pool,
                   source={"kind": f"corpus of data.{name}", "config": to_dict(corpus_cfg)}, progress=progress,
-                  read_stats=read_stats, resume_as=resume_as, **({"unit_tokens": unit_tokens} if unit_tokens else {}))
+                  read_stats=read_stats, resume_as=resume_as, corpus_cfg=corpus_cfg, **({"unit_tokens": unit_tokens} if unit_tokens else {}))
     got = m["splits"]["train"]["n_rows"]
     if m["splits"]["train"]["l2t_rows"] == 0:
         # Silently training on raw text only would make an "L2T" arm a copy of the baseline.

@@ -270,7 +270,7 @@ def write_generator_shards(
         have[0] += info["rows"]["rows"]
 
     try:
-        infos = run_units(job, work, workers, enough=lambda _: have[0] >= n_rows, on_unit=count)
+        infos = run_units(job, work, workers, need={"rows": n_rows}, on_unit=count)
     finally:
         if bar is not None:
             bar.close()

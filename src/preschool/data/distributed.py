@@ -1,0 +1,231 @@
+"""Distributed prepare on datatrove: our work units as datatrove tasks (local processes, Slurm, Ray).
+
+``preschool prepare EXP.yaml --executor local|slurm|ray --tasks N`` builds every
+dataset's work units (``data/engine.py``) inside a datatrove pipeline whose one
+step is :class:`UnitTasks`. Task ``r`` of ``N`` builds units ``k`` with
+``k % N == r`` into the dataset's resumable work folder; the parent then runs the
+engine's ordinary in-order pass, which finds those units finished, builds any
+that are missing and links the shard files in unit order. The units are the same
+units the local engine builds (a generator's unit is a range of item indices, a
+corpus unit consecutive documents of the one reader, ``corpora.iter_documents``),
+written by the same code, so the shards and manifests are byte-identical to
+``--executor engine`` (the default) for any task count.
+
+How many units to hand out: the parent builds unit 0 itself (the probe) and
+extrapolates its rows to the budget with 5% slack (:func:`engine.units_for`); a
+dataset without a token cap (an L2T build of a whole corpus) hands out every
+unit until its source ends. Too few planned units cost time (the final pass
+builds the rest in order), never bytes.
+
+A text corpus is read by every task from its start up to the last planned unit
+(each task tokenizes only its own units); reading is cheap next to tokenizing,
+but for a very large corpus on many tasks that read is the cost to watch.
+
+datatrove is an optional extra (``pip install 'preschool[datatrove]'``); the
+executors need a filesystem all tasks and the parent share (the output folder).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import ConfigError, DataError, MissingDependency, PreschoolError
+from .engine import Distributor, UnitJob, build_unit, units_for, unit_path
+
+EXECUTORS = ("engine", "local", "slurm", "ray")
+
+
+class Submitted(PreschoolError):
+    """A Slurm job was submitted and ``wait`` is off: rerun the same command once it has finished."""
+
+
+def require_datatrove(purpose: str) -> None:
+    """Raise :class:`MissingDependency` (naming ``purpose`` and how to install) unless datatrove imports."""
+    try:
+        import datatrove  # noqa: F401
+    except ImportError:
+        raise MissingDependency("datatrove", "datatrove", purpose) from None
+
+
+@dataclass
+class ExecutorOptions:
+    """Where datatrove runs the units. ``tasks``: datatrove tasks (work spread ``k % tasks``)."""
+
+    kind: str = "local"  # local | slurm | ray
+    tasks: int = 1
+    workers: int = -1  # tasks run at once (-1: all; Slurm: the array's %limit)
+    # Slurm
+    partition: str | None = None
+    time: str | None = None  # Slurm time limit per task, e.g. "4:00:00"
+    cpus_per_task: int = 1
+    mem_per_cpu_gb: float = 2
+    qos: str | None = None
+    job_name: str = "preschool-prepare"
+    venv_path: str | None = None  # activate script sourced in each task (default: none)
+    env_command: str | None = None  # or any shell command that sets up the environment
+    sbatch_args: dict[str, str] = field(default_factory=dict)
+    wait: bool = True  # Slurm: wait for the array to finish (poll), else stop after submitting
+    poll_s: float = 30.0
+    # Ray
+    ray_address: str | None = None  # ray.init(address=...); default: RAY_ADDRESS or a local Ray
+
+    def validate(self) -> None:
+        if self.kind not in EXECUTORS[1:]:
+            raise ConfigError("--executor", f"must be one of {list(EXECUTORS)}, got {self.kind!r}")
+        if self.tasks < 1:
+            raise ConfigError("--tasks", f"must be >= 1, got {self.tasks}")
+        if self.kind == "slurm":
+            for name in ("partition", "time"):
+                if not getattr(self, name):
+                    raise ConfigError(f"--{name}", "needed with --executor slurm (e.g. --partition cpu --time 4:00:00)")
+        if self.cpus_per_task < 1:
+            raise ConfigError("--cpus-per-task", f"must be >= 1, got {self.cpus_per_task}")
+
+
+try:  # an optional extra: without it this module imports, and the distributor says how to install it
+    from datatrove.pipeline.base import PipelineStep as _StepBase
+except ImportError:
+    _StepBase = object  # type: ignore[assignment,misc]
+
+
+class UnitTasks(_StepBase):
+    """A datatrove ``PipelineStep`` that builds one task's share of a preschool job's work units.
+
+    ``run(data, rank, world_size)`` builds units ``k < units`` (every unit when None)
+    with ``k % world_size == rank`` into ``work``, skipping finished ones; documents
+    coming in through ``data`` are passed on untouched. ``job`` must be a task copy
+    (``job.task_copy()``): it reads its own documents. Usable in any datatrove
+    pipeline and executor.
+    """
+
+    name = "preschool work units"
+    type = "PRESCHOOL"
+
+    def __init__(self, job: UnitJob, work: str | Path, units: int | None):
+        require_datatrove("preschool.data.distributed.UnitTasks")
+        super().__init__()
+        self.job, self.work, self.units = job, str(work), units
+
+    def run(self, data=None, rank: int = 0, world_size: int = 1):
+        if data:
+            yield from data
+        os.environ["TOKENIZERS_PARALLELISM"] = "false"  # one process per task, as in the engine
+        work = Path(self.work)
+        for k, payload in self.job.units():
+            if self.units is not None and k >= self.units:
+                break
+            if k % world_size != rank:
+                continue
+            if (unit_path(work, k) / "unit.json").is_file():
+                self.stat_update("units_reused")
+                continue
+            with self.track_time("unit"):
+                info = build_unit(self.job, k, payload, work)
+            self.stat_update("units_built")
+            self.stat_update("rows", value=sum(int(v) for s, v in info["rows"].items() if "-" not in s))
+
+
+class DatatroveDistributor(Distributor):
+    """Builds each job's units with a datatrove executor before the engine links them (see module doc)."""
+
+    def __init__(self, opts: ExecutorOptions):
+        opts.validate()
+        require_datatrove(f"--executor {opts.kind}")
+        self.opts = opts
+        self.runs: list[dict] = []  # what was handed out, per job (for the caller's report)
+
+    def prebuild(self, job: UnitJob, work: Path, need: dict[str, int] | None) -> None:
+        task = job.task_copy()
+        if task is None:
+            print("[preschool] this job reads a one-shot document stream: built on the local engine", flush=True)
+            return
+        first = next(iter(task.units()), None)
+        if first is None:
+            return
+        probe = build_unit(task, first[0], first[1], work)
+        planned = units_for([probe], need)
+        if planned is not None and planned <= 1:
+            return
+        tasks = self.opts.tasks if planned is None else max(1, min(self.opts.tasks, planned - 1))
+        logs = work / f"datatrove-{self.opts.kind}-t{tasks}-u{planned if planned is not None else 'all'}"
+        step = UnitTasks(task, work, planned)
+        print(f"[preschool] datatrove {self.opts.kind}: {planned if planned is not None else 'all'} units over "
+              f"{tasks} tasks (logs: {logs})", flush=True)
+        t0 = time.perf_counter()
+        if self.opts.kind == "local":
+            self._local(step, tasks, logs)
+        elif self.opts.kind == "slurm":
+            self._slurm(step, tasks, logs)
+        else:
+            self._ray(step, tasks, logs)
+        self.runs.append({"executor": self.opts.kind, "tasks": tasks, "units": planned, "logs": str(logs),
+                          "seconds": round(time.perf_counter() - t0, 3)})
+
+    def _local(self, step, tasks: int, logs: Path) -> None:
+        from datatrove.executor import LocalPipelineExecutor
+
+        ex = LocalPipelineExecutor(pipeline=[step], tasks=tasks, workers=self.opts.workers, logging_dir=str(logs),
+                                   start_method="fork")
+        _run(ex, logs)
+
+    def _ray(self, step, tasks: int, logs: Path) -> None:
+        try:
+            import ray
+            from datatrove.executor import RayPipelineExecutor
+        except ImportError:
+            raise MissingDependency("ray", None, "--executor ray") from None
+        if not ray.is_initialized():
+            ray.init(address=self.opts.ray_address or os.environ.get("RAY_ADDRESS"), ignore_reinit_error=True)
+        ex = RayPipelineExecutor(pipeline=[step], tasks=tasks, workers=self.opts.workers, logging_dir=str(logs),
+                                 cpus_per_task=self.opts.cpus_per_task, mem_per_cpu_gb=self.opts.mem_per_cpu_gb)
+        _run(ex, logs)
+        if ex.get_incomplete_ranks(skip_completed=True):
+            raise DataError(f"datatrove ray: tasks {ex.get_incomplete_ranks(skip_completed=True)} did not complete; "
+                            f"see the task logs in {logs / 'logs'} and rerun (finished units are kept)")
+
+    def _slurm(self, step, tasks: int, logs: Path) -> None:
+        from datatrove.executor import SlurmPipelineExecutor
+
+        o = self.opts
+        ex = SlurmPipelineExecutor(
+            pipeline=[step], tasks=tasks, time=o.time, partition=o.partition, cpus_per_task=o.cpus_per_task,
+            mem_per_cpu_gb=o.mem_per_cpu_gb, workers=o.workers, job_name=o.job_name, qos=o.qos,
+            env_command=o.env_command, venv_path=o.venv_path, sbatch_args=dict(o.sbatch_args),
+            logging_dir=str(logs), slurm_logs_folder=str(logs / "slurm_logs"))
+        _run(ex, logs)  # submits the array (nothing when every task already completed)
+        if ex.job_id in (None, -1):
+            return
+        if not o.wait:
+            raise Submitted(f"submitted Slurm job {ex.job_id} ({tasks} tasks, script {logs / 'launch_script.slurm'}); "
+                            "rerun the same command after it has finished: finished units are linked, "
+                            "missing ones resubmitted")
+        while left := ex.get_incomplete_ranks(skip_completed=True):
+            if not _slurm_job_queued(str(ex.job_id)):
+                raise DataError(f"Slurm job {ex.job_id} ended with {len(left)} of {tasks} tasks incomplete "
+                                f"(ranks {left[:10]}); see {logs / 'slurm_logs'} and rerun the same command "
+                                "(finished units are kept, the rest resubmitted)")
+            print(f"[preschool] waiting for Slurm job {ex.job_id}: {tasks - len(left)}/{tasks} tasks done", flush=True)
+            time.sleep(o.poll_s)
+
+
+def _run(ex, logs: Path) -> None:
+    try:
+        ex.run()
+    except PreschoolError:
+        raise
+    except Exception as e:
+        raise DataError(f"datatrove executor failed ({type(e).__name__}: {e}); task logs: {logs / 'logs'}; "
+                        "rerun the same command (finished units are kept)") from e
+
+
+def _slurm_job_queued(job_id: str) -> bool:
+    """Whether ``squeue`` still lists the job (pending or running); an unreachable squeue counts as yes."""
+    try:
+        out = subprocess.run(["squeue", "-h", "-j", job_id], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return True
+    return out.returncode == 0 and bool(out.stdout.strip())

@@ -1,0 +1,180 @@
+"""Distributed prepare on datatrove: the local executor on real novels writes the same bytes as our own
+parallel engine; Slurm through a fake ``sbatch`` (what is submitted, and the recorded tasks run here give the
+same bytes); Ray when it is installed; clear errors without datatrove or without the Slurm options."""
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from preschool.cli import main
+from preschool.corpora.base import CorpusConfig
+from preschool.data.engine import distributed
+from preschool.data.prepare import DatasetSpec, prepare_data
+from preschool.data.shards import ShardSet, content_sha256
+from preschool.data.tokenizer import TokenizerConfig
+from preschool.errors import ConfigError, MissingDependency
+
+pytest.importorskip("datatrove")
+
+from preschool.data.distributed import DatatroveDistributor, ExecutorOptions, Submitted  # noqa: E402
+
+SEQ = 256
+ROW = SEQ + 1
+NOVELS = ["Anon_Clara_1864.txt", "Barclay_Ladies_1917.txt", "Barclay_Postern_1911.txt"]
+TOK = TokenizerConfig(vocab_size=400, sample_documents=100)
+# small units: a few hundred novel paragraphs are cut into about ten units per dataset
+DATASETS = {
+    "pt": DatasetSpec(corpus="novels", tokens=60 * ROW, val_tokens=4 * ROW, unit_tokens=800),
+    "l2t": DatasetSpec(corpus="novels", tokens=20 * ROW, val_tokens=2 * ROW, val_fraction=0.1, unit_tokens=500,
+                       l2t={"scenario": "disjoint"}),
+    "dyck": DatasetSpec(generator="shuffle_dyck", params={"length": 40}, tokens=40 * ROW, val_tokens=4 * ROW,
+                        unit_tokens=500),
+}
+
+
+@pytest.fixture(scope="module")
+def novels(shared_data, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("novels")
+    for name in NOVELS:
+        (folder / name).symlink_to(shared_data / "novels" / name)
+    return {"novels": CorpusConfig(source="text", path=str(folder), split_documents="paragraphs", chunk_chars=2000)}
+
+
+def _prepare(out, corpora, datasets=DATASETS, workers=1, dist=None):
+    with distributed(dist):
+        return prepare_data(out, TOK, corpora, datasets, seq_len=SEQ, seed=0, workers=workers, progress=False)
+
+
+def _same_bytes(a: Path, b: Path, names) -> None:
+    for name in names:
+        assert content_sha256(a / name) == content_sha256(b / name) is not None, name
+        for split in ("train", "val"):
+            ma, mb = (json.loads((d / name / split / "manifest.json").read_text()) for d in (a, b))
+            ma.pop("code_version"), mb.pop("code_version")
+            assert ma == mb, (name, split)
+            n = ma["n_rows"]
+            assert (ShardSet(a / name / split).rows(range(n)).tobytes()
+                    == ShardSet(b / name / split).rows(range(n)).tobytes())
+
+
+@pytest.fixture(scope="module")
+def engine_out(novels, tmp_path_factory):
+    out = tmp_path_factory.mktemp("engine")
+    _prepare(out, novels, workers=2)  # our own parallel engine
+    return out
+
+
+def test_local_executor_on_novels_is_byte_identical_to_the_engine(novels, engine_out, tmp_path):
+    dist = DatatroveDistributor(ExecutorOptions(kind="local", tasks=3))
+    _prepare(tmp_path, novels, dist=dist)
+    _same_bytes(engine_out, tmp_path, DATASETS)
+    # every kind went through datatrove, spread over several units and tasks
+    by_work = {Path(r["logs"]).parent.name.split(".work-")[0]: r for r in dist.runs}
+    assert {".pt", ".l2t", ".dyck-train"} <= set(by_work)
+    assert all(r["tasks"] == 3 and r["units"] > 3 for r in by_work.values())
+    assert json.loads((tmp_path / "pt" / "train" / "manifest.json").read_text())["units"] > 3
+    assert not list(tmp_path.glob(".*work-*"))  # the work folders (and datatrove's logs in them) are gone
+
+
+def _fake_slurm(tmp_path: Path) -> tuple[Path, dict]:
+    """``sbatch`` that records each submission (args + script) and answers a job id; ``srun``,
+    ``scontrol`` and ``squeue`` enough for datatrove's task side."""
+    bin_ = tmp_path / "fakebin"
+    bin_.mkdir()
+    rec = tmp_path / "submitted"
+    scripts = {
+        "sbatch": f"""#!/bin/bash
+n=$(ls {rec} 2>/dev/null | wc -l); d={rec}/$n; mkdir -p $d
+printf '%s\\n' "$@" > $d/args; cp "${{@: -1}}" $d/script.sh
+echo "Submitted batch job $((4242 + n))"
+""",
+        "srun": """#!/bin/bash
+while [[ "$1" == -* ]]; do case "$1" in -n|-N) shift 2;; *) shift;; esac; done
+exec "$@"
+""",
+        "scontrol": """#!/bin/bash
+[[ "$1 $2" == "show hostnames" ]] && echo node001
+exit 0
+""",
+        "squeue": "#!/bin/bash\nexit 0\n",
+    }
+    for name, text in scripts.items():
+        (bin_ / name).write_text(text)
+        (bin_ / name).chmod((bin_ / name).stat().st_mode | stat.S_IXUSR)
+    env = {**os.environ, "PATH": f"{bin_}:{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    return rec, env
+
+
+@pytest.mark.slow
+def test_slurm_with_a_fake_sbatch_submits_an_array_whose_tasks_give_the_same_bytes(novels, engine_out, tmp_path,
+                                                                                   monkeypatch):
+    rec, env = _fake_slurm(tmp_path)
+    monkeypatch.setenv("PATH", env["PATH"])
+    monkeypatch.delenv("SLURM_ARRAY_TASK_ID", raising=False)
+    opts = ExecutorOptions(kind="slurm", tasks=2, partition="cpu", time="1:00:00", cpus_per_task=2,
+                           sbatch_args={"account": "proj"}, wait=False)
+    out = tmp_path / "out"
+    pt = {"pt": DATASETS["pt"]}
+    with pytest.raises(Submitted, match="submitted Slurm job 4242"):
+        _prepare(out, novels, pt, dist=DatatroveDistributor(opts))
+    assert not (out / "pt").exists()
+    subs = sorted(rec.iterdir(), key=lambda p: int(p.name))
+    assert len(subs) == 2  # the task array, then datatrove's stats merge (after it)
+    array, merge = ((s / "script.sh").read_text() for s in subs)
+    for line in ("#SBATCH --array=0-1", "#SBATCH --partition=cpu", "#SBATCH --time=1:00:00",
+                 "#SBATCH --cpus-per-task=2", "#SBATCH --account=proj", "#SBATCH --job-name=preschool-prepare"):
+        assert line in array.splitlines()
+    assert "launch_pickled_pipeline" in array and "executor.pik" in array
+    assert "--export=ALL,RUN_OFFSET=0" in (subs[0] / "args").read_text()
+    assert "#SBATCH --dependency=afterok:4242" in merge and "merge_stats" in merge
+
+    # the cluster runs the array: each task is the recorded script under its SLURM_ARRAY_TASK_ID
+    for task in range(2):
+        subprocess.run(["bash", str(subs[0] / "script.sh")], check=True, capture_output=True, cwd=tmp_path,
+                       env={**env, "SLURM_ARRAY_TASK_ID": str(task), "RUN_OFFSET": "0", "SLURM_NODELIST": "node001"})
+    # the same command again: every task completed, so nothing is submitted; the units are linked
+    _prepare(out, novels, pt, dist=DatatroveDistributor(opts))
+    assert len(list(rec.iterdir())) == 2
+    _same_bytes(engine_out, out, pt)
+
+
+def test_ray_executor_gives_the_same_bytes(novels, engine_out, tmp_path):
+    pytest.importorskip("ray", reason="ray is not installed here (datatrove's Ray executor needs it)")
+    dist = DatatroveDistributor(ExecutorOptions(kind="ray", tasks=2))
+    _prepare(tmp_path, novels, {"pt": DATASETS["pt"]}, dist=dist)
+    _same_bytes(engine_out, tmp_path, ["pt"])
+
+
+def test_without_datatrove_the_error_says_how_to_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "datatrove", None)  # import datatrove -> ImportError
+    with pytest.raises(MissingDependency, match=r"preschool\[datatrove\]"):
+        DatatroveDistributor(ExecutorOptions(kind="local", tasks=2))
+
+
+def test_slurm_needs_partition_and_time():
+    with pytest.raises(ConfigError, match="--partition"):
+        DatatroveDistributor(ExecutorOptions(kind="slurm", tasks=2, time="1:00:00"))
+    with pytest.raises(ConfigError, match="--time"):
+        DatatroveDistributor(ExecutorOptions(kind="slurm", tasks=2, partition="cpu"))
+
+
+QUICKSTART = Path(__file__).resolve().parents[2] / "examples" / "quickstart.yaml"
+MICRO = ["tokenizer.vocab_size=300", "tokenizer.sample_documents=200", "data.pt.tokens=20000",
+         "data.pt.val_tokens=2048", "data.pt.unit_tokens=3000", "data.dyck.tokens=4000", "data.dyck.val_tokens=1024",
+         "data.dyck.unit_tokens=600"]
+
+
+def test_cli_executor_local_prepares_the_engine_bytes(tmp_path, capsys):
+    sets = lambda out: [x for o in [f"out={out}", *MICRO] for x in ("--set", o)]  # noqa: E731
+    assert main(["prepare", str(QUICKSTART), *sets(tmp_path / "a"), "--no-progress", "--workers", "1"]) == 0
+    assert main(["prepare", str(QUICKSTART), *sets(tmp_path / "b"), "--no-progress", "--workers", "1",
+                 "--executor", "local", "--tasks", "2"]) == 0
+    assert "datatrove local:" in capsys.readouterr().out
+    _same_bytes(tmp_path / "a" / "data", tmp_path / "b" / "data", ["pt", "dyck"])
+    assert main(["prepare", str(QUICKSTART), *sets(tmp_path / "c"), "--executor", "ray"]) == 2
+    assert "--tasks" in capsys.readouterr().err
