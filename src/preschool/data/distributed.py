@@ -168,6 +168,8 @@ class DatatroveDistributor(Distributor):
     def _local(self, step, tasks: int, logs: Path) -> None:
         from datatrove.executor import LocalPipelineExecutor
 
+        # tasks are forked, as the engine's workers are: a fresh interpreter per task (datatrove's default,
+        # forkserver) costs seconds of imports each; the Slurm and Ray tasks unpickle the step instead
         ex = LocalPipelineExecutor(pipeline=[step], tasks=tasks, workers=self.opts.workers, logging_dir=str(logs),
                                    start_method="fork")
         _run(ex, logs)
