@@ -3,29 +3,33 @@ transformed tokens/s divided by the training tokens/s of the ``small-6m`` preset
 
 Everything is measured in this one run on this machine:
 
-1. documents: the shared novels (``../shared/data/novels``) cut into ~20 kB
+1. documents: the shared novels (``$PRESCHOOL_SHARED_DATA/novels``, default
+   ``../shared/data/novels``) cut into ~20 kB
    documents (paragraph groups), or the built-in storybook corpus if absent;
-2. transform rate: ``encode_documents`` (sentence split + task + format +
-   tokenization, i.e. everything the packer needs) with 1 worker and with 2;
-   "transform only" excludes tokenization;
+2. transform rate: ``build_l2t`` on the one prepare engine (``data/engine.py``:
+   work units of ``--unit-tokens``; sentence split + task + format + tokenization
+   + packing + mixing + shard files) with 1 worker and with 2; "transform only"
+   excludes tokenization, packing and writing;
 3. training rate: a plain torch loop (AdamW, fp32, batch 8) of the ``small-6m``
    Qwen2 preset on rows of the same length, measured after a warm-up step;
 4. ratio = output tokens/s (L2T samples + raw text, all that the trainer will
    read) / training tokens/s. The issue asks for >= 20.
 
-    python benchmarks/l2t.py [--documents 300] [--seq-len 512] [--train-steps 4]
+    python benchmarks/l2t.py [--documents 300] [--seq-len 512] [--train-steps 4] [--unit-tokens 131072]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import time
 from pathlib import Path
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "novels"
+SHARED = Path(os.environ.get("PRESCHOOL_SHARED_DATA",
+                             Path(__file__).resolve().parents[1].parent / "shared" / "data")) / "novels"
 
 
 def documents(n: int) -> tuple[list[str], str]:
@@ -48,17 +52,23 @@ def documents(n: int) -> tuple[list[str], str]:
     return [t for _, t in iter_texts("storybook", max_documents=n)], "storybook"
 
 
-def transform_rate(docs, cfg, tok, workers: int) -> dict:
-    from preschool.l2t.build import DocumentEncoder, encode_documents
+def transform_rate(docs, cfg, tok, workers: int, unit_tokens: int) -> dict:
+    """Documents and output tokens (L2T samples + raw text, before packing) per second of ``build_l2t``."""
+    import tempfile
 
-    enc = DocumentEncoder(cfg, tok.to_str())
-    t = time.perf_counter()
-    n_tok = n_l2t = 0
-    for d in encode_documents(docs, enc, workers):
-        n_l2t += sum(len(s.ids) for s in d.samples)
-        n_tok += sum(len(s.ids) for s in d.samples) + (len(d.raw.ids) if d.raw is not None else 0)
-    dt = time.perf_counter() - t
-    return {"docs_per_s": len(docs) / dt, "tokens_per_s": n_tok / dt, "l2t_tokens_per_s": n_l2t / dt, "s": dt}
+    from preschool.l2t.build import build_l2t
+
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "out"
+        t = time.perf_counter()
+        build_l2t(docs, out, cfg, tok, workers=workers, unit_tokens=unit_tokens)
+        dt = time.perf_counter() - t
+        stats = json.loads((out / "stats.json").read_text())
+        units = json.loads((out / "train" / "manifest.json").read_text())["units"]
+    n_l2t = sum(sum(stats[s]["sample_tokens_by_task"].values()) for s in ("train", "val"))
+    n_raw = sum(stats[s]["raw_packing"]["tokens_in"] for s in ("train", "val"))
+    return {"docs_per_s": len(docs) / dt, "tokens_per_s": (n_l2t + n_raw) / dt, "l2t_tokens_per_s": n_l2t / dt,
+            "s": dt, "units": units}
 
 
 def transform_only_rate(docs, cfg) -> float:
@@ -103,6 +113,8 @@ def main() -> None:
     ap.add_argument("--documents", type=int, default=300)
     ap.add_argument("--seq-len", type=int, default=512)
     ap.add_argument("--train-steps", type=int, default=4)
+    ap.add_argument("--unit-tokens", type=int, default=131072,
+                    help="engine work unit size (4 characters per token): sets how many units the documents make")
     args = ap.parse_args()
 
     from preschool.config import from_dict
@@ -116,11 +128,12 @@ def main() -> None:
     print(f"corpus: {len(docs)} documents from {what}, {mb:.1f} MB; seq_len {args.seq_len}; cores: {os.cpu_count()}")
     only = transform_only_rate(docs, cfg)
     print(f"transform only (split+task+format), 1 core: {only:8.1f} docs/s")
-    r1 = transform_rate(docs, cfg, tok, 1)
-    print(f"transform + tokenize, 1 worker : {r1['docs_per_s']:8.1f} docs/s  {r1['tokens_per_s']:10.0f} tok/s "
+    r1 = transform_rate(docs, cfg, tok, 1, args.unit_tokens)
+    print(f"engine units: {r1['units']} of {args.unit_tokens} tokens")
+    print(f"engine (transform+tokenize+pack+write), 1 worker : {r1['docs_per_s']:8.1f} docs/s  {r1['tokens_per_s']:10.0f} tok/s "
           f"({r1['l2t_tokens_per_s']:.0f} L2T tok/s)")
-    r2 = transform_rate(docs, cfg, tok, 2)
-    print(f"transform + tokenize, 2 workers: {r2['docs_per_s']:8.1f} docs/s  {r2['tokens_per_s']:10.0f} tok/s")
+    r2 = transform_rate(docs, cfg, tok, 2, args.unit_tokens)
+    print(f"engine (transform+tokenize+pack+write), 2 workers: {r2['docs_per_s']:8.1f} docs/s  {r2['tokens_per_s']:10.0f} tok/s")
     print(f"scaling 1 -> 2 workers: {r2['docs_per_s'] / r1['docs_per_s']:.2f}x")
     tr = train_rate(args.seq_len, tok.get_vocab_size(), args.train_steps)
     print(f"training small-6m (plain torch loop, batch 8 x {args.seq_len}): {tr:8.0f} tok/s")

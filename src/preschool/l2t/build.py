@@ -26,12 +26,11 @@ one unit per worker plus one merge block.
 from __future__ import annotations
 
 import math
-import multiprocessing as mp
 import shutil
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Iterator, Literal
+from typing import Iterable, Literal
 
 import numpy as np
 
@@ -65,7 +64,6 @@ class BuildConfig:
     pack_batch: int = 1000
     val_fraction: float = 0.01
     shuffle_seed: int = 21  # reference shuffles the mixed rows with seed 21
-    batch_docs: int = 4  # documents per worker task
     train_tokens: int = 0  # cap on train rows x row_len (0 = everything the input gives)
     val_tokens: int = 0  # cap on val rows x row_len (0 = no cap: all, or what the train cap's documents gave)
     cap_margin: float = 0.05  # with caps: read until both splits hold this much more than needed
@@ -74,7 +72,6 @@ class BuildConfig:
         check(0.0 <= self.raw_ratio <= 1.0, "raw_ratio", f"must be in [0, 1], got {self.raw_ratio}")
         check(self.seq_len >= 8, "seq_len", f"must be >= 8, got {self.seq_len}")
         check(self.pack_batch >= 1, "pack_batch", "must be >= 1")
-        check(self.batch_docs >= 1, "batch_docs", "must be >= 1")
         check(self.train_tokens >= 0, "train_tokens", f"must be >= 0, got {self.train_tokens}")
         check(self.val_tokens >= 0, "val_tokens", f"must be >= 0, got {self.val_tokens}")
         check(0.0 <= self.val_fraction < 1.0, "val_fraction", f"must be in [0, 1), got {self.val_fraction}")
@@ -196,51 +193,12 @@ class DocumentEncoder:
         return outs
 
 
-_WORKER: DocumentEncoder | None = None
-
-
-def _init(enc: DocumentEncoder) -> None:
-    global _WORKER
-    _WORKER = enc
-
-
-def _run(batch: tuple[int, list[str], str | None]) -> list[DocOut]:
-    return _WORKER.process(*batch)  # type: ignore[union-attr]
-
-
 def _as_pair(i: int, d) -> tuple[str, str]:
     if isinstance(d, str):
         return str(i), d
     if isinstance(d, tuple):
         return str(d[0]), d[1]
     return str(d.id), d.text  # preschool.corpora.Document
-
-
-def _batches(docs: Iterable, size: int) -> Iterator[tuple[int, list[tuple[str, str]], str | None]]:
-    prev, buf, start = None, [], 0
-    for i, d in enumerate(docs):
-        buf.append(_as_pair(i, d))
-        if len(buf) == size:
-            yield start, buf, prev
-            start, prev, buf = start + size, buf[-1][1], []
-    if buf:
-        yield start, buf, prev
-
-
-def encode_documents(texts: Iterable, enc: DocumentEncoder, workers: int = 1) -> Iterator[DocOut]:
-    """Per-document outputs in input order (identical for any ``workers``).
-
-    Items are texts (id = their index), ``(doc_id, text)`` pairs or ``Document`` s.
-    """
-    batches = _batches(texts, enc.cfg.batch_docs)
-    if workers <= 1:
-        for b in batches:
-            yield from enc.process(*b)
-        return
-    ctx = mp.get_context("fork")
-    with ctx.Pool(workers, initializer=_init, initargs=(enc,)) as pool:
-        for outs in pool.imap(_run, batches, chunksize=1):
-            yield from outs
 
 
 class _Side:
