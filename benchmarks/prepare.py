@@ -64,7 +64,7 @@ def ours(docs, tok, workers: int, unit_tokens: int = 1 << 20) -> tuple[float, in
     from preschool.data.prepare import CorpusJob
 
     class Job(CorpusJob):  # documents already in memory, so reading the text is not what we time
-        def units(self):
+        def units(self, start=None):
             return text_units(iter(docs), self.unit_tokens)
 
     job = Job(None, tok.to_str(), SEQ + 1, 0, 0.01, ["train", "val"], unit_tokens)

@@ -252,3 +252,28 @@ def test_novels(shared_data):
     assert "\n".join(d.text for d in cut if d.meta["path"] == cut[0].meta["path"]).split() == whole[0].text.split()
     for w in whole[::15]:  # the line-streamed chunks are exactly the chunks of the whole text
         assert [d.text for d in docs if d.meta["path"] == w.id] == chunk_text(w.text, "paragraphs", 4000)
+
+
+@pytest.mark.parametrize("split", ["paragraphs", "none"])
+def test_a_streamed_hf_read_continues_at_any_document_position(tmp_path, split):
+    """iter_documents(start=doc.meta["position"]) gives the same documents from there on and the same counts,
+    also from the middle of a record cut into several pieces and after dropped records."""
+    src = tmp_path / "src"
+    src.mkdir()
+    for part in range(2):
+        lines = []
+        for i in range(30):
+            text = "\n\n".join(f"Paragraph {j} of record {part}-{i}. " * 6 for j in range(1 + i % 4))
+            lines.append(json.dumps({"text": text if i % 7 else "   "}))  # every 7th record is blank: dropped
+        (src / f"part-{part}.jsonl").write_text("\n".join(lines) + "\n")
+    c = cfg(source="hf", hf_name="json", path=str(src), streaming=True, split_documents=split, chunk_chars=200)
+    whole = ReadStats()
+    docs = list(iter_documents(c, whole))
+    assert whole.drops["empty"] > 0 and any(d.meta.get("chunk", 0) > 0 for d in docs) == (split == "paragraphs")
+    for i in (0, 1, 7, len(docs) // 2, len(docs) - 1):
+        st = ReadStats()
+        rest = list(iter_documents(c, st, start=docs[i].meta["position"]))
+        assert [(d.id, d.text) for d in rest] == [(d.id, d.text) for d in docs[i:]]
+        assert st.as_dict() == whole.as_dict()
+    with pytest.raises(DataError, match="only kept for source 'hf'"):
+        next(iter_documents(cfg(source="storybook"), start=docs[1].meta["position"]))

@@ -31,6 +31,21 @@ def _write(folder, fmt, part, start, n):
         pq.write_table(pa.Table.from_pylist(rows), folder / f"part-{part}.parquet")
 
 
+def _rows_read(monkeypatch) -> list[int]:
+    """Rows of the records the hf reader yields from now on."""
+    from preschool.corpora.sources import HFSource
+
+    rows, real = [], HFSource.documents
+
+    def documents(self, stats):
+        for doc in real(self, stats):
+            rows.append(doc.meta["row"])
+            yield doc
+
+    monkeypatch.setattr(HFSource, "documents", documents)
+    return rows
+
+
 def _prepare(out, folder, fmt, workers=2):
     corpus = CorpusConfig(source="hf", hf_name="json" if fmt == "jsonl" else "parquet", path=str(folder),
                           streaming=True)
@@ -60,9 +75,16 @@ def test_streamed_folder_prepares_resumes_and_keeps_val(tmp_path, fmt, monkeypat
     with pytest.raises(KeyboardInterrupt):
         _prepare(tmp_path / "run", src, fmt, workers=1)
     monkeypatch.setattr(CorpusJob, "run", real_run)
-    assert len(list(next((tmp_path / "run").glob(".pt.work-*")).glob("u*/unit.json"))) == 3
+    work = next((tmp_path / "run").glob(".pt.work-*"))
+    assert len(list(work.glob("u*/unit.json"))) == 3
+    # where unit 3 starts in the stream was recorded before it was built
+    start = json.loads((work / "u000003.start.json").read_text())["position"]
+    assert start["row"] > 0 and start["read"]["documents"] == start["documents"] > 0
+    rows = _rows_read(monkeypatch)
     _prepare(tmp_path / "run", src, fmt)
     assert content_sha256(tmp_path / "run" / "pt") == want
+    # the rerun continued the stream at unit 3: no record before it was read again
+    assert min(rows) == start["row"]
 
     # the corpus grows by an appended file: held-out documents stay held out, and the slice the
     # budget takes (from the start of the stream) is byte for byte the same
@@ -72,3 +94,44 @@ def test_streamed_folder_prepares_resumes_and_keeps_val(tmp_path, fmt, monkeypat
     for split in ("train", "val"):
         assert (grown / "pt" / f"{split}.doc_ids.txt").read_text() == (ref / "pt" / f"{split}.doc_ids.txt").read_text()
     assert content_sha256(grown / "pt") == want
+
+
+def test_a_streamed_l2t_build_resumes_at_its_stream_position(tmp_path, monkeypatch):
+    """An L2T dataset's unit carries the text before its first document: resumed at the recorded stream
+    position (with that text), the build writes the bytes of an uninterrupted one."""
+    from preschool.l2t.build import L2TJob
+
+    src = tmp_path / "src"
+    _write(src, "jsonl", 0, 0, 600)
+    corpus = CorpusConfig(source="hf", hf_name="json", path=str(src), streaming=True)
+    spec = {"l2t": DatasetSpec(corpus="web", tokens=40 * ROW, val_tokens=4 * ROW, val_fraction=0.1, unit_tokens=300,
+                               l2t={"scenario": "disjoint", "l2t": {"min_num_words": 5}})}
+
+    def prepare(out):
+        return prepare_data(out, TOK, {"web": corpus}, spec, seq_len=SEQ, seed=0, workers=1, progress=False)
+
+    prepare(tmp_path / "ref")
+    real_run = L2TJob.run
+
+    def dies(self, k, payload, out):
+        if k == 3:
+            raise KeyboardInterrupt
+        return real_run(self, k, payload, out)
+
+    monkeypatch.setattr(L2TJob, "run", dies)
+    with pytest.raises(KeyboardInterrupt):
+        prepare(tmp_path / "run")
+    monkeypatch.setattr(L2TJob, "run", real_run)
+    token = json.loads(next((tmp_path / "run").glob(".l2t.work-*/u000003.start.json")).read_text())
+    assert token["first"] > 0 and token["prev"]
+    starts = []
+    real_units = L2TJob.units
+
+    def units(self, start=None):
+        starts.append(start)
+        return real_units(self, start)
+
+    monkeypatch.setattr(L2TJob, "units", units)
+    prepare(tmp_path / "run")
+    assert content_sha256(tmp_path / "run" / "l2t") == content_sha256(tmp_path / "ref" / "l2t")
+    assert starts == [(3, token)]  # the rerun's document stream began at unit 3's recorded position

@@ -496,11 +496,26 @@ class HFSource(Source):
         label = "/".join(x for x in (c.hf_name, c.hf_config, c.hf_split) if x)
         return ds, label
 
+    start: dict | None = None  # a stream position to continue from (see ``iter_documents(start=...)``)
+
     def documents(self, stats: ReadStats) -> Iterator[Document]:
         c = self.cfg
-        ds, label = self._load(stats)
-        stats.files += 1
-        for row, rec in enumerate(ds):
+        ds, label = self._load(stats if self.start is None else ReadStats())  # a resumed read has these counts
+        # A streamed dataset reports its position (``state_dict``: shard and example within it) before each
+        # record, so a reader can later continue there instead of streaming the prefix again.
+        stream = hasattr(ds, "state_dict") and hasattr(ds, "load_state_dict")
+        first = 0
+        if self.start is not None:
+            if not stream:
+                raise DataError(f"hf dataset {label}: a stream position is only kept for streaming datasets "
+                                "(streaming: true)")
+            ds.load_state_dict(self.start["state"])
+            first = int(self.start["row"])
+        else:
+            stats.files += 1
+        state = ds.state_dict() if stream else None
+        for row, rec in enumerate(ds, start=first):
+            before, state = state, (ds.state_dict() if stream else None)
             text = rec.get(c.text_field)
             if not isinstance(text, str):
                 if c.text_field not in rec:
@@ -508,7 +523,10 @@ class HFSource(Source):
                 self.bad_record(stats, "missing_field", f"hf dataset {label}: row {row}: {c.text_field!r} is {text!r}")
                 continue
             did = str(rec[c.id_field]) if c.id_field and c.id_field in rec else f"{label}:{row}"
-            yield Document(did, clean_text(text), {"source": "hf", "dataset": label, "row": row})
+            meta = {"source": "hf", "dataset": label, "row": row}
+            if stream:
+                meta["stream"] = before
+            yield Document(did, clean_text(text), meta)
 
 
 @SOURCES.register("storybook", config=CorpusConfig)
@@ -524,8 +542,14 @@ class StorybookSource(Source):
 
 
 def iter_documents(cfg: CorpusConfig | dict, stats: ReadStats | None = None,
-                   count_tokens: Callable[[str], int] | None = None) -> Iterator[Document]:
+                   count_tokens: Callable[[str], int] | None = None, start: dict | None = None) -> Iterator[Document]:
     """Documents of corpus ``cfg`` (a CorpusConfig or its fields as a dict) in a deterministic order, with stable ids.
+
+    A streamed ``hf`` corpus gives each document ``meta["position"]``, where it starts
+    in the stream (the dataset's ``state_dict`` before its record, the record's row and
+    the piece within it, the counts so far); ``start=`` that position continues the read
+    there, with the same documents, ids and ``stats`` an uninterrupted read gives, without
+    streaming the prefix again.
 
     ``stats`` (optional) is filled in as documents are read. ``count_tokens``
     (optional) measures ``target_tokens`` in tokenizer tokens instead of
@@ -541,6 +565,16 @@ def iter_documents(cfg: CorpusConfig | dict, stats: ReadStats | None = None,
     source = SOURCES.get(cfg.source, "source").cls(cfg)
     n_docs = 0
     n_tokens = 0
+    skip = 0  # pieces of the first record already read before ``start``
+    if start is not None:
+        if not isinstance(source, HFSource):
+            raise DataError(f"corpus source {cfg.source!r}: a stream position is only kept for source 'hf'")
+        source.start = start
+        n_docs, n_tokens, skip = int(start["documents"]), int(start["tokens"]), int(start["piece"])
+        stats.files, stats.documents, stats.chars = (int(start["read"][f]) for f in ("files", "documents", "chars"))
+        stats.words, stats.replaced_bad_utf8 = int(start["read"]["words"]), int(start["read"]["replaced_bad_utf8"])
+        stats.drops.clear()
+        stats.drops.update(start["read"]["drops"])
     for doc_id, meta, pieces in source.pieces(stats):
         it = iter(pieces)
         text = next(it, None)
@@ -550,7 +584,9 @@ def iter_documents(cfg: CorpusConfig | dict, stats: ReadStats | None = None,
         k = 0
         while text is not None:
             after = next(it, None)  # one piece of look-ahead: a single piece in mode none keeps the plain id
-            if not text.strip():
+            if k < skip:
+                pass  # read (and counted) before the position this read continues from
+            elif not text.strip():
                 stats.drop("empty")
             elif len(text) < cfg.min_chars:
                 stats.drop("too_short")
@@ -559,6 +595,11 @@ def iter_documents(cfg: CorpusConfig | dict, stats: ReadStats | None = None,
                     out = Document(doc_id, text, meta)
                 else:
                     out = Document(f"{doc_id}#{k}", text, {**meta, "chunk": k})
+                if "stream" in meta:  # where this document starts: ``iter_documents(start=...)`` continues here
+                    out.meta = {**out.meta, "position": {
+                        "state": meta["stream"], "row": meta["row"], "piece": k, "documents": n_docs,
+                        "tokens": n_tokens, "read": stats.as_dict()}}
+                    del out.meta["stream"]
                 words = len(text.split())
                 stats.documents += 1
                 stats.chars += len(text)
@@ -570,3 +611,4 @@ def iter_documents(cfg: CorpusConfig | dict, stats: ReadStats | None = None,
                         (cfg.target_tokens is not None and n_tokens >= cfg.target_tokens):
                     return
             text, k = after, k + 1
+        skip = 0

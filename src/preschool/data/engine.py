@@ -61,9 +61,18 @@ class UnitJob:
         """Fingerprint of everything that decides the units' bytes (names the resumable work folder)."""
         raise NotImplementedError
 
-    def units(self) -> Iterator[tuple[int, Any]]:
-        """``(k, payload)`` for k = 0, 1, 2... in order (parent side; payloads are pickled to workers)."""
+    def units(self, start: tuple[int, dict] | None = None) -> Iterator[tuple[int, Any]]:
+        """``(k, payload)`` for k = 0, 1, 2... in order (parent side; payloads are pickled to workers).
+
+        ``start=(m, token)``, with a token :meth:`start_token` gave for unit ``m``: begin at
+        unit ``m`` without reading what comes before it (a resumed prepare).
+        """
         raise NotImplementedError
+
+    def start_token(self, k: int) -> dict | None:
+        """After ``units()`` yielded unit ``k``: a JSON-able token from which ``units(start=(k, token))``
+        yields the same unit ``k`` and the rest, or None when this job cannot start there (it rereads)."""
+        return None
 
     def run(self, k: int, payload: Any, out: Path) -> dict:
         """Build unit ``k`` into folder ``out`` (worker side); return its counts (JSON-able)."""
@@ -80,14 +89,22 @@ def job_key(*parts: Any) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def text_units(docs, unit_tokens: int) -> Iterator[tuple[int, list[tuple[str, str]]]]:
-    """Group ``(doc_id, text)`` pairs into units of about ``CHARS_PER_TOKEN * unit_tokens`` characters."""
+def text_units(docs, unit_tokens: int, first: int = 0,
+               starts: dict[int, Any] | None = None) -> Iterator[tuple[int, list[tuple[str, str]]]]:
+    """Group ``(doc_id, text)`` pairs into units of about ``CHARS_PER_TOKEN * unit_tokens`` characters.
+
+    Units are numbered from ``first``. Items may be ``(doc_id, text, position)``: then
+    ``starts[k]`` is set to the position of unit ``k``'s first document before the unit is
+    yielded (``corpora.iter_documents`` positions, for resuming a stream there).
+    """
     limit = max(1, CHARS_PER_TOKEN * unit_tokens)
     buf: list[tuple[str, str]] = []
-    chars, k = 0, 0
-    for doc_id, text in docs:
-        buf.append((doc_id, text))
-        chars += len(text)
+    chars, k = 0, first
+    for doc in docs:
+        if not buf and starts is not None and len(doc) > 2:
+            starts[k] = doc[2]
+        buf.append((doc[0], doc[1]))
+        chars += len(doc[1])
         if chars >= limit:
             yield k, buf
             buf, chars, k = [], 0, k + 1
@@ -166,8 +183,22 @@ def run_units(job: UnitJob, work: str | Path, workers: int = 1, need: dict[str, 
             on_unit(info)
         return _enough(have, need)
 
+    # A rerun continues after the finished units 0..m-1 where unit m starts (its start token), so a
+    # streamed source is not read again from its beginning; without a token it reads from the start.
+    m = 0
+    while (unit_path(work, m) / "unit.json").is_file():
+        m += 1
+    token_file = work / f"u{m:06d}.start.json"
+    if m and token_file.is_file():
+        for k in range(m):
+            if take(read_json(unit_path(work, k) / "unit.json")):
+                return infos
+        units = _recording(job, work, job.units(start=(m, read_json(token_file))))
+    else:
+        units = _recording(job, work, job.units())
+
     if workers <= 1:
-        for k, payload in job.units():
+        for k, payload in units:
             if take(build_unit(job, k, payload, work)):
                 break
         return infos
@@ -175,7 +206,7 @@ def run_units(job: UnitJob, work: str | Path, workers: int = 1, need: dict[str, 
     pool = ctx.Pool(workers, initializer=_init, initargs=(job,))
     try:
         pending: deque = deque()
-        it = job.units()
+        it = units
         exhausted = False
         while True:
             while not exhausted and len(pending) < 2 * workers:
@@ -201,6 +232,16 @@ def run_units(job: UnitJob, work: str | Path, workers: int = 1, need: dict[str, 
         pool.terminate()
         pool.join()
     return infos
+
+
+def _recording(job: UnitJob, work: Path, units: Iterator[tuple[int, Any]]) -> Iterator[tuple[int, Any]]:
+    """``units``, writing each unfinished unit's start token to ``work/u<k>.start.json`` before it is built."""
+    for k, payload in units:
+        if not (unit_path(work, k) / "unit.json").is_file():
+            token = job.start_token(k)
+            if token is not None:
+                write_json(work / f"u{k:06d}.start.json", token)
+        yield k, payload
 
 
 def build_unit(job: UnitJob, k: int, payload: Any, work: Path) -> dict:

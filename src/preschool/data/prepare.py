@@ -131,15 +131,26 @@ class CorpusJob(UnitJob):
         self._tok = None
 
     def __getstate__(self):  # a copy elsewhere reads its own documents: the parent's read counts stay here
-        return {**self.__dict__, "read": None, "_tok": None}
+        return {**self.__dict__, "read": None, "_tok": None, "_starts": {}}
 
     def key(self) -> str:
         return job_key("corpus", to_dict(self.corpus_cfg), self.tokenizer_json, self.row_len, self.seed,
                        self.val_fraction, self.splits, self.unit_tokens, sorted(self.excluded))
 
-    def units(self):
-        docs = ((d.id, d.text) for d in _corpus_docs(self.corpus_cfg, self.read) if d.id not in self.excluded)
-        return text_units(docs, self.unit_tokens)
+    def units(self, start=None):
+        from ..corpora import iter_documents
+
+        m, token = start if start is not None else (0, {})
+        self._starts: dict = {}
+        docs = ((d.id, d.text, d.meta.get("position")) for d in iter_documents(self.corpus_cfg, self.read,
+                                                                               start=token.get("position"))
+                if d.id not in self.excluded)
+        return text_units(docs, self.unit_tokens, first=m, starts=self._starts)
+
+    def start_token(self, k: int) -> dict | None:
+        # a streamed corpus can continue where unit k starts; other sources read again from their start
+        pos = self._starts.pop(k, None)
+        return {"position": pos} if pos is not None else None
 
     def run(self, k: int, docs: list[tuple[str, str]], out: Path) -> dict:
         from tokenizers import Tokenizer

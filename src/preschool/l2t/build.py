@@ -342,13 +342,14 @@ class L2TJob(UnitJob):
     """Units of consecutive documents -> routed, transformed, packed L2T and raw rows per split."""
 
     def __init__(self, texts: Iterable, enc: DocumentEncoder, vocab: int, pad: int, unit_tokens: int,
-                 source: dict | None, corpus_cfg=None):
+                 source: dict | None, corpus_cfg=None, read=None):
         self.texts, self.enc, self.vocab, self.pad = texts, enc, vocab, pad
         self.unit_tokens, self.source = unit_tokens, source
         self.corpus_cfg = corpus_cfg  # the CorpusConfig ``texts`` was read from, if any: copies reread it
+        self.read = read  # the ReadStats ``texts`` fills in (a resumed read restores its counts there)
 
-    def __getstate__(self):  # the document stream stays with the parent
-        return {**self.__dict__, "texts": None}
+    def __getstate__(self):  # the document stream and the parent's read counts stay with the parent
+        return {**self.__dict__, "texts": None, "read": None, "_starts": {}}
 
     def task_copy(self):
         return super().task_copy() if self.corpus_cfg is not None else None
@@ -357,21 +358,32 @@ class L2TJob(UnitJob):
         return job_key("l2t", to_dict(self.enc.cfg), self.enc.tokenizer_json, self.enc.pool, self.unit_tokens,
                        self.source)
 
-    def units(self):
-        if self.texts is None:  # a copy on another process or machine: read the corpus again
-            from ..corpora import iter_documents
+    def units(self, start=None):
+        from ..corpora import iter_documents
 
+        m, token = start if start is not None else (0, {})
+        if start is not None:  # a resumed build: continue the stream where unit m starts
+            texts = iter_documents(self.corpus_cfg, self.read, start=token["position"])
+        elif self.texts is None:  # a copy on another process or machine: read the corpus again
             texts = iter_documents(self.corpus_cfg)
         else:
             texts = self.texts
-        pairs = (_as_pair(i, d) for i, d in enumerate(texts))
-        start, prev, any_unit = 0, None, False
-        for k, docs in text_units(pairs, self.unit_tokens):
+        first, prev = int(token.get("first", 0)), token.get("prev")
+        self._starts: dict = {}
+        positions = {}
+        docs = ((*_as_pair(i, d), getattr(d, "meta", {}).get("position")) for i, d in enumerate(texts, start=first))
+        any_unit = False
+        for k, unit in text_units(docs, self.unit_tokens, first=m, starts=positions):
+            if positions.get(k) is not None and self.corpus_cfg is not None:
+                self._starts[k] = {"position": positions.pop(k), "first": first, "prev": prev}
             # each unit carries the text before its first document, so every document sees its predecessor
-            yield k, (start, docs, prev)
-            start, prev, any_unit = start + len(docs), docs[-1][1], True
-        if not any_unit:
+            yield k, (first, unit, prev)
+            first, prev, any_unit = first + len(unit), unit[-1][1], True
+        if not any_unit and start is None:
             yield 0, (0, [], None)
+
+    def start_token(self, k: int) -> dict | None:
+        return self._starts.pop(k, None)
 
     def run(self, k: int, payload: tuple[int, list[tuple[str, str]], str | None], out: Path) -> dict:
         start, docs, prev = payload
@@ -440,7 +452,7 @@ def build_l2t(
     enc = DocumentEncoder(cfg, tokenizer.to_str(), pool)
     vocab = tokenizer.get_vocab_size()
     out = Path(out)
-    job = L2TJob(texts, enc, vocab, eos_id(tokenizer), unit_tokens, source, corpus_cfg)
+    job = L2TJob(texts, enc, vocab, eos_id(tokenizer), unit_tokens, source, corpus_cfg, read_stats)
     work = work_dir(Path(resume_as or out), job.key())
     bar = None
     if progress:

@@ -205,11 +205,14 @@ class GeneratorJob(UnitJob):
                        self.enc.reserved_offset, self.enc.max_digits, self.enc.tokenizer_json, self.row_len,
                        self.vocab_size, self.eos_id, self.pack_mode, self.pad_id, self.exact_fill, self.items)
 
-    def units(self):
-        k = 0
+    def units(self, start=None):
+        k = start[0] if start is not None else 0
         while True:
             yield k, (k * self.items, (k + 1) * self.items)
             k += 1
+
+    def start_token(self, k: int) -> dict:
+        return {}  # unit k is items [k * items, (k + 1) * items): nothing to remember
 
     def run(self, k: int, bounds: tuple[int, int], out: Path) -> dict:
         stats = PackStats()
