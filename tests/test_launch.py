@@ -130,7 +130,7 @@ def test_compartments_init_from_arm_waits_for_its_source(tmp_path):
     assert exp.depends  # the example expands a trained c=1 arm
     for arm, src in exp.depends.items():
         assert f"{src}-seed{exp.seeds[0]}" in jobs[f"{arm}-seed{exp.seeds[0]}"].after_ok
-    assert "compartments" in jobs["report"].script and "--report-only" in jobs["report"].script
+    assert "-m preschool.cli run" not in jobs["report"].script and "--only report" in jobs["report"].script
 
 
 @pytest.mark.parametrize("path", PAPER + EXAMPLES, ids=lambda p: p.name)
@@ -139,8 +139,6 @@ def test_launch_dry_run_writes_scripts_that_parse(path, tmp_path, monkeypatch, c
 
     if "shared/data" in path.read_text() and not (ROOT.parent / "shared" / "data").is_dir():
         pytest.skip("needs ../shared/data")
-    if load_yaml(path).get("kind") == "audit":
-        pytest.skip("an audit trains nothing")
     monkeypatch.chdir(ROOT)
     monkeypatch.setenv("PATH", "/usr/bin:/bin")  # no sbatch needed for a dry run
     assert main(["launch", str(path), "--slurm", "--gpus-per-node", "2", "--dry-run",
@@ -164,13 +162,14 @@ def test_launch_refuses_without_a_scheduler_and_bad_time(tmp_path, capsys):
 
 def test_compartments_prepare_then_one_arm(tmp_path, capsys):
     cfg = str(ROOT / "examples/compartments_slowdown.yaml")
-    sets = [x for o in [f"out={tmp_path / 'cm'}", "model.preset=micro", "data.tokens=20000", "data.val_tokens=2048",
-                        "tokens=2048", "tokenizer.vocab_size=300", "tokenizer.sample_documents=200"]
+    sets = [x for o in [f"out={tmp_path / 'cm'}", "model.preset=micro", "data.base.tokens=20000",
+                        "data.base.val_tokens=2048", "arms.1.stages.0.tokens=2048", "tokenizer.vocab_size=300",
+                        "tokenizer.sample_documents=200"]
             for x in ("--set", o)]
     assert main(["run", cfg, "--arm", "c2", *sets, "--no-progress"]) == 2
     assert "preschool prepare" in capsys.readouterr().err
     assert main(["prepare", cfg, *sets, "--no-progress"]) == 0
-    assert (tmp_path / "cm" / "data" / "arms" / "c2" / "data.json").is_file()  # every arm's sets, once
+    assert (tmp_path / "cm" / "data" / "base_c2" / "c1" / "val").is_dir()  # every derived set, once
     assert main(["run", cfg, "--arm", "c2", *sets, "--no-progress"]) == 0
-    assert (tmp_path / "cm" / "arms" / "c2" / "DONE").is_file()
+    assert (tmp_path / "cm" / "arms" / "c2" / "seed0" / "DONE").is_file()
     assert not (tmp_path / "cm" / "arms" / "c1").exists()

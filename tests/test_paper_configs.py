@@ -79,10 +79,11 @@ def test_paper_experiment_runs_at_micro_scale(name, tmp_path):
 def test_compartments_paper_runs_at_micro_scale(tmp_path):
     path = PAPER / "compartments_paper.yaml"
     raw = load_yaml(path)
-    sets = [f"out={tmp_path / 'run'}", *MICRO_MODEL, f"corpora.fineweb={STORYBOOK}", "data.tokens=20000",
-            "data.val_tokens=2048", "tokens=4096", "train.batch_size=16", "train.micro_batch_size=8",
-            "train.val_rows=8", "train.log_every=1", "stage.warmup=2", "similarity_rows=4"]
+    sets = [f"out={tmp_path / 'run'}", *MICRO_MODEL, f"corpora.fineweb={STORYBOOK}", "data.base.tokens=20000",
+            "data.base.val_tokens=2048", "train.batch_size=16", "train.micro_batch_size=8", "train.val_rows=8",
+            "train.log_every=1", "report.sections.similarity.rows=4"]
+    sets += [f"arms.{i}.stages.0.{k}" for i in range(len(raw["arms"])) for k in ("tokens=4096", "warmup=2")]
     assert main(["compartments", str(path), *[x for s in sets for x in ("--set", s)], "--no-progress"]) == 0
     for arm in raw["arms"]:
-        assert (tmp_path / "run" / "arms" / arm["name"] / "DONE").is_file()
-    assert (tmp_path / "run" / "report.md").is_file()
+        assert (tmp_path / "run" / "arms" / arm["name"] / "seed0" / "DONE").is_file()
+    assert "## Slowdown vs `c1`" in (tmp_path / "run" / "report.md").read_text()

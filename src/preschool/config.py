@@ -174,7 +174,16 @@ def load_yaml(path: str | Path) -> dict:
         raise ConfigError(str(p), f"not valid YAML: {e}") from None
     if not isinstance(data, dict):
         raise ConfigError(str(p), "top level must be a mapping")
-    return data
+    # YAML anchors (&stage ... *stage) are a writing shorthand: every use becomes its own copy, so an
+    # override of one arm's stage (arms.2.stages.0.tokens=...) does not change the arms sharing it
+    return yaml.safe_load(yaml.dump(data, Dumper=_NoAliases))
+
+
+class _NoAliases(yaml.SafeDumper):
+    """Writes a value used twice as two copies (no ``&id001`` / ``*id001``)."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
 
 
 def override_value(raw: str) -> Any:

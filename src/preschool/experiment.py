@@ -7,11 +7,18 @@ already done (so an interrupted run resumes and ends with the same numbers):
    evaluators, bad budgets, missing files) before any work;
 2. ``prepare``: tokenizer + shard sets for every named dataset (data/prepare.py),
    plus the storybook minimal pairs when asked for;
+   derived datasets (``kind:``, e.g. ``compartmented``; data/derived.py) are built
+   from the datasets they read;
 3. train every arm x seed with the staged trainer (train/trainer.py), which
-   resumes from its last checkpoint;
+   resumes from its last checkpoint, with the callbacks the arm names
+   (``callbacks: {name: config}``, train/callbacks/registry.py);
 4. evaluate every checkpoint of every arm with the configured evaluators
    (results cached per checkpoint and evaluator version);
-5. write ``report.md``, ``results.json`` and plots (analysis/report.py).
+5. write ``report.md``, ``results.json`` and plots (analysis/report.py), with the
+   analysis sections ``report.sections`` names (analysis/sections.py).
+
+Seeds: ``seed`` is the data seed, ``seeds`` the training seeds of the arm x seed
+grid; what each changes is documented once, in ``preschool/seeds.py``.
 
 Layout under ``out``::
 
@@ -37,16 +44,24 @@ from . import layout
 
 @dataclass
 class ArmSpec:
-    """One arm: a list of stages (see StageConfig) and optional overrides of the shared train settings."""
+    """One arm: a list of stages (see StageConfig), optional overrides of the shared train settings,
+    the registered callbacks it trains with, and dataset aliases."""
 
     name: str
     stages: list[dict[str, Any]] = field(default_factory=list)
     train: dict[str, Any] = field(default_factory=dict)
     model: dict[str, Any] = field(default_factory=dict)
+    callbacks: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> config (train/callbacks/registry.py)
+    # names this arm's stages and val read under another dataset of `data`, e.g. {novels: novels_shifted}:
+    # the arm trains on (and logs val/novels for) novels_shifted
+    datasets: dict[str, str] = field(default_factory=dict)
 
     def validate(self) -> None:
         check(bool(self.name) and "/" not in self.name, "name", f"must be a non-empty name without '/', got {self.name!r}")
         check(len(self.stages) > 0, "stages", "an arm needs at least one stage")
+        from .train.callbacks.registry import callback_configs
+
+        callback_configs(self.callbacks)
 
 
 @dataclass
@@ -86,6 +101,15 @@ class ReportSpec:
     # dataset name (that source's tokens); unlisted metrics follow analysis/report.py metric_axes
     axes: dict[str, str] = field(default_factory=dict)
     efficiency: EfficiencySpec = field(default_factory=EfficiencySpec)
+    # analysis sections (analysis/sections.py; e.g. slowdown, plateau, similarity, audit_gap): name -> config
+    sections: dict[str, dict[str, Any]] = field(default_factory=dict)
+    compare: list[list[str]] = field(default_factory=list)  # [arm, reference] pairs the sections compare by seed
+
+    def validate(self) -> None:
+        from .analysis.sections import build_section
+
+        for name, params in self.sections.items():
+            build_section(name, params, "sections")
 
 
 @dataclass
@@ -121,6 +145,9 @@ class ExperimentConfig:
             if path is not None and not Path(path).exists():
                 raise ConfigError(f"corpora.{cname}.path", f"file or folder not found: {path}")
         for dname, d in self.data.items():
+            if d.source is not None:
+                check(d.source in self.data and d.source != dname, f"data.{dname}.source",
+                      f"no other dataset named {d.source!r}; have {sorted(self.data)}")
             if d.corpus is not None and d.corpus not in self.corpora:
                 raise ConfigError(f"data.{dname}.corpus", f"no corpus named {d.corpus!r}; have {sorted(self.corpora)}")
             for other in d.exclude:
@@ -134,16 +161,88 @@ class ExperimentConfig:
             check(axis == "pt" or axis in self.data, f"report.axes.{prefix}",
                   f"must be 'pt' (language tokens) or a dataset name ({sorted(self.data)}), got {axis!r}")
         for i, arm in enumerate(self.arms):
+            for alias, target in arm.datasets.items():
+                check(target in self.data, f"arms[{i}].datasets.{alias}",
+                      f"no dataset named {target!r}; have {sorted(self.data)}")
+            readable = set(self.data) | set(arm.datasets)
             cfg = self.train_config(arm, self.seeds[0], f"arms[{i}]")
             for j, st in enumerate(cfg.stages):
                 for s in st.datasets:
-                    check(s in self.data, f"arms[{i}].stages[{j}].data",
-                          f"no dataset named {s!r}; have {sorted(self.data)}")
+                    check(s in readable, f"arms[{i}].stages[{j}].data",
+                          f"no dataset named {s!r}; have {sorted(readable)}")
+            known = set(self._arm_names(arm))
             for v in cfg.val or []:  # no val list: every stage dataset with a val/ split is scored
-                check(v in self.data, f"arms[{i}].train.val", f"no dataset named {v!r}")
+                check(v in known, f"arms[{i}].train.val", f"no dataset or part named {v!r}; have {sorted(known)}")
+            for name, cb in self._callback_configs(arm, i).items():
+                for dep in getattr(cb, "arms_needed", lambda: [])():
+                    check(dep in names[:i], f"arms[{i}].callbacks.{name}",
+                          f"needs arm {dep!r} trained first: it must name an earlier arm ({names[:i]})")
         if self.report.baseline is not None:
             check(self.report.baseline in names, "report.baseline", f"no arm named {self.report.baseline!r}")
+        for i, pair in enumerate(self.report.compare):
+            check(len(pair) == 2 and all(x in names for x in pair) and pair[0] != pair[1], f"report.compare[{i}]",
+                  f"must be [arm, reference] naming two different arms, got {pair}")
         # each EvalSpec validated itself on load (evals[i].name / .every)
+
+    def _callback_configs(self, arm: ArmSpec, i: int) -> dict:
+        from .train.callbacks.registry import callback_configs
+
+        return callback_configs(arm.callbacks, f"arms[{i}].callbacks")
+
+    def arm_dependencies(self) -> dict[str, str]:
+        """arm -> the earlier arm whose runs it starts from (a callback's ``arms_needed``), for job chaining."""
+        out = {}
+        for i, arm in enumerate(self.arms):
+            for cb in self._callback_configs(arm, i).values():
+                for dep in getattr(cb, "arms_needed", lambda: [])():
+                    out[arm.name] = dep
+        return out
+
+    @staticmethod
+    def _stage_names(arm: ArmSpec) -> list[str]:
+        """The names the arm's stages train on (a dataset or an alias), in order, once each."""
+        names = [n for st in arm.stages for n in ([st.get("data")] if isinstance(st.get("data"), str)
+                                                  else list(st.get("data") or {}))]
+        return list(dict.fromkeys(n for n in names if n))
+
+    def stage_datasets(self, arm: ArmSpec) -> list[str]:
+        """The datasets of ``data`` the arm's stages train on (aliases resolved), in order."""
+        return list(dict.fromkeys(arm.datasets.get(n, n) for n in self._stage_names(arm)))
+
+    def _parts(self, arm: ArmSpec) -> list[str]:
+        """The parts (per-compartment val sets, say) of the derived datasets the arm trains on."""
+        from .data.derived import dataset_parts
+
+        return [p for t in self.stage_datasets(arm) if t in self.data for p in dataset_parts(self.data, t)]
+
+    def _arm_names(self, arm: ArmSpec) -> list[str]:
+        """Every name the arm's stages and val may read: base datasets, aliases, derived stage datasets, parts."""
+        base = [n for n, d in self.data.items() if d.kind is None]
+        return list(dict.fromkeys(base + list(arm.datasets) + self.stage_datasets(arm) + self._parts(arm)))
+
+    def arm_datasets(self, arm: ArmSpec) -> dict[str, Path]:
+        """What the trainer gets for this arm: name -> dataset folder.
+
+        Every base dataset (so every arm's model covers the same vocabulary), the derived
+        datasets its stages train on, its aliases (``datasets:``) and the parts of its derived
+        stage datasets (``<dataset>/<part>``, scored as ``val/<part>``). Another arm's derived
+        datasets stay out: a c=8 presentation does not widen a c=1 arm's vocabulary.
+        """
+        from .data.derived import dataset_parts
+
+        data_dir = layout.data_dir(self.out_dir)
+        out = {n: data_dir / n for n, d in self.data.items() if d.kind is None}
+        for t in self.stage_datasets(arm):
+            if t in self.data:
+                out.setdefault(t, data_dir / t)
+        out.update({alias: data_dir / target for alias, target in arm.datasets.items()})
+        for t in self.stage_datasets(arm):
+            for part in dataset_parts(self.data, t) if t in self.data else []:
+                if part in out and out[part] != data_dir / t / part:
+                    raise ConfigError(f"arms[{arm.name}]", f"part {part!r} of dataset {t!r} clashes with another "
+                                      "dataset or part of the same name")
+                out[part] = data_dir / t / part
+        return out
 
     def train_config(self, arm: ArmSpec, seed: int, path: str = "", reserved_ids: list[int] | None = None):
         """The resolved TrainConfig of one arm and seed (shared train settings + arm overrides).
@@ -157,6 +256,18 @@ class ExperimentConfig:
         merged = deep_merge(self.train, arm.train)
         model = deep_merge(self.model, arm.model)
         merged = {**merged, "model": model, "stages": arm.stages, "seed": seed}
+        if merged.get("val") is None and self._parts(arm):
+            # a derived dataset with parts has no val/ of its own: the arm scores its parts (and the
+            # other stage datasets that have a val split, as the trainer's default would)
+            from .data.derived import dataset_parts
+
+            val: list[str] = []
+            for n in self._stage_names(arm):
+                t = arm.datasets.get(n, n)
+                spec = self.data.get(t)
+                parts = dataset_parts(self.data, t) if spec is not None else []
+                val += parts or ([n] if spec is not None and (spec.kind or spec.val_tokens > 0) else [])
+            merged["val"] = val
         if merged.get("reserved_ids") is None:
             if reserved_ids is not None:
                 merged["reserved_ids"] = reserved_ids
@@ -177,7 +288,22 @@ class ExperimentConfig:
         return Path(self.out or f"runs/{self.name}")
 
 
+# top-level keys of the `preschool compartments` / audit schema that issue 13 retired
+_OLD_COMPARTMENTS_KEYS = ("stage", "tokens", "val_per_decade", "presentations", "targets", "similarity_rows",
+                          "similarity_layer", "compare", "monolingual", "weights", "kind")
+
+
 def load_experiment(path: str | Path, overrides: list[str] = ()) -> ExperimentConfig:
+    """The experiment YAML at ``path`` (plus ``key=value`` overrides), validated."""
+    from .config import load_yaml
+
+    raw = load_yaml(path)
+    old = [k for k in _OLD_COMPARTMENTS_KEYS if k in raw]
+    if old:
+        raise ConfigError(old[0], f"{path} uses the retired `preschool compartments` schema (keys {old}); "
+                          "compartments experiments and audits are `preschool run` experiments now: derived "
+                          "datasets (kind: compartmented / shifted), arm callbacks and report sections "
+                          "(docs/compartments.md, 'Migrating an old YAML'; examples/compartments_*.yaml)")
     return load_config(ExperimentConfig, path, overrides)
 
 
@@ -207,10 +333,12 @@ def train_arms(cfg: ExperimentConfig, manifest: dict, progress: bool = True) -> 
     """Step 3: train every arm x seed (resuming; finished runs are skipped)."""
     from .train.trainer import check_run_dir, train
 
-    data_dir = layout.data_dir(cfg.out_dir)
-    datasets = {name: str(data_dir / name) for name in cfg.data}
+    from .train.callbacks.registry import CallbackContext, build_callbacks
 
-    for i, (arm, seed, run_dir) in enumerate(arm_dirs(cfg)):
+    data_dir = layout.data_dir(cfg.out_dir)
+    for arm, seed, run_dir in arm_dirs(cfg):
+        i = cfg.arms.index(arm)
+        datasets = cfg.arm_datasets(arm)
         tcfg = cfg.train_config(arm, seed, f"arms[{i}]", reserved_ids=_reserved_range(manifest))
         tcfg.progress = tcfg.progress and progress
         try:  # a finished arm is reused only if it was trained with this config on these bytes
@@ -220,8 +348,11 @@ def train_arms(cfg: ExperimentConfig, manifest: dict, progress: bool = True) -> 
         if layout.is_done(run_dir):
             print(f"[preschool] arm {arm.name} seed {seed}: done, skipping")
             continue
+        ctx = CallbackContext(arm.name, seed, datasets, [n for st in tcfg.stages for n in st.datasets], data_dir,
+                              lambda other, s=seed: layout.run_dir(cfg.out_dir, other, s))
+        callbacks = build_callbacks(arm.callbacks, ctx, f"arms[{i}].callbacks")
         print(f"[preschool] arm {arm.name} seed {seed}: training -> {run_dir}")
-        train(tcfg, run_dir, datasets, data_dir / "tokenizer")
+        train(tcfg, run_dir, datasets, data_dir / "tokenizer", callbacks)
 
 
 def _reserved_range(manifest: dict) -> list[int] | None:

@@ -6,8 +6,9 @@ An experiment on a cluster is three kinds of job:
    tokenizer and every dataset once, under an exclusive file lock on
    ``<out>/data/.prepare.lock`` so two prepares of the same folder never write
    at the same time (the second waits, then finds the data up to date).
-2. **one job per arm x seed**, each ``afterok`` on prepare (and, for a
-   compartments arm with ``init_from``, on that arm's job): ``srun`` starts one
+2. **one job per arm x seed**, each ``afterok`` on prepare (and, for an arm
+   whose callback starts from another arm's run, e.g. ``compartment_model:
+   {init_from: c1}``, on that arm's job of the same seed): ``srun`` starts one
    ``torchrun`` per node; torchrun's c10d rendezvous on the first node of the
    allocation (port ``--port``) forms the process group, ``--rdzv-id`` is the
    Slurm job id. Each job writes only its own run folder
@@ -20,8 +21,7 @@ An experiment on a cluster is three kinds of job:
 ``preschool launch EXP.yaml --slurm`` writes these scripts under
 ``<out>/slurm/`` and submits them with ``sbatch --parsable``, chaining the job
 ids into ``--dependency``; ``--dry-run`` writes and prints them without
-submitting. Both experiment kinds are supported: ``preschool run`` YAMLs and
-``preschool compartments`` YAMLs (whose replicate ``seeds`` become the jobs' seeds).
+submitting.
 """
 
 from __future__ import annotations
@@ -35,22 +35,20 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Iterator
 
-from .config import load_yaml, to_dict
 from .errors import ConfigError, DataError, PreschoolError
 
 PREPARE_LOCK = ".prepare.lock"
 
 
-# ----------------------------------------------------------------------------- the experiment, either kind
+# ----------------------------------------------------------------------------- the experiment
 
 
 @dataclass
 class Experiment:
-    """An experiment YAML of either kind, loaded, with what the launcher needs from it."""
+    """An experiment YAML, loaded, with what the launcher needs from it."""
 
     path: Path
     overrides: list[str]
-    kind: str  # "run" | "compartments"
     cfg: object
     arms: list[str]
     seeds: list[int]
@@ -62,23 +60,13 @@ class Experiment:
 
 
 def load(path: str | Path, overrides: list[str] = ()) -> Experiment:
-    """Load a ``preschool run`` or ``preschool compartments`` YAML (audits are not launchable)."""
-    from .plan import is_compartments
-
-    path = Path(path)
-    raw = load_yaml(path)
-    if raw.get("kind") == "audit":
-        raise ConfigError("kind", f"{path} is a dataset audit: run it with `preschool compartments {path}`")
-    if is_compartments(raw):
-        from .compartments.experiment import load_config
-
-        cfg = load_config(path, list(overrides))
-        return Experiment(path, list(overrides), "compartments", cfg, [a.name for a in cfg.arms],
-                          list(cfg.seeds or [cfg.seed]), {a.name: a.init_from for a in cfg.arms if a.init_from})
+    """Load an experiment YAML (``preschool run``; compartments experiments and audits included)."""
     from .experiment import load_experiment
 
+    path = Path(path)
     cfg = load_experiment(path, list(overrides))
-    return Experiment(path, list(overrides), "run", cfg, [a.name for a in cfg.arms], list(cfg.seeds))
+    return Experiment(path, list(overrides), cfg, [a.name for a in cfg.arms], list(cfg.seeds),
+                      cfg.arm_dependencies())
 
 
 @contextlib.contextmanager
@@ -99,29 +87,13 @@ def file_lock(path: Path) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def _compartments_replicate(exp: Experiment, seed: int):
-    from .compartments.experiment import replicate
-
-    return replicate(exp.cfg, seed) if exp.cfg.seeds is not None else exp.cfg
-
-
-def prepare(exp: Experiment, progress: bool = True) -> dict | None:
-    """Build the experiment's data once, under the prepare lock; returns the data manifest (run kind)."""
+def prepare(exp: Experiment, progress: bool = True) -> dict:
+    """Build the experiment's data once, under the prepare lock; returns the data manifest."""
     from . import layout
+    from .experiment import prepare as prepare_run
 
     with file_lock(layout.data_dir(exp.out_dir) / PREPARE_LOCK):
-        if exp.kind == "run":
-            from .experiment import prepare as prepare_run
-
-            return prepare_run(exp.cfg, progress)
-        from .compartments.experiment import arm_data, prepare_base
-
-        for seed in exp.seeds:  # replicates live under <out>/seed<k>/: the one lock covers them
-            cfg = _compartments_replicate(exp, seed)
-            prepare_base(cfg, progress)
-            for arm in cfg.arms:
-                arm_data(cfg, arm, progress)
-        return None
+        return prepare_run(exp.cfg, progress)
 
 
 def _not_prepared(exp: Experiment, why: str) -> DataError:
@@ -142,7 +114,7 @@ def _check_prepared_run(exp: Experiment) -> dict:
     manifest = read_json(manifest_path)
     for name, spec in exp.cfg.data.items():
         entry = manifest["datasets"].get(name)
-        if entry is None or entry.get("spec") != to_dict(spec) or manifest.get("seq_len") != exp.cfg.seq_len:
+        if entry is None or entry.get("spec") != spec.record() or manifest.get("seq_len") != exp.cfg.seq_len:
             raise _not_prepared(exp, f"dataset {name!r} in {data} is missing or was prepared from another spec")
         if not (data / name / "dataset.json").is_file():
             raise _not_prepared(exp, f"dataset {name!r} has no {data / name / 'dataset.json'}")
@@ -163,25 +135,12 @@ def run_arm(exp: Experiment, arm: str, seed: int | None = None, progress: bool =
     seed = exp.seeds[0] if seed is None else int(seed)
     if seed not in exp.seeds:
         raise ConfigError("--seed", f"seed {seed} is not in the experiment's seeds {exp.seeds}")
-    if exp.kind == "run":
-        from .experiment import train_arms
+    from .experiment import train_arms
 
-        manifest = _check_prepared_run(exp)
-        one = replace(exp.cfg, arms=[a for a in exp.cfg.arms if a.name == arm], seeds=[seed])
-        train_arms(one, manifest, progress)
-        return layout.run_dir(exp.out_dir, arm, seed)
-    from .compartments.experiment import train_arm
-    from .io import read_json
-
-    cfg = _compartments_replicate(exp, seed)
-    spec = next(a for a in cfg.arms if a.name == arm)
-    base = layout.data_dir(cfg.out_dir) / "base" / "dataset.json"
-    stamp = layout.data_dir(cfg.out_dir) / "arms" / arm / "data.json"
-    # the key compartments.experiment.arm_data stamps its data with
-    if not base.is_file() or not stamp.is_file() or read_json(stamp) != {
-            "compartments": spec.compartments.record(), "base": read_json(base)["hash"]}:
-        raise _not_prepared(exp, f"arm {arm!r} has no data prepared from its current config in {cfg.out_dir}")
-    return train_arm(cfg, spec, progress)  # the trainer forms the process group under torchrun
+    manifest = _check_prepared_run(exp)
+    one = replace(exp.cfg, arms=[a for a in exp.cfg.arms if a.name == arm], seeds=[seed])
+    train_arms(one, manifest, progress)  # the trainer forms the process group under torchrun
+    return layout.run_dir(exp.out_dir, arm, seed)
 
 
 # ----------------------------------------------------------------------------- Slurm scripts
@@ -279,10 +238,7 @@ def slurm_jobs(exp: Experiment, opt: SlurmOptions) -> list[Job]:
                 after.append(f"{exp.depends[arm]}-seed{seed}")
             jobs.append(Job(name, "arm", "\n".join(script), after_ok=after))
             arm_jobs[(arm, seed)] = name
-    if exp.kind == "run":
-        report_cmd = _cli(exp, "run", "--only", "eval", "--only", "report", "--no-progress")
-    else:
-        report_cmd = _cli(exp, "compartments", "--report-only", "--no-progress")
+    report_cmd = _cli(exp, "run", "--only", "eval", "--only", "report", "--no-progress")
     jobs.append(Job("report", "report", "\n".join(
         _header(exp, "report", opt, 1, 1, logs, opt.time)
         + ["# evaluates the checkpoints that exist and reports whatever finished",
@@ -352,7 +308,7 @@ example:
 
 
 def add_arguments(p) -> None:
-    p.add_argument("config", help="experiment YAML (preschool run or preschool compartments kind)")
+    p.add_argument("config", help="experiment YAML (see examples/)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config value in every job (repeatable)")
     p.add_argument("--slurm", action="store_true", help="target Slurm (the only scheduler supported)")

@@ -54,7 +54,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .config import deep_merge, load_yaml, to_dict
+from .config import deep_merge, load_yaml
 from .errors import ConfigError
 from .train.flops import GIB, GPU, GPUS, flops_per_token
 
@@ -96,7 +96,9 @@ def _tokenizer_vocab(tok: dict, out_dir: Path, notes: list[str]) -> int:
         from .io import read_json
 
         m = read_json(manifest)
-        sizes = [m["tokenizer"]["vocab_size"]] + [d.get("vocab_size", 0) for d in m.get("datasets", {}).values()]
+        # derived datasets (an arm's compartments) widen only their arms' vocabulary: see load_targets
+        sizes = [m["tokenizer"]["vocab_size"]] + [d.get("vocab_size", 0) for d in m.get("datasets", {}).values()
+                                                  if "source" not in d]
         notes.append(f"vocab from the prepared data ({manifest})")
         return int(max(sizes))
     kind = tok.get("kind", "train")
@@ -115,40 +117,22 @@ def _tokenizer_vocab(tok: dict, out_dir: Path, notes: list[str]) -> int:
                       "prepare the data first or point tokenizer.path at a tokenizer.json")
 
 
-def is_compartments(raw: dict) -> bool:
-    """Whether a YAML is a compartmentalization experiment (``preschool compartments``) rather than
-    a staged experiment (``preschool run``)."""
-    return "stage" in raw or any(isinstance(a, dict) and "compartments" in a for a in raw.get("arms") or [])
-
-
 def load_targets(path: str | Path, overrides: list[str] = ()) -> tuple[str, list[ArmTarget]]:
-    """(experiment name, one ArmTarget per arm) for either experiment kind."""
+    """(experiment name, one ArmTarget per arm).
+
+    An arm's vocabulary is the tokenizer's (the prepared data's, when it exists), widened by the
+    derived datasets its stages train on (``DatasetKind.vocab_size``: c compartments of V ids);
+    a callback config with ``extra_params(hidden_size, kinds)`` adds parameters outside the HF model
+    (the compartment embedding).
+    """
+    from .data.derived import kind_of
+    from .experiment import load_experiment
+    from .train.callbacks.registry import callback_configs
     from .train.model import describe
 
     raw = load_yaml(path)
-    if raw.get("kind") == "audit":
-        raise ConfigError("kind", f"{path} is a dataset audit; it trains nothing to plan")
-    if is_compartments(raw):
-        from .compartments.experiment import load_config
-
-        ccfg = load_config(path, list(overrides))
-        notes: list[str] = []
-        base_v = _tokenizer_vocab(to_dict(ccfg.tokenizer), ccfg.out_dir, notes)
-        out = []
-        for arm in ccfg.arms:
-            tcfg = ccfg.train_config(arm)
-            c = arm.compartments.n_compartments
-            desc = describe(tcfg.model, arm.compartments.build_presentation(base_v).vocab_size)
-            extra = c * desc["hidden_size"] if arm.model_options.compartment_embedding else 0
-            stages = [StageTarget(s.name, s.tokens, ccfg.seq_len) for s in tcfg.stages]
-            out.append(ArmTarget(arm.name, desc, tcfg.batch_size, tcfg.micro_batch_size, stages,
-                                 len(ccfg.seeds or [ccfg.seed]), extra, *_parallel(tcfg, {**ccfg.train, **arm.train}),
-                                 notes=list(notes)))
-        return ccfg.name, out
-    from .experiment import load_experiment
-
     cfg = load_experiment(path, list(overrides))
-    notes = []
+    notes: list[str] = []
     vocab = _tokenizer_vocab(raw.get("tokenizer") or {}, cfg.out_dir, notes)
     if not notes and any(d.render == "reserved" and d.generator for d in cfg.data.values()):
         notes.append("synthetic symbols on reserved ids add rows to the vocabulary once the data exists "
@@ -156,9 +140,13 @@ def load_targets(path: str | Path, overrides: list[str] = ()) -> tuple[str, list
     out = []
     for i, arm in enumerate(cfg.arms):
         tcfg = cfg.train_config(arm, cfg.seeds[0], f"arms[{i}]")
-        desc = describe(tcfg.model, vocab)
+        kinds = [kind_of(cfg.data[t], f"data.{t}") for t in cfg.stage_datasets(arm) if cfg.data[t].kind]
+        desc = describe(tcfg.model, max([vocab] + [k.vocab_size(vocab) for k in kinds]))
+        extra = sum(cb.extra_params(desc["hidden_size"], kinds)
+                    for cb in callback_configs(arm.callbacks, f"arms[{i}].callbacks").values()
+                    if hasattr(cb, "extra_params"))
         stages = [StageTarget(s.name, s.tokens, cfg.seq_len) for s in tcfg.stages]
-        out.append(ArmTarget(arm.name, desc, tcfg.batch_size, tcfg.micro_batch_size, stages, len(cfg.seeds), 0,
+        out.append(ArmTarget(arm.name, desc, tcfg.batch_size, tcfg.micro_batch_size, stages, len(cfg.seeds), extra,
                              *_parallel(tcfg, deep_merge(cfg.train, arm.train)), notes=list(notes)))
     return cfg.name, out
 
@@ -428,7 +416,7 @@ example:
 
 
 def add_arguments(p) -> None:
-    p.add_argument("config", help="experiment YAML (preschool run or preschool compartments kind)")
+    p.add_argument("config", help="experiment YAML (see examples/)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config value (repeatable)")
     p.add_argument("--gpus", type=int, default=8, help="number of GPUs (default 8)")

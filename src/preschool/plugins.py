@@ -3,10 +3,11 @@
 A plug-in module (listed in ``PLUGINS``) registers its parts when imported;
 the core calls :func:`load_plugins` before it looks anything up, so
 dependencies point down: ``evals`` loads a compartments checkpoint without
-importing ``compartments``. Today the one extension point is the
-checkpoint-loader hook (:func:`register_checkpoint_hook`); trainer callbacks
-are passed to ``train(..., callbacks=[...])``. Registries for derived dataset
-kinds and report sections (issue 13) are not built yet.
+importing ``compartments``. Extension points: derived dataset kinds
+(``data.derived.DATASET_KINDS``), callbacks an arm names
+(``train.callbacks.registry.CALLBACKS``), report sections
+(``analysis.sections.SECTIONS``) and the checkpoint-loader hook
+(:func:`register_checkpoint_hook`).
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ against PT tokens. Safe to run while arms are still training.
 
 example:
   preschool report examples/quickstart.yaml
-  preschool report examples/compartments_slowdown.yaml   # compartments experiments and audits too
+  preschool report examples/compartments_slowdown.yaml   # its slowdown, plateau, similarity sections too
 """
 
 
@@ -24,18 +24,9 @@ def add_arguments(p) -> None:
 
 def run(args) -> int:
     from .analysis.report import write_report
-    from .config import load_yaml
     from .experiment import load_experiment
-    from .plan import is_compartments
 
     overrides = list(args.overrides) + ([f"out={args.out}"] if args.out else [])
-    raw = load_yaml(args.config)
-    if raw.get("kind") == "audit" or is_compartments(raw):
-        # compartments experiments and audits still have their own report (issue 13: one report remains)
-        from .compartments.experiment import run_cli
-
-        args.overrides, args.report_only, args.no_progress = overrides, True, True
-        return run_cli(args)
     cfg = load_experiment(args.config, overrides)
     print(write_report(cfg))
     return 0

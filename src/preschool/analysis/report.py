@@ -416,6 +416,7 @@ def write_report(cfg) -> Path:
         for p in ph_names:
             lines.append(f"| {p} | " + " | ".join(f"{phen[a].get(p, float('nan')):.3f}" for a in phen) + " |")
         lines.append("")
+    sections = _write_sections(cfg, names, baseline, lines)
     if figures:
         lines += ["## Plots", ""]
         for title, path in figures:
@@ -435,10 +436,27 @@ def write_report(cfg) -> Path:
                                                for m in metric_names},
                                       "setups": setup_of,
                                       "stable_gain": gains, "token_efficiency": efficiency, "phenomena": phen,
-                                      **prov})
+                                      "sections": sections, **prov})
     path = out / "report.md"
     write_text(path, "\n".join(lines))
     return path
+
+
+def _write_sections(cfg, names: list[str], baseline: str, lines: list[str]) -> dict[str, Any]:
+    """Run the analysis sections ``report.sections`` names, append their markdown; ``{name: results}``."""
+    from ..config import to_dict
+    from .sections import SectionContext, build_section
+
+    if not cfg.report.sections:
+        return {}
+    ctx = SectionContext(cfg.out_dir, to_dict(cfg), names, list(cfg.seeds), baseline,
+                         [list(p) for p in cfg.report.compare])
+    out = {}
+    for name, params in cfg.report.sections.items():
+        results, md = build_section(name, params).write(ctx)
+        out[name] = results
+        lines += md + [""]
+    return out
 
 
 def _mean_of(rows: list[dict], key: str) -> float | None:

@@ -1,4 +1,26 @@
-"""``preschool compartments EXPERIMENT.yaml``: run a compartmentalization experiment or dataset audit."""
+"""``preschool compartments EXPERIMENT.yaml``: an alias of ``preschool run`` kept for old command lines.
 
-from .experiment import DESCRIPTION, HELP, add_arguments  # noqa: F401
-from .experiment import run_cli as run  # noqa: F401
+Compartmentalization experiments and dataset audits are ordinary experiments
+since issue 13 (derived datasets ``compartmented``/``shifted``, arm callbacks
+``compartment_model``/``infonce``, report sections; docs/compartments.md), so
+this runs the one runner; ``--report-only`` is ``--only report``. A YAML in
+the retired schema stops with a message saying how to migrate it.
+"""
+
+from __future__ import annotations
+
+from .. import experiment_cli
+
+HELP = "alias of `preschool run` for compartmentalization experiments and dataset audits"
+DESCRIPTION = __doc__
+
+
+def add_arguments(p) -> None:
+    experiment_cli.add_arguments(p)
+    p.add_argument("--report-only", action="store_true", help="= --only report: analyse what exists")
+
+
+def run(args) -> int:
+    if args.report_only:
+        args.only = ["report"]
+    return experiment_cli.run(args)

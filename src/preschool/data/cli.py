@@ -11,7 +11,7 @@ folder is locked while prepare runs (<out>/.preschool.lock, shared with
 `preschool run`): a second prepare or run on it stops with a message naming
 this process (pid, host, start time, command). Inside it, an exclusive lock
 on <out>/data/.prepare.lock serialises library callers of the prepare step.
-A compartments YAML prepares its base data and every arm's compartmented sets.
+Derived datasets (kind: compartmented, shifted...) are built after the datasets they read.
 Worker processes build a run YAML's datasets in work units: the bytes are the
 same for any --workers, and an interrupted prepare resumes from its finished units.
 
@@ -88,18 +88,15 @@ def executor_options(args):
 def run(args) -> int:
     import os
 
-    from ..config import load_yaml
     from ..launch import load, prepare
     from ..lock import command_line, output_lock
-    from ..plan import is_compartments
     from .distributed import Submitted
     from .engine import distributed
 
     dist = executor_options(args)
     overrides = list(args.overrides) + ([f"out={args.out}"] if args.out else [])
-    if not is_compartments(load_yaml(args.config)):  # compartments YAMLs build their sets their own way
-        overrides.append(f"workers={args.workers or os.cpu_count() or 1}")
-    exp = load(args.config, overrides)  # a `preschool run` or a `preschool compartments` YAML
+    overrides.append(f"workers={args.workers or os.cpu_count() or 1}")
+    exp = load(args.config, overrides)
     with output_lock(exp.out_dir, command_line("prepare", args.config, args.overrides, args.out)):
         try:
             with distributed(dist):
@@ -108,9 +105,6 @@ def run(args) -> int:
             print(f"[preschool] {e}")
             return 0
     cfg = exp.cfg
-    if manifest is None:
-        print(f"data: {cfg.out_dir} (base data and every arm's compartmented sets)")
-        return 0
     for name, d in manifest["datasets"].items():
         splits = ", ".join(f"{s}: {m['n_rows']} rows x {m['row_len']}" for s, m in d["splits"].items())
         print(f"{name}: {splits}")

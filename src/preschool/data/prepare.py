@@ -15,7 +15,9 @@ A dataset is either natural text from a corpus (split into train/val **by
 document**) or a synthetic generator (text render: tokenized by the run's
 tokenizer; reserved render: symbols get their own ids after the tokenizer's
 vocabulary). Control sets (natural text disjoint from another dataset's
-documents) use ``exclude``.
+documents) use ``exclude``. A **derived** dataset (``kind`` + ``source``) is
+built from another prepared dataset by a registered kind (data/derived.py),
+after the datasets it reads.
 """
 
 from __future__ import annotations
@@ -47,7 +49,8 @@ from ..seeds import VAL_SEED_OFFSET
 
 @dataclass
 class DatasetSpec:
-    """One named dataset of an experiment: natural text (``corpus``) or synthetic (``generator``)."""
+    """One named dataset of an experiment: natural text (``corpus``), synthetic (``generator``) or
+    derived from another dataset of the experiment (``kind`` + ``source``, data/derived.py)."""
 
     corpus: str | None = None  # name of an entry in the experiment's ``corpora``
     generator: str | None = None  # registered generator name (see ``preschool generate --list``)
@@ -62,8 +65,19 @@ class DatasetSpec:
     exclude: list[str] = field(default_factory=list)  # corpus: skip documents used by these datasets (Control)
     l2t: dict[str, Any] | None = None  # corpus: turn documents into L2T samples (l2t.build.BuildConfig fields)
     unit_tokens: int = DEFAULT_UNIT_TOKENS  # work unit size (data/engine.py): sets the bytes; the worker count does not
+    kind: str | None = None  # a derived dataset kind (data/derived.py: DATASET_KINDS), built from `source`
+    source: str | None = None  # derived: the dataset of this experiment it is built from; `params` configure the kind
 
     def validate(self) -> None:
+        if self.kind is not None:
+            check(self.source is not None, "source", f"a derived dataset (kind {self.kind!r}) names its source dataset")
+            check(self.corpus is None and self.generator is None and self.l2t is None, "kind",
+                  "a derived dataset is built from its source: no corpus, generator or l2t")
+            from .derived import kind_of
+
+            kind_of(self)  # unknown kind / bad params name their field
+            return
+        check(self.source is None, "source", "only a derived dataset (kind: ...) has a source")
         check((self.corpus is None) != (self.generator is None), "corpus",
               "give exactly one of 'corpus' (natural text) or 'generator' (synthetic)")
         check(self.tokens > 0, "tokens", f"must be > 0, got {self.tokens}")
@@ -81,6 +95,15 @@ class DatasetSpec:
                 check(PRESETS[self.preset][0] == self.generator, "preset",
                       f"preset {self.preset!r} is for generator {PRESETS[self.preset][0]!r}")
             GENERATORS.build_config(self.generator, self.generator_params(), "params")
+
+    def record(self) -> dict:
+        """The spec as recorded in ``dataset.json`` and hashed: its fields, without the derived-dataset
+        fields when unset (so datasets prepared before derived kinds existed stay up to date)."""
+        d = to_dict(self)
+        if self.kind is None:
+            d.pop("kind", None)
+            d.pop("source", None)
+        return d
 
     def generator_params(self) -> dict:
         from ..synthetic import PRESETS
@@ -312,12 +335,12 @@ def prepare_data(
     thash = tokenizer_hash(tok)
     manifest: dict[str, Any] = {"tokenizer": {"path": "tokenizer", "sha256": thash, "vocab_size": tok.get_vocab_size()},
                                 "seq_len": seq_len, "datasets": {}}
-    # Order: datasets without exclusions first, so Control sets can read their doc ids.
-    order = sorted(datasets, key=lambda n: len(datasets[n].exclude))
+    # Order: datasets without exclusions first, so Control sets can read their doc ids; derived ones last.
+    order = sorted((n for n in datasets if datasets[n].kind is None), key=lambda n: len(datasets[n].exclude))
     for name in order:
         spec = datasets[name]
         dpath = out / name
-        key = {"spec": to_dict(spec), "seq_len": seq_len, "seed": seed, "tokenizer": thash,
+        key = {"spec": spec.record(), "seq_len": seq_len, "seed": seed, "tokenizer": thash,
                "corpus": to_dict(corpora.get(spec.corpus)) if spec.corpus else None}
         h = spec_hash(key)
         done = dpath / "dataset.json"
@@ -348,7 +371,7 @@ def prepare_data(
                                       progress, dpath, read)
             else:
                 m = _write_generator(spec, tok, row_len, seed, tmp, workers, progress, dpath)
-            entry = {"hash": h, "spec": to_dict(spec), "splits": {s: {k: v for k, v in mm.items() if k != "shards"}
+            entry = {"hash": h, "spec": spec.record(), "splits": {s: {k: v for k, v in mm.items() if k != "shards"}
                                                                   for s, mm in m.items()},
                      "vocab_size": max(mm["vocab_size"] for mm in m.values())}
             if spec.corpus is not None:
@@ -357,5 +380,39 @@ def prepare_data(
                     print(f"[preschool] data {name}: reader drops: {read.summary()}")
             write_json(tmp / "dataset.json", entry)
         manifest["datasets"][name] = entry
+    _prepare_derived(out, datasets, manifest, progress)
     write_json(out / "manifest.json", manifest)
     return manifest
+
+
+def _prepare_derived(out: Path, datasets: dict[str, DatasetSpec], manifest: dict, progress: bool) -> None:
+    """Build every derived dataset once its source is built (a derived source first); rebuilt only when
+    its kind, params or the source's hash change."""
+    from .derived import kind_of
+
+    pending = [n for n in datasets if datasets[n].kind is not None]
+    while pending:
+        ready = [n for n in pending if datasets[n].source in manifest["datasets"]]
+        if not ready:
+            name = pending[0]
+            raise ConfigError(f"data.{name}.source", f"no dataset named {datasets[name].source!r} to derive from "
+                              "(or a cycle of derived datasets)")
+        for name in ready:
+            pending.remove(name)
+            spec = datasets[name]
+            kind = kind_of(spec, f"data.{name}")
+            dpath = out / name
+            h = spec_hash({"spec": spec.record(), "source": manifest["datasets"][spec.source]["hash"]})
+            done = dpath / "dataset.json"
+            if done.is_file() and read_json(done).get("hash") == h:
+                manifest["datasets"][name] = read_json(done)
+                print(f"[preschool] data {name}: up to date ({dpath})")
+                continue
+            print(f"[preschool] data {name}: building {spec.kind} from {spec.source} ({dpath})")
+            with atomic_dir(dpath) as tmp:
+                m = kind.build(out / spec.source, tmp, progress)
+                entry = {"hash": h, "spec": spec.record(), "source": spec.source, "parts": kind.parts(),
+                         "splits": {s: {k: v for k, v in mm.items() if k != "shards"} for s, mm in m.items()},
+                         "vocab_size": max(mm["vocab_size"] for mm in m.values())}
+                write_json(tmp / "dataset.json", entry)
+            manifest["datasets"][name] = entry
