@@ -31,7 +31,8 @@ def messy(tmp_path):
 
 
 def test_registry_names():
-    assert SOURCES.names() == ["auto", "hf", "jsonl", "parquet", "storybook", "text"]
+    assert SOURCES.names() == ["auto", "datatrove_csv", "datatrove_jsonl", "datatrove_parquet", "datatrove_warc", "hf",
+                               "jsonl", "parquet", "storybook", "text"]
 
 
 def test_text_folder_sorted_clean_and_counted(messy):

@@ -54,6 +54,9 @@ def _same_bytes(a: Path, b: Path, names) -> None:
     for name in names:
         assert content_sha256(a / name) == content_sha256(b / name) is not None, name
         for split in ("train", "val"):
+            assert (a / name / split).exists() == (b / name / split).exists()
+            if not (a / name / split).exists():
+                continue
             ma, mb = (json.loads((d / name / split / "manifest.json").read_text()) for d in (a, b))
             ma.pop("code_version"), mb.pop("code_version")
             assert ma == mb, (name, split)
@@ -178,3 +181,45 @@ def test_cli_executor_local_prepares_the_engine_bytes(tmp_path, capsys):
     _same_bytes(tmp_path / "a" / "data", tmp_path / "b" / "data", ["pt", "dyck"])
     assert main(["prepare", str(QUICKSTART), *sets(tmp_path / "c"), "--executor", "ray"]) == 2
     assert "--tasks" in capsys.readouterr().err
+
+
+def _storybook_parquet(folder: Path, parts: int = 2, n: int = 300) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from preschool.corpora.storybook import Storybook
+
+    book = Storybook(seed=0)
+    folder.mkdir(parents=True)
+    for p in range(parts):
+        pq.write_table(pa.Table.from_pylist([{"text": book.story(p * n + i)} for i in range(n)]),
+                       folder / f"part-{p}.parquet")
+
+
+def test_a_datatrove_reader_feeds_our_steps_with_the_same_bytes_on_any_executor(tmp_path):
+    """source datatrove_parquet reads with datatrove's ParquetReader: the documents of our own Parquet
+    reader (ids aside), and the engine and the local executor prepare the same bytes from it."""
+    from preschool.corpora import ReadStats, iter_documents
+
+    src = tmp_path / "src"
+    _storybook_parquet(src)
+    stats = ReadStats()
+    ours = [d.text for d in iter_documents(CorpusConfig(source="parquet", path=str(src)))]
+    theirs = list(iter_documents(CorpusConfig(source="datatrove_parquet", path=str(src)), stats))
+    assert [d.text for d in theirs] == ours and theirs[0].id == "part-0.parquet/0" and stats.files == 2
+    corpora = {"dt": CorpusConfig(source="datatrove_parquet", path=str(src))}
+    spec = {"pt": DatasetSpec(corpus="dt", tokens=40 * ROW, unit_tokens=800)}
+    _prepare(tmp_path / "engine", corpora, spec)
+    dist = DatatroveDistributor(ExecutorOptions(kind="local", tasks=2))
+    _prepare(tmp_path / "local", corpora, spec, dist=dist)
+    assert dist.runs and dist.runs[0]["units"] > 2
+    _same_bytes(tmp_path / "engine", tmp_path / "local", spec)
+
+
+def test_a_datatrove_reader_without_its_dependency_says_what_to_install(tmp_path, monkeypatch):
+    from preschool.corpora import iter_documents
+
+    monkeypatch.setitem(sys.modules, "orjson", None)  # JsonlReader needs orjson
+    (tmp_path / "a.jsonl").write_text('{"text": "hello"}\n')
+    with pytest.raises(MissingDependency, match="pip install orjson"):
+        next(iter_documents(CorpusConfig(source="datatrove_jsonl", path=str(tmp_path))))

@@ -541,6 +541,52 @@ class StorybookSource(Source):
             yield Document(f"storybook:{i}", book.story(i), {"source": "storybook", "index": i, "seed": self.cfg.seed})
 
 
+class DatatroveSource(Source):
+    """A datatrove reader as a corpus source (the optional ``datatrove`` extra).
+
+    ``path`` is the reader's ``data_folder`` (a local folder or any fsspec URL datatrove
+    reads: ``s3://...``, ``hf://datasets/...``); ``text_field``/``id_field`` are its
+    ``text_key``/``id_key`` (ids: that field, else datatrove's ``<file>/<index>``);
+    ``glob`` its ``glob_pattern`` (left at ``**/*``: every file, recursively). All files
+    are read as task 0 of 1, in datatrove's sorted file order, so the documents are the
+    same wherever the corpus is read; cleaning, cutting and limits are ours.
+    """
+
+    reader = ""  # datatrove.pipeline.readers class name, set per registered source
+
+    def documents(self, stats: ReadStats) -> Iterator[Document]:
+        c = self.cfg
+        if not c.path:
+            raise ConfigError("path", f"source {self.registry_name!r} needs path (the reader's data_folder)")
+        from ..errors import MissingDependency
+
+        try:
+            from datatrove.pipeline import readers
+        except ImportError:
+            raise MissingDependency("datatrove", "datatrove", f"source {self.registry_name!r}") from None
+        kwargs = {"text_key": c.text_field, "id_key": c.id_field or "id",
+                  "glob_pattern": None if c.glob == "**/*" else c.glob}
+        try:
+            reader = getattr(readers, self.reader)(c.path, **kwargs)
+        except ImportError as e:  # a reader's own dependency (orjson for JSON Lines, warcio for WARC)
+            need = re.search(r"pip install ([\w.\-\[\]]+)", str(e))
+            raise MissingDependency(need.group(1) if need else str(e), None,
+                                    f"source {self.registry_name!r} (datatrove's {self.reader})") from None
+        last = None
+        for doc in reader.run(None, rank=0, world_size=1):
+            f = doc.metadata.get("file_path")
+            if f != last:
+                stats.files += 1
+                last = f
+            yield Document(str(doc.id), clean_text(doc.text), {"source": self.registry_name, "file": f})
+
+
+for _name, _cls in (("jsonl", "JsonlReader"), ("parquet", "ParquetReader"), ("csv", "CSVReader"),
+                    ("warc", "WarcReader")):
+    SOURCES.register(f"datatrove_{_name}", config=CorpusConfig)(
+        type(f"Datatrove{_cls}Source", (DatatroveSource,), {"reader": _cls, "__doc__": f"datatrove's {_cls}."}))
+
+
 def iter_documents(cfg: CorpusConfig | dict, stats: ReadStats | None = None,
                    count_tokens: Callable[[str], int] | None = None, start: dict | None = None) -> Iterator[Document]:
     """Documents of corpus ``cfg`` (a CorpusConfig or its fields as a dict) in a deterministic order, with stable ids.
