@@ -17,7 +17,7 @@ from preschool.data.engine import distributed
 from preschool.data.prepare import DatasetSpec, prepare_data
 from preschool.data.shards import ShardSet, content_sha256
 from preschool.data.tokenizer import TokenizerConfig
-from preschool.errors import ConfigError, MissingDependency
+from preschool.errors import ConfigError, DataError, MissingDependency
 
 pytest.importorskip("datatrove")
 
@@ -223,3 +223,17 @@ def test_a_datatrove_reader_without_its_dependency_says_what_to_install(tmp_path
     (tmp_path / "a.jsonl").write_text('{"text": "hello"}\n')
     with pytest.raises(MissingDependency, match="pip install orjson"):
         next(iter_documents(CorpusConfig(source="datatrove_jsonl", path=str(tmp_path))))
+
+
+def test_slurm_wait_stops_with_the_log_folder_when_the_array_ends_incomplete(tmp_path, monkeypatch):
+    """Waiting for the array: once squeue no longer lists the job and tasks are missing, the command stops
+    naming the Slurm logs and how to go on (the fake cluster never runs the tasks)."""
+    rec, env = _fake_slurm(tmp_path)
+    monkeypatch.setenv("PATH", env["PATH"])
+    monkeypatch.delenv("SLURM_ARRAY_TASK_ID", raising=False)
+    corpora = {"sb": CorpusConfig(source="storybook", seed=0, max_documents=2000)}
+    spec = {"pt": DatasetSpec(corpus="sb", tokens=40 * ROW, unit_tokens=800)}
+    opts = ExecutorOptions(kind="slurm", tasks=2, partition="cpu", time="0:10:00", poll_s=0.01)
+    with pytest.raises(DataError, match=r"Slurm job 4242 ended with 2 of 2 tasks incomplete.*slurm_logs.*rerun"):
+        _prepare(tmp_path / "out", corpora, spec, dist=DatatroveDistributor(opts))
+    assert len(list(rec.iterdir())) == 2  # the array and the stats merge were submitted
