@@ -12,8 +12,12 @@ and peak RSS of a streamed synthetic prepare at growing sizes. Everything is mea
    tokens/s counts the rows written (L2T samples and raw text).
 4. memory: ``write_generator_shards`` (shuffle_dyck, reserved ids, 1 worker) at ``--rss-sizes``
    tokens in a fresh process each; peak RSS (ru_maxrss) per size.
+5. executors: the whole ``prepare_data`` of one corpus dataset of the novels (90% of their
+   tokens, units of ``--executor-unit-tokens``) on our engine with 2 workers, then with
+   datatrove's local executor and 2 tasks (``--executor local``); wall time of each and whether
+   the two wrote the same bytes (``content_sha256``).
 
-    python benchmarks/prepare.py [--files 12] [--rss-sizes 10M,30M,100M]
+    python benchmarks/prepare.py [--files 12] [--rss-sizes 10M,30M,100M] [--parts corpus,executors]
 """
 
 from __future__ import annotations
@@ -107,6 +111,34 @@ def l2t_rate(docs, tok) -> tuple[float, int]:
     return tokens / dt, tokens
 
 
+def executor_times(cfg, tok_dir: Path, tokens: int, unit_tokens: int) -> dict:
+    """Seconds of ``prepare_data`` for one corpus dataset: engine (2 workers) and datatrove local (2 tasks)."""
+    from preschool.data.distributed import DatatroveDistributor, ExecutorOptions
+    from preschool.data.engine import distributed
+    from preschool.data.prepare import DatasetSpec, prepare_data
+    from preschool.data.shards import content_sha256
+    from preschool.data.tokenizer import TokenizerConfig
+
+    spec = {"pt": DatasetSpec(corpus="novels", tokens=tokens, val_tokens=0, unit_tokens=unit_tokens)}
+    out: dict = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        # warm-up: the first prepare_data of a process pays seconds of one-time costs; keep them out of both
+        prepare_data(Path(tmp) / "warm", TokenizerConfig(kind="load", path=str(tok_dir)), {"novels": cfg},
+                     {"pt": DatasetSpec(corpus="novels", tokens=2 * (SEQ + 1), unit_tokens=unit_tokens)},
+                     seq_len=SEQ, seed=0, workers=2, progress=False)
+        runs = [("engine", None), ("local", DatatroveDistributor(ExecutorOptions(kind="local", tasks=2)))]
+        for name, dist in runs:
+            t = time.perf_counter()
+            with distributed(dist):
+                prepare_data(Path(tmp) / name, TokenizerConfig(kind="load", path=str(tok_dir)), {"novels": cfg},
+                             spec, seq_len=SEQ, seed=0, workers=2, progress=False)
+            out[name] = time.perf_counter() - t
+            out[f"{name}_sha"] = content_sha256(Path(tmp) / name / "pt")
+        local = runs[1][1]
+        out["units"] = local.runs[0]["units"] if local.runs else None
+    return out
+
+
 RSS_CHILD = """
 import resource, sys, time
 from preschool.synthetic import GENERATORS
@@ -139,7 +171,11 @@ def main() -> None:
     ap.add_argument("--storybook-docs", type=int, default=20000)
     ap.add_argument("--l2t-docs", type=int, default=300)
     ap.add_argument("--rss-sizes", default="10M,30M,100M")
+    ap.add_argument("--executor-unit-tokens", type=int, default=65536)
+    ap.add_argument("--parts", default="corpus,storybook,l2t,rss,executors",
+                    help="which measurements to run (comma-separated)")
     args = ap.parse_args()
+    parts = set(args.parts.split(","))
 
     from preschool.corpora import CorpusConfig, iter_documents
     from preschool.data.tokenizer import load_tokenizer, save_tokenizer, train_bpe
@@ -152,24 +188,35 @@ def main() -> None:
     tok = load_tokenizer(tok_dir)
     print(f"novels: {args.files} files, {len(docs)} documents, {chars / 1e6:.1f}M characters; BPE vocab 8192")
 
-    r1, n1 = ours(docs, tok, 1)
-    r2, n2 = ours(docs, tok, 2)
-    rd, nd = datatrove_rate(docs, tok_dir)
-    print(f"ours, 1 worker:     {r1:12,.0f} tokens/s  ({n1:,} tokens incl. EOS)")
-    print(f"ours, 2 workers:    {r2:12,.0f} tokens/s  -> {r2 / 2:,.0f} per core; scaling 1 -> 2: {r2 / r1:.2f}x")
-    print(f"datatrove, 1 task:  {rd:12,.0f} tokens/s  ({nd:,} tokens incl. EOS)")
-    print(f"ratio ours / datatrove per core (1 process each): {r1 / rd:.2f}x (target >= 1)")
+    if "corpus" in parts:
+        r1, n1 = ours(docs, tok, 1)
+        r2, n2 = ours(docs, tok, 2)
+        rd, nd = datatrove_rate(docs, tok_dir)
+        print(f"ours, 1 worker:     {r1:12,.0f} tokens/s  ({n1:,} tokens incl. EOS)")
+        print(f"ours, 2 workers:    {r2:12,.0f} tokens/s  -> {r2 / 2:,.0f} per core; scaling 1 -> 2: {r2 / r1:.2f}x")
+        print(f"datatrove, 1 task:  {rd:12,.0f} tokens/s  ({nd:,} tokens incl. EOS)")
+        print(f"ratio ours / datatrove per core (1 process each): {r1 / rd:.2f}x (target >= 1)")
 
-    sb = [(d.id, d.text) for d in iter_documents(CorpusConfig(source="storybook", seed=0,
-                                                              max_documents=args.storybook_docs))]
-    rs, ns = ours(sb, tok, 1)
-    print(f"storybook, 1 worker: {rs:11,.0f} tokens/s  ({ns:,} tokens, {len(sb)} stories)")
-    rl, nl = l2t_rate(docs[:args.l2t_docs], tok)
-    print(f"L2T, 1 worker:      {rl:12,.0f} tokens/s of rows written ({nl:,} tokens from {args.l2t_docs} documents)")
+    if "storybook" in parts:
+        sb = [(d.id, d.text) for d in iter_documents(CorpusConfig(source="storybook", seed=0,
+                                                                  max_documents=args.storybook_docs))]
+        rs, ns = ours(sb, tok, 1)
+        print(f"storybook, 1 worker: {rs:11,.0f} tokens/s  ({ns:,} tokens, {len(sb)} stories)")
+    if "l2t" in parts:
+        rl, nl = l2t_rate(docs[:args.l2t_docs], tok)
+        print(f"L2T, 1 worker:      {rl:12,.0f} tokens/s of rows written ({nl:,} tokens from {args.l2t_docs} documents)")
 
-    for size in [parse_size(s) for s in args.rss_sizes.split(",") if s]:
-        secs, mib = rss_at(size)
-        print(f"streamed shuffle_dyck prepare, {size / 1e6:,.0f}M tokens: {secs:.1f} s, peak RSS {mib:,.0f} MiB")
+    if "rss" in parts:
+        for size in [parse_size(s) for s in args.rss_sizes.split(",") if s]:
+            secs, mib = rss_at(size)
+            print(f"streamed shuffle_dyck prepare, {size / 1e6:,.0f}M tokens: {secs:.1f} s, peak RSS {mib:,.0f} MiB")
+
+    if "executors" in parts:
+        n_tok = sum(len(x) + 1 for x in tok.encode_batch([t for _, t in docs], add_special_tokens=False))
+        ex = executor_times(cfg, tok_dir, int(0.9 * n_tok), args.executor_unit_tokens)
+        print(f"prepare {int(0.9 * n_tok):,} novel tokens, engine 2 workers: {ex['engine']:.1f} s; datatrove local "
+              f"2 tasks: {ex['local']:.1f} s ({ex['units']} units handed out); same bytes: "
+              f"{ex['engine_sha'] == ex['local_sha']}")
 
 
 if __name__ == "__main__":
