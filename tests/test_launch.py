@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from preschool.cli import main
-from preschool.launch import file_lock, load, slurm_jobs, SlurmOptions
+from preschool.launch import load, slurm_jobs, SlurmOptions
 
 ROOT = Path(__file__).resolve().parents[1]
 PAPER = sorted((ROOT / "examples" / "paper").glob("*.yaml"))
@@ -49,7 +49,7 @@ def test_prepare_then_one_arm_then_report_from_whatever_finished(tmp_path, capsy
     qs = str(ROOT / "examples/quickstart.yaml")
     out = tmp_path / "qs"
     assert main(["prepare", qs, *_sets(out), "--no-progress"]) == 0
-    assert (out / "data" / ".prepare.lock").is_file()
+    assert not (out / ".preschool.lock").exists()  # the output lock is released when prepare ends
     assert main(["run", qs, "--arm", "ppt_dyck", "--seed", "0", *_sets(out), "--no-progress"]) == 0
     run = out / "arms" / "ppt_dyck" / "seed0"
     assert (run / "DONE").is_file()
@@ -59,25 +59,6 @@ def test_prepare_then_one_arm_then_report_from_whatever_finished(tmp_path, capsy
     report = (out / "report.md").read_text()
     assert "pt_only (unfinished)" in report and "| ppt_dyck |" in report
     assert list((run / "evals").glob("step-*/minimal_pairs/summary.json"))
-
-
-def test_prepare_lock_serialises_concurrent_holders(tmp_path):
-    lock = tmp_path / "data" / ".prepare.lock"
-    events = []
-
-    def hold(tag, wait):
-        time.sleep(wait)
-        with file_lock(lock):
-            events.append(f"{tag} in")
-            time.sleep(0.3)
-            events.append(f"{tag} out")
-
-    ts = [threading.Thread(target=hold, args=("a", 0)), threading.Thread(target=hold, args=("b", 0.1))]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
-    assert events == ["a in", "a out", "b in", "b out"]
 
 
 def _fake_sbatch(bin_dir: Path, log: Path) -> None:

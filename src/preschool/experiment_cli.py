@@ -8,9 +8,10 @@ Run an experiment end to end. Every step is resumable: rerunning the same
 command skips prepared data, finished arms and cached evaluations, and
 continues an interrupted arm from its last checkpoint with the same data
 order, so the final numbers are the same as an uninterrupted run. The output folder is
-locked while the run lasts (<out>/.preschool.lock): a second run or prepare on it
-stops with a message naming this process; a lock left by a killed process on this
-host is taken over with a warning.
+locked while the run lasts (<out>/.preschool.lock): a second run or prepare of the
+same config waits for it, then reuses what it built; one of another config stops
+with a message naming this process; a lock left by a killed process on this host
+is taken over with a warning.
 
 example:
   preschool run examples/quickstart.yaml
@@ -48,13 +49,13 @@ def run(args) -> int:
         print(f"[preschool] arm {args.arm}: {run_dir}")
         return 0
     from .experiment import load_experiment, run_experiment
-    from .lock import command_line, output_lock
+    from .lock import command_line, config_key, output_lock
 
     overrides = list(args.overrides)
     if args.out:
         overrides.append(f"out={args.out}")
     cfg = load_experiment(args.config, overrides)
     steps = tuple(args.only) if args.only else ("train", "eval", "report")
-    with output_lock(cfg.out_dir, command_line("run", args.config, args.overrides, args.out)):
+    with output_lock(cfg.out_dir, command_line("run", args.config, args.overrides, args.out), key=config_key(cfg)):
         run_experiment(cfg, progress=not args.no_progress, stages=steps)
     return 0

@@ -3,9 +3,10 @@
 An experiment on a cluster is three kinds of job:
 
 1. **prepare** (one node, no GPU needed): ``preschool prepare EXP.yaml`` builds the
-   tokenizer and every dataset once, under an exclusive file lock on
-   ``<out>/data/.prepare.lock`` so two prepares of the same folder never write
-   at the same time (the second waits, then finds the data up to date).
+   tokenizer and every dataset once, holding the output folder's lock
+   (:mod:`preschool.lock`): a second prepare of the same config waits, then
+   finds the data up to date; one of another config into the same folder stops
+   with an error naming the first.
 2. **one job per arm x seed**, each ``afterok`` on prepare (and, for an arm
    whose callback starts from another arm's run, e.g. ``compartment_model:
    {init_from: c1}``, on that arm's job of the same seed): ``srun`` starts one
@@ -26,18 +27,14 @@ submitting.
 
 from __future__ import annotations
 
-import contextlib
 import shlex
 import shutil
 import subprocess
 import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Iterator
 
 from .errors import ConfigError, DataError, PreschoolError
-
-PREPARE_LOCK = ".prepare.lock"
 
 
 # ----------------------------------------------------------------------------- the experiment
@@ -69,30 +66,19 @@ def load(path: str | Path, overrides: list[str] = ()) -> Experiment:
                       cfg.arm_dependencies())
 
 
-@contextlib.contextmanager
-def file_lock(path: Path) -> Iterator[None]:
-    """Hold an exclusive ``fcntl`` lock on ``path`` (created if missing) for the block; waits for it."""
-    import fcntl
+def prepare(exp: Experiment, progress: bool = True, command: str | None = None) -> dict:
+    """Build the experiment's data once, holding the output lock; returns the data manifest.
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+") as fh:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            print(f"[preschool] waiting for another prepare of {path.parent} to finish ({path})", flush=True)
-            fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
-
-
-def prepare(exp: Experiment, progress: bool = True) -> dict:
-    """Build the experiment's data once, under the prepare lock; returns the data manifest."""
-    from . import layout
+    ``command`` is what a second process is told is running (default: the
+    ``preschool prepare`` line of ``exp``). A second prepare of the same config
+    waits and reuses the data; one of another config into the same ``out``
+    raises :class:`DataError` (see :mod:`preschool.lock`).
+    """
     from .experiment import prepare as prepare_run
+    from .lock import command_line, config_key, output_lock
 
-    with file_lock(layout.data_dir(exp.out_dir) / PREPARE_LOCK):
+    command = command or command_line("prepare", str(exp.path), exp.overrides, None)
+    with output_lock(exp.out_dir, command, key=config_key(exp.cfg)):
         return prepare_run(exp.cfg, progress)
 
 
@@ -218,7 +204,7 @@ def slurm_jobs(exp: Experiment, opt: SlurmOptions) -> list[Job]:
     logs = (exp.out_dir / "slurm" / "logs").resolve()
     prep = Job("prepare", "prepare", "\n".join(
         _header(exp, "prepare", opt, 1, 0, logs, opt.time)
-        + ["# builds the tokenizer and every dataset once (file lock: concurrent prepares wait)",
+        + ["# builds the tokenizer and every dataset once (output lock: a prepare of the same config waits)",
            "srun --ntasks=1 " + _cli(exp, "prepare", "--no-progress"), ""]))
     jobs = [prep]
     arm_jobs: dict[tuple[str, int], str] = {}

@@ -1,32 +1,50 @@
-"""One writer per output folder: the lock file ``<out>/.preschool.lock`` of ``prepare`` and ``run``.
+"""One writer per output folder: ``<out>/.preschool.lock``, the only lock the commands take.
 
-Two ``preschool prepare`` / ``preschool run`` processes writing the same
-``--out`` would overwrite each other's data and checkpoints, so both commands
-hold :func:`output_lock` on their output folder while they run. The lock file
-says who holds it (pid, host, start time, command) and carries an exclusive
-``flock`` for as long as its process lives, so the kernel releases it when the
-process dies, however it dies. Rules:
+``preschool prepare`` (through :func:`preschool.launch.prepare`, which the
+Slurm prepare job runs too) and ``preschool run`` hold :func:`output_lock` on
+the experiment's output folder while they work. The lock file says who holds
+it (pid, host, start time, command, and a *config key*: :func:`config_key`,
+a hash of the experiment config without the fields that only change how it
+runs, ``out`` and ``workers``) and carries an exclusive ``flock`` for as long
+as its process lives, so the kernel releases it when the process dies, however
+it dies. A second process asking for the same folder:
 
 - the folder is free: the lock is taken; it is removed when the command ends;
-- another live process holds it: :class:`DataError` naming that process;
+- held by a live process **with the same config key**: it waits for that
+  process to finish (one line on stderr names it), then takes the lock and
+  goes on. Every step skips what is already built (datasets whose spec
+  matches, finished arms, cached evaluations), so it reuses the first
+  process's work: two ``preschool prepare`` of one config prepare once;
+- held by a live process **with another config** (or one that gave no key):
+  :class:`DataError` naming that process (two configs in one folder would
+  overwrite each other's data and checkpoints);
 - the file names a process on this host that is no longer running (a killed
   run): the lock is stale and is taken over, with a warning on stderr;
 - the file names a process on another host (a shared file system): it cannot
   be checked from here, so the command stops and says which file to delete if
   that process is gone.
+
+Within one process the lock is re-entrant: ``preschool prepare`` holds it and
+calls :func:`preschool.launch.prepare`, which takes it again.
+
+Example (what ``launch.prepare`` does)::
+
+    with output_lock(exp.out_dir, "preschool prepare exp.yaml", key=config_key(exp.cfg)):
+        ...  # build what is missing
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import json
 import os
 import socket
 import sys
 import time
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 from .errors import DataError
 
@@ -60,6 +78,14 @@ def _read(fd: int) -> dict:
     return info if isinstance(info, dict) else {}
 
 
+def _same_file(fd: int, path: Path) -> bool:
+    """Whether ``fd`` is still the file at ``path`` (a holder removes its file as it ends)."""
+    try:
+        return os.fstat(fd).st_ino == os.stat(path).st_ino
+    except FileNotFoundError:
+        return False
+
+
 def _open_locked(path: Path) -> tuple[int, bool]:
     """Open ``path`` and try its flock: ``(fd, got_it)``; retried if the file was replaced meanwhile."""
     while True:
@@ -68,13 +94,28 @@ def _open_locked(path: Path) -> tuple[int, bool]:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             return fd, False
-        try:
-            same = os.fstat(fd).st_ino == os.stat(path).st_ino
-        except FileNotFoundError:
-            same = False
-        if same:
+        if _same_file(fd, path):
             return fd, True
         os.close(fd)  # the holder removed the file between our open and flock: take the new one
+
+
+#: config fields that change how a command runs, not what it writes: equal keys whatever their values
+EXECUTION_ONLY = ("out", "workers")
+
+
+def config_key(cfg: Any) -> str:
+    """The key two processes compare to know they work on the same config (16 hex digits of a sha256).
+
+    ``cfg`` is an experiment config (a dataclass or a dict); :data:`EXECUTION_ONLY`
+    fields are left out, so ``preschool prepare`` (which sets ``workers``) and
+    ``preschool run`` of one YAML have the same key.
+    """
+    from .config import to_dict
+
+    tree = to_dict(cfg)
+    if isinstance(tree, dict):
+        tree = {k: v for k, v in tree.items() if k not in EXECUTION_ONLY}
+    return hashlib.sha256(json.dumps(tree, sort_keys=True, default=str).encode("utf-8")).hexdigest()[:16]
 
 
 def command_line(command: str, config: str, overrides: list[str], out: str | None) -> str:
@@ -83,41 +124,91 @@ def command_line(command: str, config: str, overrides: list[str], out: str | Non
     return " ".join(parts + ([f"--out {out}"] if out else []))
 
 
+def _busy(folder: Path, other: dict, key: str | None) -> DataError:
+    theirs = other.get("key")
+    why = (f"with another config (its config key {theirs}, this one {key})" if key and theirs else "")
+    return DataError(f"{folder} is in use by another preschool process ({_describe(other)}){' ' + why if why else ''}; "
+                     "wait for it to finish or give another --out (two runs in one folder overwrite each other's "
+                     "files)")
+
+
+def _acquire(folder: Path, path: Path, key: str | None) -> int:
+    """The flocked fd of ``path``: waits for a live holder with the same ``key``, raises for any other."""
+    host = socket.gethostname()
+    waited = False
+    unwritten = 0
+    while True:
+        fd, got = _open_locked(path)
+        other = _read(fd)
+        if not got and not other and unwritten < 100:  # a holder writes who it is right after its flock
+            os.close(fd)
+            unwritten += 1
+            time.sleep(0.05)
+            continue
+        if not got:
+            if key is None or other.get("key") != key or other.get("host") != host:
+                os.close(fd)
+                raise _busy(folder, other, key)
+            if not waited:
+                print(f"[preschool] waiting for {_describe(other)} to finish its work on {folder} (the same "
+                      "config); what it builds will be reused", file=sys.stderr, flush=True)
+                waited = True
+            fcntl.flock(fd, fcntl.LOCK_EX)  # blocks until the holder ends (or dies)
+            if not _same_file(fd, path):  # it removed its file as it ended: start over on the current one
+                os.close(fd)
+                continue
+            other = _read(fd)  # still there: the holder died without cleaning up
+        if other and other.get("pid") != os.getpid():
+            if other.get("host") != host:
+                os.close(fd)
+                raise DataError(f"{folder} is locked by a process on another host ({_describe(other)}), which cannot "
+                                f"be checked from {host}; if it is no longer running, delete {path}")
+            if isinstance(other.get("pid"), int) and _alive(other["pid"]):
+                os.close(fd)
+                raise _busy(folder, other, key)
+            print(f"[preschool] warning: taking over the stale lock {path} of a process that is no longer running "
+                  f"({_describe(other)})", file=sys.stderr)
+        return fd
+
+
+_held: dict[Path, list] = {}  # folder (resolved) -> [key, depth]: the locks this process holds
+
+
 @contextlib.contextmanager
-def output_lock(folder: str | Path, command: str) -> Iterator[Path]:
+def output_lock(folder: str | Path, command: str, key: str | None = None) -> Iterator[Path]:
     """Hold the lock on ``folder`` (created if missing) for the ``with`` block; yields the lock file's path.
 
-    ``command`` is shown to a second process that finds the folder locked.
-    Raises :class:`DataError` when another live process holds it.
+    ``command`` is shown to a second process that finds the folder locked;
+    ``key`` (:func:`config_key`) lets a second process with the same key wait
+    instead of failing. Raises :class:`DataError` when a live process with
+    another key (or none) holds it. Re-entrant within a process.
     """
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / LOCK_NAME
-    host = socket.gethostname()
-    fd, got = _open_locked(path)
+    mine = _held.get(folder.resolve())
+    if mine is not None:  # this process holds it already (prepare CLI -> launch.prepare)
+        if key is not None and mine[0] is not None and key != mine[0]:
+            raise DataError(f"{folder}: this process holds its lock for config key {mine[0]}, not {key}")
+        mine[1] += 1
+        try:
+            yield path
+        finally:
+            mine[1] -= 1
+        return
+    fd = _acquire(folder, path, key)
     try:
-        other = _read(fd)
-        if not got:
-            raise DataError(f"{folder} is in use by another preschool process ({_describe(other)}); wait for it "
-                            "to finish or give another --out (two runs in one folder overwrite each other's files)")
-        if other and other.get("pid") != os.getpid():
-            if other.get("host") != host:
-                raise DataError(f"{folder} is locked by a process on another host ({_describe(other)}), which cannot "
-                                f"be checked from {host}; if it is no longer running, delete {path}")
-            if isinstance(other.get("pid"), int) and _alive(other["pid"]):
-                raise DataError(f"{folder} is in use by another preschool process ({_describe(other)}); wait for it "
-                                "to finish or give another --out (two runs in one folder overwrite each other's files)")
-            print(f"[preschool] warning: taking over the stale lock {path} of a process that is no longer running "
-                  f"({_describe(other)})", file=sys.stderr)
-        info = {"pid": os.getpid(), "host": host, "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                "command": command}
+        info = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                "command": command, "key": key}
         os.ftruncate(fd, 0)
         os.lseek(fd, 0, os.SEEK_SET)
         os.write(fd, (json.dumps(info) + "\n").encode("utf-8"))
         os.fsync(fd)
+        _held[folder.resolve()] = [key, 1]
         try:
             yield path
         finally:
+            del _held[folder.resolve()]
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()  # while still holding the flock, so no one takes a file that is going away
     finally:

@@ -1,5 +1,6 @@
-"""Two `prepare` / `run` processes on one output folder (issue 11, item 7): the second stops and names the
-first (pid, host, start time, command); a lock left by a dead process on this host is taken over."""
+"""Two `prepare` / `run` processes on one output folder (issue 11, item 7): a second one of the same config
+waits for the first and reuses what it built; one of another config (or a holder without a config key) stops
+and names the first (pid, host, start time, command); a lock left by a dead process on this host is taken over."""
 
 import json
 import os
@@ -90,3 +91,114 @@ def test_lock_from_another_host_is_not_taken_over(tmp_path):
     with pytest.raises(DataError, match=r"another host .*elsewhere\.example.*delete .*\.preschool\.lock"):
         with output_lock(out, "new"):
             pass
+
+
+# A whole experiment that prepares in about a second: a 400-line text corpus, one dataset.
+TINY = """
+name: locktest
+seq_len: 16
+corpora:
+  txt: {{source: text, path: {corpus}, split_documents: lines}}
+tokenizer: {{kind: train, vocab_size: 300, sample_documents: 100}}
+data:
+  pt: {{corpus: txt, tokens: 2000, val_tokens: 64}}
+minimal_pairs: {{per_paradigm: 0}}
+model: {{preset: micro}}
+train: {{batch_size: 4, val: [pt]}}
+arms:
+  - name: a
+    stages: [{{name: pt, data: pt, tokens: 256}}]
+"""
+
+# Prepares the tiny experiment (as `preschool prepare` does: launch.prepare under the output lock, its config
+# key recorded), then keeps the lock until told to let go.
+HOLD_PREPARED = """
+import sys, time
+from pathlib import Path
+from preschool.launch import load, prepare
+from preschool.lock import config_key, output_lock
+exp = load(sys.argv[1], [f"out={sys.argv[2]}"])
+with output_lock(exp.out_dir, "holder of the tiny experiment", key=config_key(exp.cfg)):
+    prepare(exp, progress=False)  # takes the same lock again: re-entrant within a process
+    Path(sys.argv[3]).write_text("prepared")
+    while not Path(sys.argv[4]).exists():
+        time.sleep(0.05)
+"""
+
+
+def _env():
+    return {**os.environ, "PYTHONPATH": f"{SRC}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+            "HF_HUB_OFFLINE": "1"}
+
+
+def _wait_for(cond, what: str, timeout: float = 120) -> None:
+    end = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < end, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+@pytest.fixture
+def prepared_holder(tmp_path):
+    """(experiment yaml, out, holder process, release file): a process that prepared ``out`` and still holds it."""
+    import random
+
+    rng = random.Random(0)
+    words = "the cat dog sat ran on a mat big small red blue and then it was".split()
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(" ".join(rng.choice(words) for _ in range(rng.randint(5, 15))) for _ in range(400)))
+    exp = tmp_path / "exp.yaml"
+    exp.write_text(TINY.format(corpus=corpus))
+    out, ready, release = tmp_path / "out", tmp_path / "ready", tmp_path / "release"
+    p = subprocess.Popen([sys.executable, "-c", HOLD_PREPARED, str(exp), str(out), str(ready), str(release)],
+                         env=_env())
+    try:
+        _wait_for(lambda: ready.exists() or p.poll() is not None, "the holder to prepare")
+        assert ready.exists(), "the holder did not prepare"
+        yield exp, out, p, release
+    finally:
+        release.write_text("go")
+        try:
+            p.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
+def test_same_config_waits_for_the_holder_then_reuses_what_it_prepared(prepared_holder, tmp_path):
+    exp, out, holder, release = prepared_holder
+    built = out / "data" / "pt" / "dataset.json"
+    before = built.stat()
+    err = tmp_path / "second.err"
+    # --workers changes how prepare runs, not what it writes: still the same config
+    with open(err, "w") as fh:
+        second = subprocess.Popen([sys.executable, "-m", "preschool.cli", "prepare", str(exp), "--out", str(out),
+                                   "--workers", "2", "--no-progress"], env=_env(), stdout=subprocess.PIPE,
+                                  stderr=fh, text=True)
+    try:
+        _wait_for(lambda: f"waiting for pid {holder.pid} on {socket.gethostname()}" in err.read_text()
+                  or second.poll() is not None, "the second prepare to wait")
+        assert second.poll() is None, err.read_text()  # still waiting while the holder holds the lock
+        assert "holder of the tiny experiment" in err.read_text()
+        release.write_text("go")
+        out_text, _ = second.communicate(timeout=120)
+    finally:
+        if second.poll() is None:
+            second.kill()
+            second.wait()
+    assert second.returncode == 0, err.read_text()
+    assert "data pt: up to date" in out_text and "building" not in out_text  # reused, not rebuilt
+    after = built.stat()
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+    assert not (out / LOCK_NAME).exists()
+
+
+def test_another_config_into_the_same_out_stops_naming_the_holder(prepared_holder, capsys):
+    exp, out, holder, release = prepared_holder
+    for command, change in (("prepare", "seed=1"), ("run", "train.lr=0.01")):
+        rc = main([command, str(exp), "--out", str(out), "--set", change, "--no-progress"])
+        assert rc == 2, command
+        err = capsys.readouterr().err
+        assert f"pid {holder.pid} on {socket.gethostname()}" in err and "holder of the tiny experiment" in err
+        assert "with another config" in err and "another --out" in err
+    assert holder.poll() is None  # the holder was not disturbed

@@ -8,9 +8,9 @@ Build the data of an experiment: train (or load) the tokenizer, then write
 train/val shard sets for every dataset under <out>/data. Datasets already
 built with the same spec are skipped; each is written atomically. The output
 folder is locked while prepare runs (<out>/.preschool.lock, shared with
-`preschool run`): a second prepare or run on it stops with a message naming
-this process (pid, host, start time, command). Inside it, an exclusive lock
-on <out>/data/.prepare.lock serialises library callers of the prepare step.
+`preschool run`): a second prepare or run of the same config waits for it and
+then reuses what it built; one of another config stops with a message naming
+this process (pid, host, start time, command).
 Derived datasets (kind: compartmented, shifted...) are built after the datasets they read.
 Worker processes build a run YAML's datasets in work units: the bytes are the
 same for any --workers, and an interrupted prepare resumes from its finished units.
@@ -89,7 +89,7 @@ def run(args) -> int:
     import os
 
     from ..launch import load, prepare
-    from ..lock import command_line, output_lock
+    from ..lock import command_line
     from .distributed import Submitted
     from .engine import distributed
 
@@ -97,13 +97,14 @@ def run(args) -> int:
     overrides = list(args.overrides) + ([f"out={args.out}"] if args.out else [])
     overrides.append(f"workers={args.workers or os.cpu_count() or 1}")
     exp = load(args.config, overrides)
-    with output_lock(exp.out_dir, command_line("prepare", args.config, args.overrides, args.out)):
-        try:
-            with distributed(dist):
-                manifest = prepare(exp, progress=not args.no_progress)  # under <out>/data/.prepare.lock
-        except Submitted as e:
-            print(f"[preschool] {e}")
-            return 0
+    try:
+        with distributed(dist):
+            # prepare() holds the output lock (<out>/.preschool.lock) while it works
+            manifest = prepare(exp, progress=not args.no_progress,
+                               command=command_line("prepare", args.config, args.overrides, args.out))
+    except Submitted as e:
+        print(f"[preschool] {e}")
+        return 0
     cfg = exp.cfg
     for name, d in manifest["datasets"].items():
         splits = ", ".join(f"{s}: {m['n_rows']} rows x {m['row_len']}" for s, m in d["splits"].items())
