@@ -135,3 +135,31 @@ def test_a_streamed_l2t_build_resumes_at_its_stream_position(tmp_path, monkeypat
     prepare(tmp_path / "run")
     assert content_sha256(tmp_path / "run" / "l2t") == content_sha256(tmp_path / "ref" / "l2t")
     assert starts == [(3, token)]  # the rerun's document stream began at unit 3's recorded position
+
+
+def test_a_rerun_with_every_unit_finished_keeps_the_read_counts(tmp_path, monkeypatch):
+    """Killed after its last unit but before linking: the rerun rebuilds nothing, reads only the last unit's
+    documents again, and dataset.json records the counts of an uninterrupted read."""
+    import preschool.data.prepare as prep
+
+    src = tmp_path / "src"
+    _write(src, "jsonl", 0, 0, 800)
+    ref, run = tmp_path / "ref", tmp_path / "run"
+    _prepare(ref, src, "jsonl", workers=1)
+    real = prep.adopt_units
+
+    def dies(*a, **kw):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(prep, "adopt_units", dies)
+    with pytest.raises(KeyboardInterrupt):
+        _prepare(run, src, "jsonl", workers=1)
+    monkeypatch.setattr(prep, "adopt_units", real)
+    last = max(int(f.name[1:7]) for f in next(run.glob(".pt.work-*")).glob("u*.start.json"))
+    start = json.loads((next(run.glob(".pt.work-*")) / f"u{last:06d}.start.json").read_text())["position"]
+    rows = _rows_read(monkeypatch)
+    _prepare(run, src, "jsonl", workers=1)
+    assert min(rows) == start["row"] > 0  # only the last unit's documents were read again (nothing rebuilt)
+    assert content_sha256(run / "pt") == content_sha256(ref / "pt")
+    read = json.loads((run / "pt" / "dataset.json").read_text())["read"]
+    assert read == json.loads((ref / "pt" / "dataset.json").read_text())["read"] and read["documents"] > 0

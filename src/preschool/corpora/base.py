@@ -76,6 +76,13 @@ class ReadStats:
         return {"files": self.files, "documents": self.documents, "chars": self.chars, "words": self.words,
                 "replaced_bad_utf8": self.replaced_bad_utf8, "drops": dict(sorted(self.drops.items()))}
 
+    def restore(self, saved: dict) -> None:
+        """Set every count to ``saved`` (an :meth:`as_dict`), e.g. where a resumed read continues."""
+        self.files, self.documents, self.chars = int(saved["files"]), int(saved["documents"]), int(saved["chars"])
+        self.words, self.replaced_bad_utf8 = int(saved["words"]), int(saved["replaced_bad_utf8"])
+        self.drops.clear()
+        self.drops.update(saved["drops"])
+
 
 def drop_summary(drops: dict, top: int | None = None) -> str:
     """Drop counts as ``"reason: n, ..."``, most frequent first; ``"none"`` for no drops."""

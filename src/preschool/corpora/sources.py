@@ -617,10 +617,7 @@ def iter_documents(cfg: CorpusConfig | dict, stats: ReadStats | None = None,
             raise DataError(f"corpus source {cfg.source!r}: a stream position is only kept for source 'hf'")
         source.start = start
         n_docs, n_tokens, skip = int(start["documents"]), int(start["tokens"]), int(start["piece"])
-        stats.files, stats.documents, stats.chars = (int(start["read"][f]) for f in ("files", "documents", "chars"))
-        stats.words, stats.replaced_bad_utf8 = int(start["read"]["words"]), int(start["read"]["replaced_bad_utf8"])
-        stats.drops.clear()
-        stats.drops.update(start["read"]["drops"])
+        stats.restore(start["read"])
     for doc_id, meta, pieces in source.pieces(stats):
         it = iter(pieces)
         text = next(it, None)

@@ -74,6 +74,10 @@ class UnitJob:
         yields the same unit ``k`` and the rest, or None when this job cannot start there (it rereads)."""
         return None
 
+    def resumed(self, token: dict) -> None:
+        """Called when a rerun continues at a unit's start ``token`` (parent side): restore what the
+        read before that point counted, even when the finished units already suffice."""
+
     def run(self, k: int, payload: Any, out: Path) -> dict:
         """Build unit ``k`` into folder ``out`` (worker side); return its counts (JSON-able)."""
         raise NotImplementedError
@@ -183,17 +187,20 @@ def run_units(job: UnitJob, work: str | Path, workers: int = 1, need: dict[str, 
             on_unit(info)
         return _enough(have, need)
 
-    # A rerun continues after the finished units 0..m-1 where unit m starts (its start token), so a
-    # streamed source is not read again from its beginning; without a token it reads from the start.
+    # A rerun continues at the start token of the first unfinished unit m (or, when m was never reached,
+    # of the last finished unit, read again but not rebuilt), so a streamed source is not read again from
+    # its beginning; without tokens (sources that keep no position) it reads from the start.
     m = 0
     while (unit_path(work, m) / "unit.json").is_file():
         m += 1
-    token_file = work / f"u{m:06d}.start.json"
-    if m and token_file.is_file():
-        for k in range(m):
+    j = m if (work / f"u{m:06d}.start.json").is_file() else m - 1
+    if j > 0 and (work / f"u{j:06d}.start.json").is_file():
+        token = read_json(work / f"u{j:06d}.start.json")
+        job.resumed(token)
+        for k in range(j):
             if take(read_json(unit_path(work, k) / "unit.json")):
                 return infos
-        units = _recording(job, work, job.units(start=(m, read_json(token_file))))
+        units = _recording(job, work, job.units(start=(j, token)))
     else:
         units = _recording(job, work, job.units())
 

@@ -175,6 +175,10 @@ class CorpusJob(UnitJob):
         pos = self._starts.pop(k, None)
         return {"position": pos} if pos is not None else None
 
+    def resumed(self, token: dict) -> None:
+        if self.read is not None:
+            self.read.restore(token["position"]["read"])
+
     def run(self, k: int, docs: list[tuple[str, str]], out: Path) -> dict:
         from tokenizers import Tokenizer
 

@@ -385,6 +385,10 @@ class L2TJob(UnitJob):
     def start_token(self, k: int) -> dict | None:
         return self._starts.pop(k, None)
 
+    def resumed(self, token: dict) -> None:
+        if self.read is not None:
+            self.read.restore(token["position"]["read"])
+
     def run(self, k: int, payload: tuple[int, list[tuple[str, str]], str | None], out: Path) -> dict:
         start, docs, prev = payload
         cfg = self.enc.cfg
