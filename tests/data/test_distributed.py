@@ -237,3 +237,55 @@ def test_slurm_wait_stops_with_the_log_folder_when_the_array_ends_incomplete(tmp
     with pytest.raises(DataError, match=r"Slurm job 4242 ended with 2 of 2 tasks incomplete.*slurm_logs.*rerun"):
         _prepare(tmp_path / "out", corpora, spec, dist=DatatroveDistributor(opts))
     assert len(list(rec.iterdir())) == 2  # the array and the stats merge were submitted
+
+
+def test_a_streamed_corpus_is_planned_once_and_each_task_reads_only_its_units(tmp_path, monkeypatch):
+    """With a streamed hf corpus the parent reads the stream once, writing where each unit starts; a task
+    then reads only its own units' records; the bytes are the engine's."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from preschool.corpora.sources import HFSource
+    from preschool.corpora.storybook import Storybook
+    from preschool.data.distributed import UnitTasks, _plan
+    from preschool.data.prepare import CorpusJob
+
+    src = tmp_path / "src"
+    src.mkdir()
+    book = Storybook(seed=0)
+    for p in range(2):
+        pq.write_table(pa.Table.from_pylist([{"text": book.story(p * 400 + i)} for i in range(400)]),
+                       src / f"part-{p}.parquet")
+    corpora = {"web": CorpusConfig(source="hf", hf_name="parquet", path=str(src), streaming=True)}
+    spec = {"pt": DatasetSpec(corpus="web", tokens=40 * ROW, unit_tokens=800)}
+    _prepare(tmp_path / "engine", corpora, spec)
+    dist = DatatroveDistributor(ExecutorOptions(kind="local", tasks=2))
+    _prepare(tmp_path / "local", corpora, spec, dist=dist)
+    _same_bytes(tmp_path / "engine", tmp_path / "local", spec)
+    planned = dist.runs[0]["units"]
+    assert planned > 3
+
+    # one task by hand, rank 1 of 2, on a plan like the one above: it reads only its units' records
+    job = CorpusJob(corpora["web"], (tmp_path / "engine" / "tokenizer" / "tokenizer.json").read_text(), ROW, 0,
+                    0.02, ["train"], 800)
+    work = tmp_path / "work"
+    work.mkdir()
+    units = iter(job.units())
+    next(units)
+    (work / "u000000.start.json").write_text(json.dumps(job.start_token(0)))
+    assert _plan(job, units, work, planned) == planned  # what the parent does before handing units out
+    unit1 = json.loads((work / "u000001.start.json").read_text())["position"]
+    job2 = CorpusJob(corpora["web"], job.tokenizer_json, ROW, 0, 0.02, ["train"], 800)
+    rows = []
+    real = HFSource.documents
+
+    def documents(self, stats):
+        for doc in real(self, stats):
+            rows.append(doc.meta["row"])
+            yield doc
+
+    monkeypatch.setattr(HFSource, "documents", documents)
+    list(UnitTasks(job2, work, planned).run(None, rank=1, world_size=2))
+    built = sorted(int(p.name[1:]) for p in work.glob("u??????") if (p / "unit.json").is_file())
+    assert built == list(range(1, planned, 2))
+    assert min(rows) == unit1["row"] > 0  # nothing before its first unit was read

@@ -17,9 +17,12 @@ dataset without a token cap (an L2T build of a whole corpus) hands out every
 unit until its source ends. Too few planned units cost time (the final pass
 builds the rest in order), never bytes.
 
-A text corpus is read by every task from its start up to the last planned unit
-(each task tokenizes only its own units); reading is cheap next to tokenizing,
-but for a very large corpus on many tasks that read is the cost to watch.
+Where a source keeps stream positions (a streamed ``hf`` corpus; generators trivially),
+the parent reads on after the probe up to the last planned unit, writing where each unit
+starts (``u<k>.start.json``, the engine's resume tokens), and each task opens the source
+at its own units only. Any other text corpus is read by every task from its start up to
+its last unit (each task tokenizes only its own units); reading is cheap next to
+tokenizing, but for a very large corpus on many tasks that read is the cost to watch.
 
 datatrove is an optional extra (``pip install 'preschool[datatrove]'``); the
 executors need a filesystem all tasks and the parent share (the output folder).
@@ -34,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import ConfigError, DataError, MissingDependency, PreschoolError
+from ..io import read_json, write_json
 from .engine import Distributor, UnitJob, build_unit, units_for, unit_path
 
 EXECUTORS = ("engine", "local", "slurm", "ray")
@@ -115,6 +119,16 @@ class UnitTasks(_StepBase):
             yield from data
         os.environ["TOKENIZERS_PARALLELISM"] = "false"  # one process per task, as in the engine
         work = Path(self.work)
+        mine = range(rank, self.units, world_size) if self.units is not None else None
+        if mine is not None and all((work / f"u{k:06d}.start.json").is_file() for k in mine):
+            # the parent planned where each unit starts: read only this task's units
+            for k in mine:
+                if (unit_path(work, k) / "unit.json").is_file():
+                    self.stat_update("units_reused")
+                    continue
+                first, payload = next(iter(self.job.units(start=(k, read_json(work / f"u{k:06d}.start.json")))))
+                self._build(first, payload, work)
+            return
         for k, payload in self.job.units():
             if self.units is not None and k >= self.units:
                 break
@@ -123,10 +137,13 @@ class UnitTasks(_StepBase):
             if (unit_path(work, k) / "unit.json").is_file():
                 self.stat_update("units_reused")
                 continue
-            with self.track_time("unit"):
-                info = build_unit(self.job, k, payload, work)
-            self.stat_update("units_built")
-            self.stat_update("rows", value=sum(int(v) for s, v in info["rows"].items() if "-" not in s))
+            self._build(k, payload, work)
+
+    def _build(self, k: int, payload, work: Path) -> None:
+        with self.track_time("unit"):
+            info = build_unit(self.job, k, payload, work)
+        self.stat_update("units_built")
+        self.stat_update("rows", value=sum(int(v) for s, v in info["rows"].items() if "-" not in s))
 
 
 class DatatroveDistributor(Distributor):
@@ -143,13 +160,20 @@ class DatatroveDistributor(Distributor):
         if task is None:
             print("[preschool] this job reads a one-shot document stream: built on the local engine", flush=True)
             return
-        first = next(iter(task.units()), None)
+        units = iter(task.units())
+        first = next(units, None)
         if first is None:
             return
+        token = task.start_token(first[0])
         probe = build_unit(task, first[0], first[1], work)
         planned = units_for([probe], need)
         if planned is not None and planned <= 1:
             return
+        if token is not None:  # the source keeps positions: one read here tells every task where its units start
+            write_json(work / f"u{first[0]:06d}.start.json", token)
+            planned = _plan(task, units, work, planned)
+            if planned is not None and planned <= 1:
+                return
         tasks = self.opts.tasks if planned is None else max(1, min(self.opts.tasks, planned - 1))
         logs = work / f"datatrove-{self.opts.kind}-t{tasks}-u{planned if planned is not None else 'all'}"
         step = UnitTasks(task, work, planned)
@@ -212,6 +236,22 @@ class DatatroveDistributor(Distributor):
                                 "(finished units are kept, the rest resubmitted)")
             print(f"[preschool] waiting for Slurm job {ex.job_id}: {tasks - len(left)}/{tasks} tasks done", flush=True)
             time.sleep(o.poll_s)
+
+
+def _plan(task: UnitJob, units, work: Path, planned: int | None) -> int | None:
+    """Read on through ``units`` (after unit 0) up to ``planned`` units (None: the end), writing where each
+    starts to ``work/u<k>.start.json``; returns the number of units (``planned``, or the count found)."""
+    k = 0
+    if planned is not None and planned <= 1:
+        return planned
+    for k, _ in units:  # a unit's start is known once its first document is read, i.e. when it is yielded
+        token = task.start_token(k)
+        if token is None:  # no position after all: the tasks read from the start
+            return planned
+        write_json(work / f"u{k:06d}.start.json", token)
+        if planned is not None and k >= planned - 1:
+            break
+    return planned if planned is not None else k + 1
 
 
 def _run(ex, logs: Path) -> None:
