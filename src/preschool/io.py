@@ -225,14 +225,15 @@ def code_version() -> dict:
                 info["git_dirty"] = bool(dirty.stdout.strip())
         except (OSError, subprocess.SubprocessError):
             pass
-        try:
-            import torch
-            import transformers
+        # installed versions from package metadata: importing torch and transformers only to read their
+        # versions costs seconds in a process that needs neither (a data-only prepare)
+        from importlib.metadata import PackageNotFoundError, version
 
-            info["torch"] = torch.__version__
-            info["transformers"] = transformers.__version__
-        except ImportError:
-            pass
+        for pkg in ("torch", "transformers"):
+            try:
+                info[pkg] = version(pkg)
+            except PackageNotFoundError:
+                pass
         _CODE_VERSION = info
     return dict(_CODE_VERSION)
 
