@@ -216,15 +216,18 @@ def test_chunked_loss_under_fsdp_whose_root_reshards_equals_the_plain_loss(tmp_p
 @pytest.mark.slow
 def test_chunked_loss_under_two_rank_fsdp_equals_the_plain_loss(tmp_path, datasets, micro_cfg, torchrun):
     """2-rank FSDP in fp32, ``fused_loss: chunked`` vs ``off``: tied head with FSDP2's default root policy
-    (gathered from forward to backward), untied head with a root that reshards after forward."""
+    (gathered from forward to backward), untied head with a root that reshards after forward; and the same
+    loss hook under 2-rank DDP (the loss is part of the DDP module's output)."""
     ds = {k: str(v) for k, v in datasets.items()}
     jobs = [{"cfg": {**_fused_loss_cfg(micro_cfg, tie), "fused_loss": loss},
              "out": str(tmp_path / f"{loss}-tie{int(tie)}"), "datasets": ds, "root_reshards": not tie}
             for tie in (True, False) for loss in ("off", "chunked")]
+    jobs += [{"cfg": {**_fused_loss_cfg(micro_cfg, True), "parallel": "ddp", "fused_loss": loss},
+              "out": str(tmp_path / f"{loss}-ddp"), "datasets": ds} for loss in ("off", "chunked")]
     proc = run_jobs(torchrun, tmp_path, "jobs", jobs)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    for tie in (1, 0):
-        assert_fused_loss_like_plain(tmp_path / f"chunked-tie{tie}", tmp_path / f"off-tie{tie}")
+    for run in ("tie1", "tie0", "ddp"):
+        assert_fused_loss_like_plain(tmp_path / f"chunked-{run}", tmp_path / f"off-{run}")
 
 
 def test_activation_checkpointing_changes_no_loss(tmp_path, datasets, micro_cfg):
