@@ -89,3 +89,13 @@ def test_errors_name_source(tmp_path):
         Mixture({"a": a, "c": c})
     with pytest.raises(ConfigError, match="data.b"):
         Mixture.from_spec({"b": 1.0}, {"a": tmp_path})
+
+
+def test_row_permutation_is_numpys_in_half_the_memory():
+    from preschool.data.mixture import _permutation
+
+    for n in (1, 2, 7, 1000, 100_003):
+        for seed in ([0, 0, 0, 0], [3, 1, 2, 5]):
+            got = _permutation(n, np.random.default_rng(seed))
+            assert got.dtype == np.uint32
+            assert (got == np.random.default_rng(seed).permutation(n)).all()

@@ -49,6 +49,16 @@ def largest_remainder(weights: np.ndarray, n: int) -> np.ndarray:
     return counts
 
 
+def _permutation(n: int, rng: np.random.Generator) -> np.ndarray:
+    """``rng.permutation(n)``, the same order, held in 4 bytes per row when ``n`` fits (half the memory of
+    the int64 array ``permutation`` makes: 195 MB for the 48.8M rows of 100B tokens at seq_len 2048)."""
+    if n >= 1 << 32:
+        return rng.permutation(n)
+    order = np.arange(n, dtype=np.uint32)
+    rng.shuffle(order)  # numpy's permutation(n) is arange(n) shuffled: the same draws, the same order
+    return order
+
+
 def rank_indices(step: int, batch_size: int, rank: int = 0, world: int = 1) -> list[int]:
     """Global sample indices of ``rank``'s share of global batch ``step``."""
     if batch_size % world:
@@ -129,7 +139,7 @@ class Mixture:
         key = (s, epoch)
         hit = self._perm_cache.get(key)
         if hit is None:
-            hit = np.random.default_rng([self.seed, self.stage_index, s, epoch]).permutation(len(self.sets[s]))
+            hit = _permutation(len(self.sets[s]), np.random.default_rng([self.seed, self.stage_index, s, epoch]))
             self._perm_cache[key] = hit
             if len(self._perm_cache) > 2 * len(self.names) + 2:
                 self._perm_cache.popitem(last=False)
