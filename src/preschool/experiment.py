@@ -244,12 +244,11 @@ class ExperimentConfig:
                 out[part] = data_dir / t / part
         return out
 
-    def train_config(self, arm: ArmSpec, seed: int, path: str = "", reserved_ids: list[int] | None = None):
-        """The resolved TrainConfig of one arm and seed (shared train settings + arm overrides).
-
-        ``reserved_ids`` (known once the data exists) fills ``train.reserved_ids`` when the
-        config leaves it unset; before that, a dataset rendered on reserved ids stands in
-        with a dummy range so that validation can check the stages that need one.
+    def train_config(self, arm: ArmSpec, seed: int, path: str = ""):
+        """The resolved TrainConfig of one arm and seed: the shared train and model settings overlaid by
+        the arm's (the one merge of an experiment), its stages, the seed, and the defaults the data
+        implies: ``reserved_ids: auto`` when a dataset renders on reserved ids (the trainer reads the
+        range from the prepared shards) and, for derived datasets with parts, the parts as ``val``.
         """
         from .train.trainer import TrainConfig
 
@@ -268,11 +267,9 @@ class ExperimentConfig:
                 parts = dataset_parts(self.data, t) if spec is not None else []
                 val += parts or ([n] if spec is not None and (spec.kind or spec.val_tokens > 0) else [])
             merged["val"] = val
-        if merged.get("reserved_ids") is None:
-            if reserved_ids is not None:
-                merged["reserved_ids"] = reserved_ids
-            elif any(d.render == "reserved" and d.generator for d in self.data.values()):
-                merged["reserved_ids"] = [0, 1]
+        if merged.get("reserved_ids") is None and any(d.render == "reserved" and d.generator
+                                                       for d in self.data.values()):
+            merged["reserved_ids"] = "auto"
         try:
             return from_dict(TrainConfig, merged)
         except ConfigError as e:
@@ -329,17 +326,16 @@ def arm_dirs(cfg: ExperimentConfig) -> list[tuple[ArmSpec, int, Path]]:
     return layout.arm_runs(cfg.out_dir, cfg.arms, cfg.seeds)
 
 
-def train_arms(cfg: ExperimentConfig, manifest: dict, progress: bool = True) -> None:
-    """Step 3: train every arm x seed (resuming; finished runs are skipped)."""
-    from .train.trainer import check_run_dir, train
-
+def train_arms(cfg: ExperimentConfig, progress: bool = True) -> None:
+    """Step 3: train every arm x seed of the prepared data (resuming; finished runs are skipped)."""
     from .train.callbacks.registry import CallbackContext, build_callbacks
+    from .train.trainer import check_run_dir, train
 
     data_dir = layout.data_dir(cfg.out_dir)
     for arm, seed, run_dir in arm_dirs(cfg):
         i = cfg.arms.index(arm)
         datasets = cfg.arm_datasets(arm)
-        tcfg = cfg.train_config(arm, seed, f"arms[{i}]", reserved_ids=_reserved_range(manifest))
+        tcfg = cfg.train_config(arm, seed, f"arms[{i}]")
         tcfg.progress = tcfg.progress and progress
         try:  # a finished arm is reused only if it was trained with this config on these bytes
             check_run_dir(tcfg, run_dir, datasets, data_dir / "tokenizer")
@@ -353,15 +349,6 @@ def train_arms(cfg: ExperimentConfig, manifest: dict, progress: bool = True) -> 
         callbacks = build_callbacks(arm.callbacks, ctx, f"arms[{i}].callbacks")
         print(f"[preschool] arm {arm.name} seed {seed}: training -> {run_dir}")
         train(tcfg, run_dir, datasets, data_dir / "tokenizer", callbacks)
-
-
-def _reserved_range(manifest: dict) -> list[int] | None:
-    """[lo, hi) covering every dataset rendered on reserved ids (for embeddings_at_start: mean)."""
-    ranges = [m["reserved_ids"] for d in manifest["datasets"].values() for m in d["splits"].values()
-              if m.get("reserved_ids")]
-    if not ranges:
-        return None
-    return [min(r[0] for r in ranges), max(r[1] for r in ranges)]
 
 
 def evaluate_arms(cfg: ExperimentConfig) -> None:
@@ -384,9 +371,9 @@ def run_experiment(cfg: ExperimentConfig, progress: bool = True, stages: tuple[s
 
     cfg.out_dir.mkdir(parents=True, exist_ok=True)
     write_text(cfg.out_dir / "experiment.yaml", yaml.safe_dump(to_dict(cfg), sort_keys=False))
-    manifest = prepare(cfg, progress)
+    prepare(cfg, progress)
     if "train" in stages:
-        train_arms(cfg, manifest, progress)
+        train_arms(cfg, progress)
     if "eval" in stages and cfg.evals:
         print("[preschool] evaluating checkpoints")
         evaluate_arms(cfg)

@@ -123,9 +123,9 @@ def run_arm(exp: Experiment, arm: str, seed: int | None = None, progress: bool =
         raise ConfigError("--seed", f"seed {seed} is not in the experiment's seeds {exp.seeds}")
     from .experiment import train_arms
 
-    manifest = _check_prepared_run(exp)
+    _check_prepared_run(exp)
     one = replace(exp.cfg, arms=[a for a in exp.cfg.arms if a.name == arm], seeds=[seed])
-    train_arms(one, manifest, progress)  # the trainer forms the process group under torchrun
+    train_arms(one, progress)  # the trainer forms the process group under torchrun
     return layout.run_dir(exp.out_dir, arm, seed)
 
 

@@ -47,7 +47,7 @@ import math
 import shutil
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal, Mapping, Sequence
@@ -168,7 +168,9 @@ class TrainConfig:
     # two by default so a resume can fall back to the previous checkpoint if the newest is damaged ("last" = 1)
     keep_optimizer_state: int | Literal["last", "all"] = 2
     log_every: int = 10
-    reserved_ids: list[int] | None = None  # [lo, hi): reserved (synthetic) token ids
+    # [lo, hi): reserved (synthetic) token ids; "auto": the range the datasets' shard manifests record
+    # for what they render on reserved ids (resolve_reserved_ids, before training and run-folder checks)
+    reserved_ids: list[int] | Literal["auto"] | None = None
     attention_reset_between_docs: bool = False
     # how documents are kept apart (train/attention.py): auto (flex on CUDA, dense elsewhere) | dense | flex
     doc_attention: Literal["auto", "dense", "flex"] = "auto"
@@ -206,7 +208,7 @@ class TrainConfig:
         if isinstance(self.keep_optimizer_state, int):
             check(self.keep_optimizer_state >= 1, "keep_optimizer_state",
                   f"must be >= 1, 'last' or 'all', got {self.keep_optimizer_state}")
-        if self.reserved_ids is not None:
+        if isinstance(self.reserved_ids, list):
             check(len(self.reserved_ids) == 2 and 0 <= self.reserved_ids[0] < self.reserved_ids[1], "reserved_ids",
                   f"must be [lo, hi) with 0 <= lo < hi, got {self.reserved_ids}")
         # stages of one group resume one schedule: check they agree on it
@@ -268,6 +270,19 @@ def _diff(a: Any, b: Any, path: str) -> str | None:
     return None
 
 
+def resolve_reserved_ids(cfg: TrainConfig, datasets: Mapping[str, str | Path]) -> TrainConfig:
+    """``cfg`` with ``reserved_ids: auto`` replaced by ``[lo, hi)`` covering every reserved-id range the
+    datasets' ``train/`` shard manifests record (``ConfigError`` when none renders on reserved ids)."""
+    if cfg.reserved_ids != "auto":
+        return cfg
+    ranges = [m["reserved_ids"] for p in datasets.values() if (Path(p) / "train" / "manifest.json").is_file()
+              if (m := read_json(Path(p) / "train" / "manifest.json")).get("reserved_ids")]
+    if not ranges:
+        raise ConfigError("reserved_ids", f"'auto', but none of the datasets ({', '.join(sorted(datasets))}) "
+                          "renders symbols on reserved ids; give [lo, hi) or render: reserved")
+    return replace(cfg, reserved_ids=[min(r[0] for r in ranges), max(r[1] for r in ranges)])
+
+
 def _trained_on(cfg: TrainConfig) -> list[str]:
     """The datasets whose rows the stages train on (they determine the weights), sorted."""
     return sorted({n for st in cfg.stages for n in st.datasets})
@@ -294,6 +309,7 @@ def check_run_dir(cfg: TrainConfig, out_dir: str | Path, datasets: Mapping[str, 
     path = Path(out_dir) / "config.yaml"
     if not path.is_file():
         return
+    cfg = resolve_reserved_ids(cfg, datasets)
     old = C.load_yaml(path)
     now = run_config_tree(cfg, datasets, tokenizer_dir)
     old_train = old.get("train") or {}
@@ -376,7 +392,7 @@ class Trainer:
 
     def __init__(self, cfg: TrainConfig, out_dir: str | Path, datasets: Mapping[str, str | Path],
                  tokenizer_dir: str | Path | None = None, callbacks: Sequence[Callback] = ()):
-        self.cfg = cfg
+        self.cfg = cfg = resolve_reserved_ids(cfg, datasets)
         self.out_dir = Path(out_dir)
         self.datasets = {k: Path(v) for k, v in datasets.items()}
         self.tokenizer_dir = Path(tokenizer_dir) if tokenizer_dir else None
