@@ -2,6 +2,7 @@
 manifest attached, every log row mirrored, the same W&B run continued on resume."""
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -112,7 +113,10 @@ def test_resume_continues_the_same_wandb_run(tmp_path, datasets, micro_cfg, monk
     first = (run / "wandb_id.txt").read_text()
     train(micro_cfg(wandb={}), run, datasets)
     assert (run / "wandb_id.txt").read_text() == first
-    assert all(p.name.endswith(first.strip()) for p in (run / "wandb").glob("offline-run-*"))
+    # W&B names each start offline-run-<YYYYmmdd_HHMMSS>-<id>, adding "-1" when two starts share a second
+    folders = [p.name for p in (run / "wandb").glob("offline-run-*")]
+    assert len(folders) == 2 and all(re.fullmatch(rf"offline-run-\d{{8}}_\d{{6}}-{first.strip()}(-\d+)?", f)
+                                     for f in folders), folders
     _, rows = _history(run)
     assert max(r["_step"] for r in rows) == 8
 
