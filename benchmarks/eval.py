@@ -112,7 +112,7 @@ def main(argv=None) -> int:
           f"(ties {int(ours.metrics['ties'])}; prefix tree {ours.extra['prefix_tree']})")
 
     try:
-        from preschool.evals.lm_eval_bridge import pair_scores, require_lm_eval, run_lm_eval, write_minimal_pair_task
+        from preschool.evals.lm_eval import pair_scores, require_lm_eval, run_lm_eval, write_minimal_pair_task
 
         require_lm_eval()
         have_lm_eval = True

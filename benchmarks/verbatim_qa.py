@@ -119,7 +119,7 @@ def main(argv=None) -> int:
             Path(d, f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
         qcfg = {"train_path": f"{d}/train.jsonl", "eval_path": f"{d}/dev.jsonl", "lr": 3e-4, "batch_size": 16,
                 "max_new_tokens": 8}
-        from preschool.evals.qa import finetune, generate_answers, load_qa
+        from preschool.evals.qa_f1 import finetune, generate_answers, load_qa
 
         qa = EVALUATORS.build("qa_f1", {**qcfg, "eval_batch_size": args.batch_size})
         ex = load_qa(qcfg["train_path"])

@@ -14,7 +14,7 @@ from .base import EVALUATORS, EvalResult, Evaluator
 
 # Evaluator modules (one file each, one registry line per evaluator). A module that fails to
 # import raises, so a broken evaluator is never silently missing.
-EVALUATOR_MODULES = ("minimal_pairs", "heldout", "verbatim", "qa", "depo", "lm_eval_bridge")
+EVALUATOR_MODULES = ("minimal_pairs", "heldout", "verbatim", "qa_f1", "depo", "lm_eval")
 
 for _name in EVALUATOR_MODULES:
     importlib.import_module(f"{__name__}.{_name}")

@@ -27,7 +27,7 @@ spec style_and_peers.md part 2):
   prefix token (lm-eval's multiple-choice ``target_delimiter``; with a
   byte-level BPE this changes the first word's token) and counts a tie as
   correct (lm-eval's argmax picks the good sentence, index 0), so it
-  reproduces lm-eval's numbers exactly (tests/evals/test_lm_eval_bridge.py).
+  reproduces lm-eval's numbers exactly (tests/evals/test_lm_eval.py).
   ``preschool`` scores the sentence as written (how a document starts after
   EOS in our packed training data) and gives a tie 0.5 credit instead of a win
   (babylm-2025 #34). ``sentence_prefix`` and ``ties`` set explicitly override

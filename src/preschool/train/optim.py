@@ -3,7 +3,7 @@
 Parameter groups: weight decay on every trainable tensor with ``ndim >= 2``
 except the input/output embeddings (unless ``decay_embeddings``, as the HF
 Trainer does); norms and biases (1-D) never decay. Used by the staged trainer
-and by evaluators that fine-tune (``evals/qa.py``), so both optimise the same way.
+and by evaluators that fine-tune (``evals/qa_f1.py``), so both optimise the same way.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ import torch
 
 from preschool.errors import ConfigError, DataError
 from preschool.evals import EVALUATORS
-from preschool.evals.qa import best_scores, exact_match, f1_score, load_qa, normalize_answer
+from preschool.evals.qa_f1 import best_scores, exact_match, f1_score, load_qa, normalize_answer
 
 OBJECTS = ["ball", "cup", "hat", "box", "kite", "lamp", "sock", "bell"]
 COLORS = ["red", "blue", "green", "yellow", "black", "white"]

@@ -6,7 +6,7 @@ import torch
 
 from preschool.errors import ConfigError
 from preschool.evals import EVALUATORS
-from preschool.evals.lm_eval_bridge import flatten_metrics, pair_scores, run_lm_eval, write_minimal_pair_task
+from preschool.evals.lm_eval import flatten_metrics, pair_scores, run_lm_eval, write_minimal_pair_task
 from preschool.evals.minimal_pairs import load_pairs, score_pairs
 
 pytest.importorskip("lm_eval")

@@ -14,7 +14,7 @@ accelerate and peft, which its HF backend imports).
   default target delimiter ``" "`` (so each sentence is scored with a leading
   space: ``minimal_pairs``' ``sentence_prefix=" "`` matches it exactly).
   It is how we check that our scorer's per-pair decisions equal lm-eval's
-  (tests/evals/test_lm_eval_bridge.py, benchmarks/eval.py).
+  (tests/evals/test_lm_eval.py, benchmarks/eval.py).
 - The ``lm_eval`` evaluator runs lm-eval tasks from ``preschool eval`` and the
   runner, with metrics named ``<task>/<metric>``.
 
