@@ -126,6 +126,6 @@ def test_wandb_settings_are_checked_and_free_to_change_on_resume():
         from_dict(TrainConfig, {"stages": [{"name": "a", "data": "x", "tokens": 10}], "wandb": {"project": ""}})
     with pytest.raises(ConfigError, match="wandb"):
         from_dict(TrainConfig, {"stages": [{"name": "a", "data": "x", "tokens": 10}], "wandb": {"mode": "cloud"}})
-    from preschool.train.trainer import _RESUME_FREE
+    from preschool.train.run_dir import _RESUME_FREE
 
     assert "wandb" in _RESUME_FREE and WandbConfig().project == "preschool"

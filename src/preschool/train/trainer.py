@@ -47,182 +47,37 @@ import math
 import shutil
 import sys
 import time
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Literal, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
 from .. import config as C
-from ..config import check
 from ..data.mixture import IGNORE_INDEX, Mixture, rank_indices
-from ..data.shards import content_sha256
 from ..errors import ConfigError, DataError
 from ..io import read_json, torch_save, write_json, write_text
 from ..device import resolve_device
 from ..layout import checkpoint_dir, checkpoints_dir, list_checkpoints
 from .attention import doc_attention_kwargs, resolve_doc_attention, use_flex
 from .callbacks.base import Callback
-from .callbacks.wandb import WandbConfig
+# the configs and the run-folder fingerprint have their own modules; re-exported here
+# (``from preschool.train.trainer import TrainConfig, check_run_dir`` keeps working)
+from .configs import StageConfig, TrainConfig, resolve_reserved_ids  # noqa: F401
 from .cpu_heap import retain_freed_memory
 from .kernels import apply_liger, compile_blocks, compile_mode, resolve_kernels
 from .loss import FusedLoss, resolve_fused_loss
 from . import sharded_checkpoint
-from .model import ModelConfig, build_model
+from .model import build_model
 from .optim import adamw
 from .parallel import _dist, assign_full, full_tensor, make_parallel
+from .run_dir import check_run_dir, run_config_tree  # noqa: F401
 from .schedules import ScheduleConfig, lr_at
 from ..seeds import EMBEDDING_REINIT
 
 STATE_FILE = "trainer_state.pt"
-
-
-@dataclass
-class StageConfig:
-    """One stage: ``data`` (dataset name or {name: weight}), token budget, schedule and carry-over rules."""
-
-    name: str
-    data: str | dict[str, float]
-    tokens: int
-    schedule: Literal["cosine", "wsd", "constant", "linear"] = "cosine"
-    lr: float | None = None  # None: TrainConfig.lr
-    warmup: float = 0.0  # fraction of the stage (<1) or steps (>=1)
-    min_lr_ratio: float = 0.1
-    wsd_decay: float = 0.1
-    wsd_decay_shape: Literal["cosine", "linear"] = "cosine"
-    reset_optimizer: bool = True
-    counts_as_pt: bool = True
-    pt_sources: list[str] | None = None  # mixture sources counted as PT; None = its language sources (docstring)
-    group: str | None = None
-    embeddings_at_start: Literal["keep", "reinit", "mean"] = "keep"
-
-    @property
-    def datasets(self) -> list[str]:
-        """Names of the datasets this stage reads (one, or a mixture's components)."""
-        return [self.data] if isinstance(self.data, str) else list(self.data)
-
-    def validate(self) -> None:
-        check(bool(self.name) and "/" not in self.name, "name", f"must be a non-empty name without '/', got {self.name!r}")
-        check(self.tokens > 0, "tokens", f"must be > 0, got {self.tokens}")
-        if isinstance(self.data, str):
-            check(bool(self.data), "data", "must name a dataset")
-        else:
-            check(bool(self.data), "data", "mixture must name at least one dataset")
-            for k, w in self.data.items():
-                check(w >= 0 and math.isfinite(w), f"data.{k}", f"weight must be >= 0, got {w}")
-            check(sum(self.data.values()) > 0, "data", "mixture weights sum to 0")
-        if self.lr is not None:
-            check(self.lr > 0, "lr", f"must be > 0, got {self.lr}")
-        for k, n in enumerate(self.pt_sources or []):
-            check(n in self.datasets, f"pt_sources[{k}]", f"{n!r} is not a source of this stage ({self.datasets})")
-        self.schedule_config(1.0).validate()
-
-    def schedule_config(self, default_lr: float) -> ScheduleConfig:
-        return ScheduleConfig(name=self.schedule, lr=self.lr if self.lr is not None else default_lr,
-                              warmup=self.warmup, min_lr_ratio=self.min_lr_ratio, wsd_decay=self.wsd_decay,
-                              wsd_decay_shape=self.wsd_decay_shape)
-
-
-@dataclass
-class TrainConfig:
-    """Everything that determines a training run (model, stages, optimisation, logging, checkpoints)."""
-
-    model: ModelConfig = field(default_factory=ModelConfig)
-    stages: list[StageConfig] = field(default_factory=list)
-    seed: int = 0
-    batch_size: int = 16  # global sequences per optimizer step
-    micro_batch_size: int | None = None  # per rank per forward; None: the whole rank batch
-    lr: float = 1e-3
-    weight_decay: float = 0.1
-    decay_embeddings: bool = False  # True: embeddings / LM head decay too (HF Trainer, L2T; verify-ppt)
-    betas: tuple[float, float] = (0.9, 0.95)
-    eps: float = 1e-8
-    grad_clip: float = 1.0  # 0 disables clipping
-    device: str = "auto"  # auto | cpu | cuda | cuda:N
-    # auto: fp32 on CPU, bf16 autocast on CUDA; bf16 on CPU pays off with AMX / AVX-512 BF16 (train/precision.py)
-    precision: Literal["auto", "fp32", "bf16"] = "auto"
-    # false | true/"model" (torch.compile of the whole forward) | "blocks" (each decoder layer; train/kernels.py)
-    compile: bool | Literal["off", "model", "blocks"] = False
-    # Liger's fused RMSNorm/SwiGLU/RoPE on CUDA (train/kernels.py): auto | off | liger
-    kernels: Literal["auto", "off", "liger"] = "auto"
-    parallel: Literal["ddp", "fsdp"] = "ddp"  # data parallel mode; see train/parallel.py
-    activation_checkpointing: Literal["none", "blocks"] = "none"  # blocks: recompute each block in backward
-    # CPU runs: "retain" keeps freed memory in the process heap (no page faults on every
-    # step: 1.06-1.19x at the CPU presets; see train/cpu_heap.py); "system" leaves glibc's defaults
-    cpu_heap: Literal["retain", "system"] = "retain"
-    eval_every: int = 100  # 0 disables periodic validation (stage ends still validate)
-    # "log": validate at step 0, at log-spaced steps round(10**(k / evals_per_decade)) and at the end,
-    # instead of every eval_every steps (the early resolution loss-vs-step comparisons such as slowdown need)
-    eval_schedule: Literal["linear", "log"] = "linear"
-    evals_per_decade: int = 4
-    val_rows: int = 64
-    val: list[str] | None = None  # datasets whose val/ split is scored; None: every stage dataset with a val/
-    verify: Literal["full", "size"] = "full"  # shard check before first use: sha256 of every file, or sizes only
-    checkpoint_every: int = 100
-    checkpoint_schedule: Literal["linear", "log"] = "linear"
-    checkpoints_per_decade: int = 4  # log schedule: steps round(10**(k / n)), k = 0, 1, ...
-    # checkpoints that keep trainer_state.pt (optimizer, schedule, RNG, data position): the newest N, or "all";
-    # two by default so a resume can fall back to the previous checkpoint if the newest is damaged ("last" = 1)
-    keep_optimizer_state: int | Literal["last", "all"] = 2
-    log_every: int = 10
-    # [lo, hi): reserved (synthetic) token ids; "auto": the range the datasets' shard manifests record
-    # for what they render on reserved ids (resolve_reserved_ids, before training and run-folder checks)
-    reserved_ids: list[int] | Literal["auto"] | None = None
-    attention_reset_between_docs: bool = False
-    # how documents are kept apart (train/attention.py): auto (flex on CUDA, dense elsewhere) | dense | flex
-    doc_attention: Literal["auto", "dense", "flex"] = "auto"
-    # loss without the [B, L, V] logits tensor (train/loss.py): auto | off | chunked | liger
-    fused_loss: Literal["auto", "off", "chunked", "liger"] = "auto"
-    tensorboard: bool = False
-    wandb: WandbConfig | None = None  # Weights & Biases logging (callbacks/wandb.py; the `wandb` extra)
-    progress: bool = True
-
-    def validate(self) -> None:
-        check(len(self.stages) > 0, "stages", "at least one stage is required")
-        names = [s.name for s in self.stages]
-        for i, s in enumerate(self.stages):
-            C.validate(s, f"stages[{i}]")
-            check(names.count(s.name) == 1, f"stages[{i}].name", f"duplicate stage name {s.name!r}")
-            if s.embeddings_at_start == "mean":
-                check(self.reserved_ids is not None, f"stages[{i}].embeddings_at_start",
-                      "'mean' needs reserved_ids: [lo, hi) in the train config")
-        check(self.batch_size > 0, "batch_size", f"must be > 0, got {self.batch_size}")
-        if self.micro_batch_size is not None:
-            check(self.micro_batch_size > 0, "micro_batch_size", f"must be > 0, got {self.micro_batch_size}")
-        check(self.lr > 0, "lr", f"must be > 0, got {self.lr}")
-        check(self.weight_decay >= 0, "weight_decay", f"must be >= 0, got {self.weight_decay}")
-        check(len(self.betas) == 2 and all(0 <= b < 1 for b in self.betas), "betas", f"must be two numbers in [0, 1), got {self.betas}")
-        check(self.eps > 0, "eps", f"must be > 0, got {self.eps}")
-        check(self.grad_clip >= 0, "grad_clip", f"must be >= 0, got {self.grad_clip}")
-        check(self.device == "auto" or self.device == "cpu" or self.device.startswith("cuda"), "device",
-              f"must be auto, cpu or cuda[:N], got {self.device!r}")
-        check(self.eval_every >= 0, "eval_every", f"must be >= 0, got {self.eval_every}")
-        check(self.evals_per_decade > 0, "evals_per_decade", f"must be > 0, got {self.evals_per_decade}")
-        check(self.val_rows > 0, "val_rows", f"must be > 0, got {self.val_rows}")
-        check(self.checkpoint_every > 0, "checkpoint_every", f"must be > 0, got {self.checkpoint_every}")
-        check(self.checkpoints_per_decade > 0, "checkpoints_per_decade", "must be > 0")
-        check(self.log_every > 0, "log_every", f"must be > 0, got {self.log_every}")
-        if isinstance(self.keep_optimizer_state, int):
-            check(self.keep_optimizer_state >= 1, "keep_optimizer_state",
-                  f"must be >= 1, 'last' or 'all', got {self.keep_optimizer_state}")
-        if isinstance(self.reserved_ids, list):
-            check(len(self.reserved_ids) == 2 and 0 <= self.reserved_ids[0] < self.reserved_ids[1], "reserved_ids",
-                  f"must be [lo, hi) with 0 <= lo < hi, got {self.reserved_ids}")
-        # stages of one group resume one schedule: check they agree on it
-        first: dict[str, int] = {}
-        for i, s in enumerate(self.stages):
-            if s.group is None:
-                continue
-            if s.group not in first:
-                first[s.group] = i
-                continue
-            f = self.stages[first[s.group]]
-            for k in ("schedule", "lr", "warmup", "min_lr_ratio", "wsd_decay", "wsd_decay_shape"):
-                check(getattr(s, k) == getattr(f, k), f"stages[{i}].{k}",
-                      f"stages of group {s.group!r} share one schedule; differs from stages[{first[s.group]}]")
 
 
 # --------------------------------------------------------------------------- helpers
@@ -251,88 +106,6 @@ def _resolve_device(cfg: TrainConfig) -> torch.device:
     return resolve_device(cfg.device)
 
 
-def _diff(a: Any, b: Any, path: str) -> str | None:
-    """Dotted path of the first difference between two plain-data trees (None if equal)."""
-    if isinstance(a, dict) and isinstance(b, dict):
-        for k in list(a) + [k for k in b if k not in a]:
-            d = _diff(a.get(k), b.get(k), f"{path}.{k}" if path else str(k))
-            if d:
-                return d
-        return None
-    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)) and len(a) == len(b):
-        for i, (x, y) in enumerate(zip(a, b)):
-            d = _diff(x, y, f"{path}[{i}]")
-            if d:
-                return d
-        return None
-    if a != b:
-        return f"{path} (was {a!r}, now {b!r})"
-    return None
-
-
-def resolve_reserved_ids(cfg: TrainConfig, datasets: Mapping[str, str | Path]) -> TrainConfig:
-    """``cfg`` with ``reserved_ids: auto`` replaced by ``[lo, hi)`` covering every reserved-id range the
-    datasets' ``train/`` shard manifests record (``ConfigError`` when none renders on reserved ids)."""
-    if cfg.reserved_ids != "auto":
-        return cfg
-    ranges = [m["reserved_ids"] for p in datasets.values() if (Path(p) / "train" / "manifest.json").is_file()
-              if (m := read_json(Path(p) / "train" / "manifest.json")).get("reserved_ids")]
-    if not ranges:
-        raise ConfigError("reserved_ids", f"'auto', but none of the datasets ({', '.join(sorted(datasets))}) "
-                          "renders symbols on reserved ids; give [lo, hi) or render: reserved")
-    return replace(cfg, reserved_ids=[min(r[0] for r in ranges), max(r[1] for r in ranges)])
-
-
-def _trained_on(cfg: TrainConfig) -> list[str]:
-    """The datasets whose rows the stages train on (they determine the weights), sorted."""
-    return sorted({n for st in cfg.stages for n in st.datasets})
-
-
-def run_config_tree(cfg: TrainConfig, datasets: Mapping[str, str | Path], tokenizer_dir: str | Path | None) -> dict:
-    """What a run directory's ``config.yaml`` records: the config, dataset paths, and the content
-    hashes of the datasets the stages train on."""
-    return {"train": C.to_dict(cfg), "datasets": {k: str(v) for k, v in datasets.items()},
-            "data_sha256": {k: content_sha256(datasets[k], cfg.verify) for k in _trained_on(cfg) if k in datasets},
-            "tokenizer": str(tokenizer_dir) if tokenizer_dir else None}
-
-
-def check_run_dir(cfg: TrainConfig, out_dir: str | Path, datasets: Mapping[str, str | Path],
-                  tokenizer_dir: str | Path | None = None) -> None:
-    """Raise ConfigError if ``out_dir`` holds a run (finished or not) made with another config or data.
-
-    Fields that do not change the trained weights (``_RESUME_FREE``) may differ, and
-    datasets the stages do not train on may be added, removed or rebuilt (an
-    experiment gains an arm with new data without invalidating the others). The
-    trained-on datasets' bytes are compared by ``content_sha256``; runs written
-    before that fingerprint existed are checked on config and dataset names only.
-    """
-    path = Path(out_dir) / "config.yaml"
-    if not path.is_file():
-        return
-    cfg = resolve_reserved_ids(cfg, datasets)
-    old = C.load_yaml(path)
-    now = run_config_tree(cfg, datasets, tokenizer_dir)
-    old_train = old.get("train") or {}
-    defaults = C.to_dict(TrainConfig())
-    a = {k: v for k, v in old_train.items() if k not in _RESUME_FREE}
-    # a field added after the run was written, at its default, is the behaviour the run had
-    b = {k: v for k, v in now["train"].items()
-         if k not in _RESUME_FREE and (k in old_train or v != defaults.get(k))}
-    d = _diff(a, b, "train")
-    missing = [k for k in _trained_on(cfg) if k not in (old.get("datasets") or {})]
-    if not d and missing:
-        d = f"datasets.{missing[0]} (the run has no dataset of that name)"
-    if not d and "data_sha256" in old:
-        changed = sorted(k for k, v in now["data_sha256"].items() if old["data_sha256"].get(k) != v)
-        if changed:
-            d = (f"datasets.{changed[0]} (its bytes changed since this run trained on it: "
-                 "the dataset was rebuilt from a different spec)")
-    if d:
-        field = d.split(" ")[0]
-        raise ConfigError(field, f"differs from the run already in {out_dir} {d[len(field) + 1:]}; "
-                          "use a new output folder (or delete that run) to start over")
-
-
 @contextlib.contextmanager
 def quiet_hf_progress():
     """No HF "Writing model shards" bars mid-run; restores the caller's setting."""
@@ -348,11 +121,6 @@ def quiet_hf_progress():
 
 
 # settings that do not change the trajectory, so a resume may change them
-_RESUME_FREE = {"progress", "tensorboard", "wandb", "cpu_heap", "activation_checkpointing", "eval_every",
-                "eval_schedule", "evals_per_decade", "val", "val_rows", "log_every", "checkpoint_every",
-                "checkpoint_schedule", "checkpoints_per_decade", "keep_optimizer_state", "verify"}
-
-
 _STATE_KEYS = ("step", "stage_index", "stage_step", "tokens", "pt_tokens", "sched_base", "data_base",
                "optimizer", "groups", "acc", "rng")
 

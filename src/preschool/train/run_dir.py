@@ -1,0 +1,91 @@
+"""A run folder's fingerprint: what ``config.yaml`` records and whether a folder may be resumed.
+
+:func:`run_config_tree` is what the trainer writes to ``<run>/config.yaml`` (the
+resolved config, the dataset paths and the content hashes of the datasets the
+stages train on); :func:`check_run_dir` compares a config and its data with a
+folder's record before anything trains there (the runner calls it for finished
+runs too, so a changed config is never silently reported as done).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping
+
+from .. import config as C
+from ..data.shards import content_sha256
+from ..errors import ConfigError
+from .configs import TrainConfig, resolve_reserved_ids
+
+_RESUME_FREE = {"progress", "tensorboard", "wandb", "cpu_heap", "activation_checkpointing", "eval_every",
+                "eval_schedule", "evals_per_decade", "val", "val_rows", "log_every", "checkpoint_every",
+                "checkpoint_schedule", "checkpoints_per_decade", "keep_optimizer_state", "verify"}
+
+
+def _diff(a: Any, b: Any, path: str) -> str | None:
+    """Dotted path of the first difference between two plain-data trees (None if equal)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        for k in list(a) + [k for k in b if k not in a]:
+            d = _diff(a.get(k), b.get(k), f"{path}.{k}" if path else str(k))
+            if d:
+                return d
+        return None
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)) and len(a) == len(b):
+        for i, (x, y) in enumerate(zip(a, b)):
+            d = _diff(x, y, f"{path}[{i}]")
+            if d:
+                return d
+        return None
+    if a != b:
+        return f"{path} (was {a!r}, now {b!r})"
+    return None
+
+
+def _trained_on(cfg: TrainConfig) -> list[str]:
+    """The datasets whose rows the stages train on (they determine the weights), sorted."""
+    return sorted({n for st in cfg.stages for n in st.datasets})
+
+
+def run_config_tree(cfg: TrainConfig, datasets: Mapping[str, str | Path], tokenizer_dir: str | Path | None) -> dict:
+    """What a run directory's ``config.yaml`` records: the config, dataset paths, and the content
+    hashes of the datasets the stages train on."""
+    return {"train": C.to_dict(cfg), "datasets": {k: str(v) for k, v in datasets.items()},
+            "data_sha256": {k: content_sha256(datasets[k], cfg.verify) for k in _trained_on(cfg) if k in datasets},
+            "tokenizer": str(tokenizer_dir) if tokenizer_dir else None}
+
+
+def check_run_dir(cfg: TrainConfig, out_dir: str | Path, datasets: Mapping[str, str | Path],
+                  tokenizer_dir: str | Path | None = None) -> None:
+    """Raise ConfigError if ``out_dir`` holds a run (finished or not) made with another config or data.
+
+    Fields that do not change the trained weights (``_RESUME_FREE``) may differ, and
+    datasets the stages do not train on may be added, removed or rebuilt (an
+    experiment gains an arm with new data without invalidating the others). The
+    trained-on datasets' bytes are compared by ``content_sha256``; runs written
+    before that fingerprint existed are checked on config and dataset names only.
+    """
+    path = Path(out_dir) / "config.yaml"
+    if not path.is_file():
+        return
+    cfg = resolve_reserved_ids(cfg, datasets)
+    old = C.load_yaml(path)
+    now = run_config_tree(cfg, datasets, tokenizer_dir)
+    old_train = old.get("train") or {}
+    defaults = C.to_dict(TrainConfig())
+    a = {k: v for k, v in old_train.items() if k not in _RESUME_FREE}
+    # a field added after the run was written, at its default, is the behaviour the run had
+    b = {k: v for k, v in now["train"].items()
+         if k not in _RESUME_FREE and (k in old_train or v != defaults.get(k))}
+    d = _diff(a, b, "train")
+    missing = [k for k in _trained_on(cfg) if k not in (old.get("datasets") or {})]
+    if not d and missing:
+        d = f"datasets.{missing[0]} (the run has no dataset of that name)"
+    if not d and "data_sha256" in old:
+        changed = sorted(k for k, v in now["data_sha256"].items() if old["data_sha256"].get(k) != v)
+        if changed:
+            d = (f"datasets.{changed[0]} (its bytes changed since this run trained on it: "
+                 "the dataset was rebuilt from a different spec)")
+    if d:
+        field = d.split(" ")[0]
+        raise ConfigError(field, f"differs from the run already in {out_dir} {d[len(field) + 1:]}; "
+                          "use a new output folder (or delete that run) to start over")
