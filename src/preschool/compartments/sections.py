@@ -79,6 +79,16 @@ def _last_val(run: Path, key: str) -> float | None:
     return next((row[key] for row in reversed(read_metrics(run, event="val")) if key in row), None)
 
 
+def _save_log_x(fig, ax, hline: float, xlabel: str, ylabel: str, path: Path) -> str:
+    """Finish a curve plot on a log step axis with a grey reference line at ``hline``; returns the file name."""
+    ax.axhline(hline, color="grey", lw=0.8)
+    ax.set_xscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.legend(fontsize=8)
+    return save_figure(fig, path).name
+
+
 def _summary(values: list[float], null: float | None = None) -> dict | None:
     """Mean, SD, t interval over seeds (None without values); with ``null`` the one-SD verdict against it."""
     vals = [float(v) for v in values if v is not None and np.isfinite(v)]
@@ -290,12 +300,8 @@ class SlowdownSection(Section):
             if arm == ctx.baseline or not curve:
                 continue
             ax.plot([r["base_step"] for r in curve], [r["slowdown"] for r in curve], marker=".", label=arm)
-        ax.axhline(1.0, color="grey", lw=0.8)
-        ax.set_xscale("log")
-        ax.set_xlabel(f"baseline ({ctx.baseline}) step at the same loss (seed {first})")
-        ax.set_ylabel("slowdown (steps / baseline steps)")
-        ax.legend(fontsize=8)
-        return save_figure(fig, ctx.plots / "slowdown.png").name
+        return _save_log_x(fig, ax, 1.0, f"baseline ({ctx.baseline}) step at the same loss (seed {first})",
+                           "slowdown (steps / baseline steps)", ctx.plots / "slowdown.png")
 
 
 # ----------------------------------------------------------------------------- similarity
@@ -415,12 +421,7 @@ class AuditGapSection(Section):
                 if arm == self.cfg.arm or arm.endswith(p):
                     ax.plot(np.maximum(g["steps"], 0.5), g["gap"], marker="." if arm == self.cfg.arm else None,
                             ls="-" if arm == self.cfg.arm else "--", label=f"{p}: {arm} − {self.cfg.reference}")
-        ax.axhline(0, color="grey", lw=0.8)
-        ax.set_xscale("log")
-        ax.set_xlabel(f"step (seed {first})")
-        ax.set_ylabel("val loss gap (nats)")
-        ax.legend(fontsize=8)
-        return save_figure(fig, ctx.plots / "audit_gap.png").name
+        return _save_log_x(fig, ax, 0.0, f"step (seed {first})", "val loss gap (nats)", ctx.plots / "audit_gap.png")
 
 
 def _gaps(ref_run: Path, run: Path, presentations: list[str]) -> dict[str, dict]:

@@ -347,10 +347,7 @@ def prepare_data(
         key = {"spec": spec.record(), "seq_len": seq_len, "seed": seed, "tokenizer": thash,
                "corpus": to_dict(corpora.get(spec.corpus)) if spec.corpus else None}
         h = spec_hash(key)
-        done = dpath / "dataset.json"
-        if done.is_file() and read_json(done).get("hash") == h:
-            manifest["datasets"][name] = read_json(done)
-            print(f"[preschool] data {name}: up to date ({dpath})")
+        if _up_to_date(manifest, name, dpath, h):
             continue
         print(f"[preschool] data {name}: building ({dpath})")
         read = ReadStats()  # what the corpus read gave and dropped, recorded in dataset.json
@@ -389,6 +386,16 @@ def prepare_data(
     return manifest
 
 
+def _up_to_date(manifest: dict, name: str, dpath: Path, h: str) -> bool:
+    """Whether ``dpath`` already holds dataset ``name`` built with hash ``h`` (then its entry joins ``manifest``)."""
+    done = dpath / "dataset.json"
+    if not (done.is_file() and read_json(done).get("hash") == h):
+        return False
+    manifest["datasets"][name] = read_json(done)
+    print(f"[preschool] data {name}: up to date ({dpath})")
+    return True
+
+
 def _prepare_derived(out: Path, datasets: dict[str, DatasetSpec], manifest: dict, progress: bool) -> None:
     """Build every derived dataset once its source is built (a derived source first); rebuilt only when
     its kind, params or the source's hash change."""
@@ -407,10 +414,7 @@ def _prepare_derived(out: Path, datasets: dict[str, DatasetSpec], manifest: dict
             kind = kind_of(spec, f"data.{name}")
             dpath = out / name
             h = spec_hash({"spec": spec.record(), "source": manifest["datasets"][spec.source]["hash"]})
-            done = dpath / "dataset.json"
-            if done.is_file() and read_json(done).get("hash") == h:
-                manifest["datasets"][name] = read_json(done)
-                print(f"[preschool] data {name}: up to date ({dpath})")
+            if _up_to_date(manifest, name, dpath, h):
                 continue
             print(f"[preschool] data {name}: building {spec.kind} from {spec.source} ({dpath})")
             with atomic_dir(dpath) as tmp:
