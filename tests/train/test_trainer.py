@@ -348,17 +348,3 @@ def test_log_eval_schedule_validates_at_step_zero_log_steps_and_the_end(tmp_path
                     stages=[{"name": "pt", "data": "text", "tokens": 4 * 16 * 7}]), run, datasets)
     # steps round(10 ** (k / 2)) <= 7 are 1 and 3; eval_every is ignored under the log schedule
     assert [r["step"] for r in rows(run, "val")] == [0, 1, 3, 7]
-
-
-def test_reserved_ids_auto_reads_the_range_from_the_shard_manifests(tmp_path):
-    from preschool.io import write_json
-    from preschool.train.trainer import StageConfig, resolve_reserved_ids
-
-    for name, rng in (("text", None), ("dyck", [300, 308]), ("stack", [300, 316])):
-        write_json(tmp_path / name / "train" / "manifest.json", {"reserved_ids": rng})
-    cfg = TrainConfig(stages=[StageConfig(name="s", data="text", tokens=64)], reserved_ids="auto")
-    ds = {n: tmp_path / n for n in ("text", "dyck", "stack")}
-    assert resolve_reserved_ids(cfg, ds).reserved_ids == [300, 316]
-    assert resolve_reserved_ids(TrainConfig(stages=cfg.stages, reserved_ids=[1, 2]), ds).reserved_ids == [1, 2]
-    with pytest.raises(ConfigError, match="reserved_ids.*none of the datasets"):
-        resolve_reserved_ids(cfg, {"text": tmp_path / "text"})
