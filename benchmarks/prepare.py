@@ -63,7 +63,7 @@ def novel_docs(folder: Path, files: int):
     return cfg, [(d.id, d.text) for d in iter_documents(cfg)]
 
 
-def ours(docs, tok, workers: int, unit_tokens: int = 1 << 20) -> tuple[float, int]:
+def ours(docs, tok, workers: int, unit_tokens: int) -> tuple[float, int]:
     from preschool.data.engine import run_units, text_units
     from preschool.data.prepare import CorpusJob
 
@@ -171,6 +171,9 @@ def main() -> None:
     ap.add_argument("--storybook-docs", type=int, default=20000)
     ap.add_argument("--l2t-docs", type=int, default=300)
     ap.add_argument("--rss-sizes", default="10M,30M,100M")
+    ap.add_argument("--unit-tokens", type=int, default=65536,
+                    help="engine work unit size for the corpus and storybook rates: several units per worker, "
+                         "or the 2-worker run has nothing to split")
     ap.add_argument("--executor-unit-tokens", type=int, default=65536)
     ap.add_argument("--parts", default="corpus,storybook,l2t,rss,executors",
                     help="which measurements to run (comma-separated)")
@@ -189,8 +192,8 @@ def main() -> None:
     print(f"novels: {args.files} files, {len(docs)} documents, {chars / 1e6:.1f}M characters; BPE vocab 8192")
 
     if "corpus" in parts:
-        r1, n1 = ours(docs, tok, 1)
-        r2, n2 = ours(docs, tok, 2)
+        r1, n1 = ours(docs, tok, 1, args.unit_tokens)
+        r2, n2 = ours(docs, tok, 2, args.unit_tokens)
         rd, nd = datatrove_rate(docs, tok_dir)
         print(f"ours, 1 worker:     {r1:12,.0f} tokens/s  ({n1:,} tokens incl. EOS)")
         print(f"ours, 2 workers:    {r2:12,.0f} tokens/s  -> {r2 / 2:,.0f} per core; scaling 1 -> 2: {r2 / r1:.2f}x")
@@ -200,7 +203,7 @@ def main() -> None:
     if "storybook" in parts:
         sb = [(d.id, d.text) for d in iter_documents(CorpusConfig(source="storybook", seed=0,
                                                                   max_documents=args.storybook_docs))]
-        rs, ns = ours(sb, tok, 1)
+        rs, ns = ours(sb, tok, 1, args.unit_tokens)
         print(f"storybook, 1 worker: {rs:11,.0f} tokens/s  ({ns:,} tokens, {len(sb)} stories)")
     if "l2t" in parts:
         rl, nl = l2t_rate(docs[:args.l2t_docs], tok)

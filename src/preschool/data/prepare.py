@@ -152,6 +152,7 @@ class CorpusJob(UnitJob):
         self.excluded = excluded or set()
         self.read = read  # the parent's read counts (ReadStats), recorded in dataset.json
         self._tok = None
+        self._starts: dict = {}  # parent side: where each unit yielded so far starts (streamed sources)
 
     def __getstate__(self):  # a copy elsewhere reads its own documents: the parent's read counts stay here
         return {**self.__dict__, "read": None, "_tok": None, "_starts": {}}

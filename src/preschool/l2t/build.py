@@ -347,6 +347,7 @@ class L2TJob(UnitJob):
         self.unit_tokens, self.source = unit_tokens, source
         self.corpus_cfg = corpus_cfg  # the CorpusConfig ``texts`` was read from, if any: copies reread it
         self.read = read  # the ReadStats ``texts`` fills in (a resumed read restores its counts there)
+        self._starts: dict = {}  # parent side: where each unit yielded so far starts (streamed sources)
 
     def __getstate__(self):  # the document stream and the parent's read counts stay with the parent
         return {**self.__dict__, "texts": None, "read": None, "_starts": {}}
