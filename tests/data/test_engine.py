@@ -99,6 +99,31 @@ def test_killed_prepare_resumes_from_finished_units(one_worker, tmp_path, monkey
     assert not work.exists()
 
 
+def test_a_worker_that_dies_stops_the_prepare_with_an_error_not_a_hang(one_worker, tmp_path, monkeypatch):
+    """A worker killed mid-unit (OOM killer, SIGKILL) used to leave the parent waiting forever."""
+    import os
+
+    from preschool.errors import DataError
+
+    real_run = CorpusJob.run
+
+    def killed_at_unit_3(self, k, payload, out):
+        if k == 3:
+            os._exit(137)  # as abrupt as a SIGKILL: no exception crosses the process boundary
+        return real_run(self, k, payload, out)
+
+    monkeypatch.setattr(CorpusJob, "run", killed_at_unit_3)
+    with pytest.raises(DataError, match=r"worker process died .* while units \d+\.\.\d+ were being built") as e:
+        _prepare(tmp_path, 2, {"pt": DATASETS["pt"]})
+    assert "resumes" in str(e.value)
+    work = next(tmp_path.glob(".pt.work-*"))
+    # the worker that took unit 3 had finished a unit before it: finished units are kept for the rerun
+    assert list(work.glob("u*/unit.json"))
+    monkeypatch.setattr(CorpusJob, "run", real_run)
+    _prepare(tmp_path, 2, {"pt": DATASETS["pt"]})  # the same command resumes and ends with the same bytes
+    assert content_sha256(tmp_path / "pt") == content_sha256(one_worker / "pt")
+
+
 def test_units_close_at_a_character_budget():
     docs = [(str(i), "x" * 10) for i in range(10)]
     units = list(engine.text_units(docs, unit_tokens=5))  # 20 characters per unit

@@ -39,6 +39,8 @@ import os
 import pickle
 import shutil
 from collections import deque
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
@@ -46,7 +48,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from ..errors import PreschoolError
+from ..errors import DataError, PreschoolError
 from ..io import atomic_dir, read_json, sha256_file, write_json
 from .shards import ShardSet, shard_manifest
 
@@ -209,10 +211,12 @@ def run_units(job: UnitJob, work: str | Path, workers: int = 1, need: dict[str, 
             if take(build_unit(job, k, payload, work)):
                 break
         return infos
-    ctx = mp.get_context("fork")
-    pool = ctx.Pool(workers, initializer=_init, initargs=(job,))
+    # concurrent.futures, not multiprocessing.Pool: when a worker dies (killed, out of memory,
+    # a crash in native code) Pool silently replaces it and waits forever for the unit it held;
+    # the executor marks itself broken and the wait below raises instead.
+    pool = ProcessPoolExecutor(workers, mp_context=mp.get_context("fork"), initializer=_init, initargs=(job,))
+    pending: deque = deque()
     try:
-        pending: deque = deque()
         it = units
         exhausted = False
         while True:
@@ -223,22 +227,37 @@ def run_units(job: UnitJob, work: str | Path, workers: int = 1, need: dict[str, 
                     break
                 k, payload = nxt
                 done = unit_path(work, k) / "unit.json"
-                pending.append(read_json(done) if done.is_file()
-                               else pool.apply_async(_run, ((k, payload, str(unit_path(work, k))),)))
+                pending.append((k, read_json(done) if done.is_file()
+                                else pool.submit(_run, (k, payload, str(unit_path(work, k))))))
             if not pending:
                 break
-            res = pending.popleft()
-            res = res if isinstance(res, dict) else res.get()
+            res = pending[0][1]
+            res = res if isinstance(res, dict) else res.result()
+            pending.popleft()
             if isinstance(res, tuple):
                 _raise(res)
             if take(res):
                 break
+    except BrokenProcessPool as e:
+        flying = [k for k, r in pending if not isinstance(r, dict)]
+        raise DataError(
+            f"a prepare worker process died (killed, out of memory or crashed) while units "
+            f"{flying[0]}..{flying[-1]} were being built in {work}; finished units are kept there, so "
+            f"running the same command again resumes") from e
     finally:
-        # units still in flight are not needed (or an error stopped us): their temp folders are
-        # left behind by the killed workers and removed with the work folder
-        pool.terminate()
-        pool.join()
+        # units still in flight are not needed (or an error stopped us): their workers are
+        # killed, and the temp folders they leave are removed with the work folder
+        _kill(pool)
     return infos
+
+
+def _kill(pool: ProcessPoolExecutor) -> None:
+    """Stop ``pool`` now, running units included (the executor's public shutdown waits for them)."""
+    procs = list((getattr(pool, "_processes", None) or {}).values())
+    for proc in procs:
+        if proc.is_alive():
+            proc.kill()
+    pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _recording(job: UnitJob, work: Path, units: Iterator[tuple[int, Any]]) -> Iterator[tuple[int, Any]]:
