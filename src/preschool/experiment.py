@@ -272,13 +272,17 @@ class ExperimentConfig:
             merged["reserved_ids"] = "auto"
         try:
             return from_dict(TrainConfig, merged)
-        except ConfigError as e:
-            field_ = e.field
-            if field_.startswith("stages"):
-                raise ConfigError(f"{path}.{field_}", str(e).split(": ", 1)[-1]) from None
-            if field_.startswith("model"):
-                raise ConfigError(field_, str(e).split(": ", 1)[-1]) from None
-            raise ConfigError(f"train.{field_}", str(e).split(": ", 1)[-1]) from None
+        except ConfigError as e:  # name the YAML key that set the bad value: the arm's override or the shared one
+            field_, top = e.field, e.field.split(".")[0].split("[")[0]
+            path = path or f"arms[{next(i for i, a in enumerate(self.arms) if a is arm)}]"
+            if top == "stages":
+                raise ConfigError(f"{path}.{field_}", e.message) from None
+            if top == "model":
+                sub = field_[len("model."):]
+                where = f"{path}.model" if sub.split(".")[0] in arm.model else "model"
+                raise ConfigError(f"{where}.{sub}" if sub else where, e.message) from None
+            raise ConfigError(f"{path if top in arm.train else ''}{'.' if top in arm.train else ''}train.{field_}",
+                              e.message) from None
 
     @property
     def out_dir(self) -> Path:

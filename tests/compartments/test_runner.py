@@ -163,6 +163,9 @@ def test_config_errors_name_the_field(tmp_path):
     err({**ok, "report": {"sections": {"slowdwn": {}}}}, r"report\.sections.*did you mean 'slowdown'")
     err({**ok, "report": {"compare": [["c2", "c2"]]}}, r"report\.compare\[0\]")
     err({**ok, "arms": [{**ok["arms"][0], "datasets": {"base_c1": "nope"}}]}, r"arms\[0\]\.datasets\.base_c1")
+    err({**ok, "arms": [ok["arms"][0], {**ok["arms"][1], "train": {"lr": -1.0}}]}, r"^arms\[1\]\.train\.lr")
+    err({**ok, "train": {**TRAIN, "lr": -1.0}}, r"^train\.lr")
+    err({**ok, "arms": [{**ok["arms"][0], "model": {"preset": "nope"}}]}, r"^arms\[0\]\.model\.preset")
 
 
 def test_derived_parts_are_what_the_arm_scores(tmp_path):
