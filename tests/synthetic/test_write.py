@@ -88,3 +88,25 @@ def test_concat_without_exact_fill_packs_across_rows(tmp_path):
     expect = np.concatenate([np.append(it.symbols + 1, 0) for it in g.items(0, 9)])[: 250]
     assert np.array_equal(stream, expect)
     assert m["source"]["name"] == "set" and m["render"] == "reserved"
+
+
+def test_a_small_split_stops_its_unit_early_with_the_same_bytes(tmp_path, monkeypatch):
+    """A 6-row split inside a 2,000-item unit generates about the items it needs, not the whole unit, and
+    its rows are the bytes the whole unit starts with (what a capped and an uncapped unit both give)."""
+    from preschool.synthetic import write
+
+    g = GENERATORS.build("shuffle_dyck", {"length": 20})
+    enc = SymbolEncoder("reserved", reserved_offset=1)
+    args = (enc.vocab_size(g), 0)
+    m = write_generator_shards(g, enc, tmp_path / "capped", 6, 33, *args, unit_tokens=40_000)
+    assert m["documents_generated"] < 20  # not the 2,000 items of the unit
+
+    real = write.GeneratorJob.__init__
+    monkeypatch.setattr(write.GeneratorJob, "__init__",
+                        lambda self, *a: real(self, *a[:-1], None))  # as before: every unit built whole
+    whole = write_generator_shards(g, enc, tmp_path / "whole", 6, 33, *args, unit_tokens=40_000)
+    assert whole["documents_generated"] == 2000
+    rows = [ShardSet(tmp_path / d).rows(range(6)) for d in ("capped", "whole")]
+    assert np.array_equal(*rows) and rows[0].shape == (6, 33)
+    sums = [{k: f["sha256"] for k, f in e["files"].items()} for e in m["shards"]]
+    assert sums == [{k: f["sha256"] for k, f in e["files"].items()} for e in whole["shards"]]  # same data_sha256

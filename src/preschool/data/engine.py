@@ -19,6 +19,10 @@ partly used file is copied, truncated). So:
 - memory is one unit per worker plus at most ``2 * workers`` units in flight,
   whatever the corpus size.
 
+A generator unit stops early once it alone holds the whole split (a small dataset
+generates about the items it uses, not ``unit_tokens`` worth); its rows are the
+ones the whole unit starts with, so the bytes are the same.
+
 Rows never straddle units: a concatenating packer drops each unit's partial
 last row (counted as ``dropped_tail_tokens``), at most ``row_len - 1`` tokens
 per unit. The unit size is part of the dataset's spec (changing it changes

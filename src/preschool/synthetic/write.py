@@ -192,18 +192,23 @@ class GeneratorJob(UnitJob):
     """A generator's items in units of consecutive indices, encoded and packed (data/engine.py)."""
 
     def __init__(self, gen: Generator, enc: SymbolEncoder, row_len: int, vocab_size: int, eos_id: int | None,
-                 pack_mode: str, pad_id: int, exact_fill: bool, unit_tokens: int):
+                 pack_mode: str, pad_id: int, exact_fill: bool, unit_tokens: int, max_rows: int | None = None):
         self.gen, self.enc, self.row_len, self.vocab_size, self.eos_id = gen, enc, row_len, vocab_size, eos_id
         self.pack_mode, self.pad_id, self.exact_fill = pack_mode, pad_id, exact_fill
         # items per unit from the config alone (never from the worker count)
         self.items = max(1, unit_tokens // max(1, gen.length or row_len))
+        # A unit stops generating once it holds the whole split's rows: a 2k-token dataset need not
+        # generate a 2M-token unit. Rows are packed in item order, so the rows kept are the same
+        # bytes the whole unit would have started with.
+        self.max_rows = max_rows
 
     def key(self) -> str:
         from ..config import to_dict
 
         return job_key("generator", self.gen.registry_name, to_dict(self.gen.cfg), self.enc.render,
                        self.enc.reserved_offset, self.enc.max_digits, self.enc.tokenizer_json, self.row_len,
-                       self.vocab_size, self.eos_id, self.pack_mode, self.pad_id, self.exact_fill, self.items)
+                       self.vocab_size, self.eos_id, self.pack_mode, self.pad_id, self.exact_fill, self.items,
+                       self.max_rows)
 
     def units(self, start=None):
         k = start[0] if start is not None else 0
@@ -218,12 +223,16 @@ class GeneratorJob(UnitJob):
         stats = PackStats()
         docs = (self.enc.encode(it) for it in self.gen.items(*bounds))
         with ShardWriter(out / "rows", self.row_len, self.vocab_size, arrays=["loss_mask", "segments"]) as w:
-            for block in pack(docs, self.row_len, self.eos_id, mode=self.pack_mode, pad_id=self.pad_id, stats=stats):
+            chunk = min(1024, self.max_rows or 1024)  # blocks of rows; the bytes do not depend on it
+            for block in pack(docs, self.row_len, self.eos_id, mode=self.pack_mode, pad_id=self.pad_id, stats=stats,
+                              chunk_rows=chunk):
                 if self.exact_fill and block["segments"].any():
                     row = bounds[0] + w.n_rows + int(np.flatnonzero(block["segments"].any(1))[0])
                     raise DataError(f"row {row} holds parts of two documents although exact fill was requested "
                                     f"(a document is not exactly row_len={self.row_len} tokens)")
                 w.add_rows(block["tokens"], loss_mask=block["loss_mask"], segments=block["segments"])
+                if self.max_rows is not None and w.n_rows >= self.max_rows:
+                    break  # enough for the split; the generator is not drained (no tail is dropped)
         return {"rows": {"rows": w.n_rows}, "documents": stats.documents,
                 "dropped_tail_tokens": stats.dropped_tail_tokens}
 
@@ -258,7 +267,7 @@ def write_generator_shards(
     from ..config import to_dict
 
     out = Path(out)
-    job = GeneratorJob(gen, enc, row_len, vocab_size, eos_id, pack_mode, pad_id, exact_fill, unit_tokens)
+    job = GeneratorJob(gen, enc, row_len, vocab_size, eos_id, pack_mode, pad_id, exact_fill, unit_tokens, n_rows)
     work = work_dir(Path(resume_as or out), job.key())
     bar = None
     if progress:
