@@ -17,3 +17,20 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip(f"shared data not found at {SHARED_DATA}")
     return SHARED_DATA
+
+
+@pytest.fixture
+def stop_at():
+    """``stop_at(n)``: a callback that ends training after step ``n``, as a killed run would end there
+    (its checkpoints and metrics are what a resume starts from)."""
+    from preschool.train.callbacks.base import Callback
+
+    class StopAt(Callback):
+        def __init__(self, step):
+            self.at = step
+
+        def on_step_end(self, trainer):
+            if trainer.step == self.at:
+                trainer.should_stop = True
+
+    return StopAt

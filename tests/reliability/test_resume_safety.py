@@ -10,17 +10,7 @@ import torch
 from preschool.cli import main
 from preschool.errors import DataError
 from preschool.evals.runner import load_checkpoint
-from preschool.train.callbacks.base import Callback
 from preschool.train.trainer import STATE_FILE, train
-
-
-class StopAt(Callback):
-    def __init__(self, step):
-        self.at = step
-
-    def on_step_end(self, trainer):
-        if trainer.step == self.at:
-            trainer.should_stop = True
 
 
 def _cfg(micro_cfg):
@@ -32,9 +22,9 @@ def _train_rows(run):
     return [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines() if '"train"' in x]
 
 
-def _stopped_run(tmp_path, datasets, micro_cfg, at=6):
+def _stopped_run(tmp_path, datasets, micro_cfg, stop_at, at=6):
     run = tmp_path / "b"
-    train(_cfg(micro_cfg), run, datasets, callbacks=[StopAt(at)])
+    train(_cfg(micro_cfg), run, datasets, callbacks=[stop_at(at)])
     return run, run / "checkpoints"
 
 
@@ -43,8 +33,8 @@ def _truncate(f, keep=0.5):
     f.write_bytes(b[: int(len(b) * keep)])
 
 
-def test_two_newest_checkpoints_keep_their_optimizer_state_by_default(tmp_path, datasets, micro_cfg):
-    run, ck = _stopped_run(tmp_path, datasets, micro_cfg)
+def test_two_newest_checkpoints_keep_their_optimizer_state_by_default(tmp_path, datasets, micro_cfg, stop_at):
+    run, ck = _stopped_run(tmp_path, datasets, micro_cfg, stop_at)
     have = {p.name for p in ck.iterdir() if (p / STATE_FILE).is_file()}
     assert have == {"step-00000004", "step-00000006"}
     train(micro_cfg(checkpoint_every=2, eval_every=0, keep_optimizer_state=1), tmp_path / "one", datasets)
@@ -52,9 +42,9 @@ def test_two_newest_checkpoints_keep_their_optimizer_state_by_default(tmp_path, 
 
 
 @pytest.mark.parametrize("damage", ["weights", "state"])
-def test_damaged_newest_checkpoint_falls_back_and_reproduces_the_run(tmp_path, datasets, micro_cfg, damage, capsys):
+def test_damaged_newest_checkpoint_falls_back_and_reproduces_the_run(tmp_path, datasets, micro_cfg, damage, capsys, stop_at):
     train(_cfg(micro_cfg), tmp_path / "a", datasets)  # uninterrupted reference
-    run, ck = _stopped_run(tmp_path, datasets, micro_cfg)
+    run, ck = _stopped_run(tmp_path, datasets, micro_cfg, stop_at)
     bad = ck / "step-00000006" / ("model.safetensors" if damage == "weights" else STATE_FILE)
     _truncate(bad)
     capsys.readouterr()
@@ -81,8 +71,8 @@ class _Payload:
         return (open, (self.marker, "w"))
 
 
-def test_malicious_trainer_state_is_not_executed(tmp_path, datasets, micro_cfg, capsys):
-    run, ck = _stopped_run(tmp_path, datasets, micro_cfg)
+def test_malicious_trainer_state_is_not_executed(tmp_path, datasets, micro_cfg, capsys, stop_at):
+    run, ck = _stopped_run(tmp_path, datasets, micro_cfg, stop_at)
     marker = tmp_path / "PWNED"
     evil = ck / "step-00000006" / STATE_FILE
     torch.save({"step": _Payload(marker)}, evil)
@@ -93,8 +83,8 @@ def test_malicious_trainer_state_is_not_executed(tmp_path, datasets, micro_cfg, 
     assert res["resumed_from"] == str(ck / "step-00000004")
 
 
-def test_no_intact_checkpoint_is_an_error_naming_them(tmp_path, datasets, micro_cfg):
-    run, ck = _stopped_run(tmp_path, datasets, micro_cfg)
+def test_no_intact_checkpoint_is_an_error_naming_them(tmp_path, datasets, micro_cfg, stop_at):
+    run, ck = _stopped_run(tmp_path, datasets, micro_cfg, stop_at)
     for step in (4, 6):
         _truncate(ck / f"step-{step:08d}" / "model.safetensors")
     with pytest.raises(DataError, match="no intact checkpoint") as e:
@@ -102,8 +92,8 @@ def test_no_intact_checkpoint_is_an_error_naming_them(tmp_path, datasets, micro_
     assert "step-00000004/model.safetensors" in str(e.value) and "step-00000006/model.safetensors" in str(e.value)
 
 
-def test_eval_on_truncated_weights_names_the_file(tmp_path, datasets, micro_cfg, capsys):
-    run, ck = _stopped_run(tmp_path, datasets, micro_cfg, at=2)
+def test_eval_on_truncated_weights_names_the_file(tmp_path, datasets, micro_cfg, capsys, stop_at):
+    run, ck = _stopped_run(tmp_path, datasets, micro_cfg, stop_at, at=2)
     weights = ck / "step-00000002" / "model.safetensors"
     _truncate(weights)
     with pytest.raises(DataError, match=f"{weights}: damaged model weights"):

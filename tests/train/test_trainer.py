@@ -14,15 +14,6 @@ def rows(run, event="train"):
     return [json.loads(l) for l in (run / "metrics.jsonl").read_text().splitlines() if json.loads(l)["event"] == event]
 
 
-class StopAt(Callback):
-    def __init__(self, step):
-        self.at = step
-
-    def on_step_end(self, trainer):
-        if trainer.step == self.at:
-            trainer.should_stop = True
-
-
 class Crash(Callback):
     def __init__(self, step):
         self.at = step
@@ -74,7 +65,7 @@ def test_run_folder_layout_and_learning(tmp_path, datasets, micro_cfg):
 
 
 @pytest.mark.parametrize("how", ["stop", "crash"])
-def test_resume_reproduces_uninterrupted_run(tmp_path, datasets, how, micro_cfg):
+def test_resume_reproduces_uninterrupted_run(tmp_path, datasets, how, micro_cfg, stop_at):
     cfg = micro_cfg(stages=[{"name": "ppt", "data": "synth", "tokens": 4 * 16 * 5, "warmup": 2},
                             {"name": "pt", "data": {"text": 3, "synth": 1}, "tokens": 4 * 16 * 9, "schedule": "wsd",
                              "wsd_decay": 0.3}],
@@ -82,7 +73,7 @@ def test_resume_reproduces_uninterrupted_run(tmp_path, datasets, how, micro_cfg)
     train(cfg, tmp_path / "a", datasets)
     b = tmp_path / "b"
     if how == "stop":
-        r = train(cfg, b, datasets, callbacks=[StopAt(7)])
+        r = train(cfg, b, datasets, callbacks=[stop_at(7)])
         assert r["stopped"] and not (b / "DONE").exists()
     else:
         with pytest.raises(RuntimeError, match="simulated"):
@@ -98,9 +89,9 @@ def test_resume_reproduces_uninterrupted_run(tmp_path, datasets, how, micro_cfg)
     assert va[-1]["val/text"] == pytest.approx(vb[-1]["val/text"], abs=1e-6)
 
 
-def test_resume_refuses_changed_config(tmp_path, datasets, micro_cfg):
+def test_resume_refuses_changed_config(tmp_path, datasets, micro_cfg, stop_at):
     cfg = micro_cfg()
-    train(cfg, tmp_path / "r", datasets, callbacks=[StopAt(4)])
+    train(cfg, tmp_path / "r", datasets, callbacks=[stop_at(4)])
     with pytest.raises(ConfigError, match=r"train.stages\[0\].tokens"):
         train(micro_cfg(stages=[{"name": "pt", "data": "text", "tokens": 999}]), tmp_path / "r", datasets)
     with pytest.raises(ConfigError, match="train.lr"):
@@ -268,13 +259,13 @@ def test_on_model_built_runs_before_optimizer(tmp_path, datasets, micro_cfg):
     assert torch.equal(w["model.embed_tokens.weight"], cb.before)  # frozen: the optimizer never saw it
 
 
-def test_stop_on_last_step_of_grouped_stage_resumes_group(tmp_path, datasets, micro_cfg):
+def test_stop_on_last_step_of_grouped_stage_resumes_group(tmp_path, datasets, micro_cfg, stop_at):
     cfg = micro_cfg(stages=[{"name": "a", "data": "text", "tokens": 4 * 16 * 3, "group": "pt", "warmup": 1},
                             {"name": "s", "data": "synth", "tokens": 4 * 16 * 2},
                             {"name": "b", "data": "text", "tokens": 4 * 16 * 3, "group": "pt", "warmup": 1}],
                     checkpoint_every=100, eval_every=0)
     train(cfg, tmp_path / "straight", datasets)
-    train(cfg, tmp_path / "r", datasets, callbacks=[StopAt(3)])  # stop exactly at the end of stage a
+    train(cfg, tmp_path / "r", datasets, callbacks=[stop_at(3)])  # stop exactly at the end of stage a
     train(cfg, tmp_path / "r", datasets)
     for x, y in zip(rows(tmp_path / "straight"), rows(tmp_path / "r")):
         assert x["lr"] == y["lr"] and x["loss"] == pytest.approx(y["loss"], abs=1e-6)
@@ -297,11 +288,11 @@ def test_decay_embeddings_puts_embeddings_in_the_decayed_group(tmp_path, dataset
     assert not cb.norms_decayed  # norms and biases never decay
 
 
-def test_runs_written_before_a_new_field_resume_at_its_default(tmp_path, datasets, micro_cfg):
+def test_runs_written_before_a_new_field_resume_at_its_default(tmp_path, datasets, micro_cfg, stop_at):
     import yaml
 
     cfg = micro_cfg()
-    train(cfg, tmp_path / "r", datasets, callbacks=[StopAt(4)])
+    train(cfg, tmp_path / "r", datasets, callbacks=[stop_at(4)])
     path = tmp_path / "r" / "config.yaml"
     tree = yaml.safe_load(path.read_text())
     del tree["train"]["decay_embeddings"]  # as a run written before the field existed
