@@ -61,7 +61,7 @@ def test_experiment_without_val_list_is_valid(tmp_path):
     cfg = load_experiment(p, [f"out={tmp_path / 'o'}"])
     # no list: every dataset a stage trains on that has a val/ split is scored (the TrainConfig default)
     assert cfg.train_config(cfg.arms[0], 0).val is None
-    with pytest.raises(ConfigError, match=r"arms\[0\]\.train\.val.*no dataset named 'nope'"):
+    with pytest.raises(ConfigError, match=r"arms\[0\]\.train\.val.*no dataset (or part )?named 'nope'"):
         load_experiment(p, [f"out={tmp_path / 'o'}", "train.val=[nope]"])
 
 
