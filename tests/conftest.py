@@ -34,3 +34,22 @@ def stop_at():
                 trainer.should_stop = True
 
     return StopAt
+
+
+@pytest.fixture
+def die_at_unit(monkeypatch):
+    """``die_at_unit(JobClass, k)``: ``JobClass.run`` raises KeyboardInterrupt when it starts unit ``k``, as a
+    prepare killed while building that unit; returns a function that puts the real ``run`` back."""
+
+    def arm(job_cls, k):
+        real = job_cls.run
+
+        def run(self, i, payload, out):
+            if i == k:
+                raise KeyboardInterrupt
+            return real(self, i, payload, out)
+
+        monkeypatch.setattr(job_cls, "run", run)
+        return lambda: monkeypatch.setattr(job_cls, "run", real)
+
+    return arm

@@ -54,7 +54,7 @@ def _prepare(out, folder, fmt, workers=2):
 
 
 @pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
-def test_streamed_folder_prepares_resumes_and_keeps_val(tmp_path, fmt, monkeypatch):
+def test_streamed_folder_prepares_resumes_and_keeps_val(tmp_path, fmt, monkeypatch, die_at_unit):
     src = tmp_path / "src"
     for part in range(3):
         _write(src, fmt, part, part * 400, 400)
@@ -64,17 +64,10 @@ def test_streamed_folder_prepares_resumes_and_keeps_val(tmp_path, fmt, monkeypat
     assert json.loads((ref / "pt" / "train" / "manifest.json").read_text())["units"] > 2
 
     # killed while building unit 3; the rerun reuses units 0-2 and writes the same bytes
-    real_run = CorpusJob.run
-
-    def dies(self, k, payload, out):
-        if k == 3:
-            raise KeyboardInterrupt
-        return real_run(self, k, payload, out)
-
-    monkeypatch.setattr(CorpusJob, "run", dies)
+    restore = die_at_unit(CorpusJob, 3)
     with pytest.raises(KeyboardInterrupt):
         _prepare(tmp_path / "run", src, fmt, workers=1)
-    monkeypatch.setattr(CorpusJob, "run", real_run)
+    restore()
     work = next((tmp_path / "run").glob(".pt.work-*"))
     assert len(list(work.glob("u*/unit.json"))) == 3
     # where unit 3 starts in the stream was recorded before it was built
@@ -96,7 +89,7 @@ def test_streamed_folder_prepares_resumes_and_keeps_val(tmp_path, fmt, monkeypat
     assert content_sha256(grown / "pt") == want
 
 
-def test_a_streamed_l2t_build_resumes_at_its_stream_position(tmp_path, monkeypatch):
+def test_a_streamed_l2t_build_resumes_at_its_stream_position(tmp_path, monkeypatch, die_at_unit):
     """An L2T dataset's unit carries the text before its first document: resumed at the recorded stream
     position (with that text), the build writes the bytes of an uninterrupted one."""
     from preschool.l2t.build import L2TJob
@@ -111,17 +104,10 @@ def test_a_streamed_l2t_build_resumes_at_its_stream_position(tmp_path, monkeypat
         return prepare_data(out, TOK, {"web": corpus}, spec, seq_len=SEQ, seed=0, workers=1, progress=False)
 
     prepare(tmp_path / "ref")
-    real_run = L2TJob.run
-
-    def dies(self, k, payload, out):
-        if k == 3:
-            raise KeyboardInterrupt
-        return real_run(self, k, payload, out)
-
-    monkeypatch.setattr(L2TJob, "run", dies)
+    restore = die_at_unit(L2TJob, 3)
     with pytest.raises(KeyboardInterrupt):
         prepare(tmp_path / "run")
-    monkeypatch.setattr(L2TJob, "run", real_run)
+    restore()
     token = json.loads(next((tmp_path / "run").glob(".l2t.work-*/u000003.start.json")).read_text())
     assert token["first"] > 0 and token["prev"]
     starts = []
