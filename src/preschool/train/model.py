@@ -189,7 +189,9 @@ class ModelConfig:
         MODEL_PRESETS.get(self.preset, "preset")
         check(self.family in ("qwen2", "llama"), "family", f"must be 'qwen2' or 'llama', got {self.family!r}")
         check(self.init_std > 0, "init_std", f"must be > 0, got {self.init_std}")
-        known = _known_fields(self.family)
+        # only overrides need the HF config's field list: importing it costs seconds (transformers), which
+        # `preschool plan` on a laptop should not pay for a preset-only config
+        known = _known_fields(self.family) if self.overrides else set()
         for k in self.overrides:
             if k not in known:
                 import difflib
