@@ -135,13 +135,16 @@ def test_swapping_good_and_bad_flips_accuracy(bpe, tmp_path):
         assert ra["correct"] + rb["correct"] == 1.0
 
 
-def test_ties_count_half(tmp_path):
-    # all-zero logits: every token has log-prob -log V, so equal-length sentences tie exactly
-    W = np.zeros((len(WORDS), len(WORDS)))
-    tok = word_tokenizer()
+def _tied_pairs(tmp_path):
+    """A zero-logit bigram LM (every token has log-prob -log V, so equal-length sentences tie exactly), its
+    tokenizer, and three pairs: two ties and one (shorter bad sentence) that is not."""
     rows = [pair("agr", 0, "the cat sleeps .", "the cats sleeps ."), pair("agr", 1, "the dog barks", "the dogs barks"),
             pair("agr", 2, "the cat sleeps .", "the cat sleeps")]
-    path = write_pairs(tmp_path / "ties.jsonl", rows)
+    return np.zeros((len(WORDS), len(WORDS))), word_tokenizer(), write_pairs(tmp_path / "ties.jsonl", rows)
+
+
+def test_ties_count_half(tmp_path):
+    W, tok, path = _tied_pairs(tmp_path)
     res = MinimalPairs(EVALUATORS.build_config("minimal_pairs", {"path": str(path), "preset": "preschool"})
                        ).evaluate(BigramLM(W), tok)
     assert [r["correct"] for r in res.items] == [0.5, 0.5, 0.0]  # the longer good sentence loses by summed logp
@@ -234,11 +237,7 @@ def test_full_blimp_loads_and_validates(shared_data):
 
 def test_lm_eval_preset_is_the_default_and_counts_a_tie_as_correct(tmp_path):
     """lm-eval's blimp (both papers): " " + sentence, and argmax picks the good sentence on a tie."""
-    W = np.zeros((len(WORDS), len(WORDS)))
-    tok = word_tokenizer()
-    rows = [pair("agr", 0, "the cat sleeps .", "the cats sleeps ."), pair("agr", 1, "the dog barks", "the dogs barks"),
-            pair("agr", 2, "the cat sleeps .", "the cat sleeps")]
-    path = write_pairs(tmp_path / "ties.jsonl", rows)
+    W, tok, path = _tied_pairs(tmp_path)
     cfg = EVALUATORS.build_config("minimal_pairs", {"path": str(path)})
     assert (cfg.preset, cfg.sentence_prefix, cfg.ties) == ("lm_eval", " ", "correct")
     ev = MinimalPairs(cfg)
