@@ -250,7 +250,7 @@ class ExperimentConfig:
         implies: ``reserved_ids: auto`` when a dataset renders on reserved ids (the trainer reads the
         range from the prepared shards) and, for derived datasets with parts, the parts as ``val``.
         """
-        from .train.trainer import TrainConfig
+        from .train.configs import TrainConfig  # not .trainer: validation needs no torch
 
         merged = deep_merge(self.train, arm.train)
         model = deep_merge(self.model, arm.model)

@@ -72,3 +72,40 @@ def test_resize_vocab_keeps_rows():
     assert m(torch.tensor([[47, 1, 2]])).logits.shape[-1] == 48
     resize_vocab(m, 30)
     assert m.model.embed_tokens.weight.shape[0] == 30
+
+
+@pytest.mark.parametrize("family", ["qwen2", "llama"])
+def test_describe_counts_every_preset_as_the_hf_model_has_them(family):
+    """describe() works from the shape dict without transformers; every preset (head_dim ones included) must
+    count what the HF model of hf_config() holds, built on the meta device (no memory)."""
+    from transformers import AutoModelForCausalLM
+
+    counted = 0
+    for name in MODEL_PRESETS.names():
+        for tie in (True, False):
+            cfg = ModelConfig(preset=name, family=family, tie_embeddings=tie)
+            try:
+                with torch.device("meta"):
+                    model = AutoModelForCausalLM.from_config(hf_config(cfg, 1000))
+            except Exception:  # transformers refuses the L2T shapes for Llama (query width != hidden size)
+                assert family == "llama" and name.startswith("l2t-"), name
+                continue
+            counted += 1
+            if tie:
+                model.tie_weights()
+            d = describe(cfg, 1000)
+            assert count_params(model) == d["params_total"], (name, tie)
+            assert count_params(model, embeddings=False) == d["params_non_embedding"], (name, tie)
+    assert counted >= 2 * (len(MODEL_PRESETS.names()) - 2)
+
+
+def test_describing_a_model_does_not_import_torch_or_transformers():
+    """`preschool plan` on a laptop: the model summary is arithmetic, the heavy imports are not needed."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from preschool.train.model import ModelConfig, describe; "
+            "describe(ModelConfig(preset='gpt-7b'), 128256); "
+            "print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

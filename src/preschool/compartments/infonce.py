@@ -33,42 +33,17 @@ counter is saved with the trainer state, so runs resume exactly.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ..config import check
 from ..errors import ConfigError
 from ..seeds import INFONCE_PAIRS
+from .configs import InfoNCEConfig  # torch-free home of the config (the planner reads it)
 
 _SALT = INFONCE_PAIRS
-
-
-@dataclass
-class InfoNCEConfig:
-    """The contrastive auxiliary loss; every default is the paper's (tau 0.1, lambda 1, n 32, its layer)."""
-
-    weight: float = 1.0
-    temperature: float = 0.1
-    pair_batch: int = 32
-    layer: int = 0  # 1-based block index; 0 = the reference's 0-based n_layer // 2, i.e. block n_layer // 2 + 1
-    span_len: int = 0  # tokens per span; 0 = the training context
-    compartment_embedding: bool = False  # True = compartment vectors on the contrastive path too (ours before)
-    spans: Literal["shards", "batch"] = "shards"  # shards = own spans, one pair per call (paper); batch = ours before
-    seed: int = 0
-
-    def validate(self) -> None:
-        check(self.weight >= 0, "weight", f"must be >= 0, got {self.weight}")
-        check(self.temperature > 0, "temperature", f"must be > 0, got {self.temperature}")
-        check(self.pair_batch >= 2, "pair_batch", f"needs >= 2 pairs for negatives, got {self.pair_batch}")
-        check(self.layer >= 0, "layer", f"must be >= 0 (0 = middle), got {self.layer}")
-        check(self.span_len >= 0, "span_len", f"must be >= 0, got {self.span_len}")
-        check(self.spans in ("shards", "batch"), "spans", f"must be 'shards' or 'batch', got {self.spans!r}")
-        check(self.seed >= 0, "seed", f"must be >= 0, got {self.seed}")
 
 
 def info_nce(a: torch.Tensor, b: torch.Tensor, temperature: float) -> torch.Tensor:

@@ -31,33 +31,17 @@ Follows Howe & Wingate (vinhowe/compartmentalization ``src/model.py``,
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
 import torch
 from torch import nn
 
-from ..config import check
 from ..errors import ConfigError, DataError
 from ..seeds import COMPARTMENT_VECTORS
+from .configs import COPY_PARTS, CompartmentModelConfig  # torch-free home of the config (the planner reads it)
 
 CONFIG_KEY = "preschool_compartments"
-COPY_PARTS = ("embeddings", "lm_head", "compartment_embeddings")
-
-
-@dataclass
-class CompartmentModelConfig:
-    """Model-side options of a compartment arm."""
-
-    compartment_embedding: bool = True
-    copy_init: list[str] = field(default_factory=list)  # subset of COPY_PARTS applied after init
-    init_std: float = 0.02
-
-    def validate(self) -> None:
-        for i, p in enumerate(self.copy_init or []):
-            check(p in COPY_PARTS, f"copy_init[{i}]", f"must be one of {list(COPY_PARTS)}, got {p!r}")
-        check(self.init_std > 0, "init_std", f"must be > 0, got {self.init_std}")
 
 
 def compartment_ids(input_ids: torch.Tensor, n_compartments: int, base_vocab: int) -> torch.Tensor:

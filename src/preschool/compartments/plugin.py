@@ -18,8 +18,7 @@ from ..io import read_json
 from ..plugins import register_checkpoint_hook
 from ..train.callbacks.registry import CALLBACKS, CallbackContext
 from . import kinds, sections  # noqa: F401  (they register on import)
-from .infonce import InfoNCEConfig
-from .model import CompartmentModelConfig
+from .configs import CompartmentModelConfig, InfoNCEConfig
 
 
 @register_checkpoint_hook

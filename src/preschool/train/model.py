@@ -44,8 +44,6 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import torch
-
 from ..config import check
 from ..errors import ConfigError
 from ..registry import Registry
@@ -204,13 +202,14 @@ class ModelConfig:
                   "set by the tokenizer / tie_embeddings, not by overrides")
 
 
-def hf_config(cfg: ModelConfig, vocab_size: int):
-    """The HF ``PretrainedConfig`` for ``cfg`` at ``vocab_size`` (EOS = BOS = PAD = id 0)."""
+def model_shape(cfg: ModelConfig, vocab_size: int) -> dict[str, Any]:
+    """The preset's shape with ``cfg.overrides`` applied and checked: what :func:`hf_config` builds from.
+
+    Plain arithmetic (no transformers import), so the planner and logs can describe a model cheaply."""
     if vocab_size < 2:
         raise ConfigError("vocab_size", f"must be >= 2, got {vocab_size}")
     shape = MODEL_PRESETS.get(cfg.preset, "preset").cls()
     shape.update(cfg.overrides)
-    theta = float(shape.pop("rope_theta", 10000.0))
     d, h = shape["hidden_size"], shape["num_attention_heads"]
     if d % h and not shape.get("head_dim"):
         raise ConfigError("overrides.num_attention_heads",
@@ -218,6 +217,13 @@ def hf_config(cfg: ModelConfig, vocab_size: int):
     if h % shape["num_key_value_heads"]:
         raise ConfigError("overrides.num_key_value_heads",
                           f"{h} attention heads not divisible by {shape['num_key_value_heads']} KV heads")
+    return shape
+
+
+def hf_config(cfg: ModelConfig, vocab_size: int):
+    """The HF ``PretrainedConfig`` for ``cfg`` at ``vocab_size`` (EOS = BOS = PAD = id 0)."""
+    shape = model_shape(cfg, vocab_size)
+    theta = float(shape.pop("rope_theta", 10000.0))
     kwargs = dict(
         vocab_size=vocab_size,
         tie_word_embeddings=cfg.tie_embeddings,
@@ -234,21 +240,24 @@ def hf_config(cfg: ModelConfig, vocab_size: int):
     return hf
 
 
-@torch.no_grad()
 def init_weights(model: torch.nn.Module, std: float, seed: int) -> None:
     """Re-initialise every parameter from a private generator: normal(0, std) weights, zero biases, unit norms."""
+    import torch
+
     gen = torch.Generator(device="cpu").manual_seed(int(seed))
-    for name, p in model.named_parameters():  # named_parameters dedups tied weights
-        if name.endswith("bias"):
-            p.zero_()
-        elif "norm" in name:
-            p.fill_(1.0)
-        else:
-            p.copy_(torch.randn(p.shape, generator=gen, dtype=torch.float32).mul_(std).to(p.dtype))
+    with torch.no_grad():
+        for name, p in model.named_parameters():  # named_parameters dedups tied weights
+            if name.endswith("bias"):
+                p.zero_()
+            elif "norm" in name:
+                p.fill_(1.0)
+            else:
+                p.copy_(torch.randn(p.shape, generator=gen, dtype=torch.float32).mul_(std).to(p.dtype))
 
 
 def build_model(cfg: ModelConfig, vocab_size: int, seed: int = 0):
     """A freshly initialised fp32 causal LM (``PreTrainedModel``) for ``cfg``; deterministic in ``seed``."""
+    import torch
     from transformers import AutoModelForCausalLM
 
     hf = hf_config(cfg, vocab_size)
@@ -280,27 +289,29 @@ def count_params(model: torch.nn.Module, embeddings: bool = True) -> int:
     return total
 
 
-@torch.no_grad()
 def resize_vocab(model, new_size: int, std: float | None = None, seed: int = 0):
     """Grow or shrink the vocabulary to ``new_size`` rows, keeping existing rows; new rows ~ N(0, std).
 
     ``std`` defaults to the model's ``initializer_range``. Works for tied and
     untied heads; returns the model (modified in place).
     """
-    old = model.get_input_embeddings().weight.shape[0]
-    if new_size < 1:
-        raise ConfigError("vocab_size", f"must be >= 1, got {new_size}")
-    model.resize_token_embeddings(new_size, mean_resizing=False)
-    if new_size > old:
-        std = float(model.config.initializer_range if std is None else std)
-        gen = torch.Generator(device="cpu").manual_seed(int(seed))
-        emb = model.get_input_embeddings().weight
-        emb[old:] = torch.randn((new_size - old, emb.shape[1]), generator=gen).mul_(std).to(emb)
-        out = model.get_output_embeddings()
-        if out is not None and out.weight is not emb:
-            out.weight[old:] = torch.randn((new_size - old, emb.shape[1]), generator=gen).mul_(std).to(out.weight)
-    model.config.vocab_size = new_size
-    return model
+    import torch
+
+    with torch.no_grad():
+        old = model.get_input_embeddings().weight.shape[0]
+        if new_size < 1:
+            raise ConfigError("vocab_size", f"must be >= 1, got {new_size}")
+        model.resize_token_embeddings(new_size, mean_resizing=False)
+        if new_size > old:
+            std = float(model.config.initializer_range if std is None else std)
+            gen = torch.Generator(device="cpu").manual_seed(int(seed))
+            emb = model.get_input_embeddings().weight
+            emb[old:] = torch.randn((new_size - old, emb.shape[1]), generator=gen).mul_(std).to(emb)
+            out = model.get_output_embeddings()
+            if out is not None and out.weight is not emb:
+                out.weight[old:] = torch.randn((new_size - old, emb.shape[1]), generator=gen).mul_(std).to(out.weight)
+        model.config.vocab_size = new_size
+        return model
 
 
 def head_dim(hf) -> int:
@@ -321,7 +332,11 @@ def describe(cfg: ModelConfig, vocab_size: int) -> dict[str, Any]:
     """Shape summary for logs and the planner: HF config fields that matter plus exact parameter counts
     (arithmetic on the config; no model is built). ``params_embedding`` is the input embedding plus an
     untied head."""
-    hf = hf_config(cfg, vocab_size)
+    from types import SimpleNamespace
+
+    # the shape dict, not an HF config object: the same numbers (tests/train/test_model.py checks every
+    # preset against hf_config) without importing transformers
+    hf = SimpleNamespace(**{"head_dim": None, **model_shape(cfg, vocab_size)})
     d, L, ffn = hf.hidden_size, hf.num_hidden_layers, hf.intermediate_size
     per_layer = layer_params(hf, cfg.family)
     emb = vocab_size * d * (1 if cfg.tie_embeddings else 2)
