@@ -16,6 +16,8 @@ and peak RSS of a streamed synthetic prepare at growing sizes. Everything is mea
    tokens, units of ``--executor-unit-tokens``) on our engine with 2 workers, then with
    datatrove's local executor and 2 tasks (``--executor local``); wall time of each and whether
    the two wrote the same bytes (``content_sha256``).
+6. tokenizer (``--parts tokenizer``, not in the default list): the share of a 1-worker prepare spent in
+   the tokenizer's ``encode_batch`` (cProfile), and ``encode_batch`` vs ``encode_batch_fast`` on all documents.
 
     python benchmarks/prepare.py [--files 12] [--rss-sizes 10M,30M,100M] [--parts corpus,executors]
 """
@@ -78,6 +80,30 @@ def ours(docs, tok, workers: int, unit_tokens: int) -> tuple[float, int]:
         dt = time.perf_counter() - t
     tokens = sum(sum(i["tokens"].values()) for i in infos)
     return tokens / dt, tokens
+
+
+def tokenizer_share(docs, tok, unit_tokens: int) -> tuple[float, float, float]:
+    """Where a 1-worker prepare spends its time: the share inside ``Tokenizer.encode_batch`` (cProfile),
+    and the seconds of ``encode_batch`` vs ``encode_batch_fast`` over all documents (best of 2)."""
+    import cProfile
+    import pstats
+
+    prof = cProfile.Profile()
+    prof.runcall(ours, docs, tok, 1, unit_tokens)
+    stats = pstats.Stats(prof).stats  # {(file, line, name): (calls, prim, tottime, cumtime, callers)}
+    total = sum(v[2] for v in stats.values())
+    enc = sum(v[2] for k, v in stats.items() if k[2] == "<method 'encode_batch' of 'tokenizers.Tokenizer' objects>")
+    texts = [t for _, t in docs]
+
+    def best(fn) -> float:
+        times = []
+        for _ in range(2):
+            t = time.perf_counter()
+            fn(texts, add_special_tokens=False)
+            times.append(time.perf_counter() - t)
+        return min(times)
+
+    return enc / total, best(tok.encode_batch), best(tok.encode_batch_fast)
 
 
 def datatrove_rate(docs, tok_path: Path) -> tuple[float, int]:
@@ -199,6 +225,11 @@ def main() -> None:
         print(f"ours, 2 workers:    {r2:12,.0f} tokens/s  -> {r2 / 2:,.0f} per core; scaling 1 -> 2: {r2 / r1:.2f}x")
         print(f"datatrove, 1 task:  {rd:12,.0f} tokens/s  ({nd:,} tokens incl. EOS)")
         print(f"ratio ours / datatrove per core (1 process each): {r1 / rd:.2f}x (target >= 1)")
+
+    if "tokenizer" in parts:
+        share, plain, fast = tokenizer_share(docs, tok, args.unit_tokens)
+        print(f"ours, 1 worker, profiled: {share:.0%} of the time in the tokenizer's encode_batch")
+        print(f"all documents: encode_batch {plain:.2f} s, encode_batch_fast (no offsets) {fast:.2f} s")
 
     if "storybook" in parts:
         sb = [(d.id, d.text) for d in iter_documents(CorpusConfig(source="storybook", seed=0,
