@@ -119,3 +119,15 @@ def test_cpu_memory_estimate_within_25_percent_of_a_measured_run():
         sys.path.pop(0)
     for r in plan_memory.measure(heap="system"):
         assert 0.75 <= r["ratio"] <= 1.25, r
+
+
+def test_planning_a_paper_config_imports_neither_torch_nor_transformers(tmp_path):
+    """The planner runs in well under a second on a laptop because loading, validating and describing the
+    experiment is arithmetic; torch and transformers (seconds to import) stay out of the process."""
+    import subprocess
+
+    code = ("import sys; from preschool.plan import load_targets; "
+            f"load_targets({str(ROOT / 'examples/paper/verify_ppt_1b.yaml')!r}, ['out={tmp_path}']); "
+            "print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip().splitlines()[-1] == "[]"
