@@ -72,17 +72,8 @@ def test_manifest_lists_unit_files_in_order(one_worker):
     assert len(ids) == m["documents"] == len(set(ids)) and all(i.startswith("storybook:") for i in ids)
 
 
-def test_killed_prepare_resumes_from_finished_units(one_worker, tmp_path, monkeypatch):
-    real_run = CorpusJob.run
-    built = []
-
-    def dies_at_unit_5(self, k, payload, out):
-        if k == 5:
-            raise KeyboardInterrupt  # the process is stopped while it builds unit 5
-        built.append(k)
-        return real_run(self, k, payload, out)
-
-    monkeypatch.setattr(CorpusJob, "run", dies_at_unit_5)
+def test_killed_prepare_resumes_from_finished_units(one_worker, tmp_path, die_at_unit):
+    restore = die_at_unit(CorpusJob, 5)  # the process is stopped while it builds unit 5
     with pytest.raises(KeyboardInterrupt):
         _prepare(tmp_path, 1, {"pt": DATASETS["pt"]})
     assert not (tmp_path / "pt").exists()
@@ -90,7 +81,7 @@ def test_killed_prepare_resumes_from_finished_units(one_worker, tmp_path, monkey
     assert sorted(p.name for p in work.glob("u*")) == [f"u{k:06d}" for k in range(5)]
 
     stamps = {k: (work / f"u{k:06d}" / "unit.json").stat().st_mtime_ns for k in range(5)}
-    monkeypatch.setattr(CorpusJob, "run", real_run)
+    restore()
     _prepare(tmp_path, 2, {"pt": DATASETS["pt"]})
     # units 0-4 were reused (moved into the dataset), not rebuilt
     assert {k: (tmp_path / "pt" / "units" / f"u{k:06d}" / "unit.json").stat().st_mtime_ns
