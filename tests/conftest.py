@@ -53,3 +53,34 @@ def die_at_unit(monkeypatch):
         return lambda: monkeypatch.setattr(job_cls, "run", real)
 
     return arm
+
+
+@pytest.fixture
+def file_reads(monkeypatch):
+    """What the corpus file sources read from now on: ``.opened``, the paths of the files they open (Parquet
+    included), and ``.starts``, ``(path, byte offset)`` where each line-by-line read of a file began."""
+    import types
+
+    import pyarrow.parquet as pq
+
+    from preschool.corpora.sources import FileSource
+
+    seen = types.SimpleNamespace(opened=[], starts=[])
+    real_open, real_pf, real_lines = FileSource.open_binary, pq.ParquetFile, FileSource.raw_lines
+
+    def open_binary(path):
+        seen.opened.append(Path(path))
+        return real_open(path)
+
+    def parquet_file(path, *a, **kw):
+        seen.opened.append(Path(path))
+        return real_pf(path, *a, **kw)
+
+    def raw_lines(self, path, offset=0, lineno=1):
+        seen.starts.append((Path(path), offset))
+        return real_lines(self, path, offset, lineno)
+
+    monkeypatch.setattr(FileSource, "open_binary", staticmethod(open_binary))
+    monkeypatch.setattr(pq, "ParquetFile", parquet_file)
+    monkeypatch.setattr(FileSource, "raw_lines", raw_lines)
+    return seen

@@ -45,7 +45,7 @@ def test_text_folder_sorted_clean_and_counted(messy):
     assert st.files == 5 and st.documents == 3 and st.drops == {"empty": 2, "unsupported_file": 1}  # notes.csv
     assert st.chars == sum(len(d.text) for d in docs)
     assert st.words == sum(len(d.text.split()) for d in docs)
-    assert docs[0].meta == {"source": "text", "path": "a.txt"}
+    assert {k: v for k, v in docs[0].meta.items() if k != "position"} == {"source": "text", "path": "a.txt"}
 
 
 def test_text_glob_override_and_single_file(messy):
@@ -276,5 +276,102 @@ def test_a_streamed_hf_read_continues_at_any_document_position(tmp_path, split):
         rest = list(iter_documents(c, st, start=docs[i].meta["position"]))
         assert [(d.id, d.text) for d in rest] == [(d.id, d.text) for d in docs[i:]]
         assert st.as_dict() == whole.as_dict()
-    with pytest.raises(DataError, match="only kept for source 'hf'"):
+    with pytest.raises(DataError, match="only kept for sources auto, hf, jsonl, parquet, text"):
         next(iter_documents(cfg(source="storybook"), start=docs[1].meta["position"]))
+
+
+NOVEL_PAIR = ["Barclay_Postern_1911.txt", "Chesterton_Thursday_1908.txt"]  # both with a BOM and CRLF line ends
+
+
+@pytest.fixture
+def local_corpus(tmp_path, shared_data):
+    """A folder of every local format, made from two real novels: the novels as they are (BOM, CRLF, lines
+    of thousands of characters); their paragraphs as JSON Lines with a BOM, CRLF line ends, a blank line, a
+    broken record and one record of over 1 MiB (longer than a read segment); more paragraphs as gzipped
+    JSON Lines; and Parquet in row groups of 7 rows with one null text."""
+    d = tmp_path / "corpus"
+    (d / "books").mkdir(parents=True)
+    paras = []
+    for name in NOVEL_PAIR:
+        raw = (shared_data / "novels" / name).read_bytes()
+        (d / "books" / name).write_bytes(raw)  # a copy: a test below changes files
+        paras += [p for p in raw.decode("utf-8-sig").replace("\r\n", "\n").split("\n\n") if p.strip()]
+    lines = [json.dumps({"text": p}) for p in paras[:200]]
+    lines[50:50] = ["", "{broken", json.dumps({"text": "\n\n".join(paras) * 2})]
+    assert len(lines[52]) > 1 << 20
+    (d / "paras.jsonl").write_bytes(b"\xef\xbb\xbf" + "\r\n".join(lines).encode() + b"\r\n")
+    (d / "more.jsonl.gz").write_bytes(gzip.compress("".join(json.dumps({"text": p}) + "\n"
+                                                            for p in paras[200:300]).encode()))
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    texts = paras[300:400]
+    texts[40] = None
+    pq.write_table(pa.table({"text": texts}), d / "rows.parquet", row_group_size=7)
+    return d
+
+
+@pytest.mark.parametrize("split", ["paragraphs", "none"])
+def test_a_file_read_continues_at_any_document_position(local_corpus, split, file_reads):
+    """In every local format, iter_documents(start=position) gives the documents and counts of an uninterrupted
+    read from there on, opens no file before the position's, and seeks inside JSON Lines to the record."""
+    c = cfg(source="auto", path=str(local_corpus), split_documents=split, max_chars=200_000, on_bad_record="drop")
+    whole = ReadStats()
+    docs = list(iter_documents(c, whole))
+    assert whole.files == 5 and whole.drops == {"bad_json": 1, "missing_field": 1}
+    by_file: dict[str, list[int]] = {}
+    for i, d in enumerate(docs):
+        by_file.setdefault(d.meta["position"]["path"], []).append(i)
+    assert list(by_file) == ["books/" + n for n in NOVEL_PAIR] + ["more.jsonl.gz", "paras.jsonl", "rows.parquet"]
+    # the first, a middle and the last document of each file, and pieces inside the long record
+    picks = sorted({i for ii in by_file.values() for i in (ii[0], ii[len(ii) // 2], ii[-1])}
+                   | {i for i, d in enumerate(docs) if d.meta.get("line") == 53 and d.meta.get("chunk", 1) in (1, 2)})
+    for i in picks:
+        pos = json.loads(json.dumps(docs[i].meta["position"]))  # as a start.json file holds it
+        file_reads.opened.clear()
+        file_reads.starts.clear()
+        st = ReadStats()
+        rest = list(iter_documents(c, st, start=pos))
+        assert [(d.id, d.text) for d in rest] == [(d.id, d.text) for d in docs[i:]], i
+        assert st.as_dict() == whole.as_dict()
+        # nothing before the position's file was opened
+        assert min(f.relative_to(local_corpus).as_posix() for f in file_reads.opened) == pos["path"]
+        if pos["path"].endswith(".jsonl"):  # read from the record's line on, not from the file's start
+            assert file_reads.starts[0] == (local_corpus / "paras.jsonl", pos["at"]["offset"])
+            assert pos["at"]["offset"] >= 3
+            assert pos["at"]["line"] == docs[i].meta["line"]
+        if pos["path"].endswith(".parquet"):
+            assert pos["at"]["row"] == docs[i].meta["row"]
+
+
+def test_a_position_in_files_that_changed_is_refused(local_corpus):
+    """Resuming would seek into other bytes: a changed file, a changed file before it, or a file added to the
+    listing before it stops the read with a DataError naming the file; restored, the read continues."""
+    import os
+    import re
+
+    c = cfg(source="auto", path=str(local_corpus), max_chars=200_000, on_bad_record="drop")
+    docs = list(iter_documents(c))
+    k = next(i for i, d in enumerate(docs) if d.meta["position"]["path"] == "paras.jsonl" and d.meta["line"] > 60)
+    pos = docs[k].meta["position"]
+    f, book = local_corpus / "paras.jsonl", local_corpus / "books" / NOVEL_PAIR[0]
+    data, st = f.read_bytes(), f.stat()
+    with f.open("ab") as fh:
+        fh.write(b'{"text": "appended"}\r\n')
+    with pytest.raises(DataError, match=re.escape(f"{f}: changed since the position was recorded (size "
+                                                  f"{st.st_size} -> {st.st_size + 22} bytes")):
+        next(iter_documents(c, start=pos))
+    f.write_bytes(data)
+    os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert next(iter_documents(c, start=pos)).text == docs[k].text  # the same bytes again: it resumes
+
+    bst = book.stat()
+    os.utime(book, ns=(bst.st_atime_ns, bst.st_mtime_ns + 10**9))  # rewritten, same size
+    with pytest.raises(DataError, match="the files before 'paras.jsonl' changed since the position was recorded"):
+        next(iter_documents(c, start=pos))
+    os.utime(book, ns=(bst.st_atime_ns, bst.st_mtime_ns))
+
+    (local_corpus / "books" / "Aaron_New_2026.txt").write_text("A new book.\n")
+    with pytest.raises(DataError, match="file 3 of the listing was 'paras.jsonl' when the position was recorded, "
+                                        "now 'more.jsonl.gz' is there"):
+        next(iter_documents(c, start=pos))

@@ -262,13 +262,14 @@ def test_slurm_wait_stops_with_the_log_folder_when_the_array_ends_incomplete(tmp
     assert len(list(rec.iterdir())) == 2  # the array and the stats merge were submitted
 
 
-def test_a_streamed_corpus_is_planned_once_and_each_task_reads_only_its_units(tmp_path, monkeypatch):
-    """With a streamed hf corpus the parent reads the stream once, writing where each unit starts; a task
-    then reads only its own units' records; the bytes are the engine's."""
+@pytest.mark.parametrize("source", ["hf", "parquet"])
+def test_a_streamed_corpus_is_planned_once_and_each_task_reads_only_its_units(tmp_path, monkeypatch, source):
+    """With a corpus that keeps positions (streamed hf, or files read directly) the parent reads it once,
+    writing where each unit starts; a task then reads only its own units' records; the bytes are the engine's."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from preschool.corpora.sources import HFSource
+    import preschool.corpora
     from preschool.corpora.storybook import Storybook
     from preschool.data.distributed import UnitTasks, _plan
     from preschool.data.prepare import CorpusJob
@@ -278,8 +279,9 @@ def test_a_streamed_corpus_is_planned_once_and_each_task_reads_only_its_units(tm
     book = Storybook(seed=0)
     for p in range(2):
         pq.write_table(pa.Table.from_pylist([{"text": book.story(p * 400 + i)} for i in range(400)]),
-                       src / f"part-{p}.parquet")
-    corpora = {"web": CorpusConfig(source="hf", hf_name="parquet", path=str(src), streaming=True)}
+                       src / f"part-{p}.parquet", row_group_size=100)
+    corpora = {"web": CorpusConfig(source="hf", hf_name="parquet", path=str(src), streaming=True)
+               if source == "hf" else CorpusConfig(source="parquet", path=str(src))}
     spec = {"pt": DatasetSpec(corpus="web", tokens=40 * ROW, unit_tokens=800)}
     _prepare(tmp_path / "engine", corpora, spec)
     dist = DatatroveDistributor(ExecutorOptions(kind="local", tasks=2))
@@ -299,16 +301,19 @@ def test_a_streamed_corpus_is_planned_once_and_each_task_reads_only_its_units(tm
     assert _plan(job, units, work, planned) == planned  # what the parent does before handing units out
     unit1 = json.loads((work / "u000001.start.json").read_text())["position"]
     job2 = CorpusJob(corpora["web"], job.tokenizer_json, ROW, 0, 0.02, ["train"], 800)
-    rows = []
-    real = HFSource.documents
 
-    def documents(self, stats):
-        for doc in real(self, stats):
-            rows.append(doc.meta["row"])
+    def where(pos):  # (file, row) of a position: hf keeps one row count over its files
+        return pos.get("file", 0), pos["row"] if "row" in pos else pos["at"]["row"]
+
+    read, real = [], preschool.corpora.iter_documents
+
+    def iter_documents(*a, **kw):
+        for doc in real(*a, **kw):
+            read.append(where(doc.meta["position"]))
             yield doc
 
-    monkeypatch.setattr(HFSource, "documents", documents)
+    monkeypatch.setattr(preschool.corpora, "iter_documents", iter_documents)
     list(UnitTasks(job2, work, planned).run(None, rank=1, world_size=2))
     built = sorted(int(p.name[1:]) for p in work.glob("u??????") if (p / "unit.json").is_file())
     assert built == list(range(1, planned, 2))
-    assert min(rows) == unit1["row"] > 0  # nothing before its first unit was read
+    assert min(read) == where(unit1) > (0, 0)  # nothing before its first unit was read

@@ -1,6 +1,6 @@
 """A corpus streamed through `datasets` (a local JSONL or Parquet folder, streaming=True) prepares on the
 parallel engine, resumes after a kill with the same bytes, and keeps its validation split when the corpus
-grows by appended files."""
+grows by appended files; a folder read directly (text, JSON Lines, Parquet) resumes at its file position."""
 
 import json
 
@@ -149,3 +149,56 @@ def test_a_rerun_with_every_unit_finished_keeps_the_read_counts(tmp_path, monkey
     assert content_sha256(run / "pt") == content_sha256(ref / "pt")
     read = json.loads((run / "pt" / "dataset.json").read_text())["read"]
     assert read == json.loads((ref / "pt" / "dataset.json").read_text())["read"] and read["documents"] > 0
+
+
+def _novel_excerpts(folder, shared_data, fmt):
+    """Eight small files cut from real novels: each novel's first 1,500-odd bytes (BOM, title page) and 3,000-odd
+    from its middle, at CRLF line ends; as text, or their paragraphs as JSON Lines (a BOM, CRLF line ends) or
+    Parquet (row groups of 4)."""
+    folder.mkdir(parents=True)
+    for n, f in enumerate(sorted((shared_data / "novels").glob("*.txt"))[:8]):
+        raw = f.read_bytes()
+        mid = raw.index(b"\r\n", len(raw) // 2) + 2
+        raw = raw[:raw.index(b"\r\n", 1500) + 2] + raw[mid:raw.index(b"\r\n", mid + 3000) + 2]
+        paras = [p for p in raw.decode("utf-8-sig").replace("\r\n", "\n").split("\n\n") if p.strip()]
+        if fmt == "text":
+            (folder / f"part-{n}.txt").write_bytes(raw)
+        elif fmt == "jsonl":
+            (folder / f"part-{n}.jsonl").write_bytes(
+                b"\xef\xbb\xbf" + b"".join(json.dumps({"text": p}).encode() + b"\r\n" for p in paras))
+        else:
+            import pyarrow as pa
+            import pyarrow.parquet as pq
+
+            pq.write_table(pa.table({"text": paras}), folder / f"part-{n}.parquet", row_group_size=4)
+
+
+@pytest.mark.parametrize("fmt", ["text", "jsonl", "parquet"])
+def test_a_local_folder_resumes_at_its_file_position(tmp_path, fmt, shared_data, die_at_unit, file_reads):
+    """Killed while building unit 3, a prepare of a folder read directly resumes at the file (and record) unit 3
+    starts in: no file before it is opened again, and the shards, checksums and read counts are the ones an
+    uninterrupted run writes."""
+    src = tmp_path / "src"
+    _novel_excerpts(src, shared_data, fmt)
+    corpus = CorpusConfig(source="auto", path=str(src), split_documents="paragraphs", chunk_chars=400)
+
+    def prepare(out, workers):
+        return prepare_data(out, TOK, {"web": corpus}, {"pt": SPEC}, seq_len=SEQ, seed=0, workers=workers,
+                            progress=False)
+
+    ref, run = tmp_path / "ref", tmp_path / "run"
+    prepare(ref, 2)
+    restore = die_at_unit(CorpusJob, 3)
+    with pytest.raises(KeyboardInterrupt):
+        prepare(run, 1)
+    restore()
+    start = json.loads(next(run.glob(".pt.work-*/u000003.start.json")).read_text())["position"]
+    assert start["file"] >= 1 and start["read"]["documents"] == start["documents"] > 0
+    file_reads.opened.clear()
+    prepare(run, 2)
+    assert content_sha256(run / "pt") == content_sha256(ref / "pt")
+    for name in ("train/manifest.json", "val/manifest.json", "train.doc_ids.txt"):
+        assert (run / "pt" / name).read_bytes() == (ref / "pt" / name).read_bytes(), name
+    ours, theirs = (json.loads((d / "pt" / "dataset.json").read_text()) for d in (run, ref))
+    assert ours["read"] == theirs["read"] and ours["read"]["files"] > start["file"] + 1
+    assert min(f.relative_to(src).as_posix() for f in file_reads.opened) == start["path"]

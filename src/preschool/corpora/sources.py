@@ -32,6 +32,14 @@ Ids: ``text`` -> ``<relative file>`` (``#<chunk>`` when split or cut);
 ``jsonl`` -> ``<relative file>:<line>``; ``parquet`` -> ``<relative file>:<row>``;
 ``hf`` -> ``<name>[/<config>]/<split>:<row>``; ``storybook`` -> ``storybook:<index>``.
 With ``id_field`` set, jsonl/parquet/hf use that field's value instead.
+
+Positions: every document of a file source carries where it starts
+(``meta["position"]``, see :func:`iter_documents`), so an interrupted read -- a
+resumed ``prepare``, a datatrove task -- continues at a file without reading the
+files before it: inside a JSON Lines file at the record's byte offset, inside a
+Parquet file at the row group holding the row. A text file is one document, so
+a read resumed inside it reads that one file again from its start; a ``.gz``
+file cannot seek and is decompressed up to the record.
 """
 
 from __future__ import annotations
@@ -39,6 +47,7 @@ from __future__ import annotations
 import codecs
 import contextlib
 import gzip
+import hashlib
 import itertools
 import json
 import os
@@ -143,6 +152,9 @@ def _incomplete_tail(data: bytes) -> int:
 class Source:
     """Base class: ``documents(stats)`` yields raw documents in a deterministic order."""
 
+    positions = False  # whether its pieces carry ``meta["stream"]``, so ``iter_documents(start=...)`` can resume
+    start: dict | None = None  # a position to continue from (see ``iter_documents(start=...)``)
+
     def __init__(self, cfg: CorpusConfig):
         self.cfg = cfg
 
@@ -161,8 +173,18 @@ class Source:
 
 
 class FileSource(Source):
-    """A source reading files: lists them (see the module docstring), reads each with :meth:`read_file`."""
+    """A source reading files: lists them (see the module docstring), reads each with :meth:`read_file`.
 
+    Every raw document carries its stream position (``meta["stream"]``): the file's index in
+    the sorted listing, its relative path, size and mtime, a digest of the listing before it,
+    and where the document starts inside the file (``at``, the reader's own: a byte offset and
+    line for JSON Lines, a row for Parquet, nothing for a text file, which is one document).
+    A read resumed there (:attr:`start`) lists the folder without reading the files before it,
+    checks that the file is the one recorded (else a DataError naming it: seeking into other
+    bytes would give other documents) and continues inside it at ``at``.
+    """
+
+    positions = True
     extensions: tuple[str, ...] = ()  # kept when ``glob`` is left at its default
 
     def accepts(self, path: Path) -> bool:
@@ -191,23 +213,73 @@ class FileSource(Source):
             raise DataError(f"{root}: no files match {what}{also}")
         return out
 
-    def read_file(self, path: Path, rel: str, stats: ReadStats) -> Iterator[tuple[str, dict, Iterable[str]]]:
-        """(id, meta, texts) per raw document of one file."""
-        for doc in self.file_documents(path, rel, stats):
-            yield doc.id, doc.meta, self.cut(doc.text)
+    def read_file(self, path: Path, rel: str, stats: ReadStats,
+                  at: dict | None = None) -> Iterator[tuple[str, dict, Iterable[str], dict]]:
+        """``(id, meta, texts, where)`` per raw document of one file, from its start or from ``at``.
 
-    def file_documents(self, path: Path, rel: str, stats: ReadStats) -> Iterator[Document]:
+        ``where`` (JSON-able) is where that document starts in the file; ``read_file(..., at=where)``
+        yields that document and the rest, as a read from the start would.
+        """
+        for doc, where in self.file_documents(path, rel, stats, at):
+            yield doc.id, doc.meta, self.cut(doc.text), where
+
+    def file_documents(self, path: Path, rel: str, stats: ReadStats,
+                       at: dict | None = None) -> Iterator[tuple[Document, dict]]:
+        """``(document, where it starts)`` per raw document of one file (see :meth:`read_file`)."""
         raise NotImplementedError
 
-    def documents(self, stats: ReadStats) -> Iterator[Document]:
-        for path, rel in self.files(stats):
-            stats.files += 1
-            yield from self.file_documents(path, rel, stats)
-
     def pieces(self, stats: ReadStats) -> Iterator[tuple[str, dict, Iterable[str]]]:
-        for path, rel in self.files(stats):
-            stats.files += 1
-            yield from self.read_file(path, rel, stats)
+        # resumed: the listing's drops are in the restored counts already
+        files = self.files(stats if self.start is None else ReadStats())
+        first, at = self.resume_at(files) if self.start is not None else (0, None)
+        listing = self.listing_digest(files[:first])
+        for i in range(first, len(files)):
+            path, rel = files[i]
+            size, mtime = self.identity(path)
+            where = {"file": i, "path": rel, "size": size, "mtime_ns": mtime, "before": listing.hexdigest()}
+            if i > first or self.start is None:
+                stats.files += 1  # the file a resumed read starts in was counted before the position
+            for doc_id, meta, texts, inside in self.read_file(path, rel, stats, at if i == first else None):
+                yield doc_id, {**meta, "stream": {**where, "at": inside}}, texts
+            listing.update(f"{rel}\0{size}\0{mtime}\n".encode())
+
+    @classmethod
+    def identity(cls, path: Path) -> tuple[int, int]:
+        """``(size, mtime_ns)`` of ``path``: what a recorded position checks before seeking into the file."""
+        with cls.reading(path):
+            st = path.stat()
+        return st.st_size, st.st_mtime_ns
+
+    def listing_digest(self, files: list[tuple[Path, str]]):
+        """sha256 over the relative paths, sizes and mtimes of ``files`` (the files a position comes after)."""
+        h = hashlib.sha256()
+        for path, rel in files:
+            size, mtime = self.identity(path)
+            h.update(f"{rel}\0{size}\0{mtime}\n".encode())
+        return h
+
+    def resume_at(self, files: list[tuple[Path, str]]) -> tuple[int, dict]:
+        """``(file index, where inside it)`` of :attr:`start`, after checking that the files are the ones it
+        was recorded on: the same file at that index, with the same size and mtime, and the same files
+        before it. A change raises a DataError naming the file, since the position would point into
+        other bytes (the finished work was built from the old ones)."""
+        s = self.start
+        i, rel = int(s["file"]), s["path"]
+        again = "; the read cannot continue at the recorded position: start over (remove the prepare's " \
+                ".<dataset>.work-* folder) or restore the files"
+        if i >= len(files) or files[i][1] != rel:
+            now = f"{files[i][1]!r} is" if i < len(files) else f"only {len(files)} files are"
+            raise DataError(f"{self.cfg.path}: file {i} of the listing was {rel!r} when the position was recorded, "
+                            f"now {now} there (files were added, removed or renamed){again}")
+        path = files[i][0]
+        size, mtime = self.identity(path)
+        if (size, mtime) != (int(s["size"]), int(s["mtime_ns"])):
+            raise DataError(f"{path}: changed since the position was recorded (size {s['size']} -> {size} bytes, "
+                            f"mtime_ns {s['mtime_ns']} -> {mtime}){again}")
+        if self.listing_digest(files[:i]).hexdigest() != s["before"]:
+            raise DataError(f"{self.cfg.path}: the files before {rel!r} changed since the position was recorded "
+                            f"(added, removed, resized or rewritten){again}")
+        return i, s["at"]
 
     # -- shared file helpers
     @staticmethod
@@ -231,20 +303,23 @@ class FileSource(Source):
         """``False`` when the file looks like UTF-16 and ``on_bad_utf8: drop`` skips it; raises otherwise."""
         return utf16_policy(str(path), self.head(path), self.cfg.on_bad_utf8, stats)
 
-    def raw_lines(self, path: Path) -> Iterator[tuple[int, int, bytes, bool]]:
+    def raw_lines(self, path: Path, offset: int = 0, lineno: int = 1) -> Iterator[tuple[int, int, bytes, bool]]:
         """``(line number, byte offset, bytes, more)`` pieces of each line, at most ``SEGMENT_BYTES`` each.
 
         ``more`` says the line continues in the next piece; a piece never ends
         inside a UTF-8 character or between CR and LF. Line ends are kept and a
         leading BOM is dropped; the offset counts from the file start (BOM
         included) so error messages point at the right byte. I/O failures become
-        a DataError naming the file.
+        a DataError naming the file. ``offset``/``lineno``: start at that line
+        (a byte offset this method gave for it) without reading what comes before;
+        a ``.gz`` file cannot seek, so it is decompressed up to there.
         """
-        pos = 0
-        lineno = 1
+        pos = offset
         carry = b""
         more = False
         with self.reading(path), self.open_binary(path) as fh:
+            if offset:
+                fh.seek(offset)
             while True:
                 raw = fh.readline(SEGMENT_BYTES)
                 data, carry = carry + raw, b""
@@ -282,7 +357,11 @@ class TextSource(FileSource):
 
     extensions = (".txt", ".text", ".md")
 
-    def read_file(self, path: Path, rel: str, stats: ReadStats) -> Iterator[tuple[str, dict, Iterable[str]]]:
+    def read_file(self, path: Path, rel: str, stats: ReadStats,
+                  at: dict | None = None) -> Iterator[tuple[str, dict, Iterable[str], dict]]:
+        # One document per file, so there is no place inside it to start from (``at`` is always empty): a read
+        # resumed inside a text file reads that file again from its start and passes over the pieces before
+        # the position (``iter_documents``), never the files before it.
         c = self.cfg
         if not self.not_utf16(path, stats):
             return
@@ -290,7 +369,8 @@ class TextSource(FileSource):
             stats.drop("bad_utf8")  # checked first: chunks already handed out could not be taken back
             return
         lines = join_segments(self._segments(path, stats), c.max_chars)
-        yield rel, {"source": "text", "path": rel}, chunk_lines(lines, c.split_documents, c.chunk_chars, c.max_chars)
+        chunks = chunk_lines(lines, c.split_documents, c.chunk_chars, c.max_chars)
+        yield rel, {"source": "text", "path": rel}, chunks, {}
 
     def _valid_utf8(self, path: Path) -> bool:
         dec = codecs.getincrementaldecoder("utf-8")()
@@ -338,13 +418,14 @@ class JsonlSource(FileSource):
 
     extensions = (".jsonl", ".json", ".ndjson")
 
-    def _lines(self, path: Path) -> Iterator[tuple[int, int, bytes | None, int]]:
-        """``(line number, byte offset, bytes or None when over the limit, size)`` per line, line end removed."""
+    def _lines(self, path: Path, offset: int, lineno: int) -> Iterator[tuple[int, int, bytes | None, int]]:
+        """``(line number, byte offset, bytes or None when over the limit, size)`` per line from line ``lineno``
+        at byte ``offset``, line end removed."""
         limit = RECORD_CHARS_FACTOR * self.cfg.max_chars
         parts: list[bytes] = []
         size = 0
         first = None
-        for lineno, start, raw, more in self.raw_lines(path):
+        for lineno, start, raw, more in self.raw_lines(path, offset, lineno):
             first = start if first is None else first
             size += len(raw)
             if size <= limit + 2:  # + the line end
@@ -354,11 +435,14 @@ class JsonlSource(FileSource):
             yield lineno, first, b"".join(parts).rstrip(b"\r\n") if size <= limit + 2 else None, size
             parts, size, first = [], 0, None
 
-    def file_documents(self, path: Path, rel: str, stats: ReadStats) -> Iterator[Document]:
+    def file_documents(self, path: Path, rel: str, stats: ReadStats,
+                       at: dict | None = None) -> Iterator[tuple[Document, dict]]:
         c = self.cfg
         if not self.not_utf16(path, stats):
             return
-        for lineno, start, raw, size in self._lines(path):
+        # where a record starts: its line's byte offset (a resumed read seeks there) and number
+        offset, line = (int(at["offset"]), int(at["line"])) if at else (0, 1)
+        for lineno, start, raw, size in self._lines(path, offset, line):
             where = f"{path}:{lineno}"
             if raw is None:
                 self.bad_record(stats, "too_long", f"{where}: record of {size:,} bytes is over the limit of "
@@ -387,7 +471,8 @@ class JsonlSource(FileSource):
                                 f"{where}: no string field {c.text_field!r} (text_field) in this record, got {got}")
                 continue
             did = str(rec[c.id_field]) if c.id_field and c.id_field in rec else f"{rel}:{lineno}"
-            yield Document(did, clean_text(rec[c.text_field]), {"source": "jsonl", "path": rel, "line": lineno})
+            yield (Document(did, clean_text(rec[c.text_field]), {"source": "jsonl", "path": rel, "line": lineno}),
+                   {"offset": start, "line": lineno})
 
 
 @SOURCES.register("parquet", config=CorpusConfig)
@@ -399,7 +484,8 @@ class ParquetSource(FileSource):
     def accepts(self, path: Path) -> bool:
         return super().accepts(path) or self.head(path, 4) == PARQUET_MAGIC
 
-    def file_documents(self, path: Path, rel: str, stats: ReadStats) -> Iterator[Document]:
+    def file_documents(self, path: Path, rel: str, stats: ReadStats,
+                       at: dict | None = None) -> Iterator[tuple[Document, dict]]:
         import pyarrow.parquet as pq
 
         c = self.cfg
@@ -411,8 +497,17 @@ class ParquetSource(FileSource):
         if c.text_field not in names:
             raise DataError(f"{path}: no column {c.text_field!r} (text_field); columns are {names}")
         cols = [c.text_field] + ([c.id_field] if c.id_field and c.id_field in names else [])
-        row = 0
-        for batch in pf.iter_batches(batch_size=1024, columns=cols):
+        # A resumed read starts at the row group holding row ``at["row"]`` (the file's footer says how many
+        # rows each holds), so only the rows of that one group before it are read again.
+        row, group, skip = 0, 0, int(at["row"]) if at else 0
+        while skip and group < pf.num_row_groups and skip >= pf.metadata.row_group(group).num_rows:
+            n = pf.metadata.row_group(group).num_rows
+            row, group, skip = row + n, group + 1, skip - n
+        groups = range(group, pf.num_row_groups) if group else None
+        for batch in pf.iter_batches(batch_size=1024, columns=cols, row_groups=groups):
+            if skip:
+                n = min(skip, batch.num_rows)
+                batch, row, skip = batch.slice(n), row + n, skip - n
             data = batch.to_pydict()
             ids = data.get(c.id_field) if c.id_field else None
             for k, text in enumerate(data[c.text_field]):
@@ -427,7 +522,7 @@ class ParquetSource(FileSource):
                     row += 1
                     continue
                 did = str(ids[k]) if ids is not None else f"{rel}:{row}"
-                yield Document(did, clean_text(text), {"source": "parquet", "path": rel, "row": row})
+                yield Document(did, clean_text(text), {"source": "parquet", "path": rel, "row": row}), {"row": row}
                 row += 1
 
 
@@ -450,9 +545,10 @@ class AutoSource(FileSource):
     def accepts(self, path: Path) -> bool:
         return self.kind(path) is not None
 
-    def read_file(self, path: Path, rel: str, stats: ReadStats) -> Iterator[tuple[str, dict, Iterable[str]]]:
+    def read_file(self, path: Path, rel: str, stats: ReadStats,
+                  at: dict | None = None) -> Iterator[tuple[str, dict, Iterable[str], dict]]:
         # A file named directly, or matched by an explicit glob, was asked for: read it as text if nothing else.
-        yield from self.readers[self.kind(path) or "text"].read_file(path, rel, stats)
+        yield from self.readers[self.kind(path) or "text"].read_file(path, rel, stats, at)
 
 
 @SOURCES.register("hf", config=CorpusConfig)
@@ -496,7 +592,7 @@ class HFSource(Source):
         label = "/".join(x for x in (c.hf_name, c.hf_config, c.hf_split) if x)
         return ds, label
 
-    start: dict | None = None  # a stream position to continue from (see ``iter_documents(start=...)``)
+    positions = True  # when streamed (``streaming: true``)
 
     def documents(self, stats: ReadStats) -> Iterator[Document]:
         c = self.cfg
@@ -525,7 +621,7 @@ class HFSource(Source):
             did = str(rec[c.id_field]) if c.id_field and c.id_field in rec else f"{label}:{row}"
             meta = {"source": "hf", "dataset": label, "row": row}
             if stream:
-                meta["stream"] = before
+                meta["stream"] = {"state": before, "row": row}
             yield Document(did, clean_text(text), meta)
 
 
@@ -591,11 +687,15 @@ def iter_documents(cfg: CorpusConfig | dict, stats: ReadStats | None = None,
                    count_tokens: Callable[[str], int] | None = None, start: dict | None = None) -> Iterator[Document]:
     """Documents of corpus ``cfg`` (a CorpusConfig or its fields as a dict) in a deterministic order, with stable ids.
 
-    A streamed ``hf`` corpus gives each document ``meta["position"]``, where it starts
-    in the stream (the dataset's ``state_dict`` before its record, the record's row and
-    the piece within it, the counts so far); ``start=`` that position continues the read
-    there, with the same documents, ids and ``stats`` an uninterrupted read gives, without
-    streaming the prefix again.
+    Files (sources ``auto``, ``text``, ``jsonl``, ``parquet``) and a streamed ``hf`` corpus give
+    each document ``meta["position"]``, where it starts: the source's place (files: the file's
+    index, path, size, mtime and where the record starts in it, see :class:`FileSource`; ``hf``:
+    the dataset's ``state_dict`` before the record and its row), the piece of the record, and the
+    counts so far. ``start=`` that position continues the read there, with the same documents,
+    ids and ``stats`` an uninterrupted read gives, without reading the prefix again -- except
+    inside one text file (a single document: it is read again from its start) and inside a
+    ``.gz`` file (decompressed up to the position). A position on files that changed since is
+    refused with a DataError naming the file.
 
     ``stats`` (optional) is filled in as documents are read. ``count_tokens``
     (optional) measures ``target_tokens`` in tokenizer tokens instead of
@@ -613,8 +713,10 @@ def iter_documents(cfg: CorpusConfig | dict, stats: ReadStats | None = None,
     n_tokens = 0
     skip = 0  # pieces of the first record already read before ``start``
     if start is not None:
-        if not isinstance(source, HFSource):
-            raise DataError(f"corpus source {cfg.source!r}: a stream position is only kept for source 'hf'")
+        if not source.positions:
+            keep = sorted(name for name in SOURCES.names() if SOURCES.get(name).cls.positions)
+            raise DataError(f"corpus source {cfg.source!r}: a stream position is only kept for sources "
+                            f"{', '.join(keep)}")
         source.start = start
         n_docs, n_tokens, skip = int(start["documents"]), int(start["tokens"]), int(start["piece"])
         stats.restore(start["read"])
@@ -640,8 +742,7 @@ def iter_documents(cfg: CorpusConfig | dict, stats: ReadStats | None = None,
                     out = Document(f"{doc_id}#{k}", text, {**meta, "chunk": k})
                 if "stream" in meta:  # where this document starts: ``iter_documents(start=...)`` continues here
                     out.meta = {**out.meta, "position": {
-                        "state": meta["stream"], "row": meta["row"], "piece": k, "documents": n_docs,
-                        "tokens": n_tokens, "read": stats.as_dict()}}
+                        **meta["stream"], "piece": k, "documents": n_docs, "tokens": n_tokens, "read": stats.as_dict()}}
                     del out.meta["stream"]
                 words = len(text.split())
                 stats.documents += 1

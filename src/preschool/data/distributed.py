@@ -17,12 +17,15 @@ dataset without a token cap (an L2T build of a whole corpus) hands out every
 unit until its source ends. Too few planned units cost time (the final pass
 builds the rest in order), never bytes.
 
-Where a source keeps stream positions (a streamed ``hf`` corpus; generators trivially),
-the parent reads on after the probe up to the last planned unit, writing where each unit
-starts (``u<k>.start.json``, the engine's resume tokens), and each task opens the source
-at its own units only. Any other text corpus is read by every task from its start up to
-its last unit (each task tokenizes only its own units); reading is cheap next to
-tokenizing, but for a very large corpus on many tasks that read is the cost to watch.
+Where a source keeps stream positions (local files through ``auto``/``text``/``jsonl``/
+``parquet``, a streamed ``hf`` corpus; generators trivially), the parent reads on after the
+probe up to the last planned unit, writing where each unit starts (``u<k>.start.json``, the
+engine's resume tokens), and each task opens the source at its own units only (for files:
+at the unit's file, and inside JSON Lines or Parquet at its record or row group). Any other
+text corpus (storybook, the ``datatrove_*`` readers, a non-streamed ``hf`` dataset) is read
+by every task from its start up to its last unit (each task tokenizes only its own units);
+reading is cheap next to tokenizing, but for a very large corpus on many tasks that read is
+the cost to watch.
 
 datatrove is an optional extra (``pip install 'preschool[datatrove]'``); the
 executors need a filesystem all tasks and the parent share (the output folder).
