@@ -1,9 +1,9 @@
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Annotated, Any, Literal
 
 import pytest
 
-from preschool.config import apply_overrides, check, from_dict, to_dict
+from preschool.config import Partial, apply_overrides, check, from_dict, overlay, to_dict, validate
 from preschool.errors import ConfigError
 from preschool.registry import Registry
 
@@ -41,6 +41,52 @@ def test_nested_build_and_coercion():
 def test_errors_name_the_field(data, field_, msg):
     with pytest.raises(ConfigError, match=msg) as e:
         from_dict(Outer, data)
+    assert e.value.field == field_
+
+
+@dataclass
+class Settings:
+    inner: Inner = field(default_factory=Inner)
+    extra: Inner | None = None
+    table: dict[str, Any] = field(default_factory=dict)
+    rate: float = 0.1
+    name: str = "s"
+
+    def validate(self):
+        check(self.rate < 1 or self.inner.tokens > 1, "rate", "a rate >= 1 needs inner.tokens > 1")
+
+
+@dataclass
+class Layered:
+    base: Settings = field(default_factory=Settings)
+    over: Annotated[dict[str, Any], Partial(Settings, exclude={"name": "names are set elsewhere"})] = \
+        field(default_factory=dict)
+
+
+def test_overlay_is_checked_and_typed_on_load_and_applied_field_by_field():
+    cfg = from_dict(Layered, {"over": {"rate": "2", "inner": {"tokens": "1e3"}, "table": {"b": 2}}})
+    assert cfg.over == {"rate": 2.0, "inner": {"tokens": 1000}, "table": {"b": 2}}  # typed, not yet merged
+    base = Settings(inner=Inner(tokens=1, mode="b"), table={"a": 1}, rate=0.5)
+    got = overlay(base, cfg.over, {"extra": {"mode": "b"}})
+    # nested configs and mappings are overlaid key by key (inner.mode and table.a survive), the rest replaced
+    assert got == Settings(inner=Inner(tokens=1000, mode="b"), extra=Inner(mode="b"), table={"a": 1, "b": 2}, rate=2.0)
+    assert base.table == {"a": 1} and base.inner.tokens == 1  # the base is untouched
+    validate(got)
+    with pytest.raises(ConfigError, match="needs inner.tokens"):  # checks across fields run on the result
+        validate(overlay(base, {"rate": 2.0}))
+
+
+@pytest.mark.parametrize("over, field_, msg", [
+    ({"rat": 1}, "over.rat", "did you mean 'rate'"),
+    ({"rate": "fast"}, "over.rate", "expected a number"),
+    ({"inner": {"mode": "c"}}, "over.inner.mode", "must be one of"),
+    ({"inner": {"tokenz": 1}}, "over.inner.tokenz", "did you mean 'tokens'"),
+    ({"name": "x"}, "over.name", "names are set elsewhere"),
+    ([1, 2], "over", "expected a mapping of Settings fields"),
+])
+def test_overlay_errors_name_the_field(over, field_, msg):
+    with pytest.raises(ConfigError, match=msg) as e:
+        from_dict(Layered, {"over": over})
     assert e.value.field == field_
 
 

@@ -71,6 +71,14 @@ def test_quickstart_micro_end_to_end_and_rerun_is_a_noop(tmp_path):
     ("data.dyck.generator=shuffle_dyk", "data.dyck.generator", "did you mean 'shuffle_dyck'"),
     ("arms.1.stages.0.data=nope", "arms[1].stages[0].data", "no dataset named 'nope'"),
     ("evals.0.name=blimpp", "evals[0].name", "unknown evaluator"),
+    # the shared and per-arm train/model sections are overlays, checked and typed on load
+    ("arms.1.train.lrr=0.1", "arms[1].train.lrr", "did you mean 'lr'"),
+    ("arms.1.train.batch_size=many", "arms[1].train.batch_size", "expected an integer"),
+    ("train.seed=3", "train.seed", "training seeds are the experiment's `seeds:`"),
+    ("train.model.preset=tiny-1m", "train.model", "the model is set under `model:`"),
+    ("arms.0.model.overrides.hiden_size=64", "arms[0].model.overrides.hiden_size", "did you mean 'hidden_size'"),
+    ("arms.2.train.lr=-1", "arms[2].train.lr", "must be > 0"),
+    ("train.lr=-1", "train.lr", "must be > 0"),
 ])
 def test_bad_configs_fail_before_any_work(tmp_path, override, field, msg):
     out = tmp_path / "never"
@@ -78,6 +86,20 @@ def test_bad_configs_fail_before_any_work(tmp_path, override, field, msg):
         _cfg(out, [override])
     assert e.value.field == field
     assert not out.exists()
+
+
+def test_arms_overlay_the_shared_train_and_model_settings(tmp_path):
+    cfg = _cfg(tmp_path / "x", ["model.overrides.rope_theta=5000", "arms.1.model.overrides.hidden_size=48",
+                                "arms.1.train.lr=1e-3", "train.wandb.project=p", "arms.2.train.wandb.mode=disabled"])
+    base, ppt, other = (cfg.train_config(a, 7) for a in cfg.arms)
+    assert base.seed == ppt.seed == 7 and base.lr == 2e-3 and ppt.lr == 1e-3
+    assert base.stages == cfg.arms[0].stages and ppt.stages[0].name == cfg.arms[1].stages[0].name
+    # mappings and nested configs merge key by key: the arm's override adds to the shared one
+    assert base.model.overrides == {"rope_theta": 5000}
+    assert ppt.model.overrides == {"rope_theta": 5000, "hidden_size": 48}
+    assert base.wandb.project == other.wandb.project == "p" and other.wandb.mode == "disabled"
+    assert base.wandb.mode != "disabled"
+    assert cfg.model.overrides == {"rope_theta": 5000}  # the shared config is not changed by an arm
 
 
 def test_missing_corpus_file_is_named(tmp_path):

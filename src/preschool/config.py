@@ -7,6 +7,11 @@ unknown keys with a "did you mean", and then calls the dataclass's
 ``validate()`` (if any). Every error is a :class:`ConfigError` whose ``field``
 is the dotted path of the bad value, so users see e.g.
 ``arms[1].stages[0].tokens: must be > 0, got -5``.
+
+Some configs are layered: an experiment's shared ``train:`` settings and an
+arm's own are *overlays* of ``TrainConfig`` (a few of its fields, each checked
+and typed on load, ``Annotated[dict, Partial(TrainConfig)]``), applied in order
+to a typed config by :func:`overlay`.
 """
 
 from __future__ import annotations
@@ -15,8 +20,9 @@ import dataclasses
 import difflib
 import types
 import typing
+from dataclasses import dataclass, field as dc_field
 from pathlib import Path
-from typing import Any, Literal, Union
+from typing import Annotated, Any, Literal, Mapping, Union
 
 import yaml
 
@@ -40,6 +46,9 @@ def _coerce(tp: Any, value: Any, path: str) -> Any:
     args = typing.get_args(tp)
     if tp is Any:
         return value
+    if origin is Annotated:
+        partial = next((m for m in tp.__metadata__ if isinstance(m, Partial)), None)
+        return partial_from_dict(partial, value, path) if partial else _coerce(args[0], value, path)
     if origin in (Union, types.UnionType):
         if value is None and type(None) in args:
             return None
@@ -119,7 +128,7 @@ def _coerce(tp: Any, value: Any, path: str) -> Any:
 def from_dict(cls: type, data: dict | None, path: str = "") -> Any:
     """Build dataclass ``cls`` from ``data``; unknown keys and bad values name their field."""
     data = dict(data or {})
-    hints = typing.get_type_hints(cls)
+    hints = typing.get_type_hints(cls, include_extras=True)
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
     unknown = [k for k in data if k not in fields]
     if unknown:
@@ -136,6 +145,81 @@ def from_dict(cls: type, data: dict | None, path: str = "") -> Any:
     obj = cls(**kwargs)
     validate(obj, path)
     return obj
+
+
+@dataclass(frozen=True)
+class Partial:
+    """Type marker for an overlay: ``Annotated[dict[str, Any], Partial(TrainConfig)]`` holds some fields of
+    ``TrainConfig``. ``exclude`` maps fields the overlay may not set to the reason (where they go instead)."""
+
+    cls: type
+    exclude: Mapping[str, str] = dc_field(default_factory=dict)
+
+
+def partial_from_dict(partial: Partial, data: Any, path: str = "") -> dict[str, Any]:
+    """The overlay ``data`` for ``partial.cls``: every key a field of the class (unknown keys get a "did
+    you mean"), every value coerced to the field's type, nested dataclass values overlays themselves.
+
+    Checks across fields (``validate()``) wait for :func:`overlay`: an overlay alone is not a config.
+    """
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(path, f"expected a mapping of {partial.cls.__name__} fields, got {data!r}")
+    hints = typing.get_type_hints(partial.cls, include_extras=True)
+    names = [f.name for f in dataclasses.fields(partial.cls) if f.init and f.name not in partial.exclude]
+    out: dict[str, Any] = {}
+    for k, v in data.items():
+        where = _join(path, str(k))
+        if k in partial.exclude:
+            raise ConfigError(where, partial.exclude[k])
+        if k not in names:
+            close = difflib.get_close_matches(str(k), names, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise ConfigError(where, f"unknown key for {partial.cls.__name__}{hint} (known: {', '.join(names)})")
+        inner = _dataclass_of(hints[k])
+        if inner is not None and isinstance(v, dict):
+            out[k] = partial_from_dict(Partial(inner), v, where)  # checked field by field, completed by overlay
+        else:
+            out[k] = _coerce(hints[k], v, where)
+    return out
+
+
+def _dataclass_of(tp: Any) -> type | None:
+    """The dataclass in a field type (``WandbConfig`` of ``WandbConfig | None``), or None."""
+    if dataclasses.is_dataclass(tp):
+        return tp
+    if typing.get_origin(tp) in (Union, types.UnionType):
+        return next((a for a in typing.get_args(tp) if dataclasses.is_dataclass(a)), None)
+    return None
+
+
+def overlay(obj: Any, *overlays: Mapping[str, Any]) -> Any:
+    """``obj`` (a config dataclass) with each overlay's fields set in turn, ``dataclasses.replace``-style.
+
+    A nested dataclass field is overlaid field by field (or built whole from the overlay where ``obj``
+    has None), and a mapping field is merged key by key, so an arm that sets ``model.overrides.rope_theta``
+    keeps the shared ``overrides``; every other value replaces the one below. Nothing is validated here:
+    call :func:`validate` on the result.
+    """
+    for ov in overlays:
+        changes = {}
+        for k, v in ov.items():
+            cur = getattr(obj, k)
+            if isinstance(v, dict) and dataclasses.is_dataclass(cur):
+                changes[k] = overlay(cur, v)
+            elif isinstance(v, dict) and cur is None and (dc := _dataclass_of(_field_type(obj, k))) is not None:
+                changes[k] = from_dict(dc, v, k)
+            elif isinstance(v, dict) and isinstance(cur, dict):
+                changes[k] = deep_merge(cur, v)
+            else:
+                changes[k] = v
+        obj = dataclasses.replace(obj, **changes)
+    return obj
+
+
+def _field_type(obj: Any, name: str) -> Any:
+    return typing.get_type_hints(type(obj))[name]
 
 
 def validate(obj: Any, path: str = "") -> None:

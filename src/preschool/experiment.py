@@ -32,25 +32,35 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from .config import check, deep_merge, from_dict, load_config, to_dict
+from .config import Partial, check, from_dict, load_config, overlay, to_dict, validate
 from .data.prepare import DatasetSpec
 from .data.tokenizer import TokenizerConfig
 from .errors import ConfigError
 from .evals.runner import EvalSpec  # noqa: F401  (re-exported: experiment YAML schema)
+from .train.configs import StageConfig, TrainConfig  # not .trainer: validation needs no torch
+from .train.model import ModelConfig
 from . import layout
+
+# What the `train:` sections (shared, and per arm) may set: TrainConfig fields, except those with their own key.
+TRAIN_OVERLAY = Partial(TrainConfig, exclude={
+    "model": "the model is set under `model:` (shared) or `arms[i].model`, not inside `train:`",
+    "stages": "stages belong to an arm: `arms[i].stages`",
+    "seed": "training seeds are the experiment's `seeds:` (the data seed is `seed:`)"})
+TrainOverlay = Annotated[dict[str, Any], TRAIN_OVERLAY]
+ModelOverlay = Annotated[dict[str, Any], Partial(ModelConfig)]
 
 
 @dataclass
 class ArmSpec:
-    """One arm: a list of stages (see StageConfig), optional overrides of the shared train settings,
-    the registered callbacks it trains with, and dataset aliases."""
+    """One arm: a list of stages, overlays of the shared train and model settings (fields it sets
+    differently; checked and typed on load), the registered callbacks it trains with, and dataset aliases."""
 
     name: str
-    stages: list[dict[str, Any]] = field(default_factory=list)
-    train: dict[str, Any] = field(default_factory=dict)
-    model: dict[str, Any] = field(default_factory=dict)
+    stages: list[StageConfig] = field(default_factory=list)
+    train: TrainOverlay = field(default_factory=dict)
+    model: ModelOverlay = field(default_factory=dict)
     callbacks: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> config (train/callbacks/registry.py)
     # names this arm's stages and val read under another dataset of `data`, e.g. {novels: novels_shifted}:
     # the arm trains on (and logs val/novels for) novels_shifted
@@ -124,8 +134,8 @@ class ExperimentConfig:
     tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
     data: dict[str, DatasetSpec] = field(default_factory=dict)
     minimal_pairs: MinimalPairsSpec = field(default_factory=MinimalPairsSpec)
-    model: dict[str, Any] = field(default_factory=dict)  # ModelConfig fields
-    train: dict[str, Any] = field(default_factory=dict)  # TrainConfig fields shared by all arms
+    model: ModelConfig = field(default_factory=ModelConfig)
+    train: TrainOverlay = field(default_factory=dict)  # TrainConfig fields shared by all arms
     arms: list[ArmSpec] = field(default_factory=list)
     evals: list[EvalSpec] = field(default_factory=list)
     report: ReportSpec = field(default_factory=ReportSpec)
@@ -201,9 +211,7 @@ class ExperimentConfig:
     @staticmethod
     def _stage_names(arm: ArmSpec) -> list[str]:
         """The names the arm's stages train on (a dataset or an alias), in order, once each."""
-        names = [n for st in arm.stages for n in ([st.get("data")] if isinstance(st.get("data"), str)
-                                                  else list(st.get("data") or {}))]
-        return list(dict.fromkeys(n for n in names if n))
+        return list(dict.fromkeys(n for st in arm.stages for n in st.datasets))
 
     def stage_datasets(self, arm: ArmSpec) -> list[str]:
         """The datasets of ``data`` the arm's stages train on (aliases resolved), in order."""
@@ -244,18 +252,17 @@ class ExperimentConfig:
                 out[part] = data_dir / t / part
         return out
 
-    def train_config(self, arm: ArmSpec, seed: int, path: str = ""):
-        """The resolved TrainConfig of one arm and seed: the shared train and model settings overlaid by
-        the arm's (the one merge of an experiment), its stages, the seed, and the defaults the data
-        implies: ``reserved_ids: auto`` when a dataset renders on reserved ids (the trainer reads the
-        range from the prepared shards) and, for derived datasets with parts, the parts as ``val``.
+    def train_config(self, arm: ArmSpec, seed: int, path: str = "") -> TrainConfig:
+        """The resolved TrainConfig of one arm and seed: the arm's stages and the seed, the shared
+        ``model`` overlaid by the arm's, then the shared ``train`` settings overlaid by the arm's (the one
+        merge of an experiment; :func:`preschool.config.overlay`), then the defaults the data implies:
+        ``reserved_ids: auto`` when a dataset renders on reserved ids (the trainer reads the range from
+        the prepared shards) and, for derived datasets with parts, the parts as ``val``.
         """
-        from .train.configs import TrainConfig  # not .trainer: validation needs no torch
-
-        merged = deep_merge(self.train, arm.train)
-        model = deep_merge(self.model, arm.model)
-        merged = {**merged, "model": model, "stages": arm.stages, "seed": seed}
-        if merged.get("val") is None and self._parts(arm):
+        path = path or f"arms[{next(i for i, a in enumerate(self.arms) if a is arm)}]"
+        model = overlay(self.model, arm.model)
+        cfg = overlay(TrainConfig(model=model, stages=arm.stages, seed=seed), self.train, arm.train)
+        if cfg.val is None and self._parts(arm):
             # a derived dataset with parts has no val/ of its own: the arm scores its parts (and the
             # other stage datasets that have a val split, as the trainer's default would)
             from .data.derived import dataset_parts
@@ -266,23 +273,25 @@ class ExperimentConfig:
                 spec = self.data.get(t)
                 parts = dataset_parts(self.data, t) if spec is not None else []
                 val += parts or ([n] if spec is not None and (spec.kind or spec.val_tokens > 0) else [])
-            merged["val"] = val
-        if merged.get("reserved_ids") is None and any(d.render == "reserved" and d.generator
-                                                       for d in self.data.values()):
-            merged["reserved_ids"] = "auto"
+            cfg = overlay(cfg, {"val": val})
+        if cfg.reserved_ids is None and any(d.render == "reserved" and d.generator for d in self.data.values()):
+            cfg = overlay(cfg, {"reserved_ids": "auto"})
+        # each overlay was checked field by field on load; what is left are checks across fields
+        # (a model override the preset cannot take, 'mean' embeddings without reserved_ids): name the
+        # YAML key that set the value, the arm's own or the shared one
         try:
-            return from_dict(TrainConfig, merged)
-        except ConfigError as e:  # name the YAML key that set the bad value: the arm's override or the shared one
-            field_, top = e.field, e.field.split(".")[0].split("[")[0]
-            path = path or f"arms[{next(i for i, a in enumerate(self.arms) if a is arm)}]"
-            if top == "stages":
-                raise ConfigError(f"{path}.{field_}", e.message) from None
-            if top == "model":
-                sub = field_[len("model."):]
-                where = f"{path}.model" if sub.split(".")[0] in arm.model else "model"
-                raise ConfigError(f"{where}.{sub}" if sub else where, e.message) from None
-            raise ConfigError(f"{path if top in arm.train else ''}{'.' if top in arm.train else ''}train.{field_}",
+            validate(model)
+        except ConfigError as e:
+            top = e.field.split(".")[0]
+            raise ConfigError(f"{path}.model.{e.field}" if top in arm.model else f"model.{e.field}",
                               e.message) from None
+        try:
+            validate(cfg)
+        except ConfigError as e:
+            top = e.field.split(".")[0].split("[")[0]
+            where = path if top == "stages" else f"{path}.train" if top in arm.train else "train"
+            raise ConfigError(f"{where}.{e.field}", e.message) from None
+        return cfg
 
     @property
     def out_dir(self) -> Path:

@@ -54,7 +54,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .config import deep_merge, load_yaml
+from .config import load_yaml
 from .errors import ConfigError
 from .train.flops import GIB, GPU, GPUS, flops_per_token
 
@@ -84,8 +84,8 @@ class ArmTarget:
     stages: list[StageTarget]
     seeds: int = 1
     extra_params: int = 0  # parameters outside the HF model (compartment embedding)
-    parallel: str | None = None  # train.parallel when the config sets it
-    checkpointing: str | None = None  # train.activation_checkpointing when set
+    parallel: str | None = None  # the arm's train.parallel
+    checkpointing: str | None = None  # the arm's train.activation_checkpointing
     notes: list[str] = field(default_factory=list)
 
 
@@ -147,16 +147,8 @@ def load_targets(path: str | Path, overrides: list[str] = ()) -> tuple[str, list
                     if hasattr(cb, "extra_params"))
         stages = [StageTarget(s.name, s.tokens, cfg.seq_len) for s in tcfg.stages]
         out.append(ArmTarget(arm.name, desc, tcfg.batch_size, tcfg.micro_batch_size, stages, len(cfg.seeds), extra,
-                             *_parallel(tcfg, deep_merge(cfg.train, arm.train)), notes=list(notes)))
+                             tcfg.parallel, tcfg.activation_checkpointing, notes=list(notes)))
     return cfg.name, out
-
-
-def _parallel(tcfg, train: dict) -> tuple[str | None, str | None]:
-    """train.parallel / train.activation_checkpointing when the config sets them (the fields exist
-    once FSDP support is in the trainer; read from the raw dict so older trainers plan too)."""
-    par = getattr(tcfg, "parallel", None) or train.get("parallel")
-    ac = getattr(tcfg, "activation_checkpointing", None) or train.get("activation_checkpointing")
-    return par, ac
 
 
 # ----------------------------------------------------------------------------- memory
