@@ -18,6 +18,11 @@ and peak RSS of a streamed synthetic prepare at growing sizes. Everything is mea
    the two wrote the same bytes (``content_sha256``).
 6. tokenizer (``--parts tokenizer``, not in the default list): the share of a 1-worker prepare spent in
    the tokenizer's ``encode_batch`` (cProfile), and ``encode_batch`` vs ``encode_batch_fast`` on all documents.
+7. resume (``--parts resume``, not in the default list): all 90 novels cut into work units of
+   ``--resume-unit-tokens`` (``CorpusJob.units``, no tokenizing); the seconds until the last full unit's documents
+   are ready when a rerun continues at the unit's recorded position (``u<k>.start.json``) vs when it reads
+   the corpus from its start (what a rerun without positions did), best of 3 each, and their ratio; for the
+   novels as text files and as JSON Lines (their paragraphs, one record each).
 
     python benchmarks/prepare.py [--files 12] [--rss-sizes 10M,30M,100M] [--parts corpus,executors]
 """
@@ -25,6 +30,7 @@ and peak RSS of a streamed synthetic prepare at growing sizes. Everything is mea
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import subprocess
@@ -165,6 +171,45 @@ def executor_times(cfg, tok_dir: Path, tokens: int, unit_tokens: int) -> dict:
     return out
 
 
+def resume_times(folder: Path, unit_tokens: int) -> list[tuple[str, int, int, float, float]]:
+    """``(format, unit k, units, seconds reading from the start, seconds continuing at k's position)`` for the
+    last full unit of the novels, as text and as JSON Lines (see the module docstring, part 7)."""
+    from preschool.corpora import CorpusConfig
+    from preschool.data.prepare import CorpusJob
+
+    def best(fn) -> float:
+        times = []
+        for _ in range(3):
+            t = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t)
+        return min(times)
+
+    out = []
+    with tempfile.TemporaryDirectory() as tmp:
+        jl = Path(tmp)
+        for f in sorted(folder.glob("*.txt")):
+            text = f.read_text(encoding="utf-8-sig").replace("\r\n", "\n")
+            (jl / f"{f.stem}.jsonl").write_text("".join(json.dumps({"text": p}) + "\n" for p in text.split("\n\n")
+                                                        if p.strip()), encoding="utf-8")
+        for name, cfg in (("text", CorpusConfig(source="text", path=str(folder), split_documents="paragraphs",
+                                                chunk_chars=4000)),
+                          ("jsonl", CorpusConfig(source="jsonl", path=str(jl)))):
+            job = CorpusJob(cfg, "", SEQ + 1, 0, 0.01, ["train"], unit_tokens)  # cutting units needs no tokenizer
+            starts = {k: job.start_token(k) for k, _ in job.units()}
+            k = max(starts) - 1 if len(starts) > 2 else max(starts)  # the last full unit (the last may be short)
+
+            def reread():
+                return next(payload for j, payload in job.units() if j == k)
+
+            def resume():
+                return next(iter(job.units(start=(k, starts[k]))))[1]
+
+            assert starts[k] is not None and reread() == resume()  # the same documents either way
+            out.append((name, k, len(starts), best(reread), best(resume)))
+    return out
+
+
 RSS_CHILD = """
 import resource, sys, time
 from preschool.synthetic import GENERATORS
@@ -201,6 +246,8 @@ def main() -> None:
                     help="engine work unit size for the corpus and storybook rates: several units per worker, "
                          "or the 2-worker run has nothing to split")
     ap.add_argument("--executor-unit-tokens", type=int, default=65536)
+    ap.add_argument("--resume-unit-tokens", type=int, default=1 << 21,
+                    help="work unit size for --parts resume (the prepare default)")
     ap.add_argument("--parts", default="corpus,storybook,l2t,rss,executors",
                     help="which measurements to run (comma-separated)")
     args = ap.parse_args()
@@ -209,7 +256,15 @@ def main() -> None:
     from preschool.corpora import CorpusConfig, iter_documents
     from preschool.data.tokenizer import load_tokenizer, save_tokenizer, train_bpe
 
-    print(f"CPU: {cpu_model()}, {os.cpu_count()} cores; python {platform.python_version()}")
+    print(f"CPU: {cpu_model()}, {os.cpu_count()} cores; python {platform.python_version()}; "
+          f"load average {', '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    if "resume" in parts:
+        for name, k, n, slow, fast in resume_times(NOVELS, args.resume_unit_tokens):
+            print(f"resume at unit {k} of {n} (90 novels as {name}, units of {args.resume_unit_tokens:,} tokens): "
+                  f"reading from the start {slow:.2f} s, at the recorded position {fast:.2f} s "
+                  f"({slow / fast:.1f}x faster)")
+        if not parts - {"resume"}:
+            return
     cfg, docs = novel_docs(NOVELS, args.files)
     chars = sum(len(t) for _, t in docs)
     tok_dir = Path(tempfile.mkdtemp(prefix="tok-"))
