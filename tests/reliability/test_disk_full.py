@@ -17,7 +17,8 @@ import preschool.io as pio
 from preschool.errors import OutputError
 from preschool.io import write_json
 from preschool.train.callbacks.base import Callback
-from preschool.train.trainer import STATE_FILE, train
+from preschool.train.checkpoint import STATE_FILE
+from preschool.train.trainer import train
 
 NO_SPACE = OSError(errno.ENOSPC, "No space left on device")
 

@@ -10,7 +10,8 @@ import torch
 from preschool.cli import main
 from preschool.errors import DataError
 from preschool.evals.runner import load_checkpoint
-from preschool.train.trainer import STATE_FILE, train
+from preschool.train.checkpoint import STATE_FILE
+from preschool.train.trainer import train
 
 
 def _cfg(micro_cfg):

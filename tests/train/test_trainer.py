@@ -118,7 +118,7 @@ def test_reset_optimizer_and_group_schedule(tmp_path, datasets, micro_cfg):
 
     class Spy(Callback):
         def on_stage_start(self, trainer, stage):
-            seen[stage.name] = (trainer._sched_base, trainer._data_base, len(trainer.optimizer.state))
+            seen[stage.name] = (trainer.sched_base, trainer.data_base, len(trainer.optimizer.state))
 
     res = train(cfg, tmp_path / "r", datasets, callbacks=[Spy()])
     tr = rows(tmp_path / "r")

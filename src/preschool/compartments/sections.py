@@ -325,7 +325,7 @@ class SimilaritySection(Section):
 
     def write(self, ctx: SectionContext) -> tuple[dict, list[str]]:
         from ..data.shards import ShardSet
-        from ..train.trainer import quiet_hf_progress
+        from ..train.checkpoint import quiet_hf_progress
         from .model import load_compartment_model
         from .similarity import cross_compartment_similarity
 

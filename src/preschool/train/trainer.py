@@ -37,15 +37,13 @@ checkpoint, which every rank writes (:mod:`.sharded_checkpoint`).
 
 The run folder layout is in docs/interfaces.md. Calling :func:`train` again on
 the same folder resumes from the last checkpoint with identical data order,
-schedule and optimizer state, and refuses if the config changed.
+schedule and optimizer state, and refuses if the config changed. What each
+stage reads and counts is fixed up front (:mod:`.stages`); checkpoints are
+written and read by :mod:`.checkpoint`.
 """
 
 from __future__ import annotations
 
-import contextlib
-import math
-import shutil
-import sys
 import time
 from pathlib import Path
 from types import MappingProxyType
@@ -57,10 +55,11 @@ import torch.nn.functional as F
 
 from .. import config as C
 from ..data.mixture import IGNORE_INDEX, Mixture, rank_indices
-from ..errors import ConfigError, DataError
-from ..io import read_json, torch_save, write_json, write_text
+from ..errors import ConfigError
+from ..io import read_json, write_json, write_text
 from ..device import resolve_device
-from ..layout import checkpoint_dir, checkpoints_dir, list_checkpoints
+from ..layout import checkpoint_dir
+from . import checkpoint
 from .attention import doc_attention_kwargs, resolve_doc_attention, use_flex
 from .callbacks.base import Callback
 # the configs and the run-folder fingerprint have their own modules; re-exported here
@@ -69,90 +68,13 @@ from .configs import StageConfig, TrainConfig, resolve_reserved_ids  # noqa: F40
 from .cpu_heap import retain_freed_memory
 from .kernels import apply_liger, compile_blocks, compile_mode, resolve_kernels
 from .loss import FusedLoss, resolve_fused_loss
-from . import sharded_checkpoint
 from .model import build_model
 from .optim import adamw
 from .parallel import _dist, assign_full, full_tensor, make_parallel
 from .run_dir import check_run_dir, run_config_tree  # noqa: F401
 from .schedules import ScheduleConfig, lr_at
+from .stages import StagePlan, model_vocab_size
 from ..seeds import EMBEDDING_REINIT
-
-STATE_FILE = "trainer_state.pt"
-
-
-# --------------------------------------------------------------------------- helpers
-
-
-def pt_sources(stage: StageConfig, mix: Mixture) -> set[str]:
-    """The sources of ``stage`` whose tokens count as PT (language) tokens.
-
-    Empty unless ``counts_as_pt``. ``pt_sources`` lists them explicitly; otherwise
-    a single-source stage counts whole, and a mixture counts its language share:
-    every source not written by a synthetic generator (its manifest's
-    ``source.kind`` is not ``generator``), so a language + STACK mixture is
-    compared with other arms at equal language tokens.
-    """
-    if not stage.counts_as_pt:
-        return set()
-    if stage.pt_sources is not None:
-        return set(stage.pt_sources)
-    if len(mix.names) == 1:
-        return set(mix.names)
-    return {n for n, sset in zip(mix.names, mix.sets)
-            if (sset.manifest.get("source") or {}).get("kind") != "generator"}
-
-
-def _resolve_device(cfg: TrainConfig) -> torch.device:
-    return resolve_device(cfg.device)
-
-
-@contextlib.contextmanager
-def quiet_hf_progress():
-    """No HF "Writing model shards" bars mid-run; restores the caller's setting."""
-    from transformers.utils import logging as hf_logging
-
-    was = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()
-    try:
-        yield
-    finally:
-        if was:
-            hf_logging.enable_progress_bar()
-
-
-# settings that do not change the trajectory, so a resume may change them
-_STATE_KEYS = ("step", "stage_index", "stage_step", "tokens", "pt_tokens", "sched_base", "data_base",
-               "optimizer", "groups", "acc", "rng")
-
-
-def _read_checkpoint(ckpt: Path, sharded: bool = False) -> tuple[dict[str, torch.Tensor] | None, dict[str, Any]]:
-    """``(weights, trainer state)`` of a checkpoint folder, or DataError naming the damaged file.
-
-    The trainer state is read with ``weights_only=True``: tensors and plain containers only,
-    so a ``trainer_state.pt`` from elsewhere cannot run code when unpickled. ``sharded``: the
-    weights come from the DCP folder later (None here), whose files are checked against its manifest.
-    """
-    from safetensors.torch import load_file
-
-    wpath, spath = ckpt / "model.safetensors", ckpt / STATE_FILE
-    weights = None
-    if sharded:
-        sharded_checkpoint.check_intact(ckpt)
-    else:
-        try:
-            weights = load_file(str(wpath))
-        except Exception as e:  # SafetensorError (truncated, bad header) or OSError: damaged either way
-            raise DataError(f"{wpath}: damaged checkpoint weights ({str(e).splitlines()[0]})") from None
-    try:
-        st = torch.load(spath, map_location="cpu", weights_only=True)
-    except Exception as e:  # UnpicklingError (not plain tensors: refused), EOFError/RuntimeError (truncated)
-        raise DataError(f"{spath}: unreadable trainer state ({str(e).splitlines()[0][:200]})") from None
-    if not isinstance(st, dict) or any(k not in st for k in _STATE_KEYS):
-        raise DataError(f"{spath}: unreadable trainer state (not a preschool trainer state)")
-    return weights, st
-
-
-# --------------------------------------------------------------------------- trainer
 
 
 class Trainer:
@@ -168,7 +90,7 @@ class Trainer:
         self.rank = dist.get_rank() if dist else 0
         self.world = dist.get_world_size() if dist else 1
         self.is_main = self.rank == 0
-        self.device = _resolve_device(cfg)
+        self.device = resolve_device(cfg.device)
         self.parallel = make_parallel(cfg, self.device, self.world)
         self.amp_dtype = self.parallel.amp_dtype
         if cfg.batch_size % self.world:
@@ -178,48 +100,14 @@ class Trainer:
         if self.local_batch % self.micro:
             raise ConfigError("micro_batch_size",
                               f"{self.micro} does not divide the per-rank batch {self.local_batch}")
-        for i, s in enumerate(cfg.stages):
-            for name in s.datasets:
-                if name not in self.datasets:
-                    raise ConfigError(f"stages[{i}].data", f"unknown dataset {name!r} "
-                                      f"(known: {', '.join(sorted(self.datasets)) or 'none'})")
-        self.vocab_size = self._vocab_size()
+        self.vocab_size = model_vocab_size(self.datasets, self.tokenizer_dir)
         if cfg.reserved_ids is not None and cfg.reserved_ids[1] > self.vocab_size:
             raise ConfigError("reserved_ids", f"{cfg.reserved_ids} exceeds vocab size {self.vocab_size}")
-        # open each stage's data now so bad paths fail before any training
-        self.mixtures: list[Mixture] = []
-        self._data_key: list[tuple[int, bool]] = []  # (mixture stage index, continues group stream)
-        group_first: dict[str, int] = {}
-        for i, s in enumerate(cfg.stages):
-            src_index, cont = i, False
-            if s.group is not None:
-                if s.group in group_first and cfg.stages[group_first[s.group]].data == s.data:
-                    src_index, cont = group_first[s.group], True
-                group_first.setdefault(s.group, i)
-            self._data_key.append((src_index, cont))
-            m = Mixture.from_spec(s.data, self.datasets, "train", seed=cfg.seed, stage_index=src_index,
-                                  window=cfg.batch_size, field=f"stages[{i}].data", verify=cfg.verify)
-            vmax = max(x.vocab_size for x in m.sets)
-            if vmax > self.vocab_size:
-                raise DataError(f"stage {s.name!r}: shards use vocab_size {vmax} > model vocab {self.vocab_size}")
-            for sset in m.sets:
-                sset.check_vocab(self.vocab_size)
-            self.mixtures.append(m)
-        self.stage_steps = [math.ceil(s.tokens / (cfg.batch_size * m.seq_len)) for s, m in zip(cfg.stages, self.mixtures)]
-        # tokens each step takes from each source (the mixture realises its shares exactly in
-        # every global batch) and how many of them count as PT (language) tokens
-        self._step_source_tokens = [{n: int(c) * m.seq_len for n, c in zip(m.names, m.counts)} for m in self.mixtures]
-        self._step_pt_tokens = [sum(t for n, t in per.items() if n in pt_sources(s, m))
-                                for s, m, per in zip(cfg.stages, self.mixtures, self._step_source_tokens)]
-        self.group_steps: dict[str, int] = {}
-        for s, n in zip(cfg.stages, self.stage_steps):
-            if s.group is not None:
-                self.group_steps[s.group] = self.group_steps.get(s.group, 0) + n
-        self.total_steps = sum(self.stage_steps)
+        self.plan = StagePlan(cfg, self.datasets, self.vocab_size)  # opens the data: bad paths fail now
         self.doc_attention = resolve_doc_attention(cfg.doc_attention, self.device)
         self.kernels = resolve_kernels(cfg.kernels, self.device)
-        self.loss_path = resolve_fused_loss(cfg.fused_loss, self.device, self.micro * max(m.seq_len for m in self.mixtures),
-                                            self.vocab_size)
+        self.loss_path = resolve_fused_loss(cfg.fused_loss, self.device,
+                                            self.micro * max(m.seq_len for m in self.plan.mixtures), self.vocab_size)
 
         from .callbacks.checkpoint import CheckpointCallback
         from .callbacks.metrics import MetricsLogger
@@ -237,44 +125,44 @@ class Trainer:
         self.callbacks: list[Callback] = [*builtin, *callbacks, CheckpointCallback()]
         self.needs_hidden = any(getattr(cb, "needs_hidden_states", False) for cb in self.callbacks)
 
-        # live state
+        # live state: the position, and where the current stage's schedule and data stream start
         self.step = 0
         self.stage_index = 0
         self.stage_step = 0
         self.tokens = 0
         self.pt_tokens = 0
+        self.sched_base = 0
+        self.data_base = 0
+        self.groups: dict[str, dict[str, Any]] = {}  # paused groups: optimizer state, schedule and data position
         self.lr = 0.0
         self.should_stop = False
         self.resumed_from: Path | None = None
-        self.groups: dict[str, dict[str, Any]] = {}
-        self._sched_base = 0
-        self._data_base = 0
-        self._acc = {"loss_sum": 0.0, "steps": 0, "tokens": 0}
+        self._acc = {"loss_sum": 0.0, "steps": 0, "tokens": 0}  # since the last train row (loss_sum: _acc_loss)
         self._acc_loss = torch.zeros((), dtype=torch.float64)
         self._t_last = time.perf_counter()
         self.last_val: dict[str, float] = {}
         self.fused_loss: FusedLoss | None = None  # set in run(), once the model is built and sharded
 
-    # -- properties used by callbacks -------------------------------------
+    # -- what callbacks read ---------------------------------------------------
     @property
     def stage(self) -> StageConfig:
         return self.cfg.stages[self.stage_index]
 
     @property
+    def stage_steps(self) -> list[int]:
+        return self.plan.steps
+
+    @property
+    def total_steps(self) -> int:
+        return self.plan.total_steps
+
+    @property
     def stage_tokens(self) -> int:
-        return self.stage_step * self.cfg.batch_size * self.mixtures[self.stage_index].seq_len
+        return self.stage_step * self.plan.step_tokens(self.stage_index)
 
     def token_account(self) -> dict[str, dict[str, int]]:
         """Tokens trained so far per stage and per data source (a pure function of the position)."""
-        by_stage: dict[str, int] = {}
-        by_source: dict[str, int] = {}
-        for i in range(self.stage_index + 1):
-            steps = self.stage_steps[i] if i < self.stage_index else self.stage_step
-            per = self._step_source_tokens[i]
-            by_stage[self.cfg.stages[i].name] = steps * sum(per.values())
-            for n, t in per.items():
-                by_source[n] = by_source.get(n, 0) + steps * t
-        return {"tokens_by_stage": by_stage, "tokens_by_source": by_source}
+        return self.plan.token_account(self.stage_index, self.stage_step)
 
     def all_reduce(self, t: torch.Tensor) -> torch.Tensor:
         """Sum ``t`` over all ranks in place (a no-op in one process); for callbacks that split work by rank."""
@@ -283,52 +171,22 @@ class Trainer:
             dist.all_reduce(t)
         return t
 
-    @property
-    def checkpoint_dir(self) -> Path:
-        return checkpoints_dir(self.out_dir)
+    def barrier(self) -> None:
+        """Wait for every rank (a no-op in one process)."""
+        dist = _dist()
+        if dist:
+            dist.barrier()
 
-    # -- setup ---------------------------------------------------------------
-    def _vocab_size(self) -> int:
-        # The model must cover the tokenizer *and* any reserved ids appended after it
-        # (synthetic symbols rendered as their own tokens), so take the max of both.
-        sizes = []
-        if self.tokenizer_dir is not None:
-            from ..data.tokenizer import load_tokenizer
-
-            sizes.append(int(load_tokenizer(self.tokenizer_dir).get_vocab_size()))
-        for name, path in self.datasets.items():
-            mpath = path / "train" / "manifest.json"
-            if mpath.is_file():
-                sizes.append(int(read_json(mpath)["vocab_size"]))
-        if not sizes:
-            raise DataError("no tokenizer given and no dataset manifest to read vocab_size from")
-        return max(sizes)
-
-    def _make_optimizer(self) -> torch.optim.Optimizer:
-        # norms and biases (1-D) never decay; embeddings only when asked (HF Trainer decays them)
-        return adamw(self.model, self.cfg.lr, self.cfg.weight_decay, self.cfg.betas, self.cfg.eps,
-                     decay_embeddings=self.cfg.decay_embeddings)
-
-    def _config_tree(self) -> dict:
-        return run_config_tree(self.cfg, self.datasets, self.tokenizer_dir)
-
-    def _check_same_config(self) -> None:
-        check_run_dir(self.cfg, self.out_dir, self.datasets, self.tokenizer_dir)
-
-    def _resumable_checkpoints(self, upto: int | None = None) -> list[Path]:
-        """Checkpoints (up to step ``upto``) that hold a trainer state, newest first."""
-        return [p for s, p in reversed(list_checkpoints(self.out_dir, required=False))
-                if (upto is None or s <= upto) and (p / STATE_FILE).is_file()]
-
-    # -- checkpoints ---------------------------------------------------------
+    # -- checkpoints -------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
-        """What ``trainer_state.pt`` holds. Sharded runs keep the optimizer states (the live one and
-        paused groups') in the checkpoint's DCP folder instead (``optimizer`` None, groups without ``optim``)."""
+        """What ``trainer_state.pt`` holds (:data:`.checkpoint.STATE_KEYS` and the callbacks' states).
+        Sharded runs keep the optimizer states (the live one and paused groups') in the checkpoint's
+        DCP folder instead (``optimizer`` None, groups without ``optim``)."""
         sharded = self.parallel.sharded
         return {
             "step": self.step, "stage_index": self.stage_index, "stage_step": self.stage_step,
             "tokens": self.tokens, "pt_tokens": self.pt_tokens,
-            "sched_base": self._sched_base, "data_base": self._data_base,
+            "sched_base": self.sched_base, "data_base": self.data_base,
             "optimizer": None if sharded else self.optimizer.state_dict(),
             "groups": {k: {f: v for f, v in g.items() if f != "optim"} for k, g in self.groups.items()}
             if sharded else self.groups,
@@ -338,66 +196,13 @@ class Trainer:
             "callbacks": [cb.state_dict() for cb in self.callbacks],
         }
 
-    def save_checkpoint(self) -> Path | None:
-        """Write checkpoints/step-XXXXXXXX atomically (files by rank 0; the sharded state of an FSDP
-        run by every rank, see train/sharded_checkpoint.py); returns its path."""
-        path = checkpoint_dir(self.out_dir, self.step)
-        state = self.state_dict()  # every rank: .item() above is a no-op sync, keeps ranks in step
-        weights = self.parallel.full_state_dict(self.model)  # FSDP: a collective gathering onto rank 0
-        with sharded_checkpoint.collective_atomic_dir(path) as tmp:
-            if self.parallel.sharded:
-                sharded_checkpoint.save(tmp / sharded_checkpoint.SHARDED_DIR, self.model, self.optimizer,
-                                        {k: g["optim"] for k, g in self.groups.items()}, self.step)
-            if self.is_main:
-                with quiet_hf_progress():
-                    self.model.save_pretrained(tmp, safe_serialization=True, state_dict=weights)
-                if self.tokenizer_dir is not None:
-                    for f in self.tokenizer_dir.iterdir():
-                        if f.is_file():
-                            shutil.copy2(f, tmp / f.name)
-                write_json(tmp / "meta.json", {"step": self.step, "stage": self.stage.name,
-                                               "stage_index": self.stage_index, "tokens": self.tokens,
-                                               "pt_tokens": self.pt_tokens, "stage_tokens": self.stage_tokens,
-                                               **self.token_account()})
-                torch_save(state, tmp / STATE_FILE)
-        keep = self.cfg.keep_optimizer_state
-        if self.is_main and keep != "all":
-            # counted back from this one (a newer, damaged checkpoint skipped on resume is replaced later)
-            for old in self._resumable_checkpoints(upto=self.step)[1 if keep == "last" else keep:]:
-                (old / STATE_FILE).unlink()
-                shutil.rmtree(old / sharded_checkpoint.SHARDED_DIR, ignore_errors=True)
-        self._barrier()
-        return path
-
-    def _resume(self) -> None:
-        """Load the newest intact checkpoint; a damaged one is reported (path and reason) and skipped."""
-        cands = self._resumable_checkpoints()
-        damaged = []
-        for ckpt in cands:
-            try:
-                weights, st = _read_checkpoint(ckpt, sharded=self.parallel.sharded)
-            except DataError as e:
-                damaged.append(str(e))
-                if self.is_main:
-                    print(f"[preschool] {e}; trying the previous checkpoint", file=sys.stderr, flush=True)
-                continue
-            self._load_state(ckpt, weights, st)
-            return
-        if damaged:
-            raise DataError(f"no intact checkpoint to resume from in {self.checkpoint_dir} ({'; '.join(damaged)}); "
-                            "delete the damaged checkpoint folders to restart the run from step 0")
-
-    def _load_state(self, ckpt: Path, weights: dict[str, torch.Tensor] | None, st: dict[str, Any]) -> None:
-        if self.parallel.sharded:  # weights and optimizer states from the DCP folder, resharded to this world
-            optims = sharded_checkpoint.load(ckpt, self.model, self.optimizer, sorted(st["groups"]))
-            for k, g in st["groups"].items():
-                g["optim"] = optims[k]
-        else:
-            self._load_weights(ckpt, weights)
+    def load_state_dict(self, st: dict[str, Any]) -> None:
+        """Continue from a :meth:`state_dict` (the optimizer too unless it is None: sharded, loaded with the weights)."""
+        if st["optimizer"] is not None:
             self.optimizer.load_state_dict(st["optimizer"])
         self.step, self.stage_index, self.stage_step = st["step"], st["stage_index"], st["stage_step"]
         self.tokens, self.pt_tokens = st["tokens"], st["pt_tokens"]
-        self._sched_base, self._data_base = st["sched_base"], st["data_base"]
+        self.sched_base, self.data_base = st["sched_base"], st["data_base"]
         self.groups = st["groups"]
         self._acc = {k: v for k, v in st["acc"].items() if k != "loss_sum"}
         self._acc_loss = torch.tensor(st["acc"]["loss_sum"], dtype=torch.float64)
@@ -406,67 +211,133 @@ class Trainer:
             torch.cuda.set_rng_state_all(st["rng"]["cuda"])
         for cb, s in zip(self.callbacks, st.get("callbacks", [])):
             cb.load_state_dict(s)
-        self.resumed_from = ckpt
 
-    def _load_weights(self, ckpt: Path, weights: dict[str, torch.Tensor]) -> None:
-        missing, unexpected = self.model.load_state_dict(weights, strict=False)
-        # tied heads are saved once; anything else missing is an error
-        missing = [k for k in missing if not (self.cfg.model.tie_embeddings and k == "lm_head.weight")]
-        if missing or unexpected:
-            raise DataError(f"{ckpt}: checkpoint does not match the model (missing {missing}, unexpected {unexpected})")
-        if self.cfg.model.tie_embeddings:
-            self.model.tie_weights()
+    def save_checkpoint(self) -> Path:
+        """Write checkpoints/step-XXXXXXXX of this step (every rank calls it; :func:`.checkpoint.save_checkpoint`)."""
+        return checkpoint.save_checkpoint(self)
 
-    def _barrier(self) -> None:
-        dist = _dist()
-        if dist:
-            dist.barrier()
+    # -- setup -------------------------------------------------------------------
+    def _setup(self) -> None:
+        """The run folder, the model (callbacks' edits, kernels, sharding), the optimizer, then the resume."""
+        cfg = self.cfg
+        if self.is_main:
+            self.out_dir.mkdir(parents=True, exist_ok=True)
+            if not (self.out_dir / "config.yaml").is_file():
+                import yaml
 
-    # -- logging -------------------------------------------------------------
-    def log(self, row: dict[str, Any]) -> None:
-        """Send a metrics row through the callbacks in two phases: every ``on_log`` adds its values, then
-        every ``write_log`` gets the finished row, read-only (metrics.jsonl, TensorBoard, W&B, progress bar)."""
+                tree = run_config_tree(cfg, self.datasets, self.tokenizer_dir)
+                write_text(self.out_dir / "config.yaml", yaml.safe_dump(tree, sort_keys=False))
+        self.barrier()
+
+        if self.device.type == "cpu" and cfg.cpu_heap == "retain":
+            retain_freed_memory()
+        self.model = build_model(cfg.model, self.vocab_size, seed=cfg.seed).to(self.device)
+        from .flops import device_peak_flops
+        from .model import describe
+
+        self.model_desc = describe(cfg.model, self.vocab_size)
+        self.peak_flops = device_peak_flops(self.device, self.parallel.compute_dtype)  # None: no MFU in the log rows
         for cb in self.callbacks:
-            cb.on_log(self, row)
-        final = MappingProxyType(row)  # a writer that tried to change it would change what the others see
+            cb.on_model_built(self)
+        if cfg.attention_reset_between_docs:
+            if self.doc_attention == "flex":
+                use_flex(self.model)
+            impl = getattr(self.model.config, "_attn_implementation", None)
+            if impl not in ("sdpa", "eager", "flex_attention"):
+                raise ConfigError("attention_reset_between_docs",
+                                  f"not supported with attention implementation {impl!r} (needs sdpa, eager or flex)")
+        if self.kernels == "liger":
+            apply_liger(self.model)
+        if compile_mode(cfg.compile) == "blocks":
+            compile_blocks(self.model)
+        self.model.train()
+        self.parallel.prepare(self.model)  # FSDP shards here, before the optimizer sees the parameters
+        self.fused_loss = FusedLoss(self.model, self.loss_path) if self.loss_path != "off" else None
+        self.optimizer = self._make_optimizer()
+        self.resumed_from = checkpoint.resume(self)
+        fwd: Any = self.parallel.wrap(self.model)
+        if compile_mode(cfg.compile) == "model":
+            fwd = torch.compile(fwd)
+        self.fwd_model = fwd
+
+    def _make_optimizer(self) -> torch.optim.Optimizer:
+        # norms and biases (1-D) never decay; embeddings only when asked (HF Trainer decays them)
+        return adamw(self.model, self.cfg.lr, self.cfg.weight_decay, self.cfg.betas, self.cfg.eps,
+                     decay_embeddings=self.cfg.decay_embeddings)
+
+    # -- the loop: run -> stages -> steps -----------------------------------------
+    def run(self) -> dict[str, Any]:
+        """Train the stages not yet done (resuming from the newest checkpoint); returns the summary (DONE)."""
+        cfg = self.cfg
+        done = self.out_dir / "DONE"
+        # checked for finished runs too: a changed config or rebuilt data must not reuse old results
+        check_run_dir(cfg, self.out_dir, self.datasets, self.tokenizer_dir)
+        if done.is_file():
+            return read_json(done)
+        self._setup()
         for cb in self.callbacks:
-            cb.write_log(self, final)
+            cb.on_train_start(self)
+        self._t_last = time.perf_counter()
+        start_stage, start_step = self.stage_index, self.stage_step
+        for i in range(start_stage, len(cfg.stages)):
+            self._run_stage(i, resuming=i == start_stage and start_step > 0)
+            if self.should_stop:
+                break
+        for cb in self.callbacks:
+            cb.on_train_end(self)
+        summary = {"out_dir": str(self.out_dir), "steps": self.step, "tokens": self.tokens,
+                   "pt_tokens": self.pt_tokens, "stages": [s.name for s in cfg.stages],
+                   "val": self.last_val, "final_checkpoint": str(checkpoint_dir(self.out_dir, self.step)),
+                   "resumed_from": str(self.resumed_from) if self.resumed_from else None,
+                   "stopped": self.should_stop}
+        if not self.should_stop and self.is_main:
+            write_json(done, summary)
+        self.barrier()
+        return summary
 
-    def _emit_train_row(self) -> None:
-        if self._acc["steps"] == 0:
-            return
-        loss = self._acc_loss.item() / self._acc["steps"]
-        now = time.perf_counter()
-        dt = max(now - self._t_last, 1e-9)
-        row = {"event": "train", "step": self.step, "stage": self.stage.name, "tokens": self.tokens,
-               "pt_tokens": self.pt_tokens, "lr": self.lr, "loss": loss,
-               "tokens_per_s": self._acc["tokens"] / dt}  # global: every rank's tokens
-        if self.peak_flops:  # model FLOPs over the whole job's peak (train/flops.py)
-            from .flops import flops_per_token
+    def _run_stage(self, i: int, resuming: bool) -> None:
+        """Train stage ``i`` from its start, or (``resuming``) from the resumed ``stage_step``, until its end or a stop."""
+        s, n = self.cfg.stages[i], self.plan.steps[i]
+        self.stage_index = i
+        if not resuming:
+            self.stage_step = 0
+            self._start_stage(i)
+        elif self.stage_step >= n:
+            return  # stage finished before the checkpoint; its end was already processed
+        mix = self.plan.mixtures[i]
+        sched = s.schedule_config(self.cfg.lr)
+        sched_total = self.plan.schedule_steps(i)
+        for cb in self.callbacks:
+            cb.on_stage_start(self, s)
+        while self.stage_step < n:
+            self._train_step(mix, sched, sched_total)
+            if self.step % self.cfg.log_every == 0 or self.stage_step == n:
+                self._emit_train_row()
+            for cb in self.callbacks:
+                cb.on_step_end(self)
+            if self.should_stop:
+                break
+        if self.stage_step >= n:  # a stop on a stage's last step still closes the stage
+            if self.plan.group_resumes_later(i):  # pause the group: a later stage of it continues from here
+                self.groups[s.group] = {"optim": self.parallel.optimizer_state(self.model, self.optimizer),
+                                        "pos": self.sched_base + self.stage_step,
+                                        "samples": self.data_base + self.stage_step}
+            for cb in self.callbacks:
+                cb.on_stage_end(self, s)
 
-            fpt = flops_per_token(self.model_desc, self.mixtures[self.stage_index].seq_len)
-            row["mfu"] = row["tokens_per_s"] * fpt / (self.world * self.peak_flops)
-        self._acc = {"steps": 0, "tokens": 0}
-        self._acc_loss = torch.zeros((), dtype=torch.float64)
-        self._t_last = now
-        self.last_train = row
-        self.log(row)
-
-    # -- stage transitions -----------------------------------------------------
     def _start_stage(self, i: int) -> None:
         """Apply a stage's start rules (fresh stage only, not on a mid-stage resume)."""
         s = self.cfg.stages[i]
-        cont = s.group is not None and s.group in self.groups
-        if cont:
+        if s.group is not None and s.group in self.groups:  # the group resumes where it paused
             g = self.groups.pop(s.group)
             self.parallel.load_optimizer_state(self.model, self.optimizer, g["optim"])
-            self._sched_base = g["pos"]
-            self._data_base = g["samples"] if self._data_key[i][1] else 0
+            self.sched_base = g["pos"]
+            self.data_base = g["samples"] if self.plan.continues_stream[i] else 0
         else:
             if s.reset_optimizer:
                 self.optimizer = self._make_optimizer()
-            self._sched_base = 0
-            self._data_base = 0
+            self.sched_base = 0
+            self.data_base = 0
         if s.embeddings_at_start != "keep":
             self._set_embeddings(i, s.embeddings_at_start)
 
@@ -486,15 +357,6 @@ class Trainer:
             emb[~keep] = mean
         assign_full(param, emb)
 
-    def _end_stage(self, i: int) -> None:
-        s = self.cfg.stages[i]
-        later = s.group is not None and any(t.group == s.group for t in self.cfg.stages[i + 1:])
-        if later:
-            self.groups[s.group] = {"optim": self.parallel.optimizer_state(self.model, self.optimizer),
-                                    "pos": self._sched_base + self.stage_step,
-                                    "samples": self._data_base + self.stage_step}
-
-    # -- the loop ----------------------------------------------------------------
     def _forward_loss(self, mb: dict[str, torch.Tensor], scale: float, share: float):
         kw: dict[str, Any] = {"use_cache": False}
         if self.cfg.attention_reset_between_docs and "segments" in mb:
@@ -524,10 +386,10 @@ class Trainer:
         return loss, ce
 
     def _train_step(self, mix: Mixture, sched: ScheduleConfig, sched_total: int) -> None:
-        self.lr = lr_at(self._sched_base + self.stage_step, sched_total, sched)
+        self.lr = lr_at(self.sched_base + self.stage_step, sched_total, sched)
         for g in self.optimizer.param_groups:
             g["lr"] = self.lr
-        idx = rank_indices(self._data_base + self.stage_step, self.cfg.batch_size, self.rank, self.world)
+        idx = rank_indices(self.data_base + self.stage_step, self.cfg.batch_size, self.rank, self.world)
         np_batch = mix.load(idx)
         n_loss = int((np_batch["labels"] != IGNORE_INDEX).sum())
         dist = _dist()
@@ -559,108 +421,39 @@ class Trainer:
         self.step += 1
         self.stage_step += 1
         self.tokens += step_tokens
-        self.pt_tokens += self._step_pt_tokens[self.stage_index]
+        self.pt_tokens += self.plan.step_pt_tokens[self.stage_index]
         self._acc["steps"] += 1
         self._acc["tokens"] += step_tokens
 
-    def run(self) -> dict[str, Any]:
-        cfg = self.cfg
-        done = self.out_dir / "DONE"
-        # checked for finished runs too: a changed config or rebuilt data must not reuse old results
-        self._check_same_config()
-        if done.is_file():
-            return read_json(done)
-        if self.is_main:
-            self.out_dir.mkdir(parents=True, exist_ok=True)
-            if not (self.out_dir / "config.yaml").is_file():
-                import yaml
-
-                write_text(self.out_dir / "config.yaml", yaml.safe_dump(self._config_tree(), sort_keys=False))
-        self._barrier()
-
-        if self.device.type == "cpu" and cfg.cpu_heap == "retain":
-            retain_freed_memory()
-        self.model = build_model(cfg.model, self.vocab_size, seed=cfg.seed).to(self.device)
-        from .flops import device_peak_flops
-        from .model import describe
-
-        self.model_desc = describe(cfg.model, self.vocab_size)
-        self.peak_flops = device_peak_flops(self.device, self.parallel.compute_dtype)  # None: no MFU in the log rows
+    # -- logging -------------------------------------------------------------
+    def log(self, row: dict[str, Any]) -> None:
+        """Send a metrics row through the callbacks in two phases: every ``on_log`` adds its values, then
+        every ``write_log`` gets the finished row, read-only (metrics.jsonl, TensorBoard, W&B, progress bar)."""
         for cb in self.callbacks:
-            cb.on_model_built(self)
-        if cfg.attention_reset_between_docs:
-            if self.doc_attention == "flex":
-                use_flex(self.model)
-            impl = getattr(self.model.config, "_attn_implementation", None)
-            if impl not in ("sdpa", "eager", "flex_attention"):
-                raise ConfigError("attention_reset_between_docs",
-                                  f"not supported with attention implementation {impl!r} (needs sdpa, eager or flex)")
-        if self.kernels == "liger":
-            apply_liger(self.model)
-        if compile_mode(cfg.compile) == "blocks":
-            compile_blocks(self.model)
-        self.model.train()
-        self.parallel.prepare(self.model)  # FSDP shards here, before the optimizer sees the parameters
-        self.fused_loss = FusedLoss(self.model, self.loss_path) if self.loss_path != "off" else None
-        self.optimizer = self._make_optimizer()
-        self._resume()
-        if self.resumed_from is not None:
-            self.optimizer_to_device()
-        fwd: Any = self.parallel.wrap(self.model)
-        if compile_mode(cfg.compile) == "model":
-            fwd = torch.compile(fwd)
-        self.fwd_model = fwd
-
+            cb.on_log(self, row)
+        final = MappingProxyType(row)  # a writer that tried to change it would change what the others see
         for cb in self.callbacks:
-            cb.on_train_start(self)
-        self._t_last = time.perf_counter()
-        start_stage, start_step = self.stage_index, self.stage_step
-        for i in range(start_stage, len(cfg.stages)):
-            s = cfg.stages[i]
-            n = self.stage_steps[i]
-            resuming_mid = i == start_stage and start_step > 0
-            self.stage_index = i
-            if not resuming_mid:
-                self.stage_step = 0
-                self._start_stage(i)
-            elif start_step >= n:
-                continue  # stage finished before the checkpoint; its end was already processed
-            mix = self.mixtures[i]
-            sched = s.schedule_config(cfg.lr)
-            sched_total = self.group_steps[s.group] if s.group is not None else n
-            for cb in self.callbacks:
-                cb.on_stage_start(self, s)
-            while self.stage_step < n:
-                self._train_step(mix, sched, sched_total)
-                if self.step % cfg.log_every == 0 or self.stage_step == n:
-                    self._emit_train_row()
-                for cb in self.callbacks:
-                    cb.on_step_end(self)
-                if self.should_stop:
-                    break
-            if self.stage_step >= n:  # a stop on a stage's last step still closes the stage
-                self._end_stage(i)
-                for cb in self.callbacks:
-                    cb.on_stage_end(self, s)
-            if self.should_stop:
-                break
-        for cb in self.callbacks:
-            cb.on_train_end(self)
-        summary = {"out_dir": str(self.out_dir), "steps": self.step, "tokens": self.tokens,
-                   "pt_tokens": self.pt_tokens, "stages": [s.name for s in cfg.stages],
-                   "val": self.last_val, "final_checkpoint": str(checkpoint_dir(self.out_dir, self.step)),
-                   "resumed_from": str(self.resumed_from) if self.resumed_from else None,
-                   "stopped": self.should_stop}
-        if not self.should_stop and self.is_main:
-            write_json(done, summary)
-        self._barrier()
-        return summary
+            cb.write_log(self, final)
 
-    def optimizer_to_device(self) -> None:
-        for st in self.optimizer.state.values():
-            for k, v in st.items():
-                if isinstance(v, torch.Tensor) and k != "step":
-                    st[k] = v.to(self.device)
+    def _emit_train_row(self) -> None:
+        if self._acc["steps"] == 0:
+            return
+        loss = self._acc_loss.item() / self._acc["steps"]
+        now = time.perf_counter()
+        dt = max(now - self._t_last, 1e-9)
+        row = {"event": "train", "step": self.step, "stage": self.stage.name, "tokens": self.tokens,
+               "pt_tokens": self.pt_tokens, "lr": self.lr, "loss": loss,
+               "tokens_per_s": self._acc["tokens"] / dt}  # global: every rank's tokens
+        if self.peak_flops:  # model FLOPs over the whole job's peak (train/flops.py)
+            from .flops import flops_per_token
+
+            fpt = flops_per_token(self.model_desc, self.plan.mixtures[self.stage_index].seq_len)
+            row["mfu"] = row["tokens_per_s"] * fpt / (self.world * self.peak_flops)
+        self._acc = {"steps": 0, "tokens": 0}
+        self._acc_loss = torch.zeros((), dtype=torch.float64)
+        self._t_last = now
+        self.last_train = row
+        self.log(row)
 
 
 def train(cfg: TrainConfig | dict, out_dir: str | Path, datasets: Mapping[str, str | Path],

@@ -6,7 +6,7 @@ files, the progress bar, extra loss terms from other packages) is a
 which exposes ``step``, ``stage``, ``stage_index``, ``stage_step``,
 ``stage_steps``, ``tokens``, ``pt_tokens``, ``stage_tokens``, ``lr``,
 ``model`` (the unwrapped HF model), ``cfg``, ``out_dir``, ``is_main``,
-``rank``/``world`` and ``log(row)``.
+``rank``/``world``, ``plan`` (the :class:`~preschool.train.stages.StagePlan`) and ``log(row)``.
 
 Order per optimizer step: forward/backward of every micro-batch (calling
 ``extra_loss``), optimizer step, then ``on_step_end``.

@@ -1,0 +1,166 @@
+"""A run's checkpoint folders: write one, resume from the newest intact one, prune old training state.
+
+``checkpoints/step-XXXXXXXX/`` (layout in docs/interfaces.md) holds the HF model
+(``save_pretrained``, safetensors), the tokenizer files, ``meta.json`` (the
+position and the token account) and ``trainer_state.pt``
+(:meth:`Trainer.state_dict <preschool.train.trainer.Trainer.state_dict>`:
+optimizer, schedule and data position, RNG, callback states). Under
+``parallel: fsdp`` the model and optimizer states are also written sharded,
+by every rank, into ``sharded/`` (:mod:`.sharded_checkpoint`), which is what a
+resume loads them from. The folder appears atomically, whole or not at all.
+
+Only the newest ``keep_optimizer_state`` checkpoints keep their training state
+(``trainer_state.pt`` and ``sharded/``); older ones stay loadable HF folders.
+The trainer's own fields are read and written through its public API
+(``state_dict``/``load_state_dict``, ``model``, ``optimizer``, ``groups``, ...).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from ..errors import DataError
+from ..io import torch_save, write_json
+from ..layout import checkpoint_dir, checkpoints_dir, list_checkpoints
+from . import sharded_checkpoint
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .trainer import Trainer
+
+STATE_FILE = "trainer_state.pt"
+# what every trainer_state.pt holds (Trainer.state_dict); a file without one of them is not a trainer state
+STATE_KEYS = ("step", "stage_index", "stage_step", "tokens", "pt_tokens", "sched_base", "data_base",
+              "optimizer", "groups", "acc", "rng")
+
+
+@contextlib.contextmanager
+def quiet_hf_progress():
+    """No HF "Writing model shards" bars mid-run; restores the caller's setting."""
+    from transformers.utils import logging as hf_logging
+
+    was = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was:
+            hf_logging.enable_progress_bar()
+
+
+def save_checkpoint(trainer: Trainer) -> Path:
+    """Write ``checkpoints/step-XXXXXXXX`` of the trainer's current step atomically; returns its path.
+
+    Collective: every rank calls it (rank 0 writes the files, every rank its part of ``sharded/``).
+    Afterwards the training state of checkpoints older than the newest ``keep_optimizer_state`` is deleted.
+    """
+    path = checkpoint_dir(trainer.out_dir, trainer.step)
+    state = trainer.state_dict()  # every rank: its .item() is a no-op sync that keeps the ranks in step
+    weights = trainer.parallel.full_state_dict(trainer.model)  # FSDP: a collective gathering onto rank 0
+    with sharded_checkpoint.collective_atomic_dir(path) as tmp:
+        if trainer.parallel.sharded:
+            sharded_checkpoint.save(tmp / sharded_checkpoint.SHARDED_DIR, trainer.model, trainer.optimizer,
+                                    {k: g["optim"] for k, g in trainer.groups.items()}, trainer.step)
+        if trainer.is_main:
+            with quiet_hf_progress():
+                trainer.model.save_pretrained(tmp, safe_serialization=True, state_dict=weights)
+            if trainer.tokenizer_dir is not None:
+                for f in trainer.tokenizer_dir.iterdir():
+                    if f.is_file():
+                        shutil.copy2(f, tmp / f.name)
+            write_json(tmp / "meta.json", {"step": trainer.step, "stage": trainer.stage.name,
+                                           "stage_index": trainer.stage_index, "tokens": trainer.tokens,
+                                           "pt_tokens": trainer.pt_tokens, "stage_tokens": trainer.stage_tokens,
+                                           **trainer.token_account()})
+            torch_save(state, tmp / STATE_FILE)
+    keep = trainer.cfg.keep_optimizer_state
+    if trainer.is_main and keep != "all":
+        # counted back from this one (a newer, damaged checkpoint skipped on resume is replaced later)
+        for old in resumable_checkpoints(trainer.out_dir, upto=trainer.step)[1 if keep == "last" else keep:]:
+            (old / STATE_FILE).unlink()
+            shutil.rmtree(old / sharded_checkpoint.SHARDED_DIR, ignore_errors=True)
+    trainer.barrier()
+    return path
+
+
+def resume(trainer: Trainer) -> Path | None:
+    """Load the newest intact checkpoint of ``trainer.out_dir`` into the trainer; returns it (None: none yet).
+
+    A damaged checkpoint is reported on stderr (path and reason) and the previous one tried; DataError
+    when checkpoints exist but none is intact. The model and optimizer must already be built (and sharded).
+    """
+    damaged = []
+    for ckpt in resumable_checkpoints(trainer.out_dir):
+        try:
+            weights, st = read_checkpoint(ckpt, sharded=trainer.parallel.sharded)
+        except DataError as e:
+            damaged.append(str(e))
+            if trainer.is_main:
+                print(f"[preschool] {e}; trying the previous checkpoint", file=sys.stderr, flush=True)
+            continue
+        if trainer.parallel.sharded:  # weights and optimizer states from the DCP folder, resharded to this world
+            optims = sharded_checkpoint.load(ckpt, trainer.model, trainer.optimizer, sorted(st["groups"]))
+            for k, g in st["groups"].items():
+                g["optim"] = optims[k]
+        else:
+            _load_weights(trainer.model, ckpt, weights, tied=trainer.cfg.model.tie_embeddings)
+        trainer.load_state_dict(st)
+        # torch's load_state_dict moves the moments next to their parameters today; this keeps them off the
+        # CPU whatever version loads them (the AdamW "step" counts stay where torch put them)
+        for s in trainer.optimizer.state.values():
+            for k, v in s.items():
+                if isinstance(v, torch.Tensor) and k != "step":
+                    s[k] = v.to(trainer.device)
+        return ckpt
+    if damaged:
+        raise DataError(f"no intact checkpoint to resume from in {checkpoints_dir(trainer.out_dir)} "
+                        f"({'; '.join(damaged)}); delete the damaged checkpoint folders to restart the run from step 0")
+    return None
+
+
+def resumable_checkpoints(out_dir: Path, upto: int | None = None) -> list[Path]:
+    """Checkpoints of the run in ``out_dir`` (up to step ``upto``) that hold a trainer state, newest first."""
+    return [p for s, p in reversed(list_checkpoints(out_dir, required=False))
+            if (upto is None or s <= upto) and (p / STATE_FILE).is_file()]
+
+
+def read_checkpoint(ckpt: Path, sharded: bool = False) -> tuple[dict[str, torch.Tensor] | None, dict[str, Any]]:
+    """``(weights, trainer state)`` of a checkpoint folder, or DataError naming the damaged file.
+
+    The trainer state is read with ``weights_only=True``: tensors and plain containers only,
+    so a ``trainer_state.pt`` from elsewhere cannot run code when unpickled. ``sharded``: the
+    weights come from the DCP folder later (None here), whose files are checked against its manifest.
+    """
+    from safetensors.torch import load_file
+
+    wpath, spath = ckpt / "model.safetensors", ckpt / STATE_FILE
+    weights = None
+    if sharded:
+        sharded_checkpoint.check_intact(ckpt)
+    else:
+        try:
+            weights = load_file(str(wpath))
+        except Exception as e:  # SafetensorError (truncated, bad header) or OSError: damaged either way
+            raise DataError(f"{wpath}: damaged checkpoint weights ({str(e).splitlines()[0]})") from None
+    try:
+        st = torch.load(spath, map_location="cpu", weights_only=True)
+    except Exception as e:  # UnpicklingError (not plain tensors: refused), EOFError/RuntimeError (truncated)
+        raise DataError(f"{spath}: unreadable trainer state ({str(e).splitlines()[0][:200]})") from None
+    if not isinstance(st, dict) or any(k not in st for k in STATE_KEYS):
+        raise DataError(f"{spath}: unreadable trainer state (not a preschool trainer state)")
+    return weights, st
+
+
+def _load_weights(model: torch.nn.Module, ckpt: Path, weights: dict[str, torch.Tensor], tied: bool) -> None:
+    missing, unexpected = model.load_state_dict(weights, strict=False)
+    # tied heads are saved once; anything else missing is an error
+    missing = [k for k in missing if not (tied and k == "lm_head.weight")]
+    if missing or unexpected:
+        raise DataError(f"{ckpt}: checkpoint does not match the model (missing {missing}, unexpected {unexpected})")
+    if tied:
+        model.tie_weights()

@@ -1,0 +1,138 @@
+"""The stage plan of a run: what each stage reads, how long it runs and which tokens it counts.
+
+:class:`StagePlan` is everything about the stages that is fixed before the first
+step and does not depend on the weights: it is built from the train config, the
+dataset folders and the model's vocabulary size, and the trainer reads its
+position (stage index, step in the stage) against it. Building it opens every
+stage's data, so an unknown dataset name, a missing or damaged shard set, or
+shards whose tokens do not fit the vocabulary fail before any training.
+
+A stage of a ``group`` whose data equals the group's first stage reads that
+stage's sample stream (same order) and, in the trainer, continues it where the
+group paused, so no row repeats; a group's LR schedule spans the summed steps
+of its stages.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Mapping
+
+from ..data.mixture import Mixture
+from ..errors import ConfigError, DataError
+from ..io import read_json
+from .configs import StageConfig, TrainConfig
+
+
+def model_vocab_size(datasets: Mapping[str, Path], tokenizer_dir: Path | None) -> int:
+    """The vocabulary the model needs: the largest of the tokenizer's and every dataset manifest's."""
+    # reserved ids (synthetic symbols rendered as their own tokens) are appended after the tokenizer's
+    # vocabulary, so a dataset's manifest can be larger than the tokenizer
+    sizes = []
+    if tokenizer_dir is not None:
+        from ..data.tokenizer import load_tokenizer
+
+        sizes.append(int(load_tokenizer(tokenizer_dir).get_vocab_size()))
+    for path in datasets.values():
+        mpath = path / "train" / "manifest.json"
+        if mpath.is_file():
+            sizes.append(int(read_json(mpath)["vocab_size"]))
+    if not sizes:
+        raise DataError("no tokenizer given and no dataset manifest to read vocab_size from")
+    return max(sizes)
+
+
+def pt_sources(stage: StageConfig, mix: Mixture) -> set[str]:
+    """The sources of ``stage`` whose tokens count as PT (language) tokens.
+
+    Empty unless ``counts_as_pt``. ``pt_sources`` lists them explicitly; otherwise
+    a single-source stage counts whole, and a mixture counts its language share:
+    every source not written by a synthetic generator (its manifest's
+    ``source.kind`` is not ``generator``), so a language + STACK mixture is
+    compared with other arms at equal language tokens.
+    """
+    if not stage.counts_as_pt:
+        return set()
+    if stage.pt_sources is not None:
+        return set(stage.pt_sources)
+    if len(mix.names) == 1:
+        return set(mix.names)
+    return {n for n, sset in zip(mix.names, mix.sets)
+            if (sset.manifest.get("source") or {}).get("kind") != "generator"}
+
+
+class StagePlan:
+    """The stages of ``cfg`` over ``datasets`` (name -> folder with ``train/``) for a model of ``vocab_size``.
+
+    Per stage ``i``: ``mixtures[i]`` (its opened training data), ``steps[i]`` =
+    ceil(tokens / (batch_size * seq_len)), ``continues_stream[i]`` (it continues
+    its group's data stream), ``step_source_tokens[i]`` (tokens one step takes
+    from each source: the mixture realises its shares exactly in every global
+    batch) and ``step_pt_tokens[i]`` (how many of them count as PT, see
+    :func:`pt_sources`). ``group_steps`` maps each group to its summed steps,
+    ``total_steps`` is the run's length. Raises ConfigError naming
+    ``stages[i].data`` for an unknown dataset, DataError for shards whose
+    vocabulary exceeds ``vocab_size``.
+    """
+
+    def __init__(self, cfg: TrainConfig, datasets: Mapping[str, Path], vocab_size: int):
+        self.cfg = cfg
+        for i, s in enumerate(cfg.stages):
+            for name in s.datasets:
+                if name not in datasets:
+                    raise ConfigError(f"stages[{i}].data", f"unknown dataset {name!r} "
+                                      f"(known: {', '.join(sorted(datasets)) or 'none'})")
+        self.mixtures: list[Mixture] = []
+        self.continues_stream: list[bool] = []
+        group_first: dict[str, int] = {}
+        for i, s in enumerate(cfg.stages):
+            stream = i  # the stage index the sample order is drawn from
+            if s.group is not None:
+                if s.group in group_first and cfg.stages[group_first[s.group]].data == s.data:
+                    stream = group_first[s.group]
+                group_first.setdefault(s.group, i)
+            self.continues_stream.append(stream != i)
+            m = Mixture.from_spec(s.data, datasets, "train", seed=cfg.seed, stage_index=stream,
+                                  window=cfg.batch_size, field=f"stages[{i}].data", verify=cfg.verify)
+            vmax = max(x.vocab_size for x in m.sets)
+            if vmax > vocab_size:
+                raise DataError(f"stage {s.name!r}: shards use vocab_size {vmax} > model vocab {vocab_size}")
+            for sset in m.sets:
+                sset.check_vocab(vocab_size)
+            self.mixtures.append(m)
+        self.steps = [math.ceil(s.tokens / (cfg.batch_size * m.seq_len)) for s, m in zip(cfg.stages, self.mixtures)]
+        self.step_source_tokens = [{n: int(c) * m.seq_len for n, c in zip(m.names, m.counts)} for m in self.mixtures]
+        self.step_pt_tokens = [sum(t for n, t in per.items() if n in pt_sources(s, m))
+                               for s, m, per in zip(cfg.stages, self.mixtures, self.step_source_tokens)]
+        self.group_steps: dict[str, int] = {}
+        for s, n in zip(cfg.stages, self.steps):
+            if s.group is not None:
+                self.group_steps[s.group] = self.group_steps.get(s.group, 0) + n
+        self.total_steps = sum(self.steps)
+
+    def step_tokens(self, i: int) -> int:
+        """Tokens one step of stage ``i`` trains (the global batch)."""
+        return self.cfg.batch_size * self.mixtures[i].seq_len
+
+    def schedule_steps(self, i: int) -> int:
+        """Length of the LR schedule stage ``i`` runs in: its group's summed steps, or its own."""
+        s = self.cfg.stages[i]
+        return self.group_steps[s.group] if s.group is not None else self.steps[i]
+
+    def group_resumes_later(self, i: int) -> bool:
+        """Whether a later stage continues the group of stage ``i`` (its state must be kept at its end)."""
+        s = self.cfg.stages[i]
+        return s.group is not None and any(t.group == s.group for t in self.cfg.stages[i + 1:])
+
+    def token_account(self, stage_index: int, stage_step: int) -> dict[str, dict[str, int]]:
+        """Tokens trained up to step ``stage_step`` of stage ``stage_index``, per stage name and per source."""
+        by_stage: dict[str, int] = {}
+        by_source: dict[str, int] = {}
+        for i in range(stage_index + 1):
+            steps = self.steps[i] if i < stage_index else stage_step
+            per = self.step_source_tokens[i]
+            by_stage[self.cfg.stages[i].name] = steps * sum(per.values())
+            for n, t in per.items():
+                by_source[n] = by_source.get(n, 0) + steps * t
+        return {"tokens_by_stage": by_stage, "tokens_by_source": by_source}
