@@ -2,6 +2,7 @@ import os
 from pathlib import Path
 
 import pytest
+import yaml
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
@@ -17,6 +18,68 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip(f"shared data not found at {SHARED_DATA}")
     return SHARED_DATA
+
+
+# A shipped experiment shrunk to seconds on CPU: the micro model, seq_len 64, a few thousand tokens per
+# dataset and 2,048 per stage, hub corpora swapped for the offline storybook, and the evaluators (checked
+# for valid settings by ``check_evals``) replaced by a tiny local verbatim run. Everything else (arms,
+# stages, schedules, groups, mixtures, derived datasets, callbacks, report sections) runs as shipped.
+TINY_EVALS = ("evals=[{name: verbatim, params: {n_base_lists: 2, n_lists: 2, list_lengths: [3], "
+              "intervening_words: [0], bootstrap_resamples: 10}}]")
+STORYBOOK = "{source: storybook, seed: 0}"
+MICRO_MODEL = ["model.preset=micro", "model.overrides={}", "tokenizer.vocab_size=300",
+               "tokenizer.sample_documents=200", "seq_len=64"]
+
+
+def micro_overrides(raw: dict, out: Path, per_stage: int = 2048) -> list[str]:
+    """``--set`` overrides that shrink the experiment ``raw`` (its YAML as a dict) to micro scale."""
+    sets = [f"out={out}", "workers=1", *MICRO_MODEL, TINY_EVALS, "train.batch_size=8", "train.micro_batch_size=4",
+            "train.checkpoint_every=2", "train.eval_every=2", "train.val_rows=4", "train.log_every=1"]
+    sets += [f"corpora.{c}={STORYBOOK}" for c, spec in (raw.get("corpora") or {}).items()
+             if spec.get("source") in ("hf", "datatrove_hf")]
+    for name, d in raw["data"].items():
+        if d.get("kind"):  # derived: built from its source, no budget of its own
+            continue
+        sets += [f"data.{name}.tokens=8000", f"data.{name}.val_tokens={1024 if d.get('val_tokens') else 0}"]
+        if d.get("exact_fill"):  # a 300-token BPE does not give every integer symbol the same token count
+            sets.append(f"data.{name}.exact_fill=false")
+    if "similarity" in ((raw.get("report") or {}).get("sections") or {}):
+        sets.append("report.sections.similarity.rows=4")
+    return sets + [f"arms.{i}.stages.{j}.tokens={per_stage}"
+                   for i, arm in enumerate(raw["arms"]) for j, _ in enumerate(arm["stages"])]
+
+
+def check_evals(raw: dict, data_dir: Path) -> None:
+    """The shipped evaluator settings are valid (``${data}`` resolved as the runner does)."""
+    from preschool.evals import EVALUATORS
+    from preschool.evals.runner import with_data_dir
+
+    for i, e in enumerate(raw.get("evals") or []):
+        EVALUATORS.build_config(e["name"], with_data_dir(e.get("params") or {}, data_dir), f"evals[{i}]")
+
+
+@pytest.fixture
+def micro_run():
+    """``micro_run(path, out, extra=(), command="run")``: run the experiment YAML at ``path`` shrunk by
+    :func:`micro_overrides` (plus ``extra``) into ``out`` with ``preschool <command>``; returns the report
+    once every arm x seed finished and it is written."""
+    from preschool.cli import main
+    from preschool.config import load_yaml
+
+    def run(path: Path, out: Path, extra=(), command: str = "run") -> str:
+        raw = load_yaml(path)
+        sets = [*micro_overrides(raw, out), *extra]
+        assert main([command, str(path), *[x for s in sets for x in ("--set", s)], "--no-progress"]) == 0
+        check_evals(raw, out / "data")
+        seeds = next((s.split("=", 1)[1] for s in extra if s.startswith("seeds=")), None)
+        for arm in raw["arms"]:
+            for seed in (yaml.safe_load(seeds) if seeds else raw.get("seeds", [0])):
+                assert (out / "arms" / arm["name"] / f"seed{seed}" / "DONE").is_file(), (arm["name"], seed)
+        report = (out / "report.md").read_text()
+        assert "unfinished" not in report and "verbatim" in report
+        return report
+
+    return run
 
 
 @pytest.fixture

@@ -85,7 +85,10 @@ def _save_log_x(fig, ax, hline: float, xlabel: str, ylabel: str, path: Path) -> 
     ax.set_xscale("log")
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
-    ax.legend(fontsize=8)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8)
+    else:  # e.g. no arm came down to a loss the baseline reached: say so instead of an empty frame
+        ax.text(0.5, 0.5, "no curve to plot (see the table)", ha="center", va="center", transform=ax.transAxes)
     return save_figure(fig, path).name
 
 
