@@ -12,8 +12,9 @@ export TOKENIZERS_PARALLELISM := false
 
 # Extras the test suite needs, all covered by the lock: dev (pytest, hypothesis), lmeval (our BLiMP
 # decisions are checked against lm-eval), bench (the HF Trainer baseline), datatrove and formats
-# (the readers our exports are checked with), wandb (the W&B callback, run offline).
-TEST_EXTRAS := dev,lmeval,bench,datatrove,formats,wandb
+# (the readers our exports are checked with), wandb (the W&B callback, run offline), ray (prepare
+# --executor ray on a local Ray).
+TEST_EXTRAS := dev,lmeval,bench,datatrove,formats,wandb,ray
 LOCK := requirements/lock.txt
 # torch (version in requirements/torch.txt) is the CPU wheel, so that nothing pulls a multi-GB CUDA
 # build. pip finds it through its find-links setting when one is configured, else on PyTorch's CPU wheel page.

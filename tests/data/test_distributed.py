@@ -149,10 +149,11 @@ def test_slurm_with_a_fake_sbatch_submits_an_array_whose_tasks_give_the_same_byt
 
 
 def test_ray_executor_gives_the_same_bytes(novels, engine_out, tmp_path):
-    pytest.importorskip("ray", reason="ray is not installed here (datatrove's Ray executor needs it)")
+    ray = pytest.importorskip("ray", reason="ray is not installed here (the `ray` extra)")
     dist = DatatroveDistributor(ExecutorOptions(kind="ray", tasks=2))
     _prepare(tmp_path, novels, {"pt": DATASETS["pt"]}, dist=dist)
     _same_bytes(engine_out, tmp_path, ["pt"])
+    assert not ray.is_initialized()  # the local Ray it started is gone with the prepare
 
 
 def test_without_datatrove_the_error_says_how_to_install(monkeypatch):

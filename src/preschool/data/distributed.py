@@ -207,11 +207,18 @@ class DatatroveDistributor(Distributor):
             from datatrove.executor import RayPipelineExecutor
         except ImportError:
             raise MissingDependency("ray", None, "--executor ray") from None
-        if not ray.is_initialized():
+        # a Ray this call starts (no cluster address: a local one) is shut down after it, so its worker
+        # processes and object store do not outlive the prepare; a caller's own ray.init() is left alone
+        started = not ray.is_initialized()
+        if started:
             ray.init(address=self.opts.ray_address or os.environ.get("RAY_ADDRESS"), ignore_reinit_error=True)
         ex = RayPipelineExecutor(pipeline=[step], tasks=tasks, workers=self.opts.workers, logging_dir=str(logs),
                                  cpus_per_task=self.opts.cpus_per_task, mem_per_cpu_gb=self.opts.mem_per_cpu_gb)
-        _run(ex, logs)
+        try:
+            _run(ex, logs)
+        finally:
+            if started:
+                ray.shutdown()
         if ex.get_incomplete_ranks(skip_completed=True):
             raise DataError(f"datatrove ray: tasks {ex.get_incomplete_ranks(skip_completed=True)} did not complete; "
                             f"see the task logs in {logs / 'logs'} and rerun (finished units are kept)")
