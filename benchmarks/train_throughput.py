@@ -92,7 +92,7 @@ def run_ours(model, data, steps, warm, batch, seq_len, out: Path, compile: "bool
     cfg = {"model": _model_dict(model), "batch_size": batch, "lr": 1e-3, "log_every": steps, "eval_every": 0,
            "val": [], "checkpoint_every": 10**9, "progress": False, "seed": 0, "compile": compile,
            "cpu_heap": cpu_heap, "precision": precision,
-           "stages": [{"name": "pt", "data": "rand", "tokens": steps * batch * seq_len, "warmup": 0.1}],
+           "stages": [{"name": "pt", "data": "rand", "tokens": steps * batch * seq_len, "schedule": {"warmup": 0.1}}],
            **(extra or {})}
     clock = _Clock()
 

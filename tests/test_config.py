@@ -106,3 +106,44 @@ def test_registry_did_you_mean():
     assert r.build("shuffle_dyck", {"tokens": 3}).cfg.tokens == 3
     with pytest.raises(ConfigError, match="did you mean 'shuffle_dyck'"):
         r.get("shuffle_dyk")
+
+
+@dataclass
+class Renamed:
+    """A config whose key ``size`` was once spelled ``old_size`` (the upgrade_raw hook)."""
+
+    size: int = 1
+
+    @classmethod
+    def upgrade_raw(cls, data, path):
+        if "old_size" not in data:
+            return data, []
+        at = f"{path}." if path else ""
+        data = {k: v for k, v in data.items() if k != "old_size"} | {"size": data["old_size"]}
+        return data, [f"{at}old_size -> {at}size"]
+
+
+@dataclass
+class Holder:
+    items: list[Renamed] = field(default_factory=list)
+
+
+def test_upgrade_raw_reads_old_spellings_with_one_warning_per_load():
+    with pytest.warns(FutureWarning) as rec:
+        h = from_dict(Holder, {"items": [{"old_size": 3}, {"size": 4}, {"old_size": 5}]})
+    assert [i.size for i in h.items] == [3, 4, 5]
+    assert len(rec) == 1  # the whole load warns once, naming every old field
+    msg = str(rec[0].message)
+    assert "items[0].old_size -> items[0].size" in msg and "items[2].old_size -> items[2].size" in msg
+    assert "items[1]" not in msg
+
+
+def test_upgrade_raw_runs_before_unknown_keys_and_is_silent_for_the_current_spelling():
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert from_dict(Holder, {"items": [{"size": 2}]}).items[0].size == 2
+    with pytest.raises(ConfigError, match="did you mean 'size'") as e:
+        from_dict(Holder, {"items": [{"sise": 2}]})
+    assert e.value.field == "items[0].sise"

@@ -12,14 +12,25 @@ Some configs are layered: an experiment's shared ``train:`` settings and an
 arm's own are *overlays* of ``TrainConfig`` (a few of its fields, each checked
 and typed on load, ``Annotated[dict, Partial(TrainConfig)]``), applied in order
 to a typed config by :func:`overlay`.
+
+A config whose YAML spelling changed keeps reading the old one through one
+hook: a classmethod ``upgrade_raw(data, path) -> (data, notes)`` on the
+dataclass rewrites its raw mapping into the current spelling before unknown
+keys are checked, and returns one note per old spelling it met
+(``"stages[0].warmup -> stages[0].schedule.warmup"``). ``from_dict`` gathers
+the notes of a whole load (nested configs included) into one
+``FutureWarning``. Code that upgrades stored configs without a user to tell
+(the run-folder check) calls the hook itself and drops the notes.
 """
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import difflib
 import types
 import typing
+import warnings
 from dataclasses import dataclass, field as dc_field
 from pathlib import Path
 from typing import Annotated, Any, Literal, Mapping, Union
@@ -125,9 +136,39 @@ def _coerce(tp: Any, value: Any, path: str) -> Any:
     return value
 
 
+# the old spellings met by the from_dict call in progress (None: no load in progress); the outermost
+# call warns once for all of them, so a file with ten old-style stages gives one warning, not ten
+_OLD_SPELLINGS: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("old_spellings", default=None)
+
+
 def from_dict(cls: type, data: dict | None, path: str = "") -> Any:
-    """Build dataclass ``cls`` from ``data``; unknown keys and bad values name their field."""
+    """Build dataclass ``cls`` from ``data``; unknown keys and bad values name their field.
+
+    Old spellings that ``cls`` (or a nested config) upgrades via ``upgrade_raw`` are read as the
+    new ones, with one ``FutureWarning`` per call naming each old field path and its new spelling.
+    """
+    notes = _OLD_SPELLINGS.get()
+    if notes is not None:
+        return _from_dict(cls, data, path, notes)
+    notes = []
+    token = _OLD_SPELLINGS.set(notes)
+    try:
+        obj = _from_dict(cls, data, path, notes)
+    finally:
+        _OLD_SPELLINGS.reset(token)
+    if notes:
+        shown = "; ".join(notes[:6]) + (f"; and {len(notes) - 6} more" if len(notes) > 6 else "")
+        warnings.warn(f"old config spelling read as the new one (write the new one; the old is read for now): "
+                      f"{shown}", FutureWarning, stacklevel=2)
+    return obj
+
+
+def _from_dict(cls: type, data: dict | None, path: str, notes: list[str]) -> Any:
     data = dict(data or {})
+    upgrade = getattr(cls, "upgrade_raw", None)
+    if upgrade is not None:
+        data, met = upgrade(data, path)
+        notes.extend(met)
     hints = typing.get_type_hints(cls, include_extras=True)
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
     unknown = [k for k in data if k not in fields]

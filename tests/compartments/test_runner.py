@@ -23,7 +23,7 @@ TRAIN = {"batch_size": 4, "lr": 3.0e-3, "weight_decay": 0.0, "val_rows": 4, "pro
 BASE = {"seq_len": 16, "corpora": {"storybook": {"source": "storybook", "seed": 0}},
         "tokenizer": {"kind": "train", "vocab_size": 260, "sample_documents": 100},
         "model": {"preset": "micro", "family": "qwen2", "tie_embeddings": False}, "train": TRAIN}
-STAGE = {"name": "train", "tokens": 640, "schedule": "constant", "warmup": 2}  # 10 steps
+STAGE = {"name": "train", "tokens": 640, "schedule": {"name": "constant", "warmup": 2}}  # 10 steps
 
 
 def _cm(**kw):

@@ -54,3 +54,12 @@ def test_linear_is_hf_linear_with_warmup():
     cfg = ScheduleConfig(name="linear", lr=1.0, warmup=2, min_lr_ratio=0.0)
     # HF get_linear_schedule_with_warmup: step/warmup during warm-up (here (step+1)/w), then (total-step)/(total-w)
     assert [round(lr_at(s, 6, cfg), 6) for s in range(6)] == [0.5, 1.0, 1.0, 0.75, 0.5, 0.25]
+
+
+def test_lr_unset_means_the_runs_lr_and_lr_at_refuses_it_unresolved():
+    cfg = ScheduleConfig(name="constant")
+    assert cfg.lr is None and cfg.resolved(3e-4).lr == 3e-4
+    assert ScheduleConfig(lr=1e-2).resolved(3e-4).lr == 1e-2  # a schedule's own lr wins
+    assert lr_at(0, 10, cfg.resolved(3e-4)) == 3e-4
+    with pytest.raises(ValueError, match="schedule.lr is unset"):
+        lr_at(0, 10, cfg)

@@ -29,9 +29,10 @@ def test_config_errors_name_fields(micro_cfg):
                                                 {"name": "b", "data": "x", "tokens": -5}]))
     with pytest.raises(ConfigError, match=r"stages\[0\]\.embeddings_at_start"):
         from_dict(TrainConfig, micro_cfg(stages=[{"name": "a", "data": "x", "tokens": 10, "embeddings_at_start": "mean"}]))
-    with pytest.raises(ConfigError, match=r"stages\[1\]\.lr"):
+    with pytest.raises(ConfigError, match=r"stages\[1\]\.schedule\.lr"):
         from_dict(TrainConfig, micro_cfg(stages=[{"name": "a", "data": "x", "tokens": 10, "group": "g"},
-                                                {"name": "b", "data": "x", "tokens": 10, "group": "g", "lr": 1.0}]))
+                                                {"name": "b", "data": "x", "tokens": 10, "group": "g",
+                                                 "schedule": {"lr": 1.0}}]))
 
 
 def test_unknown_dataset_names_stage(tmp_path, datasets, micro_cfg):
@@ -66,9 +67,9 @@ def test_run_folder_layout_and_learning(tmp_path, datasets, micro_cfg):
 
 @pytest.mark.parametrize("how", ["stop", "crash"])
 def test_resume_reproduces_uninterrupted_run(tmp_path, datasets, how, micro_cfg, stop_at):
-    cfg = micro_cfg(stages=[{"name": "ppt", "data": "synth", "tokens": 4 * 16 * 5, "warmup": 2},
-                            {"name": "pt", "data": {"text": 3, "synth": 1}, "tokens": 4 * 16 * 9, "schedule": "wsd",
-                             "wsd_decay": 0.3}],
+    cfg = micro_cfg(stages=[{"name": "ppt", "data": "synth", "tokens": 4 * 16 * 5, "schedule": {"warmup": 2}},
+                            {"name": "pt", "data": {"text": 3, "synth": 1}, "tokens": 4 * 16 * 9,
+                             "schedule": {"name": "wsd", "wsd_decay": 0.3}}],
                     checkpoint_every=3, log_every=2, attention_reset_between_docs=True)
     train(cfg, tmp_path / "a", datasets)
     b = tmp_path / "b"
@@ -109,10 +110,12 @@ def test_grad_accumulation_matches_full_batch(tmp_path, datasets, micro_cfg):
 
 
 def test_reset_optimizer_and_group_schedule(tmp_path, datasets, micro_cfg):
+    wsd = {"name": "wsd", "warmup": 2, "wsd_decay": 0.25}
     cfg = micro_cfg(stages=[
-        {"name": "pt1", "data": "text", "tokens": 4 * 16 * 4, "group": "pt", "warmup": 2, "schedule": "wsd", "wsd_decay": 0.25},
-        {"name": "syn", "data": "synth", "tokens": 4 * 16 * 2, "counts_as_pt": False, "warmup": 1, "lr": 1e-3},
-        {"name": "pt2", "data": "text", "tokens": 4 * 16 * 4, "group": "pt", "warmup": 2, "schedule": "wsd", "wsd_decay": 0.25},
+        {"name": "pt1", "data": "text", "tokens": 4 * 16 * 4, "group": "pt", "schedule": wsd},
+        {"name": "syn", "data": "synth", "tokens": 4 * 16 * 2, "counts_as_pt": False,
+         "schedule": {"warmup": 1, "lr": 1e-3}},
+        {"name": "pt2", "data": "text", "tokens": 4 * 16 * 4, "group": "pt", "schedule": wsd},
     ], lr=4e-3, checkpoint_every=100)
     seen = {}
 
@@ -260,9 +263,10 @@ def test_on_model_built_runs_before_optimizer(tmp_path, datasets, micro_cfg):
 
 
 def test_stop_on_last_step_of_grouped_stage_resumes_group(tmp_path, datasets, micro_cfg, stop_at):
-    cfg = micro_cfg(stages=[{"name": "a", "data": "text", "tokens": 4 * 16 * 3, "group": "pt", "warmup": 1},
+    warm = {"warmup": 1}
+    cfg = micro_cfg(stages=[{"name": "a", "data": "text", "tokens": 4 * 16 * 3, "group": "pt", "schedule": warm},
                             {"name": "s", "data": "synth", "tokens": 4 * 16 * 2},
-                            {"name": "b", "data": "text", "tokens": 4 * 16 * 3, "group": "pt", "warmup": 1}],
+                            {"name": "b", "data": "text", "tokens": 4 * 16 * 3, "group": "pt", "schedule": warm}],
                     checkpoint_every=100, eval_every=0)
     train(cfg, tmp_path / "straight", datasets)
     train(cfg, tmp_path / "r", datasets, callbacks=[stop_at(3)])  # stop exactly at the end of stage a

@@ -354,7 +354,7 @@ def write_report(cfg) -> Path:
                     carry += f", schedule shared by group '{st.group}'"
             if st.group is not None:
                 groups_seen.add(st.group)
-            bits = [f"{st.tokens:,} tokens of {data}", st.schedule, carry, f"embeddings: {st.embeddings_at_start}"]
+            bits = [f"{st.tokens:,} tokens of {data}", st.schedule.name, carry, f"embeddings: {st.embeddings_at_start}"]
             if not st.counts_as_pt:
                 bits.append("not counted as PT")
             steps.append(f"**{st.name}** ({', '.join(bits)})")

@@ -26,8 +26,8 @@ Example:
     model: {preset: tiny-1m}
     batch_size: 32
     stages:
-      - {name: ppt, data: dyck, tokens: 2_000_000, schedule: wsd, warmup: 0.1}
-      - {name: pt, data: {novels: 0.9, dyck: 0.1}, tokens: 20_000_000, warmup: 0.05}
+      - {name: ppt, data: dyck, tokens: 2_000_000, schedule: {name: wsd, warmup: 0.1}}
+      - {name: pt, data: {novels: 0.9, dyck: 0.1}, tokens: 20_000_000, schedule: {warmup: 0.05}}
   datasets: {dyck: data/dyck, novels: data/novels}
   tokenizer: data/tokenizer
 

@@ -1,5 +1,16 @@
 """What determines a training run: :class:`StageConfig` (one stage) and :class:`TrainConfig` (the run).
 
+A stage's LR schedule is one nested :class:`~.schedules.ScheduleConfig`::
+
+    stages:
+      - {name: pt, data: raw, tokens: 3e6, schedule: {name: cosine, warmup: 0.05, min_lr_ratio: 0.0}}
+      - {name: ft, data: qa, tokens: 1e5, schedule: constant}   # a bare name: that shape, the defaults
+
+``schedule.lr`` unset (null) means the run's ``lr``. The flat spelling of
+earlier versions (``schedule: wsd`` beside ``lr``, ``warmup``,
+``min_lr_ratio``, ``wsd_decay``, ``wsd_decay_shape`` on the stage) is still
+read, with a ``FutureWarning`` (:meth:`StageConfig.upgrade_raw`).
+
 Stage semantics (the trainer, train/trainer.py, carries them out):
 
 - ``reset_optimizer: true`` (default) gives the stage fresh AdamW moments and
@@ -18,9 +29,9 @@ Stage semantics (the trainer, train/trainer.py, carries them out):
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Literal, Mapping
+from typing import Any, Literal, Mapping
 
 from .. import config as C
 from ..config import check
@@ -31,6 +42,11 @@ from .model import ModelConfig
 from .schedules import ScheduleConfig
 
 
+# the schedule keys a stage carried flat before they moved into `schedule:` (the same names there;
+# the flat `schedule: <name>` is the shorthand that still stands)
+_FLAT_SCHEDULE_KEYS = ("lr", "warmup", "min_lr_ratio", "wsd_decay", "wsd_decay_shape")
+
+
 @dataclass
 class StageConfig:
     """One stage: ``data`` (dataset name or {name: weight}), token budget, schedule and carry-over rules."""
@@ -38,17 +54,37 @@ class StageConfig:
     name: str
     data: str | dict[str, float]
     tokens: int
-    schedule: Literal["cosine", "wsd", "constant", "linear"] = "cosine"
-    lr: float | None = None  # None: TrainConfig.lr
-    warmup: float = 0.0  # fraction of the stage (<1) or steps (>=1)
-    min_lr_ratio: float = 0.1
-    wsd_decay: float = 0.1
-    wsd_decay_shape: Literal["cosine", "linear"] = "cosine"
+    # the LR schedule (YAML: a mapping, or a bare name for that shape with defaults); lr null: TrainConfig.lr
+    schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
     reset_optimizer: bool = True
     counts_as_pt: bool = True
     pt_sources: list[str] | None = None  # mixture sources counted as PT; None = its language sources (docstring)
     group: str | None = None
     embeddings_at_start: Literal["keep", "reinit", "mean"] = "keep"
+
+    @classmethod
+    def upgrade_raw(cls, data: dict[str, Any], path: str = "") -> tuple[dict[str, Any], list[str]]:
+        """A raw stage mapping in the current spelling, and a note per old spelling met (config.py's hook).
+
+        ``schedule: <name>`` becomes ``schedule: {name: <name>}`` (a shorthand, no note); the flat
+        keys of earlier versions (``lr``, ``warmup``, ... on the stage) move into ``schedule``. A key
+        given both flat and inside ``schedule`` raises ConfigError naming the flat one.
+        """
+        at = f"{path}." if path else ""
+        data = dict(data)
+        sched = data.get("schedule")
+        if isinstance(sched, str):
+            data["schedule"] = sched = {"name": sched}
+        flat = [k for k in _FLAT_SCHEDULE_KEYS if k in data]
+        if not flat or not (sched is None or isinstance(sched, dict)):
+            return data, []  # nothing to move (a schedule that is no mapping fails in from_dict, named)
+        sched = dict(sched or {})
+        for k in flat:
+            if k in sched:
+                raise ConfigError(f"{at}{k}", f"given both here and as {at}schedule.{k}; keep only schedule.{k}")
+            sched[k] = data.pop(k)
+        data["schedule"] = sched
+        return data, [f"{at}{k} -> {at}schedule.{k}" for k in flat]
 
     @property
     def datasets(self) -> list[str]:
@@ -65,16 +101,12 @@ class StageConfig:
             for k, w in self.data.items():
                 check(w >= 0 and math.isfinite(w), f"data.{k}", f"weight must be >= 0, got {w}")
             check(sum(self.data.values()) > 0, "data", "mixture weights sum to 0")
-        if self.lr is not None:
-            check(self.lr > 0, "lr", f"must be > 0, got {self.lr}")
         for k, n in enumerate(self.pt_sources or []):
             check(n in self.datasets, f"pt_sources[{k}]", f"{n!r} is not a source of this stage ({self.datasets})")
-        self.schedule_config(1.0).validate()
-
-    def schedule_config(self, default_lr: float) -> ScheduleConfig:
-        return ScheduleConfig(name=self.schedule, lr=self.lr if self.lr is not None else default_lr,
-                              warmup=self.warmup, min_lr_ratio=self.min_lr_ratio, wsd_decay=self.wsd_decay,
-                              wsd_decay_shape=self.wsd_decay_shape)
+        # a StageConfig built in Python skips from_dict's coercion: say so here, not at the first step
+        check(isinstance(self.schedule, ScheduleConfig), "schedule",
+              f"must be a ScheduleConfig, got {type(self.schedule).__name__} (YAML: a mapping or a name)")
+        C.validate(self.schedule, "schedule")
 
 
 @dataclass
@@ -170,10 +202,12 @@ class TrainConfig:
             if s.group not in first:
                 first[s.group] = i
                 continue
-            f = self.stages[first[s.group]]
-            for k in ("schedule", "lr", "warmup", "min_lr_ratio", "wsd_decay", "wsd_decay_shape"):
-                check(getattr(s, k) == getattr(f, k), f"stages[{i}].{k}",
-                      f"stages of group {s.group!r} share one schedule; differs from stages[{first[s.group]}]")
+            # compared resolved: lr unset and lr equal to the run's are the same schedule
+            a, b = s.schedule.resolved(self.lr), self.stages[first[s.group]].schedule.resolved(self.lr)
+            differ = [f.name for f in fields(a) if getattr(a, f.name) != getattr(b, f.name)]
+            if differ:
+                raise ConfigError(f"stages[{i}].schedule.{differ[0]}", f"stages of group {s.group!r} share one "
+                                  f"schedule; differs from stages[{first[s.group]}]")
 
 
 def resolve_reserved_ids(cfg: TrainConfig, datasets: Mapping[str, str | Path]) -> TrainConfig:

@@ -15,7 +15,7 @@ from typing import Any, Mapping
 from .. import config as C
 from ..data.shards import content_sha256
 from ..errors import ConfigError
-from .configs import TrainConfig, resolve_reserved_ids
+from .configs import StageConfig, TrainConfig, resolve_reserved_ids
 
 _RESUME_FREE = {"progress", "tensorboard", "wandb", "cpu_heap", "activation_checkpointing", "eval_every",
                 "eval_schedule", "evals_per_decade", "val", "val_rows", "log_every", "checkpoint_every",
@@ -46,6 +46,17 @@ def _trained_on(cfg: TrainConfig) -> list[str]:
     return sorted({n for st in cfg.stages for n in st.datasets})
 
 
+def _current_spelling(train: dict) -> dict:
+    """A stored ``train`` tree with its stages in the current spelling (a folder written before a key
+    moved, e.g. the flat stage schedule keys of earlier versions, is the same run). No warning: the
+    user did not write that file."""
+    stages = train.get("stages")
+    if not isinstance(stages, list):
+        return train
+    return {**train, "stages": [StageConfig.upgrade_raw(st, f"train.stages[{i}]")[0] if isinstance(st, dict) else st
+                                for i, st in enumerate(stages)]}
+
+
 def run_config_tree(cfg: TrainConfig, datasets: Mapping[str, str | Path], tokenizer_dir: str | Path | None) -> dict:
     """What a run directory's ``config.yaml`` records: the config, dataset paths, and the content
     hashes of the datasets the stages train on."""
@@ -70,7 +81,7 @@ def check_run_dir(cfg: TrainConfig, out_dir: str | Path, datasets: Mapping[str, 
     cfg = resolve_reserved_ids(cfg, datasets)
     old = C.load_yaml(path)
     now = run_config_tree(cfg, datasets, tokenizer_dir)
-    old_train = old.get("train") or {}
+    old_train = _current_spelling(old.get("train") or {})
     defaults = C.to_dict(TrainConfig())
     a = {k: v for k, v in old_train.items() if k not in _RESUME_FREE}
     # a field added after the run was written, at its default, is the behaviour the run had

@@ -2,7 +2,7 @@
 
 A run is a list of stages trained one after another on the same weights.
 Each stage names its data (one dataset or a weighted mixture), a token
-budget and an LR schedule, and says what carries over:
+budget and an LR schedule (``schedule:``, a :class:`ScheduleConfig`), and says what carries over:
 
 - ``reset_optimizer: true`` (default) gives the stage fresh AdamW moments and
   its own schedule from warm-up: only the weights carry over. This is the
@@ -305,7 +305,7 @@ class Trainer:
         elif self.stage_step >= n:
             return  # stage finished before the checkpoint; its end was already processed
         mix = self.plan.mixtures[i]
-        sched = s.schedule_config(self.cfg.lr)
+        sched = s.schedule.resolved(self.cfg.lr)
         sched_total = self.plan.schedule_steps(i)
         for cb in self.callbacks:
             cb.on_stage_start(self, s)
