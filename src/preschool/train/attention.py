@@ -74,6 +74,20 @@ def use_flex(model) -> None:
     model.set_attn_implementation(FLEX_IMPL)
 
 
+def enable_doc_attention(model, mode: str) -> None:
+    """Ready ``model`` for per-document masks in ``mode`` (``dense`` or ``flex``, see :func:`resolve_doc_attention`).
+
+    ``flex`` switches it to the flex implementation; ConfigError naming ``attention_reset_between_docs``
+    when its attention implementation takes no such mask (``sdpa``, ``eager`` and flex do).
+    """
+    if mode == "flex":
+        use_flex(model)
+    impl = getattr(model.config, "_attn_implementation", None)
+    if impl not in ("sdpa", "eager", FLEX_IMPL):
+        raise ConfigError("attention_reset_between_docs",
+                          f"not supported with attention implementation {impl!r} (needs sdpa, eager or flex)")
+
+
 def doc_attention_kwargs(model, seg: torch.Tensor) -> dict[str, Any]:
     """``attention_mask`` and ``position_ids`` for an HF forward attending within documents only.
 

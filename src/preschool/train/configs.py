@@ -14,13 +14,20 @@ read, with a ``FutureWarning`` (:meth:`StageConfig.upgrade_raw`).
 Stage semantics (the trainer, train/trainer.py, carries them out):
 
 - ``reset_optimizer: true`` (default) gives the stage fresh AdamW moments and
-  its own schedule from warm-up: only the weights carry over (the verify-ppt
-  PPT -> PT protocol).
+  its own schedule from warm-up: only the weights carry over. This is the
+  verify-ppt PPT -> PT protocol (``load_optimizer: false``,
+  ``load_lr_scheduler: false``; spec synthetic_ppt.md A.4).
 - ``group``: stages with the same group share one schedule spanning their
-  summed steps and one optimizer state, saved and restored around stages of
-  other groups; schedule settings come from the group's first stage.
-- ``embeddings_at_start``: ``keep``, ``reinit`` or ``mean`` (rows outside
-  ``reserved_ids = [lo, hi)`` set to the mean of the reserved rows).
+  summed steps and one optimizer state. If a stage of another group runs in
+  between, the group's optimizer state and schedule position are saved and
+  restored when it resumes; if the resumed stage reads the same data as the
+  group's first stage, it also continues that data stream (no row repeats).
+  This is the "insert a synthetic stage after X% of PT" timing variant.
+  Schedule settings come from the group's first stage.
+- ``embeddings_at_start``: ``keep``, ``reinit`` (input embeddings ~ N(0,
+  init_std); with tied embeddings the head changes too) or ``mean`` (every row
+  outside ``reserved_ids = [lo, hi)`` set to the mean of the reserved rows),
+  the transfer options of procedural pretraining (Shinnick et al. 2025).
 
 ``reserved_ids: auto`` is resolved from the datasets' shard manifests by
 :func:`resolve_reserved_ids` before training and before a run folder is checked.

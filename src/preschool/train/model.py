@@ -314,6 +314,36 @@ def resize_vocab(model, new_size: int, std: float | None = None, seed: int = 0):
         return model
 
 
+def set_input_embeddings(model, how: str, seed: list[int], init_std: float,
+                         reserved_ids: tuple[int, int] | None = None) -> None:
+    """Overwrite the input embeddings in place (``embeddings_at_start`` of a stage).
+
+    ``reinit``: every row ~ N(0, ``init_std``), drawn from ``seed`` (numpy seed entropy, so one
+    stage's draw is a pure function of its key); with tied embeddings the LM head changes too.
+    ``mean``: every row outside ``reserved_ids = [lo, hi)`` becomes the mean of the reserved rows.
+    Works on FSDP-sharded weights (the whole matrix is assembled, changed, and written back).
+    """
+    import numpy as np
+    import torch
+
+    from .parallel import assign_full, full_tensor
+
+    with torch.no_grad():
+        param = model.get_input_embeddings().weight
+        emb = full_tensor(param).clone()  # under FSDP each rank holds rows of it: work on the whole
+        if how == "reinit":
+            gen = torch.Generator(device="cpu").manual_seed(int(np.random.default_rng(seed).integers(2**62)))
+            emb.copy_(torch.randn(emb.shape, generator=gen).mul_(init_std).to(emb))
+        elif how == "mean":
+            lo, hi = reserved_ids  # type: ignore[misc]
+            keep = torch.zeros(emb.shape[0], dtype=torch.bool, device=emb.device)
+            keep[lo:hi] = True
+            emb[~keep] = emb[lo:hi].mean(dim=0)
+        else:
+            raise ValueError(f"embeddings: unknown setting {how!r} (reinit or mean)")
+        assign_full(param, emb)
+
+
 def head_dim(hf) -> int:
     """Attention head size of an HF config (``head_dim`` when set, else hidden / heads)."""
     return int(getattr(hf, "head_dim", None) or hf.hidden_size // hf.num_attention_heads)

@@ -2,23 +2,9 @@
 
 A run is a list of stages trained one after another on the same weights.
 Each stage names its data (one dataset or a weighted mixture), a token
-budget and an LR schedule (``schedule:``, a :class:`ScheduleConfig`), and says what carries over:
-
-- ``reset_optimizer: true`` (default) gives the stage fresh AdamW moments and
-  its own schedule from warm-up: only the weights carry over. This is the
-  verify-ppt PPT -> PT protocol (``load_optimizer: false``,
-  ``load_lr_scheduler: false``; spec synthetic_ppt.md A.4).
-- ``group``: stages with the same group share one schedule spanning their
-  summed steps and one optimizer state. If a stage of another group runs in
-  between, the group's optimizer state and schedule position are saved and
-  restored when it resumes; if the resumed stage reads the same data as the
-  group's first stage, it also continues that data stream (no row repeats).
-  This is the "insert a synthetic stage after X% of PT" timing variant.
-  Schedule settings come from the group's first stage.
-- ``embeddings_at_start``: ``keep``, ``reinit`` (input embeddings ~ N(0,
-  init_std); with tied embeddings the head changes too) or ``mean`` (every row
-  outside ``reserved_ids = [lo, hi)`` set to the mean of the reserved rows),
-  the transfer options of procedural pretraining (Shinnick et al. 2025).
+budget and an LR schedule (``schedule:``, a :class:`ScheduleConfig`), and says
+what carries over (``reset_optimizer``, ``group``, ``embeddings_at_start``:
+their semantics are in :mod:`.configs`).
 
 Optimisation: AdamW (torch's fused kernel on CPU and CUDA) with weight decay on
 matrices only (no decay on norms or biases; input embeddings and LM head
@@ -49,7 +35,6 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping, Sequence
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -60,18 +45,16 @@ from ..io import read_json, write_json, write_text
 from ..device import resolve_device
 from ..layout import checkpoint_dir
 from . import checkpoint
-from .attention import doc_attention_kwargs, resolve_doc_attention, use_flex
-from .callbacks.base import Callback
-# the configs and the run-folder fingerprint have their own modules; re-exported here
-# (``from preschool.train.trainer import TrainConfig, check_run_dir`` keeps working)
-from .configs import StageConfig, TrainConfig, resolve_reserved_ids  # noqa: F401
+from .attention import doc_attention_kwargs, enable_doc_attention, resolve_doc_attention
+from .callbacks import Callback, with_builtins
+from .configs import StageConfig, TrainConfig, resolve_reserved_ids
 from .cpu_heap import retain_freed_memory
 from .kernels import apply_liger, compile_blocks, compile_mode, resolve_kernels
 from .loss import FusedLoss, resolve_fused_loss
-from .model import build_model
+from .model import build_model, set_input_embeddings
 from .optim import adamw
-from .parallel import _dist, assign_full, full_tensor, make_parallel
-from .run_dir import check_run_dir, run_config_tree  # noqa: F401
+from .parallel import _dist, make_parallel
+from .run_dir import check_run_dir, run_config_tree
 from .schedules import ScheduleConfig, lr_at
 from .stages import StagePlan, model_vocab_size
 from ..seeds import EMBEDDING_REINIT
@@ -109,20 +92,7 @@ class Trainer:
         self.loss_path = resolve_fused_loss(cfg.fused_loss, self.device,
                                             self.micro * max(m.seq_len for m in self.plan.mixtures), self.vocab_size)
 
-        from .callbacks.checkpoint import CheckpointCallback
-        from .callbacks.metrics import MetricsLogger
-        from .callbacks.progress import ProgressBar
-        from .callbacks.validation import ValidationCallback
-
-        builtin: list[Callback] = [MetricsLogger()]
-        if cfg.progress:
-            builtin.append(ProgressBar())
-        builtin.append(ValidationCallback())
-        if cfg.wandb is not None:
-            from .callbacks.wandb import WandbLogger
-
-            builtin.append(WandbLogger(cfg.wandb))
-        self.callbacks: list[Callback] = [*builtin, *callbacks, CheckpointCallback()]
+        self.callbacks = with_builtins(cfg, callbacks)
         self.needs_hidden = any(getattr(cb, "needs_hidden_states", False) for cb in self.callbacks)
 
         # live state: the position, and where the current stage's schedule and data stream start
@@ -137,7 +107,8 @@ class Trainer:
         self.lr = 0.0
         self.should_stop = False
         self.resumed_from: Path | None = None
-        self._acc = {"loss_sum": 0.0, "steps": 0, "tokens": 0}  # since the last train row (loss_sum: _acc_loss)
+        # since the last train row; the loss sums up in _acc_loss (a tensor: no host sync per step)
+        self._acc = {"loss_sum": 0.0, "steps": 0, "tokens": 0}
         self._acc_loss = torch.zeros((), dtype=torch.float64)
         self._t_last = time.perf_counter()
         self.last_val: dict[str, float] = {}
@@ -240,12 +211,7 @@ class Trainer:
         for cb in self.callbacks:
             cb.on_model_built(self)
         if cfg.attention_reset_between_docs:
-            if self.doc_attention == "flex":
-                use_flex(self.model)
-            impl = getattr(self.model.config, "_attn_implementation", None)
-            if impl not in ("sdpa", "eager", "flex_attention"):
-                raise ConfigError("attention_reset_between_docs",
-                                  f"not supported with attention implementation {impl!r} (needs sdpa, eager or flex)")
+            enable_doc_attention(self.model, self.doc_attention)
         if self.kernels == "liger":
             apply_liger(self.model)
         if compile_mode(cfg.compile) == "blocks":
@@ -339,51 +305,8 @@ class Trainer:
             self.sched_base = 0
             self.data_base = 0
         if s.embeddings_at_start != "keep":
-            self._set_embeddings(i, s.embeddings_at_start)
-
-    @torch.no_grad()
-    def _set_embeddings(self, i: int, how: str) -> None:
-        param = self.model.get_input_embeddings().weight
-        emb = full_tensor(param).clone()  # under FSDP each rank holds rows of it: work on the whole
-        if how == "reinit":
-            seed = int(np.random.default_rng([self.cfg.seed, i, EMBEDDING_REINIT]).integers(2**62))
-            gen = torch.Generator(device="cpu").manual_seed(seed)
-            emb.copy_(torch.randn(emb.shape, generator=gen).mul_(self.cfg.model.init_std).to(emb))
-        else:  # mean of the reserved rows into every language row
-            lo, hi = self.cfg.reserved_ids  # type: ignore[misc]
-            mean = emb[lo:hi].mean(dim=0)
-            keep = torch.zeros(emb.shape[0], dtype=torch.bool, device=emb.device)
-            keep[lo:hi] = True
-            emb[~keep] = mean
-        assign_full(param, emb)
-
-    def _forward_loss(self, mb: dict[str, torch.Tensor], scale: float, share: float):
-        kw: dict[str, Any] = {"use_cache": False}
-        if self.cfg.attention_reset_between_docs and "segments" in mb:
-            kw.update(doc_attention_kwargs(self.model, mb["segments"]))
-        if self.needs_hidden:
-            kw["output_hidden_states"] = True
-        if self.loss_path != "off":
-            # no logits from the model (an empty position list); the loss reads the final
-            # (normed) hidden states, which the HF model returns as hidden_states[-1]
-            kw["logits_to_keep"] = torch.empty(0, dtype=torch.long, device=self.device)
-            kw.setdefault("output_hidden_states", -1)
-        with torch.autocast(self.device.type, dtype=self.amp_dtype, enabled=self.amp_dtype is not None):
-            if self.fused_loss is not None:  # computed inside the forward: the head weight is whole there
-                with self.fused_loss.labels(mb["labels"]):
-                    out = self.fwd_model(input_ids=mb["input_ids"], **kw)
-                ce = out.loss
-            else:
-                out = self.fwd_model(input_ids=mb["input_ids"], **kw)
-                logits = out.logits
-                ce = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), mb["labels"].reshape(-1),
-                                     ignore_index=IGNORE_INDEX, reduction="sum")
-            loss = ce * scale
-            for cb in self.callbacks:
-                extra = cb.extra_loss(self.model, mb, out)
-                if extra is not None:
-                    loss = loss + extra * share
-        return loss, ce
+            set_input_embeddings(self.model, s.embeddings_at_start, seed=[self.cfg.seed, i, EMBEDDING_REINIT],
+                                 init_std=self.cfg.model.init_std, reserved_ids=self.cfg.reserved_ids)
 
     def _train_step(self, mix: Mixture, sched: ScheduleConfig, sched_total: int) -> None:
         self.lr = lr_at(self.sched_base + self.stage_step, sched_total, sched)
@@ -424,6 +347,34 @@ class Trainer:
         self.pt_tokens += self.plan.step_pt_tokens[self.stage_index]
         self._acc["steps"] += 1
         self._acc["tokens"] += step_tokens
+
+    def _forward_loss(self, mb: dict[str, torch.Tensor], scale: float, share: float):
+        kw: dict[str, Any] = {"use_cache": False}
+        if self.cfg.attention_reset_between_docs and "segments" in mb:
+            kw.update(doc_attention_kwargs(self.model, mb["segments"]))
+        if self.needs_hidden:
+            kw["output_hidden_states"] = True
+        if self.loss_path != "off":
+            # no logits from the model (an empty position list); the loss reads the final
+            # (normed) hidden states, which the HF model returns as hidden_states[-1]
+            kw["logits_to_keep"] = torch.empty(0, dtype=torch.long, device=self.device)
+            kw.setdefault("output_hidden_states", -1)
+        with torch.autocast(self.device.type, dtype=self.amp_dtype, enabled=self.amp_dtype is not None):
+            if self.fused_loss is not None:  # computed inside the forward: the head weight is whole there
+                with self.fused_loss.labels(mb["labels"]):
+                    out = self.fwd_model(input_ids=mb["input_ids"], **kw)
+                ce = out.loss
+            else:
+                out = self.fwd_model(input_ids=mb["input_ids"], **kw)
+                logits = out.logits
+                ce = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), mb["labels"].reshape(-1),
+                                     ignore_index=IGNORE_INDEX, reduction="sum")
+            loss = ce * scale
+            for cb in self.callbacks:
+                extra = cb.extra_loss(self.model, mb, out)
+                if extra is not None:
+                    loss = loss + extra * share
+        return loss, ce
 
     # -- logging -------------------------------------------------------------
     def log(self, row: dict[str, Any]) -> None:
