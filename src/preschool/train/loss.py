@@ -206,12 +206,18 @@ class FusedLoss:
             raise ConfigError("fused_loss", f"a fused loss path is 'chunked' or 'liger', got {path!r}")
         self.path = path
         self._labels: torch.Tensor | None = None
+        self._keep_hidden = True
         self._handle = model.register_forward_hook(self._hook, prepend=True)
 
     @contextlib.contextmanager
-    def labels(self, labels: torch.Tensor) -> Iterator[None]:
-        """The next forward of the model in this block computes its loss against ``labels``."""
-        self._labels = labels
+    def labels(self, labels: torch.Tensor, keep_hidden: bool = True) -> Iterator[None]:
+        """The next forward of the model in this block computes its loss against ``labels``.
+
+        ``keep_hidden=False``: the output's ``hidden_states`` (asked for only so the loss can read the
+        last one) are dropped from it once the loss is computed. Under FSDP2 the first of them is a view
+        (the input FSDP hooks for the first block's backward), which FSDP warns about in a root's output.
+        """
+        self._labels, self._keep_hidden = labels, keep_hidden
         try:
             yield
         finally:
@@ -226,6 +232,8 @@ class FusedLoss:
             raise ConfigError("fused_loss", f"{type(module).__name__} returned no hidden_states; call it with "
                               "output_hidden_states so the fused loss can read the final hidden state")
         output["loss"] = linear_cross_entropy(self.path, hidden[-1], module.get_output_embeddings().weight, labels)
+        if not self._keep_hidden:
+            output["hidden_states"] = None
         return output
 
     def remove(self) -> None:

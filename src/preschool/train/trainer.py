@@ -361,7 +361,7 @@ class Trainer:
             kw.setdefault("output_hidden_states", -1)
         with torch.autocast(self.device.type, dtype=self.amp_dtype, enabled=self.amp_dtype is not None):
             if self.fused_loss is not None:  # computed inside the forward: the head weight is whole there
-                with self.fused_loss.labels(mb["labels"]):
+                with self.fused_loss.labels(mb["labels"], keep_hidden=self.needs_hidden):
                     out = self.fwd_model(input_ids=mb["input_ids"], **kw)
                 ce = out.loss
             else:
