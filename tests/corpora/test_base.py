@@ -78,3 +78,38 @@ def test_chunking_properties(raw, limit, mode):
     assert "".join("".join(chunks).split()) == "".join(text.split())  # every visible character, in order, once
     if mode == "paragraphs":
         assert all(len(c) <= limit for c in chunks)
+
+
+def _restarts(lines, mode, chunk_chars, max_chars, every=1):
+    """Chunk ``lines`` (marked with their index) whole, then again from the place of every ``every``-th chunk
+    that has one; returns (chunks, how many had a place). Each restart must give the rest exactly."""
+    from preschool.corpora.base import chunk_marked
+
+    marked = [(ln, {"line": i}) for i, ln in enumerate(lines)]
+    whole = list(chunk_marked(marked, mode, chunk_chars, max_chars))
+    placed = [i for i, (_, place) in enumerate(whole) if place is not None]
+    for i in placed[::every]:
+        place = whole[i][1]
+        assert list(chunk_marked(marked[place["line"]:], mode, chunk_chars, max_chars, place["state"])) == whole[i:]
+    return [c for c, _ in whole], len(placed)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="ab. \n\t\x0c", max_size=600), st.integers(1, 60), st.integers(1, 90),
+       st.sampled_from(["paragraphs", "lines", "none"]))
+def test_a_chunk_with_a_place_restarts_there(text, limit, longest, mode):
+    """chunk_marked from a chunk's place (its line and the chunker state) yields that chunk and all after it,
+    as chunking the whole text does, in every mode and with lines cut by max_chars."""
+    chunks, _ = _restarts(text.split("\n"), mode, limit, longest)
+    assert chunks == chunk_text(text, mode, limit, longest)
+
+
+@pytest.mark.parametrize("mode, chunk_chars, max_chars", [("paragraphs", 400, 2000), ("lines", 400, 1000),
+                                                          ("none", 400, 20_000)])
+def test_novel_chunks_restart_at_their_places(shared_data, mode, chunk_chars, max_chars):
+    """On a real novel (and the same text without blank lines: one paragraph taken line by line) most chunks
+    have a place, and a restart at any of them gives the rest of the chunks exactly."""
+    text = clean_text((shared_data / "novels" / "Barclay_Postern_1911.txt").read_text(encoding="utf-8"))
+    for lines in (text.split("\n"), [ln for ln in text.split("\n") if ln.strip()]):
+        chunks, placed = _restarts(lines, mode, chunk_chars, max_chars, every=37)
+        assert len(chunks) > 10 and placed > len(chunks) // 3

@@ -314,7 +314,8 @@ def local_corpus(tmp_path, shared_data):
 @pytest.mark.parametrize("split", ["paragraphs", "none"])
 def test_a_file_read_continues_at_any_document_position(local_corpus, split, file_reads):
     """In every local format, iter_documents(start=position) gives the documents and counts of an uninterrupted
-    read from there on, opens no file before the position's, and seeks inside JSON Lines to the record."""
+    read from there on, opens no file before the position's, and seeks inside JSON Lines to the record and
+    inside a text file to the line of the piece (or of the latest piece a fresh read can produce again)."""
     c = cfg(source="auto", path=str(local_corpus), split_documents=split, max_chars=200_000, on_bad_record="drop")
     whole = ReadStats()
     docs = list(iter_documents(c, whole))
@@ -336,9 +337,10 @@ def test_a_file_read_continues_at_any_document_position(local_corpus, split, fil
         assert st.as_dict() == whole.as_dict()
         # nothing before the position's file was opened
         assert min(f.relative_to(local_corpus).as_posix() for f in file_reads.opened) == pos["path"]
-        if pos["path"].endswith(".jsonl"):  # read from the record's line on, not from the file's start
-            assert file_reads.starts[0] == (local_corpus / "paras.jsonl", pos["at"]["offset"])
-            assert pos["at"]["offset"] >= 3
+        if pos["path"].endswith((".jsonl", ".txt")):  # read from the record's (piece's) line on, not the file's start
+            assert file_reads.starts[0] == (local_corpus / pos["path"], pos["at"]["offset"])
+            assert pos["at"]["offset"] >= 3 and pos["piece"] >= pos["at"].get("first", 0)
+        if pos["path"].endswith(".jsonl"):
             assert pos["at"]["line"] == docs[i].meta["line"]
         if pos["path"].endswith(".parquet"):
             assert pos["at"]["row"] == docs[i].meta["row"]

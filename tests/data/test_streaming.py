@@ -175,9 +175,9 @@ def _novel_excerpts(folder, shared_data, fmt):
 
 @pytest.mark.parametrize("fmt", ["text", "jsonl", "parquet"])
 def test_a_local_folder_resumes_at_its_file_position(tmp_path, fmt, shared_data, die_at_unit, file_reads):
-    """Killed while building unit 3, a prepare of a folder read directly resumes at the file (and record) unit 3
-    starts in: no file before it is opened again, and the shards, checksums and read counts are the ones an
-    uninterrupted run writes."""
+    """Killed while building unit 3, a prepare of a folder read directly resumes at the file (and line or row group)
+    unit 3 starts in: no file before it is opened again, and the shards, checksums and read counts are the ones
+    an uninterrupted run writes."""
     src = tmp_path / "src"
     _novel_excerpts(src, shared_data, fmt)
     corpus = CorpusConfig(source="auto", path=str(src), split_documents="paragraphs", chunk_chars=400)
@@ -195,6 +195,7 @@ def test_a_local_folder_resumes_at_its_file_position(tmp_path, fmt, shared_data,
     start = json.loads(next(run.glob(".pt.work-*/u000003.start.json")).read_text())["position"]
     assert start["file"] >= 1 and start["read"]["documents"] == start["documents"] > 0
     file_reads.opened.clear()
+    file_reads.starts.clear()
     prepare(run, 2)
     assert content_sha256(run / "pt") == content_sha256(ref / "pt")
     for name in ("train/manifest.json", "val/manifest.json", "train.doc_ids.txt"):
@@ -202,3 +203,5 @@ def test_a_local_folder_resumes_at_its_file_position(tmp_path, fmt, shared_data,
     ours, theirs = (json.loads((d / "pt" / "dataset.json").read_text()) for d in (run, ref))
     assert ours["read"] == theirs["read"] and ours["read"]["files"] > start["file"] + 1
     assert min(f.relative_to(src).as_posix() for f in file_reads.opened) == start["path"]
+    if fmt != "parquet":  # text and JSON Lines: read from the line unit 3 starts on (or a piece before it)
+        assert file_reads.starts[0] == (src / start["path"], start["at"]["offset"])

@@ -21,7 +21,7 @@ import hashlib
 import re
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator, Literal
+from typing import Any, Iterable, Iterator, Literal
 
 from ..config import check
 from ..registry import Registry
@@ -278,18 +278,23 @@ def _cut_long(line: str, chunk_chars: int) -> Iterator[str]:
         yield line[start:]
 
 
-def join_segments(segments: Iterable[tuple[str, bool]], max_chars: int) -> Iterator[str]:
-    """Lines from ``(text, ends_line)`` segments of a stream, each line at most ``max_chars`` long.
+def join_segments(segments: Iterable[tuple[str, bool, Any]], max_chars: int) -> Iterator[tuple[str, Any]]:
+    """``(line, mark)`` from ``(text, ends_line, mark)`` segments of a stream, each line at most ``max_chars`` long.
 
     A line longer than ``max_chars`` comes out as several lines, cut as
     :func:`_cut_long` cuts (sentence end, else space), so memory stays about
     ``max_chars`` plus one segment however long the line is in the input. The
     last segment of a stream ends no line: what follows the last line end is
     the last line (empty when the input ends with a newline), as ``str.split("\\n")``.
+    A line carries the mark of the segment it starts with (a reader's place in its
+    input, see :func:`chunk_marked`); the pieces after a cut carry None.
     """
     buf: list[str] = []
     size = 0
-    for text, ends_line in segments:
+    mark = None
+    for text, ends_line, m in segments:
+        if not buf:
+            mark = m
         buf.append(text)
         size += len(text)
         if size > max_chars:
@@ -299,74 +304,93 @@ def join_segments(segments: Iterable[tuple[str, bool]], max_chars: int) -> Itera
                 cut = _cut_point(joined, start, max_chars)
                 piece = joined[start:cut].rstrip()
                 if piece.strip():
-                    yield piece
+                    yield piece, mark
+                    mark = None
                 start = cut
-            buf, size = [joined[start:]], len(joined) - start
+            buf, size, mark = [joined[start:]], len(joined) - start, None
         if ends_line:
-            yield "".join(buf)
-            buf, size = [], 0
-    yield "".join(buf)
+            yield "".join(buf), mark
+            buf, size, mark = [], 0, None
+    yield "".join(buf), mark
 
 
-def _bounded(lines: Iterable[str], max_chars: int | None) -> Iterator[str]:
-    """``lines`` with every line over ``max_chars`` cut into pieces (see :func:`_cut_long`)."""
-    for ln in lines:
+def _bounded(lines: Iterable[tuple[str, Any]], max_chars: int | None) -> Iterator[tuple[str, Any]]:
+    """``(line, mark)`` pairs with every line over ``max_chars`` cut into pieces (see :func:`_cut_long`); only a
+    first piece that starts its line (the line does not start with a space) keeps the line's mark."""
+    for ln, mark in lines:
         if max_chars is None or len(ln) <= max_chars:
-            yield ln
+            yield ln, mark
         else:
-            yield from _cut_long(ln, max_chars)
+            keep = mark if ln[:1].strip() else None  # else the first window may be blank and not come out
+            for piece in _cut_long(ln, max_chars):
+                yield piece, keep
+                keep = None
 
 
-def _pack_lines(lines: Iterable[str], max_chars: int | None) -> Iterator[str]:
+def _place(mark: Any, **state: Any) -> dict | None:
+    """Where a chunk starting at a line with ``mark`` can be produced again: the mark and the chunker state there."""
+    return None if mark is None else {**mark, "state": state}
+
+
+def _pack_lines(lines: Iterable[tuple[str, Any]], max_chars: int | None,
+                cut: bool = False) -> Iterator[tuple[str, dict | None]]:
     """Mode ``none``: the whole text (lines joined with newlines), cut at line ends into pieces of at most ``max_chars``.
 
-    A text that fits is returned exactly; otherwise whitespace-only pieces are skipped.
+    A text that fits is returned exactly; otherwise whitespace-only pieces are skipped. ``cut``:
+    a piece was already cut off before ``lines`` (a read continued inside the text).
     """
     buf: list[str] = []
     size = 0
-    cut = False
-    for ln in _bounded(lines, max_chars):
+    start = None
+    for ln, mark in _bounded(lines, max_chars):
         add = len(ln) + (1 if buf else 0)
         if buf and max_chars is not None and size + add > max_chars:
             text = "\n".join(buf)
             if text.strip():
-                yield text
+                yield text, start
             buf, size, cut, add = [], 0, True, len(ln)
+        if not buf:
+            start = _place(mark, cut=cut)
         buf.append(ln)
         size += add
     text = "\n".join(buf)
     if not cut or text.strip():
-        yield text
+        yield text, start
 
 
 class _Packer:
-    """Greedy chunk builder: pieces (with the separator that stood before them) until the next would overflow."""
+    """Greedy chunk builder: pieces (with the separator that stood before them) until the next would overflow.
+
+    Each chunk comes out with the place of its first piece (``add``'s ``place``)."""
 
     def __init__(self, limit: int):
         self.limit = limit
         self.cur: list[str] = []
         self.size = 0
+        self.place: dict | None = None
 
-    def add(self, piece: str, sep: str) -> Iterator[str]:
+    def add(self, piece: str, sep: str, place: dict | None = None) -> Iterator[tuple[str, dict | None]]:
         if self.cur and self.size + len(sep) + len(piece) > self.limit:
-            yield "".join(self.cur)
+            yield "".join(self.cur), self.place
             self.cur, self.size = [], 0
         if self.cur:
             self.cur.append(sep)
             self.size += len(sep)
+        else:
+            self.place = place
         self.cur.append(piece)
         self.size += len(piece)
 
-    def add_line(self, line: str, sep: str) -> Iterator[str]:
+    def add_line(self, line: str, sep: str, place: dict | None = None) -> Iterator[tuple[str, dict | None]]:
         if len(line) <= self.limit:
-            yield from self.add(line, sep)
+            yield from self.add(line, sep, place)
             return
         for k, piece in enumerate(_cut_long(line, self.limit)):
-            yield from self.add(piece, sep if k == 0 else " ")
+            yield from self.add(piece, sep if k == 0 else " ", place if k == 0 and line[:1].strip() else None)
 
-    def flush(self) -> Iterator[str]:
+    def flush(self) -> Iterator[tuple[str, dict | None]]:
         if self.cur:
-            yield "".join(self.cur)
+            yield "".join(self.cur), self.place
         self.cur, self.size = [], 0
 
 
@@ -386,38 +410,58 @@ def chunk_lines(lines: Iterable[str], mode: str, chunk_chars: int, max_chars: in
     it is cut at line ends into pieces of at most ``max_chars``. Memory stays
     about ``chunk_chars`` (``max_chars`` in mode ``none``) plus the longest line.
     """
+    for chunk, _ in chunk_marked(((ln, None) for ln in lines), mode, chunk_chars, max_chars):
+        yield chunk
+
+
+def chunk_marked(lines: Iterable[tuple[str, Any]], mode: str, chunk_chars: int, max_chars: int | None = None,
+                 state: dict | None = None) -> Iterator[tuple[str, dict | None]]:
+    """:func:`chunk_lines` over ``(line, mark)`` pairs, each chunk with the place it can be produced again from.
+
+    A mark (a dict, or None) says where a reader can start reading again at that line, e.g.
+    its byte offset. A chunk's place is ``{**mark, "state": state}`` when the chunk starts at
+    the start of a marked line where the chunker's state is small (``state``: mode ``none``
+    whether a piece was cut off before, ``paragraphs`` whether the paragraph is being taken
+    line by line), else None. Given the lines from that mark on and ``state=place["state"]``,
+    this function yields that chunk and the ones after it, exactly as the whole text does.
+    """
+    state = state or {}
     if mode == "none":
-        yield from _pack_lines(lines, max_chars)
+        yield from _pack_lines(lines, max_chars, bool(state.get("cut", False)))
         return
     lines = _bounded(lines, max_chars)
     if mode == "lines":
-        yield from (ln for ln in lines if ln.strip())
+        yield from ((ln, _place(mark)) for ln, mark in lines if ln.strip())
         return
     pack = _Packer(chunk_chars)
     para: list[str] = []
+    marks: list[Any] = []
     size = 0
-    big = False  # the current paragraph overflowed: its lines go out one by one
-    for ln in lines:
+    big = bool(state.get("big", False))  # the current paragraph overflowed: its lines go out one by one
+    for ln, mark in lines:
         if not ln.strip(" \t"):
             if para and not big and "".join(para).strip():
-                yield from pack.add("\n".join(para), "\n\n")
-            para, size, big = [], 0, False
+                yield from pack.add("\n".join(para), "\n\n", _place(marks[0], big=False))
+            para, marks, size, big = [], [], 0, False
         elif big:
             if ln.strip():
-                yield from pack.add_line(ln, "\n")
+                yield from pack.add_line(ln, "\n", _place(mark, big=True))
         else:
             size += len(ln) + (1 if para else 0)
             para.append(ln)
+            marks.append(mark)
             if size > chunk_chars:
                 big = True
                 sep = "\n\n"
-                for held in para:
+                # from its first line the paragraph overflows again; from a later line on, the lines go out
+                # one by one (``big``) as they do here
+                for i, held in enumerate(para):
                     if held.strip():
-                        yield from pack.add_line(held, sep)
+                        yield from pack.add_line(held, sep, _place(marks[i], big=i > 0))
                         sep = "\n"
-                para = []
+                para, marks = [], []
     if para and not big and "".join(para).strip():
-        yield from pack.add("\n".join(para), "\n\n")
+        yield from pack.add("\n".join(para), "\n\n", _place(marks[0], big=False))
     yield from pack.flush()
 
 

@@ -37,9 +37,9 @@ Positions: every document of a file source carries where it starts
 (``meta["position"]``, see :func:`iter_documents`), so an interrupted read -- a
 resumed ``prepare``, a datatrove task -- continues at a file without reading the
 files before it: inside a JSON Lines file at the record's byte offset, inside a
-Parquet file at the row group holding the row. A text file is one document, so
-a read resumed inside it reads that one file again from its start; a ``.gz``
-file cannot seek and is decompressed up to the record.
+Parquet file at the row group holding the row, inside a text file at the line
+where the document's piece (or the latest piece before it that a fresh read can
+produce again) starts. A ``.gz`` file cannot seek and is decompressed up to there.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
 from ..errors import ConfigError, DataError
-from .base import (SOURCES, CorpusConfig, Document, ReadStats, bad_utf8_message, chunk_lines, chunk_text, clean_text,
+from .base import (SOURCES, CorpusConfig, Document, ReadStats, bad_utf8_message, chunk_marked, chunk_text, clean_text,
                    decode_bytes, join_segments, utf16_policy)
 
 
@@ -178,7 +178,8 @@ class FileSource(Source):
     Every raw document carries its stream position (``meta["stream"]``): the file's index in
     the sorted listing, its relative path, size and mtime, a digest of the listing before it,
     and where the document starts inside the file (``at``, the reader's own: a byte offset and
-    line for JSON Lines, a row for Parquet, nothing for a text file, which is one document).
+    line for JSON Lines, a row for Parquet, a line's offset and the chunker's state for text,
+    see :class:`TextSource`).
     A read resumed there (:attr:`start`) lists the folder without reading the files before it,
     checks that the file is the one recorded (else a DataError naming it: seeking into other
     bytes would give other documents) and continues inside it at ``at``.
@@ -353,24 +354,47 @@ class TextSource(FileSource):
     A file is streamed line by line in pieces (:meth:`FileSource.raw_lines`),
     so memory stays bounded by ``max_chars`` whatever the file's size and line
     lengths.
+
+    Its pieces carry places inside the file (``(text, at)`` pairs): the byte offset and
+    number of the line where the latest piece that a fresh read can produce again starts,
+    the chunker's state there (:func:`~preschool.corpora.base.chunk_marked`), whether
+    bad UTF-8 was replaced before it, and that piece's index (``first``). A read resumed
+    at such a place seeks to the line and passes over the pieces from ``first`` up to the
+    position's, so it reads again at most from the latest such piece: in mode ``lines`` a
+    line, in ``paragraphs`` a chunk, in ``none`` a ``max_chars`` piece. (Under
+    ``on_bad_utf8: drop`` the whole file is checked first, on a resumed read too.)
     """
 
     extensions = (".txt", ".text", ".md")
 
     def read_file(self, path: Path, rel: str, stats: ReadStats,
-                  at: dict | None = None) -> Iterator[tuple[str, dict, Iterable[str], dict]]:
-        # One document per file, so there is no place inside it to start from (``at`` is always empty): a read
-        # resumed inside a text file reads that file again from its start and passes over the pieces before
-        # the position (``iter_documents``), never the files before it.
+                  at: dict | None = None) -> Iterator[tuple[str, dict, Iterable[tuple[str, dict]], dict]]:
         c = self.cfg
         if not self.not_utf16(path, stats):
             return
         if c.on_bad_utf8 == "drop" and not self._valid_utf8(path):
             stats.drop("bad_utf8")  # checked first: chunks already handed out could not be taken back
             return
-        lines = join_segments(self._segments(path, stats), c.max_chars)
-        chunks = chunk_lines(lines, c.split_documents, c.chunk_chars, c.max_chars)
-        yield rel, {"source": "text", "path": rel}, chunks, {}
+        at = at or {}
+        seen = {"replaced": bool(at.get("replaced", False))}  # bad UTF-8 replaced in this file so far
+        lines = join_segments(self._segments(path, at, seen), c.max_chars)
+        chunks = chunk_marked(lines, c.split_documents, c.chunk_chars, c.max_chars, at.get("state"))
+        yield rel, {"source": "text", "path": rel}, self._placed(chunks, at), at
+        # Counted once the file's documents are all handed out (this generator resumes for the next file), so
+        # no position inside the file includes it and a read resumed there counts it once.
+        if seen["replaced"]:
+            stats.replaced_bad_utf8 += 1
+
+    @staticmethod
+    def _placed(chunks: Iterator[tuple[str, dict | None]], at: dict) -> Iterator[tuple[str, dict]]:
+        """``(chunk, place)``: each chunk with the latest place at or before it (``at``: where this read began)."""
+        k = int(at.get("first", 0))
+        last = at
+        for chunk, place in chunks:
+            if place is not None:
+                last = {**place, "first": k}
+            yield chunk, last
+            k += 1
 
     def _valid_utf8(self, path: Path) -> bool:
         dec = codecs.getincrementaldecoder("utf-8")()
@@ -383,10 +407,16 @@ class TextSource(FileSource):
                 return False
         return True
 
-    def _segments(self, path: Path, stats: ReadStats) -> Iterator[tuple[str, bool]]:
-        """``(text, ends_line)`` pieces of the file, cleaned like :func:`clean_text` (no BOM; CRLF and lone CR end lines)."""
-        replaced = False
-        for lineno, start, raw, _ in self.raw_lines(path):
+    def _segments(self, path: Path, at: dict, seen: dict) -> Iterator[tuple[str, bool, dict | None]]:
+        """``(text, ends_line, mark)`` pieces of the file, cleaned like :func:`clean_text` (no BOM; CRLF and lone CR
+        end lines), from the line at ``at`` (or the start). ``mark`` is where a read can start again at this piece
+        (its line's offset and number, and whether bad UTF-8 was replaced before it) when it starts a line of the
+        file, else None (a piece after a lone CR, the rest of a line over ``SEGMENT_BYTES``). Sets
+        ``seen["replaced"]`` when it replaces bad UTF-8 (``on_bad_utf8: replace``)."""
+        inside = False  # the previous piece's line goes on in this one
+        for lineno, start, raw, more in self.raw_lines(path, int(at.get("offset", 0)), int(at.get("line", 1))):
+            mark = None if inside else {"offset": start, "line": lineno, "replaced": seen["replaced"]}
+            inside = more
             ends = raw.endswith(b"\n")
             if ends:
                 raw = raw[:-2] if raw.endswith(b"\r\n") else raw[:-1]
@@ -395,16 +425,15 @@ class TextSource(FileSource):
             except UnicodeDecodeError as e:
                 if self.cfg.on_bad_utf8 == "error":
                     raise DataError(bad_utf8_message(str(path), start + e.start, lineno, raw[e.start:e.start + 4])) from None
-                text, replaced = raw.decode("utf-8", errors="replace"), True
+                text, seen["replaced"] = raw.decode("utf-8", errors="replace"), True
             if "\ufeff" in text:
                 text = text.replace("\ufeff", "")
             if "\r" in text:
                 *done, text = text.split("\r")
                 for part in done:
-                    yield part, True
-            yield text, ends
-        if replaced:
-            stats.replaced_bad_utf8 += 1
+                    yield part, True, mark
+                    mark = None
+            yield text, ends, mark
 
 
 @SOURCES.register("jsonl", config=CorpusConfig)
@@ -692,10 +721,10 @@ def iter_documents(cfg: CorpusConfig | dict, stats: ReadStats | None = None,
     index, path, size, mtime and where the record starts in it, see :class:`FileSource`; ``hf``:
     the dataset's ``state_dict`` before the record and its row), the piece of the record, and the
     counts so far. ``start=`` that position continues the read there, with the same documents,
-    ids and ``stats`` an uninterrupted read gives, without reading the prefix again -- except
-    inside one text file (a single document: it is read again from its start) and inside a
-    ``.gz`` file (decompressed up to the position). A position on files that changed since is
-    refused with a DataError naming the file.
+    ids and ``stats`` an uninterrupted read gives, without reading the prefix again (inside a
+    text file it may read again from an earlier piece of the same file, see :class:`TextSource`;
+    a ``.gz`` file is decompressed up to the position). A position on files that changed since
+    is refused with a DataError naming the file.
 
     ``stats`` (optional) is filled in as documents are read. ``count_tokens``
     (optional) measures ``target_tokens`` in tokenizer tokens instead of
@@ -721,14 +750,18 @@ def iter_documents(cfg: CorpusConfig | dict, stats: ReadStats | None = None,
         n_docs, n_tokens, skip = int(start["documents"]), int(start["tokens"]), int(start["piece"])
         stats.restore(start["read"])
     for doc_id, meta, pieces in source.pieces(stats):
+        stream = meta.get("stream")
         it = iter(pieces)
-        text = next(it, None)
-        if text is None:
+        piece = next(it, None)
+        if piece is None:
             stats.drop("empty")  # nothing left after clean-up (an empty file, a blank record)
             continue
-        k = 0
-        while text is not None:
+        # a read continued inside a record starts at piece ``at["first"]`` of it (text files)
+        k = int((stream.get("at") or {}).get("first", 0)) if stream else 0
+        while piece is not None:
             after = next(it, None)  # one piece of look-ahead: a single piece in mode none keeps the plain id
+            # a piece may come with its own place in the record (``(text, at)``, text files)
+            text, place = piece if isinstance(piece, tuple) else (piece, None)
             if k < skip:
                 pass  # read (and counted) before the position this read continues from
             elif not text.strip():
@@ -740,9 +773,10 @@ def iter_documents(cfg: CorpusConfig | dict, stats: ReadStats | None = None,
                     out = Document(doc_id, text, meta)
                 else:
                     out = Document(f"{doc_id}#{k}", text, {**meta, "chunk": k})
-                if "stream" in meta:  # where this document starts: ``iter_documents(start=...)`` continues here
+                if stream is not None:  # where this document starts: ``iter_documents(start=...)`` continues here
                     out.meta = {**out.meta, "position": {
-                        **meta["stream"], "piece": k, "documents": n_docs, "tokens": n_tokens, "read": stats.as_dict()}}
+                        **stream, **({"at": place} if place is not None else {}), "piece": k, "documents": n_docs,
+                        "tokens": n_tokens, "read": stats.as_dict()}}
                     del out.meta["stream"]
                 words = len(text.split())
                 stats.documents += 1
@@ -754,5 +788,5 @@ def iter_documents(cfg: CorpusConfig | dict, stats: ReadStats | None = None,
                 if (cfg.max_documents is not None and n_docs >= cfg.max_documents) or \
                         (cfg.target_tokens is not None and n_tokens >= cfg.target_tokens):
                     return
-            text, k = after, k + 1
+            piece, k = after, k + 1
         skip = 0
