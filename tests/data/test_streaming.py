@@ -89,14 +89,17 @@ def test_streamed_folder_prepares_resumes_and_keeps_val(tmp_path, fmt, monkeypat
     assert content_sha256(grown / "pt") == want
 
 
-def test_a_streamed_l2t_build_resumes_at_its_stream_position(tmp_path, monkeypatch, die_at_unit):
+@pytest.mark.parametrize("source", ["hf", "jsonl"])
+def test_a_streamed_l2t_build_resumes_at_its_stream_position(tmp_path, monkeypatch, die_at_unit, source):
     """An L2T dataset's unit carries the text before its first document: resumed at the recorded stream
-    position (with that text), the build writes the bytes of an uninterrupted one."""
+    position (with that text), the build writes the bytes of an uninterrupted one; streamed through hf
+    or read directly."""
     from preschool.l2t.build import L2TJob
 
     src = tmp_path / "src"
     _write(src, "jsonl", 0, 0, 600)
-    corpus = CorpusConfig(source="hf", hf_name="json", path=str(src), streaming=True)
+    corpus = CorpusConfig(source="hf", hf_name="json", path=str(src), streaming=True) if source == "hf" else \
+        CorpusConfig(source="jsonl", path=str(src))
     spec = {"l2t": DatasetSpec(corpus="web", tokens=40 * ROW, val_tokens=4 * ROW, val_fraction=0.1, unit_tokens=300,
                                l2t={"scenario": "disjoint", "l2t": {"min_num_words": 5}})}
 
