@@ -40,6 +40,7 @@ VAL_SEED_OFFSET = 1_000_003  # generator seed of the val split = data seed + thi
 RESERVED_EMBEDDINGS = 7  # synthetic/write.py: the rendering of reserved ids
 # training
 EMBEDDING_REINIT = 7  # trainer: embeddings_at_start: reinit, per stage
+TRAIN_SAMPLING = salt("train-sampling")  # trainer: torch's global RNG at the start of a run (dropout)
 COMPARTMENT_VECTORS = 7919  # compartments/model.py: compartment vectors, torch seed = seed + this
 COMPARTMENT_PERMUTATION = salt("compartment-permutation")
 COMPARTMENT_PLAN = salt("compartment-plan")

@@ -343,3 +343,21 @@ def test_log_eval_schedule_validates_at_step_zero_log_steps_and_the_end(tmp_path
                     stages=[{"name": "pt", "data": "text", "tokens": 4 * 16 * 7}]), run, datasets)
     # steps round(10 ** (k / 2)) <= 7 are 1 and 3; eval_every is ignored under the log schedule
     assert [r["step"] for r in rows(run, "val")] == [0, 1, 3, 7]
+
+
+def test_dropout_draws_from_the_run_seed_so_runs_and_resumes_repeat(tmp_path, datasets, micro_cfg, stop_at):
+    """Ops that sample from torch's global RNG (dropout here) start from the run's seed: two runs of one config
+    give the same numbers whatever ran before them in the process, and a stopped run resumes onto them."""
+    cfg = micro_cfg(model={"preset": "micro", "overrides": {"hidden_size": 32, "intermediate_size": 64,
+                                                           "attention_dropout": 0.5}}, checkpoint_every=3)
+    train(cfg, tmp_path / "a", datasets)
+    torch.rand(7)  # whatever else the process drew in between
+    train(cfg, tmp_path / "b", datasets)
+    assert [r["loss"] for r in rows(tmp_path / "a")] == [r["loss"] for r in rows(tmp_path / "b")]
+    train(cfg, tmp_path / "c", datasets, callbacks=[stop_at(4)])
+    torch.rand(7)
+    train(cfg, tmp_path / "c", datasets)
+    assert [r["loss"] for r in rows(tmp_path / "a")] == [r["loss"] for r in rows(tmp_path / "c")]
+    other = micro_cfg(**{**cfg, "seed": 1})
+    train(other, tmp_path / "d", datasets)
+    assert rows(tmp_path / "a")[-1]["loss"] != rows(tmp_path / "d")[-1]["loss"]

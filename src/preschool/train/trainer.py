@@ -35,6 +35,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping, Sequence
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -57,7 +58,7 @@ from .parallel import _dist, make_parallel
 from .run_dir import check_run_dir, run_config_tree
 from .schedules import ScheduleConfig, lr_at
 from .stages import StagePlan, model_vocab_size
-from ..seeds import EMBEDDING_REINIT
+from ..seeds import EMBEDDING_REINIT, TRAIN_SAMPLING
 
 
 class Trainer:
@@ -220,6 +221,9 @@ class Trainer:
         self.parallel.prepare(self.model)  # FSDP shards here, before the optimizer sees the parameters
         self.fused_loss = FusedLoss(self.model, self.loss_path) if self.loss_path != "off" else None
         self.optimizer = self._make_optimizer()
+        # ops that sample from torch's global RNG (dropout) start from the run's seed, not from whatever the
+        # process drew before; the same on every rank, so the rank-0 state a checkpoint keeps resumes them all
+        torch.manual_seed(int(np.random.default_rng([cfg.seed, TRAIN_SAMPLING]).integers(2**62)))
         self.resumed_from = checkpoint.resume(self)
         fwd: Any = self.parallel.wrap(self.model)
         if compile_mode(cfg.compile) == "model":
