@@ -237,6 +237,47 @@ def test_datatrove_jsonl_reads_the_documents_of_our_jsonl_reader(tmp_path):
     assert theirs[0].id.endswith("d0-0") and theirs[-1].id.endswith("d1-49")
 
 
+def test_a_datatrove_read_continues_at_any_document_position(tmp_path, monkeypatch):
+    """datatrove sources keep positions (file, document in it): a read continued there gives the documents and
+    counts of an uninterrupted read, starts with the position's file (none before it is read), and a file
+    changed since is refused with an error naming it."""
+    from datatrove.pipeline.readers import JsonlReader
+
+    from preschool.corpora import ReadStats, iter_documents
+    from preschool.corpora.storybook import Storybook
+
+    book = Storybook(seed=0)
+    src = tmp_path / "src"
+    src.mkdir()
+    for p in range(3):
+        rows = [{"id": f"d{p}-{i}", "text": book.story(p * 40 + i) + "\n\n" + book.story(1000 + i)} for i in range(40)]
+        (src / f"part-{p}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    c = CorpusConfig(source="datatrove_jsonl", path=str(src), split_documents="paragraphs", chunk_chars=200)
+    whole = ReadStats()
+    docs = list(iter_documents(c, whole))
+    assert whole.files == 3 and any(d.meta["chunk"] > 0 for d in docs)
+    read, real = [], JsonlReader.read_file
+
+    def read_file(self, filepath):
+        read.append(filepath)
+        return real(self, filepath)
+
+    monkeypatch.setattr(JsonlReader, "read_file", read_file)
+    for i in (0, 1, len(docs) // 3, len(docs) // 2, len(docs) - 1):
+        pos = json.loads(json.dumps(docs[i].meta["position"]))  # as a start.json file holds it
+        read.clear()
+        st = ReadStats()
+        rest = list(iter_documents(c, st, start=pos))
+        assert [(d.id, d.text) for d in rest] == [(d.id, d.text) for d in docs[i:]]
+        assert st.as_dict() == whole.as_dict() and read[0] == pos["path"]
+    pos = docs[len(docs) // 2].meta["position"]
+    with (src / pos["path"]).open("a") as fh:
+        fh.write(json.dumps({"id": "new", "text": "appended"}) + "\n")
+    with pytest.raises(DataError, match=f"{src}/{pos['path']}: the file changed since the position was recorded "
+                                        r"\(size \d+ -> \d+, version"):
+        next(iter_documents(c, start=pos))
+
+
 def test_a_datatrove_reader_without_its_dependency_says_what_to_install(tmp_path, monkeypatch):
     from datatrove.utils import _import_utils
 

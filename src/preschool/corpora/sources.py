@@ -149,6 +149,29 @@ def _incomplete_tail(data: bytes) -> int:
     return 0
 
 
+RESTART_HINT = ("; the read cannot continue at the recorded position: start over (remove the prepare's "
+                ".<dataset>.work-* folder) or restore the files")
+
+
+def listed_at(root: str, rels: list[str], at: dict) -> int:
+    """The index of position ``at``'s file in ``rels`` (the sorted listing now), after checking that the same
+    file is still at that index (files added, removed or renamed before it would shift what follows)."""
+    i, rel = int(at["file"]), at["path"]
+    if i >= len(rels) or rels[i] != rel:
+        now = f"{rels[i]!r} is" if i < len(rels) else f"only {len(rels)} files are"
+        raise DataError(f"{root}: file {i} of the listing was {rel!r} when the position was recorded, now {now} "
+                        f"there (files were added, removed or renamed){RESTART_HINT}")
+    return i
+
+
+def check_same(where: str, what: str, recorded: dict, now: dict) -> None:
+    """Raise a DataError naming ``where`` unless every value of ``now`` equals the ``recorded`` one."""
+    changed = [f"{k} {recorded.get(k)} -> {v}" for k, v in now.items() if recorded.get(k) != v]
+    if changed:
+        raise DataError(f"{where}: {what} changed since the position was recorded ({', '.join(changed)})"
+                        f"{RESTART_HINT}")
+
+
 class Source:
     """Base class: ``documents(stats)`` yields raw documents in a deterministic order."""
 
@@ -265,21 +288,11 @@ class FileSource(Source):
         before it. A change raises a DataError naming the file, since the position would point into
         other bytes (the finished work was built from the old ones)."""
         s = self.start
-        i, rel = int(s["file"]), s["path"]
-        again = "; the read cannot continue at the recorded position: start over (remove the prepare's " \
-                ".<dataset>.work-* folder) or restore the files"
-        if i >= len(files) or files[i][1] != rel:
-            now = f"{files[i][1]!r} is" if i < len(files) else f"only {len(files)} files are"
-            raise DataError(f"{self.cfg.path}: file {i} of the listing was {rel!r} when the position was recorded, "
-                            f"now {now} there (files were added, removed or renamed){again}")
-        path = files[i][0]
-        size, mtime = self.identity(path)
-        if (size, mtime) != (int(s["size"]), int(s["mtime_ns"])):
-            raise DataError(f"{path}: changed since the position was recorded (size {s['size']} -> {size} bytes, "
-                            f"mtime_ns {s['mtime_ns']} -> {mtime}){again}")
-        if self.listing_digest(files[:i]).hexdigest() != s["before"]:
-            raise DataError(f"{self.cfg.path}: the files before {rel!r} changed since the position was recorded "
-                            f"(added, removed, resized or rewritten){again}")
+        i = listed_at(str(self.cfg.path), [rel for _, rel in files], s)
+        size, mtime = self.identity(files[i][0])
+        check_same(str(files[i][0]), "the file", s, {"size": size, "mtime_ns": mtime})
+        check_same(str(self.cfg.path), f"the files before {s['path']!r}", s,
+                   {"before": self.listing_digest(files[:i]).hexdigest()})
         return i, s["at"]
 
     # -- shared file helpers
@@ -673,11 +686,21 @@ class DatatroveSource(Source):
     reads: ``s3://...``, ``hf://datasets/...``); ``text_field``/``id_field`` are its
     ``text_key``/``id_key`` (ids: that field, else datatrove's ``<file>/<index>``);
     ``glob`` its ``glob_pattern`` (left at ``**/*``: every file, recursively). All files
-    are read as task 0 of 1, in datatrove's sorted file order, so the documents are the
-    same wherever the corpus is read; cleaning, cutting and limits are ours.
+    are read, one by one with the reader's ``read_file``, in datatrove's sorted file order
+    (task 0 of 1), so the documents are the same wherever the corpus is read; cleaning,
+    cutting and limits are ours.
+
+    Positions: the file's index and path in that listing, its size and version as the
+    filesystem reports them (``mtime``, or ``LastModified``/``ETag`` on object stores),
+    a sha256 of the paths before it, and the document's index in the file. A read resumed
+    there lists the folder, opens no file before it, and reads that one file from its
+    start, passing over its documents before the position (datatrove's readers cannot
+    seek); a changed listing or file is refused with a DataError naming it.
     """
 
     reader = ""  # datatrove.pipeline.readers class name, set per registered source
+    positions = True
+    VERSION_KEYS = ("mtime", "LastModified", "last_modified", "ETag", "etag", "blob_id", "last_commit")
 
     def documents(self, stats: ReadStats) -> Iterator[Document]:
         c = self.cfg
@@ -697,13 +720,38 @@ class DatatroveSource(Source):
             need = re.search(r"pip install ([\w.\-\[\]]+)", str(e))
             raise MissingDependency(need.group(1) if need else str(e), None,
                                     f"source {self.registry_name!r} (datatrove's {self.reader})") from None
-        last = None
-        for doc in reader.run(None, rank=0, world_size=1):
-            f = doc.metadata.get("file_path")
-            if f != last:
-                stats.files += 1
-                last = f
-            yield Document(str(doc.id), clean_text(doc.text), {"source": self.registry_name, "file": f})
+        folder = reader.data_folder
+        files = folder.get_shard(0, 1, recursive=reader.recursive, glob_pattern=reader.glob_pattern)
+        if not files:
+            raise DataError(f"{c.path}: no files found (glob {c.glob!r})")
+        first, skip = 0, 0
+        if self.start is not None:
+            first = listed_at(str(c.path), files, self.start)
+            check_same(str(c.path), f"the files before {files[first]!r}", self.start,
+                       {"before": hashlib.sha256("\n".join(files[:first]).encode()).hexdigest()})
+            check_same(f"{c.path}/{files[first]}", "the file", self.start, self.identity(folder, files[first]))
+            skip = int(self.start["at"]["doc"])
+        for i in range(first, len(files)):
+            where = {"file": i, "path": files[i], **self.identity(folder, files[i]),
+                     "before": hashlib.sha256("\n".join(files[:i]).encode()).hexdigest()}
+            if i > first or self.start is None:
+                stats.files += 1  # the file a resumed read starts in was counted before the position
+            for n, doc in enumerate(reader.read_file(files[i])):
+                if i == first and n < skip:
+                    continue  # read before the position (datatrove's readers cannot seek)
+                yield Document(str(doc.id), clean_text(doc.text), {
+                    "source": self.registry_name, "file": doc.metadata.get("file_path"),
+                    "stream": {**where, "at": {"doc": n}}})
+
+    @classmethod
+    def identity(cls, folder, path: str) -> dict:
+        """``{"size", "version"}`` of ``path`` in datatrove ``folder`` (fsspec ``info``), JSON-able."""
+        try:
+            info = folder.info(path)
+        except (OSError, ValueError) as e:
+            raise DataError(f"{folder.path}/{path}: could not be read ({type(e).__name__}: {e})") from None
+        version = next((info[k] for k in cls.VERSION_KEYS if info.get(k) is not None), None)
+        return {"size": info.get("size"), "version": None if version is None else str(version)}
 
 
 for _name, _cls in (("jsonl", "JsonlReader"), ("parquet", "ParquetReader"), ("csv", "CSVReader"),
@@ -716,15 +764,16 @@ def iter_documents(cfg: CorpusConfig | dict, stats: ReadStats | None = None,
                    count_tokens: Callable[[str], int] | None = None, start: dict | None = None) -> Iterator[Document]:
     """Documents of corpus ``cfg`` (a CorpusConfig or its fields as a dict) in a deterministic order, with stable ids.
 
-    Files (sources ``auto``, ``text``, ``jsonl``, ``parquet``) and a streamed ``hf`` corpus give
-    each document ``meta["position"]``, where it starts: the source's place (files: the file's
-    index, path, size, mtime and where the record starts in it, see :class:`FileSource`; ``hf``:
-    the dataset's ``state_dict`` before the record and its row), the piece of the record, and the
-    counts so far. ``start=`` that position continues the read there, with the same documents,
+    Files (sources ``auto``, ``text``, ``jsonl``, ``parquet``), the ``datatrove_*`` readers and a
+    streamed ``hf`` corpus give each document ``meta["position"]``, where it starts: the source's
+    place (files: the file's index, path, size, mtime and where the record starts in it, see
+    :class:`FileSource`; datatrove: the file and the document's index in it, see
+    :class:`DatatroveSource`; ``hf``: the dataset's ``state_dict`` before the record and its
+    row), the piece of the record, and the counts so far. ``start=`` that position continues the read there, with the same documents,
     ids and ``stats`` an uninterrupted read gives, without reading the prefix again (inside a
     text file it may read again from an earlier piece of the same file, see :class:`TextSource`;
-    a ``.gz`` file is decompressed up to the position). A position on files that changed since
-    is refused with a DataError naming the file.
+    a ``.gz`` file is decompressed up to the position, a datatrove reader's file read from its
+    start). A position on files that changed since is refused with a DataError naming the file.
 
     ``stats`` (optional) is filled in as documents are read. ``count_tokens``
     (optional) measures ``target_tokens`` in tokenizer tokens instead of

@@ -18,13 +18,13 @@ unit until its source ends. Too few planned units cost time (the final pass
 builds the rest in order), never bytes.
 
 Where a source keeps stream positions (local files through ``auto``/``text``/``jsonl``/
-``parquet``, a streamed ``hf`` corpus; generators trivially), the parent reads on after the
-probe up to the last planned unit, writing where each unit starts (``u<k>.start.json``, the
-engine's resume tokens), and each task opens the source at its own units only (for files:
-at the unit's file, and inside it at the record's line, the row group, or a text piece's
-line). Any other
-text corpus (storybook, the ``datatrove_*`` readers, a non-streamed ``hf`` dataset) is read
-by every task from its start up to its last unit (each task tokenizes only its own units);
+``parquet``, the ``datatrove_*`` readers, a streamed ``hf`` corpus; generators trivially),
+the parent reads on after the probe up to the last planned unit, writing where each unit
+starts (``u<k>.start.json``, the engine's resume tokens), and each task opens the source at
+its own units only (for files: at the unit's file, and inside it at the record's line, the
+row group, or a text piece's line; a datatrove reader reads the unit's file from its start).
+Any other text corpus (storybook, a non-streamed ``hf`` dataset) is read by every task from
+its start up to its last unit (each task tokenizes only its own units);
 reading is cheap next to tokenizing, but for a very large corpus on many tasks that read is
 the cost to watch.
 

@@ -194,8 +194,9 @@ def run_units(job: UnitJob, work: str | Path, workers: int = 1, need: dict[str, 
         return _enough(have, need)
 
     # A rerun continues at the start token of the first unfinished unit m (or, when m was never reached,
-    # of the last finished unit, read again but not rebuilt), so a source that keeps positions (files, a
-    # streamed hf dataset) is not read again from its beginning; without tokens it reads from the start.
+    # of the last finished unit, read again but not rebuilt), so a source that keeps positions (files,
+    # datatrove readers, a streamed hf dataset) is not read again from its beginning; without tokens it
+    # reads from the start.
     m = 0
     while (unit_path(work, m) / "unit.json").is_file():
         m += 1

@@ -172,8 +172,8 @@ class CorpusJob(UnitJob):
         return text_units(docs, self.unit_tokens, first=m, starts=self._starts)
 
     def start_token(self, k: int) -> dict | None:
-        # files and a streamed hf corpus can continue where unit k starts (iter_documents positions);
-        # other sources (storybook, datatrove readers, a non-streamed hf dataset) read again from their start
+        # files, datatrove readers and a streamed hf corpus can continue where unit k starts (iter_documents
+        # positions); other sources (storybook, a non-streamed hf dataset) read again from their start
         pos = self._starts.pop(k, None)
         return {"position": pos} if pos is not None else None
 
