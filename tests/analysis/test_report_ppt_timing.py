@@ -51,6 +51,8 @@ def test_mixed_arm_on_language_tokens_and_depo_on_depo_tokens(tmp_path):
     eff = {(e["arm"], e["metric"]): e for e in res["token_efficiency"]}
     assert eff[("mixed", "val/pt")]["axis"] == "pt" and eff[("mixed", "depo/acc")]["axis"] == "depo"
     assert eff[("before", "val/pt")]["ppt_tokens"] == STEP and eff[("before", "depo/acc")]["ppt_tokens"] == 0
+    # the mixed arm is charged the STACK rows it trained (1 of 16 per step, 11 steps), not the weights' 1/11
+    assert eff[("mixed", "val/pt")]["ppt_tokens"] == 11 * 128
     text = (out / "report.md").read_text()
     assert "## Axes and evaluation setups" in text and "| depo/acc | depo tokens |" in text
     assert "| val/pt | language (PT) tokens |" in text

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ..io import provenance, read_json, write_json, write_text
-from ..layout import arm_runs, checkpoints_dir, evals_dir, is_done, read_metrics
+from ..layout import arm_runs, checkpoints_dir, evals_dir, is_done, read_metrics, run_dir
 
 
 def _point(row: dict, value: float) -> dict:
@@ -274,15 +274,20 @@ def write_report(cfg) -> Path:
     for i, arm in enumerate(cfg.arms):
         if arm.name == baseline:
             continue
-        ppt_tokens = _ppt_tokens(cfg, arm)
+        stages = cfg.train_config(arm, cfg.seeds[0]).stages
+        ppt_tokens = {seed: _ppt_tokens(run_dir(cfg.out_dir, arm.name, int(seed)), stages)
+                      for seed in arms[arm.name]["seeds"]}
         for m in headline:
             axis = axes.get(m, "pt")
-            extra = ppt_tokens if axis == "pt" else 0  # PPT tokens are charged against language tokens only
-            per_seed = []
+            per_seed, charged = [], []
             for seed, sdata in arms[arm.name]["seeds"].items():
                 b = arms[baseline]["seeds"].get(seed)
                 if b is None or not sdata["curves"].get(m) or not b["curves"].get(m):
                     continue
+                extra = ppt_tokens[seed] if axis == "pt" else 0  # PPT tokens are charged against language tokens only
+                if extra is None:  # this seed has not finished its last PT stage yet: nothing to charge it with
+                    continue
+                charged.append(extra)
                 target = _target(targets.get(m), b["points"][m], m)
                 e = token_efficiency(_last_per_x(b["curves"][m]), _last_per_x(sdata["curves"][m]), target=target,
                                      extra_tokens=extra, higher_is_better=not lower_better(m))
@@ -290,7 +295,7 @@ def write_report(cfg) -> Path:
             if per_seed:
                 reached = [e for e in per_seed if e["reached"]]
                 spec = targets.get(m)
-                efficiency.append({"arm": arm.name, "metric": m, "axis": axis, "ppt_tokens": extra,
+                efficiency.append({"arm": arm.name, "metric": m, "axis": axis, "ppt_tokens": max(charged),
                                    "seeds": len(per_seed), "reached": len(reached),
                                    "target_spec": "baseline final" if spec is None else str(spec),
                                    "target": per_seed[0]["target"], "targets": [e["target"] for e in per_seed],
@@ -465,21 +470,20 @@ def _mean_of(rows: list[dict], key: str) -> float | None:
     return sum(vals) / len(vals) if vals else None
 
 
-def _ppt_tokens(cfg, arm) -> int:
-    """Non-language tokens an arm trains before the end of its last PT stage (charged as PPT tokens):
-    whole stages that do not count as PT, and the synthetic share (by weight) of PT mixtures."""
-    stages = cfg.train_config(arm, cfg.seeds[0]).stages
+def _ppt_tokens(run: Path, stages) -> int | None:
+    """Non-language tokens the run trained before the end of its last PT stage (charged as PPT tokens):
+    ``tokens - pt_tokens`` of the train row that closes that stage (the trainer logs every stage's last
+    step), so whole stages that do not count as PT and the synthetic share of PT mixtures are counted as
+    trained (whole steps, the mixture's exact per-batch counts), not as budgeted. None before that row."""
     last_pt = max((j for j, st in enumerate(stages) if st.counts_as_pt), default=-1)
-    total = 0.0
-    for st in stages[:last_pt + 1]:
-        if not st.counts_as_pt:
-            total += st.tokens
-        elif not isinstance(st.data, str):
-            lang = set(st.pt_sources) if st.pt_sources is not None else \
-                {n for n in st.data if n not in cfg.data or not cfg.data[n].generator}
-            w = sum(st.data.values())
-            total += st.tokens * sum(v for n, v in st.data.items() if n not in lang) / w
-    return int(round(total))
+    if last_pt < 0:
+        return 0
+    rows = read_metrics(run, event="train")
+    k = max((k for k, r in enumerate(rows) if r.get("stage") == stages[last_pt].name), default=None)
+    # the stage is closed once a later stage has logged or the run is done (not when it stopped mid-stage)
+    if k is None or not (k < len(rows) - 1 or is_done(run)):
+        return None
+    return int(rows[k]["tokens"] - rows[k]["pt_tokens"])
 
 
 def _target(spec, base_points: list, metric: str) -> float | None:
