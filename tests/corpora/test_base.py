@@ -85,12 +85,12 @@ def _restarts(lines, mode, chunk_chars, max_chars, every=1):
     that has one; returns (chunks, how many had a place). Each restart must give the rest exactly."""
     from preschool.corpora.base import chunk_marked
 
-    marked = [(ln, {"line": i}) for i, ln in enumerate(lines)]
+    marked = [(ln, i) for i, ln in enumerate(lines)]
     whole = list(chunk_marked(marked, mode, chunk_chars, max_chars))
     placed = [i for i, (_, place) in enumerate(whole) if place is not None]
     for i in placed[::every]:
-        place = whole[i][1]
-        assert list(chunk_marked(marked[place["line"]:], mode, chunk_chars, max_chars, place["state"])) == whole[i:]
+        line, state = whole[i][1]
+        assert list(chunk_marked(marked[line:], mode, chunk_chars, max_chars, state)) == whole[i:]
     return [c for c, _ in whole], len(placed)
 
 

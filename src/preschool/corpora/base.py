@@ -327,13 +327,13 @@ def _bounded(lines: Iterable[tuple[str, Any]], max_chars: int | None) -> Iterato
                 keep = None
 
 
-def _place(mark: Any, **state: Any) -> dict | None:
+def _place(mark: Any, **state: Any) -> tuple[Any, dict] | None:
     """Where a chunk starting at a line with ``mark`` can be produced again: the mark and the chunker state there."""
-    return None if mark is None else {**mark, "state": state}
+    return None if mark is None else (mark, state)
 
 
 def _pack_lines(lines: Iterable[tuple[str, Any]], max_chars: int | None,
-                cut: bool = False) -> Iterator[tuple[str, dict | None]]:
+                cut: bool = False) -> Iterator[tuple[str, tuple | None]]:
     """Mode ``none``: the whole text (lines joined with newlines), cut at line ends into pieces of at most ``max_chars``.
 
     A text that fits is returned exactly; otherwise whitespace-only pieces are skipped. ``cut``:
@@ -367,9 +367,9 @@ class _Packer:
         self.limit = limit
         self.cur: list[str] = []
         self.size = 0
-        self.place: dict | None = None
+        self.place: tuple | None = None
 
-    def add(self, piece: str, sep: str, place: dict | None = None) -> Iterator[tuple[str, dict | None]]:
+    def add(self, piece: str, sep: str, place: tuple | None = None) -> Iterator[tuple[str, tuple | None]]:
         if self.cur and self.size + len(sep) + len(piece) > self.limit:
             yield "".join(self.cur), self.place
             self.cur, self.size = [], 0
@@ -381,14 +381,14 @@ class _Packer:
         self.cur.append(piece)
         self.size += len(piece)
 
-    def add_line(self, line: str, sep: str, place: dict | None = None) -> Iterator[tuple[str, dict | None]]:
+    def add_line(self, line: str, sep: str, place: tuple | None = None) -> Iterator[tuple[str, tuple | None]]:
         if len(line) <= self.limit:
             yield from self.add(line, sep, place)
             return
         for k, piece in enumerate(_cut_long(line, self.limit)):
             yield from self.add(piece, sep if k == 0 else " ", place if k == 0 and line[:1].strip() else None)
 
-    def flush(self) -> Iterator[tuple[str, dict | None]]:
+    def flush(self) -> Iterator[tuple[str, tuple | None]]:
         if self.cur:
             yield "".join(self.cur), self.place
         self.cur, self.size = [], 0
@@ -415,15 +415,15 @@ def chunk_lines(lines: Iterable[str], mode: str, chunk_chars: int, max_chars: in
 
 
 def chunk_marked(lines: Iterable[tuple[str, Any]], mode: str, chunk_chars: int, max_chars: int | None = None,
-                 state: dict | None = None) -> Iterator[tuple[str, dict | None]]:
+                 state: dict | None = None) -> Iterator[tuple[str, tuple | None]]:
     """:func:`chunk_lines` over ``(line, mark)`` pairs, each chunk with the place it can be produced again from.
 
-    A mark (a dict, or None) says where a reader can start reading again at that line, e.g.
-    its byte offset. A chunk's place is ``{**mark, "state": state}`` when the chunk starts at
-    the start of a marked line where the chunker's state is small (``state``: mode ``none``
-    whether a piece was cut off before, ``paragraphs`` whether the paragraph is being taken
-    line by line), else None. Given the lines from that mark on and ``state=place["state"]``,
-    this function yields that chunk and the ones after it, exactly as the whole text does.
+    A mark (anything but None; None: no mark) says where a reader can start reading again at
+    that line, e.g. its byte offset. A chunk's place is ``(mark, state)`` when the chunk starts
+    at the start of a marked line where the chunker's state is small (``state``, a dict: mode
+    ``none`` whether a piece was cut off before, ``paragraphs`` whether the paragraph is being
+    taken line by line), else None. Given the lines from that mark on and ``state``, this
+    function yields that chunk and the ones after it, exactly as the whole text does.
     """
     state = state or {}
     if mode == "none":

@@ -399,13 +399,14 @@ class TextSource(FileSource):
             stats.replaced_bad_utf8 += 1
 
     @staticmethod
-    def _placed(chunks: Iterator[tuple[str, dict | None]], at: dict) -> Iterator[tuple[str, dict]]:
+    def _placed(chunks: Iterator[tuple[str, tuple | None]], at: dict) -> Iterator[tuple[str, dict]]:
         """``(chunk, place)``: each chunk with the latest place at or before it (``at``: where this read began)."""
         k = int(at.get("first", 0))
         last = at
         for chunk, place in chunks:
             if place is not None:
-                last = {**place, "first": k}
+                (offset, line, replaced), state = place
+                last = {"offset": offset, "line": line, "replaced": replaced, "state": state, "first": k}
             yield chunk, last
             k += 1
 
@@ -420,15 +421,15 @@ class TextSource(FileSource):
                 return False
         return True
 
-    def _segments(self, path: Path, at: dict, seen: dict) -> Iterator[tuple[str, bool, dict | None]]:
+    def _segments(self, path: Path, at: dict, seen: dict) -> Iterator[tuple[str, bool, tuple | None]]:
         """``(text, ends_line, mark)`` pieces of the file, cleaned like :func:`clean_text` (no BOM; CRLF and lone CR
         end lines), from the line at ``at`` (or the start). ``mark`` is where a read can start again at this piece
-        (its line's offset and number, and whether bad UTF-8 was replaced before it) when it starts a line of the
+        (its line's ``(offset, number, whether bad UTF-8 was replaced before it)``) when it starts a line of the
         file, else None (a piece after a lone CR, the rest of a line over ``SEGMENT_BYTES``). Sets
         ``seen["replaced"]`` when it replaces bad UTF-8 (``on_bad_utf8: replace``)."""
         inside = False  # the previous piece's line goes on in this one
         for lineno, start, raw, more in self.raw_lines(path, int(at.get("offset", 0)), int(at.get("line", 1))):
-            mark = None if inside else {"offset": start, "line": lineno, "replaced": seen["replaced"]}
+            mark = None if inside else (start, lineno, seen["replaced"])
             inside = more
             ends = raw.endswith(b"\n")
             if ends:
