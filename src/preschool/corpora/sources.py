@@ -253,6 +253,8 @@ class FileSource(Source):
         raise NotImplementedError
 
     def pieces(self, stats: ReadStats) -> Iterator[tuple[str, dict, Iterable[str]]]:
+        """(id, meta with its ``"stream"`` position, texts) per raw document of every file, from :attr:`start`
+        when it is set."""
         # resumed: the listing's drops are in the restored counts already
         files = self.files(stats if self.start is None else ReadStats())
         first, at = self.resume_at(files) if self.start is not None else (0, None)
@@ -265,7 +267,11 @@ class FileSource(Source):
                 stats.files += 1  # the file a resumed read starts in was counted before the position
             for doc_id, meta, texts, inside in self.read_file(path, rel, stats, at if i == first else None):
                 yield doc_id, {**meta, "stream": {**where, "at": inside}}, texts
-            listing.update(f"{rel}\0{size}\0{mtime}\n".encode())
+            listing.update(self.listing_entry(rel, size, mtime))
+
+    @staticmethod
+    def listing_entry(rel: str, size: int, mtime: int) -> bytes:
+        return f"{rel}\0{size}\0{mtime}\n".encode()
 
     @classmethod
     def identity(cls, path: Path) -> tuple[int, int]:
@@ -278,8 +284,7 @@ class FileSource(Source):
         """sha256 over the relative paths, sizes and mtimes of ``files`` (the files a position comes after)."""
         h = hashlib.sha256()
         for path, rel in files:
-            size, mtime = self.identity(path)
-            h.update(f"{rel}\0{size}\0{mtime}\n".encode())
+            h.update(self.listing_entry(rel, *self.identity(path)))
         return h
 
     def resume_at(self, files: list[tuple[Path, str]]) -> tuple[int, dict]:
