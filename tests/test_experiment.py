@@ -79,6 +79,13 @@ def test_quickstart_micro_end_to_end_and_rerun_is_a_noop(tmp_path):
     ("arms.0.model.overrides.hiden_size=64", "arms[0].model.overrides.hiden_size", "did you mean 'hidden_size'"),
     ("arms.2.train.lr=-1", "arms[2].train.lr", "must be > 0"),
     ("train.lr=-1", "train.lr", "must be > 0"),
+    # a value is named where it was written, the shared section or the arm's
+    ("train.val=[nope]", "train.val", "no dataset or part named 'nope'"),
+    ("arms.1.train.val=[nope]", "arms[1].train.val", "no dataset or part named 'nope'"),
+    # a nested config an overlay builds or overlays is checked too, and named under its section
+    ("train.wandb.project=''", "train.wandb.project", "non-empty W&B project"),
+    ("arms.1.train.wandb.project=''", "arms[1].train.wandb.project", "non-empty W&B project"),
+    ("arms.0.train.wandb.mode=onlin", "arms[0].train.wandb.mode", "did you mean 'online'"),
 ])
 def test_bad_configs_fail_before_any_work(tmp_path, override, field, msg):
     out = tmp_path / "never"
@@ -86,6 +93,12 @@ def test_bad_configs_fail_before_any_work(tmp_path, override, field, msg):
         _cfg(out, [override])
     assert e.value.field == field
     assert not out.exists()
+
+
+def test_an_arm_overlaying_a_bad_value_onto_a_shared_nested_config_is_named(tmp_path):
+    with pytest.raises(ConfigError, match="non-empty W&B project") as e:
+        _cfg(tmp_path / "never", ["train.wandb.project=p", "arms.2.train.wandb.project=''"])
+    assert e.value.field == "arms[2].train.wandb.project"
 
 
 def test_arms_overlay_the_shared_train_and_model_settings(tmp_path):

@@ -63,6 +63,9 @@ def _coerce(tp: Any, value: Any, path: str) -> Any:
     if origin in (Union, types.UnionType):
         if value is None and type(None) in args:
             return None
+        others = [a for a in args if a is not type(None)]
+        if len(others) == 1:  # an optional value: the one type's own error ("did you mean") says more
+            return _coerce(others[0], value, path)
         errors = []
         for a in args:
             if a is type(None):
@@ -238,8 +241,8 @@ def _dataclass_of(tp: Any) -> type | None:
 def overlay(obj: Any, *overlays: Mapping[str, Any]) -> Any:
     """``obj`` (a config dataclass) with each overlay's fields set in turn, ``dataclasses.replace``-style.
 
-    A nested dataclass field is overlaid field by field (or built whole from the overlay where ``obj``
-    has None), and a mapping field is merged key by key, so an arm that sets ``model.overrides.rope_theta``
+    A nested dataclass field is overlaid field by field (where ``obj`` has None, onto the nested class's
+    defaults: an optional nested config has a default for every field), and a mapping field is merged key by key, so an arm that sets ``model.overrides.rope_theta``
     keeps the shared ``overrides``; every other value replaces the one below. Nothing is validated here:
     call :func:`validate` on the result.
     """
@@ -250,7 +253,7 @@ def overlay(obj: Any, *overlays: Mapping[str, Any]) -> Any:
             if isinstance(v, dict) and dataclasses.is_dataclass(cur):
                 changes[k] = overlay(cur, v)
             elif isinstance(v, dict) and cur is None and (dc := _dataclass_of(_field_type(obj, k))) is not None:
-                changes[k] = from_dict(dc, v, k)
+                changes[k] = overlay(dc(), v)  # the class's defaults, overlaid (validated with the result)
             elif isinstance(v, dict) and isinstance(cur, dict):
                 changes[k] = deep_merge(cur, v)
             else:

@@ -181,8 +181,9 @@ class ExperimentConfig:
                     check(s in readable, f"arms[{i}].stages[{j}].data",
                           f"no dataset named {s!r}; have {sorted(readable)}")
             known = set(self._arm_names(arm))
+            where = f"arms[{i}].train.val" if "val" in arm.train else "train.val"  # the key that set it
             for v in cfg.val or []:  # no val list: every stage dataset with a val/ split is scored
-                check(v in known, f"arms[{i}].train.val", f"no dataset or part named {v!r}; have {sorted(known)}")
+                check(v in known, where, f"no dataset or part named {v!r}; have {sorted(known)}")
             for name, cb in self._callback_configs(arm, i).items():
                 for dep in getattr(cb, "arms_needed", lambda: [])():
                     check(dep in names[:i], f"arms[{i}].callbacks.{name}",

@@ -179,6 +179,8 @@ class TrainConfig:
             if s.embeddings_at_start == "mean":
                 check(self.reserved_ids is not None, f"stages[{i}].embeddings_at_start",
                       "'mean' needs reserved_ids: [lo, hi) in the train config")
+        if self.wandb is not None:  # an overlay may have built or changed it: checked with the rest
+            C.validate(self.wandb, "wandb")
         check(self.batch_size > 0, "batch_size", f"must be > 0, got {self.batch_size}")
         if self.micro_batch_size is not None:
             check(self.micro_batch_size > 0, "micro_batch_size", f"must be > 0, got {self.micro_batch_size}")
