@@ -86,6 +86,10 @@ def test_quickstart_micro_end_to_end_and_rerun_is_a_noop(tmp_path):
     ("train.wandb.project=''", "train.wandb.project", "non-empty W&B project"),
     ("arms.1.train.wandb.project=''", "arms[1].train.wandb.project", "non-empty W&B project"),
     ("arms.0.train.wandb.mode=onlin", "arms[0].train.wandb.mode", "did you mean 'online'"),
+    # a model shape the trainer could not build fails on load, not after the data is prepared
+    ("arms.1.model.overrides.hidden_size=51", "arms[1].model.overrides.hidden_size", "not divisible by 2 heads"),
+    ("model.overrides.num_key_value_heads=3", "model.overrides.num_key_value_heads", "not divisible by 3 KV"),
+    ("model.overrides.hidden_size=wide", "model.overrides.hidden_size", "must be a positive integer"),
 ])
 def test_bad_configs_fail_before_any_work(tmp_path, override, field, msg):
     out = tmp_path / "never"
@@ -99,6 +103,10 @@ def test_an_arm_overlaying_a_bad_value_onto_a_shared_nested_config_is_named(tmp_
     with pytest.raises(ConfigError, match="non-empty W&B project") as e:
         _cfg(tmp_path / "never", ["train.wandb.project=p", "arms.2.train.wandb.project=''"])
     assert e.value.field == "arms[2].train.wandb.project"
+    # the arm sets another key of the same section: the bad value is still the shared one
+    with pytest.raises(ConfigError, match="non-empty W&B project") as e:
+        _cfg(tmp_path / "never", ["train.wandb.project=''", "arms.0.train.wandb.mode=offline"])
+    assert e.value.field == "train.wandb.project"
 
 
 def test_arms_overlay_the_shared_train_and_model_settings(tmp_path):

@@ -283,20 +283,32 @@ class ExperimentConfig:
         try:
             validate(model)
         except ConfigError as e:
-            top = e.field.split(".")[0]
-            raise ConfigError(f"{path}.model.{e.field}" if top in arm.model else f"model.{e.field}",
+            raise ConfigError(f"{path}.model.{e.field}" if _sets(arm.model, e.field) else f"model.{e.field}",
                               e.message) from None
         try:
             validate(cfg)
         except ConfigError as e:
             top = e.field.split(".")[0].split("[")[0]
-            where = path if top == "stages" else f"{path}.train" if top in arm.train else "train"
+            where = path if top == "stages" else f"{path}.train" if _sets(arm.train, e.field) else "train"
             raise ConfigError(f"{where}.{e.field}", e.message) from None
         return cfg
 
     @property
     def out_dir(self) -> Path:
         return Path(self.out or f"runs/{self.name}")
+
+
+def _sets(over: dict[str, Any], field: str) -> bool:
+    """Whether the overlay ``over`` sets the value at the dotted ``field`` (``wandb.project``), itself or
+    a whole value above it (``wandb: null`` sets ``wandb.project`` too; ``wandb: {mode: x}`` does not)."""
+    node: Any = over
+    for part in field.split("."):
+        if not isinstance(node, dict):
+            return True
+        if part not in node:
+            return False
+        node = node[part]
+    return True
 
 
 # top-level keys of the `preschool compartments` / audit schema that issue 13 retired

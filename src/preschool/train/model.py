@@ -200,6 +200,8 @@ class ModelConfig:
         for k in ("vocab_size", "tie_word_embeddings"):
             check(k not in self.overrides, f"overrides.{k}",
                   "set by the tokenizer / tie_embeddings, not by overrides")
+        if self.overrides:  # a shape the trainer could not build fails here, before any data is prepared
+            model_shape(self, 2)
 
 
 def model_shape(cfg: ModelConfig, vocab_size: int) -> dict[str, Any]:
@@ -210,12 +212,20 @@ def model_shape(cfg: ModelConfig, vocab_size: int) -> dict[str, Any]:
         raise ConfigError("vocab_size", f"must be >= 2, got {vocab_size}")
     shape = MODEL_PRESETS.get(cfg.preset, "preset").cls()
     shape.update(cfg.overrides)
+
+    def named(*keys: str) -> str:  # the override that makes the shape impossible (presets are consistent)
+        return f"overrides.{next((k for k in keys if k in cfg.overrides), keys[-1])}"
+
+    for k in ("hidden_size", "num_attention_heads", "num_key_value_heads"):
+        v = shape[k]
+        if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+            raise ConfigError(f"overrides.{k}", f"must be a positive integer, got {v!r}")
     d, h = shape["hidden_size"], shape["num_attention_heads"]
     if d % h and not shape.get("head_dim"):
-        raise ConfigError("overrides.num_attention_heads",
+        raise ConfigError(named("num_attention_heads", "hidden_size"),
                           f"hidden_size {d} not divisible by {h} heads (set overrides.head_dim for another head size)")
     if h % shape["num_key_value_heads"]:
-        raise ConfigError("overrides.num_key_value_heads",
+        raise ConfigError(named("num_key_value_heads", "num_attention_heads"),
                           f"{h} attention heads not divisible by {shape['num_key_value_heads']} KV heads")
     return shape
 
