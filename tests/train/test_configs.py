@@ -60,6 +60,15 @@ def test_a_key_both_flat_and_in_schedule_is_refused_naming_it():
     assert e.value.field == "stages[0].warmup"
 
 
+@pytest.mark.parametrize("schedule", [5, [1], True])
+def test_a_schedule_that_is_no_mapping_is_named_beside_flat_keys_too(schedule):
+    """The bad value is the schedule, with or without an old flat key beside it (not 'unknown key warmup')."""
+    for flat in ({}, {"warmup": 0.1}):
+        with pytest.raises(ConfigError, match="expected a mapping") as e:
+            _train([{"name": "pt", "data": "raw", "tokens": 64, "schedule": schedule, **flat}])
+        assert e.value.field == "stages[0].schedule"
+
+
 @pytest.mark.parametrize("schedule, field_, msg", [
     ({"warmup": -1}, "stages[0].schedule.warmup", "must be >= 0"),
     ({"name": "cosin"}, "stages[0].schedule.name", "did you mean 'cosine'"),

@@ -83,8 +83,10 @@ class StageConfig:
         if isinstance(sched, str):
             data["schedule"] = sched = {"name": sched}
         flat = [k for k in _FLAT_SCHEDULE_KEYS if k in data]
-        if not flat or not (sched is None or isinstance(sched, dict)):
+        if not flat:
             return data, []  # nothing to move (a schedule that is no mapping fails in from_dict, named)
+        if not (sched is None or isinstance(sched, dict)):  # the bad value, not the flat key beside it
+            raise ConfigError(f"{at}schedule", f"expected a mapping for ScheduleConfig or a name, got {sched!r}")
         sched = dict(sched or {})
         for k in flat:
             if k in sched:
