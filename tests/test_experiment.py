@@ -123,6 +123,16 @@ def test_arms_overlay_the_shared_train_and_model_settings(tmp_path):
     assert cfg.model.overrides == {"rope_theta": 5000}  # the shared config is not changed by an arm
 
 
+def test_null_in_an_arm_overlay_replaces_the_shared_value(tmp_path):
+    """`null` is a value like any other: `wandb: null` turns W&B off for that arm, `val: null` gives back
+    the default (every stage dataset with a val/ split), and neither changes the other arms."""
+    cfg = _cfg(tmp_path / "x", ["train.wandb.project=p", "train.val=[pt]", "arms.1.train.wandb=null",
+                                "arms.2.train.val=null"])
+    base, ppt, other = (cfg.train_config(a, 0) for a in cfg.arms)
+    assert base.wandb.project == other.wandb.project == "p" and ppt.wandb is None
+    assert base.val == ppt.val == ["pt"] and other.val is None
+
+
 def test_missing_corpus_file_is_named(tmp_path):
     with pytest.raises(ConfigError, match="not found") as e:
         _cfg(tmp_path / "x", ["corpora.storybook.source=text", f"corpora.storybook.path={tmp_path}/missing.txt"])
