@@ -43,3 +43,32 @@ def test_a_real_schedule_change_is_still_refused_naming_the_nested_field(old_run
     with pytest.raises(ConfigError, match="was 0.05, now 0.1") as e:
         check_run_dir(from_dict(TrainConfig, {"stages": changed}), run, datasets)
     assert e.value.field == "train.stages[0].schedule.warmup"
+
+
+def _drop_nested_fields(run):
+    """Rewrite the run's config.yaml as code that had no stage ``embeddings_at_start``/``pt_sources`` and no
+    model ``init_std`` would have written it (fields added later, at their defaults)."""
+    tree = yaml.safe_load((run / "config.yaml").read_text())
+    for st in tree["train"]["stages"]:
+        del st["embeddings_at_start"], st["pt_sources"]
+    del tree["train"]["model"]["init_std"], tree["train"]["batch_size"]
+    (run / "config.yaml").write_text(yaml.safe_dump(tree))
+
+
+def test_nested_fields_added_later_at_their_defaults_are_the_same_run(old_run):
+    run, datasets = old_run
+    _drop_nested_fields(run)
+    check_run_dir(from_dict(TrainConfig, {"stages": STAGES}), run, datasets)  # no error: it may resume
+
+
+@pytest.mark.parametrize("change, field_", [
+    ({"stages": [{**STAGES[0], "embeddings_at_start": "reinit"}, STAGES[1]]}, "train.stages[0].embeddings_at_start"),
+    ({"stages": STAGES, "model": {"init_std": 0.01}}, "train.model.init_std"),
+    ({"stages": STAGES, "batch_size": 8}, "train.batch_size"),
+])
+def test_a_field_the_run_never_had_set_off_its_default_is_refused(old_run, change, field_):
+    run, datasets = old_run
+    _drop_nested_fields(run)
+    with pytest.raises(ConfigError, match="differs from the run") as e:
+        check_run_dir(from_dict(TrainConfig, change), run, datasets)
+    assert e.value.field == field_

@@ -9,6 +9,8 @@ runs too, so a changed config is never silently reported as done).
 
 from __future__ import annotations
 
+import dataclasses
+import typing
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -57,6 +59,29 @@ def _current_spelling(train: dict) -> dict:
                                 for i, st in enumerate(stages)]}
 
 
+def _with_defaults(tree: Any, cls: type) -> Any:
+    """A stored config tree of dataclass ``cls`` with every field it lacks at its current default, nested
+    configs and lists of them included: a field added after the run was written, at its default, is the
+    behaviour the run had (a field without a default is left missing, so it differs)."""
+    if not isinstance(tree, dict):
+        return tree
+    hints = typing.get_type_hints(cls)
+    out = dict(tree)
+    for f in dataclasses.fields(cls):
+        inner = C._dataclass_of(hints[f.name])
+        item = typing.get_args(hints[f.name])[0] if typing.get_origin(hints[f.name]) is list else None
+        if f.name not in out:
+            if f.default is not dataclasses.MISSING:
+                out[f.name] = C.to_dict(f.default)
+            elif f.default_factory is not dataclasses.MISSING:
+                out[f.name] = C.to_dict(f.default_factory())
+        elif inner is not None:
+            out[f.name] = _with_defaults(out[f.name], inner)
+        elif item is not None and dataclasses.is_dataclass(item) and isinstance(out[f.name], list):
+            out[f.name] = [_with_defaults(x, item) for x in out[f.name]]
+    return out
+
+
 def run_config_tree(cfg: TrainConfig, datasets: Mapping[str, str | Path], tokenizer_dir: str | Path | None) -> dict:
     """What a run directory's ``config.yaml`` records: the config, dataset paths, and the content
     hashes of the datasets the stages train on."""
@@ -81,12 +106,9 @@ def check_run_dir(cfg: TrainConfig, out_dir: str | Path, datasets: Mapping[str, 
     cfg = resolve_reserved_ids(cfg, datasets)
     old = C.load_yaml(path)
     now = run_config_tree(cfg, datasets, tokenizer_dir)
-    old_train = _current_spelling(old.get("train") or {})
-    defaults = C.to_dict(TrainConfig())
+    old_train = _with_defaults(_current_spelling(old.get("train") or {}), TrainConfig)
     a = {k: v for k, v in old_train.items() if k not in _RESUME_FREE}
-    # a field added after the run was written, at its default, is the behaviour the run had
-    b = {k: v for k, v in now["train"].items()
-         if k not in _RESUME_FREE and (k in old_train or v != defaults.get(k))}
+    b = {k: v for k, v in now["train"].items() if k not in _RESUME_FREE}
     d = _diff(a, b, "train")
     missing = [k for k in _trained_on(cfg) if k not in (old.get("datasets") or {})]
     if not d and missing:
