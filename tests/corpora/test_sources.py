@@ -128,6 +128,36 @@ def test_streamed_chunks_equal_whole_text_chunks(messy, tmp_path):
             assert [d.text for d in docs if d.meta["path"] == f] == [c for c in chunk_text(whole, mode, 300) if c.strip()]
 
 
+MESSY_TEXT = (b"\xef\xbb\xbfOne \xc3\xa9t\xc3\xa9.\r\n" + b"word " * 200 + b"    \n\n"  # a line over max_chars, blank rest
+              + b"".join(b"x" * n + b"\r\xef\xbb\xbf\n" for n in range(1, 9))  # CR, BOM, LF: one line end
+              + b"\r\xf0\x9f\x98\x80 smile\r\n\n" + b"\xe2\x82\xac" * 400 + b"\nbad \xff\xfe bytes\n\n"
+              + b"Sentence one. " * 150 + b"\r\n\r\r\n  \t\nlast line, no newline")
+
+
+@pytest.mark.parametrize("segment", [4, 5, 7, 1 << 20])
+@pytest.mark.parametrize("mode", ["none", "paragraphs", "lines"])
+def test_streamed_text_equals_whole_text_at_any_read_piece_size(tmp_path, monkeypatch, segment, mode):
+    """A text file read in pieces of ``segment`` bytes gives the documents chunk_text gives for the whole cleaned
+    text, with lines over max_chars (one whose cut leaves a blank rest), CR + BOM + LF (one line end, as
+    clean_text makes it, also when a piece ends between them), characters cut at piece ends and bad UTF-8
+    replaced; and a read resumed at any document's position gives the rest and the same counts."""
+    import preschool.corpora.sources as sources
+
+    monkeypatch.setattr(sources, "SEGMENT_BYTES", segment)
+    (tmp_path / "messy.txt").write_bytes(MESSY_TEXT)
+    c = cfg(source="text", path=str(tmp_path), split_documents=mode, chunk_chars=300, max_chars=1000,
+            on_bad_utf8="replace")
+    docs, whole = read(c)
+    expect = [t for t in chunk_text(clean_text(MESSY_TEXT.decode("utf-8", "replace")), mode, 300, 1000) if t.strip()]
+    assert [d.text for d in docs] == expect
+    assert whole.replaced_bad_utf8 == 1
+    for i, d in enumerate(docs):
+        st = ReadStats()
+        rest = list(iter_documents(c, st, start=json.loads(json.dumps(d.meta["position"]))))
+        assert [(r.id, r.text) for r in rest] == [(r.id, r.text) for r in docs[i:]], i
+        assert st.as_dict() == whole.as_dict()
+
+
 @pytest.mark.parametrize("source,mode", [("text", "none"), ("text", "paragraphs"), ("jsonl", "none")])
 def test_truncated_gzip_is_a_data_error(tmp_path, source, mode):
     ext = "txt" if source == "text" else "jsonl"

@@ -285,13 +285,15 @@ def join_segments(segments: Iterable[tuple[str, bool, Any]], max_chars: int) -> 
     :func:`_cut_long` cuts (sentence end, else space), so memory stays about
     ``max_chars`` plus one segment however long the line is in the input. The
     last segment of a stream ends no line: what follows the last line end is
-    the last line (empty when the input ends with a newline), as ``str.split("\\n")``.
+    the last line (empty when the input ends with a newline), as ``str.split("\\n")``; the blank rest of
+    a cut line is no line (as :func:`_cut_long` drops it).
     A line carries the mark of the segment it starts with (a reader's place in its
     input, see :func:`chunk_marked`); the pieces after a cut carry None.
     """
     buf: list[str] = []
     size = 0
     mark = None
+    cut_off = False  # a piece of the current line went out already: a blank rest is no line (as in _cut_long)
     for text, ends_line, m in segments:
         if not buf:
             mark = m
@@ -306,12 +308,16 @@ def join_segments(segments: Iterable[tuple[str, bool, Any]], max_chars: int) -> 
                 if piece.strip():
                     yield piece, mark
                     mark = None
-                start = cut
+                start, cut_off = cut, True
             buf, size, mark = [joined[start:]], len(joined) - start, None
         if ends_line:
-            yield "".join(buf), mark
-            buf, size, mark = [], 0, None
-    yield "".join(buf), mark
+            rest = "".join(buf)
+            if not cut_off or rest.strip():
+                yield rest, mark
+            buf, size, mark, cut_off = [], 0, None, False
+    rest = "".join(buf)
+    if not cut_off or rest.strip():
+        yield rest, mark
 
 
 def _bounded(lines: Iterable[tuple[str, Any]], max_chars: int | None) -> Iterator[tuple[str, Any]]:

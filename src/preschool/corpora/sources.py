@@ -138,15 +138,21 @@ def walk_files(root: Path, glob: str, stats: ReadStats) -> list[tuple[Path, str]
 
 
 def _incomplete_tail(data: bytes) -> int:
-    """How many bytes at the end of ``data`` must wait for the next piece: a cut UTF-8 character or a CR before LF."""
-    if data.endswith(b"\r"):
-        return 1
+    """How many bytes at the end of ``data`` must wait for the next piece: a cut UTF-8 character, or a CR that
+    may pair with an LF in the next piece (byte-order marks between them vanish in clean-up, see clean_text)."""
+    keep = 0
     for back in range(1, min(4, len(data)) + 1):
         b = data[-back]
         if b & 0xC0 != 0x80:  # the lead byte of the last character
             need = 2 if 0xC0 <= b < 0xE0 else 3 if 0xE0 <= b < 0xF0 else 4 if 0xF0 <= b < 0xF8 else 1
-            return back if need > back else 0
-    return 0
+            keep = back if need > back else 0
+            break
+    if keep and not b"\xef\xbb\xbf".startswith(data[-keep:]):
+        return keep  # a cut character other than a BOM: no LF can follow a CR before it
+    end = len(data) - keep
+    while data.endswith(b"\xef\xbb\xbf", 0, end):
+        end -= 3
+    return len(data) - end + 1 if data[end - 1:end] == b"\r" else keep
 
 
 RESTART_HINT = ("; the read cannot continue at the recorded position: start over (remove the prepare's "
@@ -350,7 +356,10 @@ class FileSource(Source):
                 more = len(raw) >= SEGMENT_BYTES and not raw.endswith(b"\n")
                 if more:
                     keep = _incomplete_tail(data)
-                    if 0 < keep < len(data):
+                    if keep == len(data):
+                        carry = data  # nothing whole to hand out yet: read on
+                        continue
+                    if keep:
                         data, carry = data[:-keep], data[-keep:]
                 start, pos = pos, pos + len(data)
                 if start == 0 and data.startswith(b"\xef\xbb\xbf"):
@@ -436,17 +445,17 @@ class TextSource(FileSource):
         for lineno, start, raw, more in self.raw_lines(path, int(at.get("offset", 0)), int(at.get("line", 1))):
             mark = None if inside else (start, lineno, seen["replaced"])
             inside = more
-            ends = raw.endswith(b"\n")
-            if ends:
-                raw = raw[:-2] if raw.endswith(b"\r\n") else raw[:-1]
             try:
                 text = raw.decode("utf-8")
             except UnicodeDecodeError as e:
                 if self.cfg.on_bad_utf8 == "error":
                     raise DataError(bad_utf8_message(str(path), start + e.start, lineno, raw[e.start:e.start + 4])) from None
                 text, seen["replaced"] = raw.decode("utf-8", errors="replace"), True
-            if "\ufeff" in text:
+            if "\ufeff" in text:  # removed before the line end is read: CR, BOM, LF is one line end (clean_text)
                 text = text.replace("\ufeff", "")
+            ends = text.endswith("\n")
+            if ends:
+                text = text[:-2] if text.endswith("\r\n") else text[:-1]
             if "\r" in text:
                 *done, text = text.split("\r")
                 for part in done:
