@@ -273,8 +273,16 @@ def test_finished_arms_are_not_reused_with_other_data_or_config(tmp_path):
     with pytest.raises(ConfigError, match="bytes changed") as e:
         run_experiment(_cfg(out, ["data.dyck.tokens=2640"]), progress=False, stages=("train",))
     assert e.value.field == "arms[1].datasets.dyck"
+    # a changed value is named where the YAML sets it: the shared section, the arm's stages or overlays
     with pytest.raises(ConfigError, match="was 0.002") as e:
         run_experiment(_cfg(out, ["train.lr=1e-3"]), progress=False, stages=("train",))
-    assert e.value.field == "arms[0].train.lr"
+    assert e.value.field == "train.lr"
+    for change, field_ in (("arms.0.train.lr=1e-3", "arms[0].train.lr"),
+                           ("arms.0.stages.0.schedule.warmup=0.1", "arms[0].stages[0].schedule.warmup"),
+                           ("model.init_std=0.01", "model.init_std"),
+                           ("arms.0.model.init_std=0.01", "arms[0].model.init_std")):
+        with pytest.raises(ConfigError, match="differs from the run") as e:
+            run_experiment(_cfg(out, [change]), progress=False, stages=("train",))
+        assert e.value.field == field_
     # fields that do not change the weights may differ
     run_experiment(_cfg(out, ["train.log_every=3"]), progress=False, stages=("train",))

@@ -283,15 +283,24 @@ class ExperimentConfig:
         try:
             validate(model)
         except ConfigError as e:
-            raise ConfigError(f"{path}.model.{e.field}" if _sets(arm.model, e.field) else f"model.{e.field}",
-                              e.message) from None
+            raise ConfigError(self.written_at(arm, path, f"model.{e.field}"), e.message) from None
         try:
             validate(cfg)
         except ConfigError as e:
-            top = e.field.split(".")[0].split("[")[0]
-            where = path if top == "stages" else f"{path}.train" if _sets(arm.train, e.field) else "train"
-            raise ConfigError(f"{where}.{e.field}", e.message) from None
+            raise ConfigError(self.written_at(arm, path, e.field), e.message) from None
         return cfg
+
+    def written_at(self, arm: ArmSpec, path: str, field: str) -> str:
+        """The YAML key that set ``field`` (dotted, of the arm's resolved TrainConfig) for ``arm`` at ``path``
+        (``arms[i]``): the arm's stages, its ``model:`` or ``train:`` overlay where it sets the value, else
+        the shared ``model:``, else the shared ``train:`` where it sets it, else the arm's ``train``."""
+        top = field.split(".")[0].split("[")[0]
+        if top == "stages":
+            return f"{path}.{field}"
+        if top == "model":
+            sub = field[len("model."):]
+            return f"{path}.model.{sub}" if sub and _sets(arm.model, sub) else f"model.{sub}".rstrip(".")
+        return f"train.{field}" if _sets(self.train, field) and not _sets(arm.train, field) else f"{path}.train.{field}"
 
     @property
     def out_dir(self) -> Path:
@@ -365,8 +374,10 @@ def train_arms(cfg: ExperimentConfig, progress: bool = True) -> None:
         tcfg.progress = tcfg.progress and progress
         try:  # a finished arm is reused only if it was trained with this config on these bytes
             check_run_dir(tcfg, run_dir, datasets, data_dir / "tokenizer")
-        except ConfigError as e:
-            raise ConfigError(f"arms[{i}].{e.field}", f"arm {arm.name} seed {seed}: {e.message}") from None
+        except ConfigError as e:  # named where the YAML sets it (train.lr, arms[i].stages[j]...; a dataset by arm)
+            where = (cfg.written_at(arm, f"arms[{i}]", e.field[len("train."):]) if e.field.startswith("train.")
+                     else f"arms[{i}].{e.field}")
+            raise ConfigError(where, f"arm {arm.name} seed {seed}: {e.message}") from None
         if layout.is_done(run_dir):
             print(f"[preschool] arm {arm.name} seed {seed}: done, skipping")
             continue
