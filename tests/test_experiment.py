@@ -90,6 +90,9 @@ def test_quickstart_micro_end_to_end_and_rerun_is_a_noop(tmp_path):
     ("arms.1.model.overrides.hidden_size=51", "arms[1].model.overrides.hidden_size", "not divisible by 2 heads"),
     ("model.overrides.num_key_value_heads=3", "model.overrides.num_key_value_heads", "not divisible by 3 KV"),
     ("model.overrides.hidden_size=wide", "model.overrides.hidden_size", "must be a positive integer"),
+    # reserved_ids: auto with nothing to read the range from fails on load, not in the trainer
+    ("arms.1.train.reserved_ids=auto", "arms[1].train.reserved_ids", "renders symbols on reserved ids"),
+    ("train.reserved_ids=auto", "train.reserved_ids", "renders symbols on reserved ids"),
 ])
 def test_bad_configs_fail_before_any_work(tmp_path, override, field, msg):
     out = tmp_path / "never"

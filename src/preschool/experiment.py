@@ -180,6 +180,10 @@ class ExperimentConfig:
                 for s in st.datasets:
                     check(s in readable, f"arms[{i}].stages[{j}].data",
                           f"no dataset named {s!r}; have {sorted(readable)}")
+            # the trainer resolves 'auto' from the prepared shards; with no dataset to read it from, say so now
+            check(cfg.reserved_ids != "auto" or self._renders_reserved(), self.written_at(arm, f"arms[{i}]", "reserved_ids"),
+                  f"'auto', but no dataset of `data` renders symbols on reserved ids ({', '.join(sorted(self.data))}); "
+                  "give [lo, hi) or a dataset with render: reserved")
             known = set(self._arm_names(arm))
             where = f"arms[{i}].train.val" if "val" in arm.train else "train.val"  # the key that set it
             for v in cfg.val or []:  # no val list: every stage dataset with a val/ split is scored
@@ -275,7 +279,7 @@ class ExperimentConfig:
                 parts = dataset_parts(self.data, t) if spec is not None else []
                 val += parts or ([n] if spec is not None and (spec.kind or spec.val_tokens > 0) else [])
             cfg = overlay(cfg, {"val": val})
-        if cfg.reserved_ids is None and any(d.render == "reserved" and d.generator for d in self.data.values()):
+        if cfg.reserved_ids is None and self._renders_reserved():
             cfg = overlay(cfg, {"reserved_ids": "auto"})
         # each overlay was checked field by field on load; what is left are checks across fields
         # (a model override the preset cannot take, 'mean' embeddings without reserved_ids): name the
@@ -289,6 +293,10 @@ class ExperimentConfig:
         except ConfigError as e:
             raise ConfigError(self.written_at(arm, path, e.field), e.message) from None
         return cfg
+
+    def _renders_reserved(self) -> bool:
+        """Whether a dataset renders symbols on reserved ids (what ``reserved_ids: auto`` reads the range of)."""
+        return any(d.render == "reserved" and d.generator for d in self.data.values())
 
     def written_at(self, arm: ArmSpec, path: str, field: str) -> str:
         """The YAML key that set ``field`` (dotted, of the arm's resolved TrainConfig) for ``arm`` at ``path``
