@@ -158,6 +158,28 @@ def test_streamed_text_equals_whole_text_at_any_read_piece_size(tmp_path, monkey
         assert st.as_dict() == whole.as_dict()
 
 
+@pytest.mark.parametrize("kind", ["jsonl", "parquet"])
+def test_a_record_with_replaced_bad_utf8_is_counted_once_on_a_resumed_read(tmp_path, kind):
+    """A read resumed at a record whose bad UTF-8 was replaced decodes that record again: it is counted once, as
+    in an uninterrupted read (it was counted before the record's position was taken, and again on resume)."""
+    texts = [b"clean one", b"bad \xff byte", b"clean two", b"bad \xfe again", b"clean three"]
+    if kind == "jsonl":
+        (tmp_path / "r.jsonl").write_bytes(b"".join(b'{"text": "' + t + b'"}\n' for t in texts))
+    else:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        pq.write_table(pa.table({"text": pa.array(texts, pa.binary())}), tmp_path / "r.parquet", row_group_size=2)
+    c = cfg(source="auto", path=str(tmp_path), on_bad_utf8="replace")
+    docs, whole = read(c)
+    assert len(docs) == 5 and whole.replaced_bad_utf8 == 2
+    for i, d in enumerate(docs):
+        st = ReadStats()
+        rest = list(iter_documents(c, st, start=json.loads(json.dumps(d.meta["position"]))))
+        assert [r.text for r in rest] == [r.text for r in docs[i:]]
+        assert st.as_dict() == whole.as_dict(), i
+
+
 @pytest.mark.parametrize("source,mode", [("text", "none"), ("text", "paragraphs"), ("jsonl", "none")])
 def test_truncated_gzip_is_a_data_error(tmp_path, source, mode):
     ext = "txt" if source == "text" else "jsonl"

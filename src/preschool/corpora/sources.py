@@ -368,6 +368,19 @@ class FileSource(Source):
                 if not more:
                     lineno += 1
 
+    @staticmethod
+    def _deferred_replaced(stats: ReadStats, fn: Callable, *args):
+        """``(fn(*args), how many replaced_bad_utf8 it counted)``, with that count taken back out of ``stats``.
+
+        A record's replaced bad UTF-8 is counted once the record is handed out (the reader adds it when it
+        goes on to the next one, or at the file's end): a record's position holds the counts before the
+        record, and a read resumed there decodes the record again (it was counted twice).
+        """
+        before = stats.replaced_bad_utf8
+        out = fn(*args)
+        replaced, stats.replaced_bad_utf8 = stats.replaced_bad_utf8 - before, before
+        return out, replaced
+
     def bad_record(self, stats: ReadStats, reason: str, message: str) -> None:
         if self.cfg.on_bad_record == "error":
             raise DataError(message + "; set on_bad_record: drop to skip such records")
@@ -499,7 +512,9 @@ class JsonlSource(FileSource):
             return
         # where a record starts: its line's byte offset (a resumed read seeks there) and number
         offset, line = (int(at["offset"]), int(at["line"])) if at else (0, 1)
+        replaced = 0  # see _deferred_replaced
         for lineno, start, raw, size in self._lines(path, offset, line):
+            stats.replaced_bad_utf8, replaced = stats.replaced_bad_utf8 + replaced, 0
             where = f"{path}:{lineno}"
             if raw is None:
                 self.bad_record(stats, "too_long", f"{where}: record of {size:,} bytes is over the limit of "
@@ -511,7 +526,7 @@ class JsonlSource(FileSource):
                                 "convert it, or read it with source: hf, hf_name: json")
             if not raw.strip():
                 continue  # blank lines (a trailing newline pair) are not records
-            line = decode_bytes(raw, where, c.on_bad_utf8, stats, start)
+            line, replaced = self._deferred_replaced(stats, decode_bytes, raw, where, c.on_bad_utf8, stats, start)
             if line is None:
                 continue
             try:
@@ -530,6 +545,7 @@ class JsonlSource(FileSource):
             did = str(rec[c.id_field]) if c.id_field and c.id_field in rec else f"{rel}:{lineno}"
             yield (Document(did, clean_text(rec[c.text_field]), {"source": "jsonl", "path": rel, "line": lineno}),
                    {"offset": start, "line": lineno})
+        stats.replaced_bad_utf8 += replaced
 
 
 @SOURCES.register("parquet", config=CorpusConfig)
@@ -561,6 +577,7 @@ class ParquetSource(FileSource):
             n = pf.metadata.row_group(group).num_rows
             row, group, skip = row + n, group + 1, skip - n
         groups = range(group, pf.num_row_groups) if group else None
+        replaced = 0  # see FileSource._deferred_replaced
         for batch in pf.iter_batches(batch_size=1024, columns=cols, row_groups=groups):
             if skip:
                 n = min(skip, batch.num_rows)
@@ -568,9 +585,10 @@ class ParquetSource(FileSource):
             data = batch.to_pydict()
             ids = data.get(c.id_field) if c.id_field else None
             for k, text in enumerate(data[c.text_field]):
+                stats.replaced_bad_utf8, replaced = stats.replaced_bad_utf8 + replaced, 0
                 where = f"{path}: row {row}"
                 if isinstance(text, bytes):
-                    text = decode_bytes(text, where, c.on_bad_utf8, stats)
+                    text, replaced = self._deferred_replaced(stats, decode_bytes, text, where, c.on_bad_utf8, stats)
                     if text is None:
                         row += 1
                         continue
@@ -581,6 +599,7 @@ class ParquetSource(FileSource):
                 did = str(ids[k]) if ids is not None else f"{rel}:{row}"
                 yield Document(did, clean_text(text), {"source": "parquet", "path": rel, "row": row}), {"row": row}
                 row += 1
+        stats.replaced_bad_utf8 += replaced
 
 
 @SOURCES.register("auto", config=CorpusConfig)
