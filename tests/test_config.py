@@ -95,6 +95,17 @@ def test_overrides():
     assert d == {"a": {"b": 2}, "arms": [{"name": "y"}], "c": [1, 2]}
 
 
+def test_an_override_into_a_single_value_says_to_set_it_whole():
+    """A stage written with the `schedule: constant` shorthand has no schedule.warmup to set by dots."""
+    with pytest.raises(ConfigError, match=r"single value \('constant'\).*set it whole instead "
+                                          r"\(arms.0.stages.0.schedule='\{warmup: ...\}'") as e:
+        apply_overrides({"arms": [{"stages": [{"schedule": "constant"}]}]}, ["arms.0.stages.0.schedule.warmup=3"])
+    assert e.value.field == "arms.0.stages.0.schedule.warmup"
+    got = apply_overrides({"arms": [{"stages": [{"schedule": "constant"}]}]},
+                          ["arms.0.stages.0.schedule={name: constant, warmup: 3}"])
+    assert got["arms"][0]["stages"][0]["schedule"] == {"name": "constant", "warmup": 3}
+
+
 def test_registry_did_you_mean():
     r = Registry("widget")
 

@@ -359,7 +359,9 @@ def apply_overrides(data: dict, overrides: list[str]) -> dict:
                         node[part] = {}
                     node = node[part]
             else:
-                raise ConfigError(key, f"{where} is a single value ({node!r}), so it has no {part!r} inside")
+                # e.g. a stage's `schedule: constant` shorthand: the whole value can still be set
+                raise ConfigError(key, f"{where} is a single value ({node!r}), so it has no {part!r} inside; "
+                                  f"set it whole instead ({where}='{{{part}: ...}}' for a mapping)")
     return data
 
 
