@@ -204,7 +204,40 @@ def test_a_local_folder_resumes_at_its_file_position(tmp_path, fmt, shared_data,
     for name in ("train/manifest.json", "val/manifest.json", "train.doc_ids.txt"):
         assert (run / "pt" / name).read_bytes() == (ref / "pt" / name).read_bytes(), name
     ours, theirs = (json.loads((d / "pt" / "dataset.json").read_text()) for d in (run, ref))
-    assert ours["read"] == theirs["read"] and ours["read"]["files"] > start["file"] + 1
+    assert ours["read"] == theirs["read"] and ours["read"]["files"] >= start["file"] + 1
     assert min(f.relative_to(src).as_posix() for f in file_reads.opened) == start["path"]
     if fmt != "parquet":  # text and JSON Lines: read from the line unit 3 starts on (or a piece before it)
         assert file_reads.starts[0] == (src / start["path"], start["at"]["offset"])
+
+
+def test_read_counts_do_not_depend_on_workers_or_where_a_run_stopped(tmp_path, monkeypatch):
+    """A prepare that stops at its budget records the read counts of a one-worker read that stopped there: with
+    three workers the parent reads units ahead for them (the counts were those of how far it read), and a
+    three-worker run killed after its units were built, rerun, takes its finished units up to the budget."""
+    import preschool.data.prepare as prep
+
+    src = tmp_path / "src"
+    for part in range(3):
+        _write(src, "jsonl", part, part * 400, 400)
+    lines = (src / "part-0.jsonl").read_text().splitlines(keepends=True)
+    (src / "part-0.jsonl").write_text("".join(ln + ("{broken\n" if i % 7 == 0 else "") for i, ln in enumerate(lines)))
+    corpus = CorpusConfig(source="jsonl", path=str(src), on_bad_record="drop")
+
+    def prepare(out, workers):
+        prepare_data(out, TOK, {"web": corpus}, {"pt": SPEC}, seq_len=SEQ, seed=0, workers=workers, progress=False)
+        return json.loads((out / "pt" / "dataset.json").read_text())["read"]
+
+    ref = prepare(tmp_path / "ref", 1)
+    assert 0 < ref["documents"] < 400 and ref["drops"]["bad_json"] > 5  # the budget stops the read early
+    assert prepare(tmp_path / "three", 3) == ref
+    real = prep.adopt_units
+
+    def dies(*a, **kw):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(prep, "adopt_units", dies)
+    with pytest.raises(KeyboardInterrupt):
+        prepare(tmp_path / "run", 3)
+    monkeypatch.setattr(prep, "adopt_units", real)
+    assert prepare(tmp_path / "run", 1) == ref
+    assert content_sha256(tmp_path / "run" / "pt") == content_sha256(tmp_path / "ref" / "pt")

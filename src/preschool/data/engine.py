@@ -84,6 +84,18 @@ class UnitJob:
         """Called when a rerun continues at a unit's start ``token`` (parent side): restore what the
         read before that point counted, even when the finished units already suffice."""
 
+    def read_counts(self) -> dict | None:
+        """Parent side: what the document read has counted so far (JSON-able), None when the job counts nothing.
+
+        :func:`run_units` takes it as each unit is yielded and, stopping at a unit, sets it back
+        (:meth:`restore_read`) to that unit's, so the counts are those of a one-worker read that
+        stopped there, however far ahead of the builds several workers had the parent read.
+        """
+        return None
+
+    def restore_read(self, counts: dict) -> None:
+        """Set the parent's read counts to ``counts`` (a :meth:`read_counts`)."""
+
     def run(self, k: int, payload: Any, out: Path) -> dict:
         """Build unit ``k`` into folder ``out`` (worker side); return its counts (JSON-able)."""
         raise NotImplementedError
@@ -184,6 +196,7 @@ def run_units(job: UnitJob, work: str | Path, workers: int = 1, need: dict[str, 
         dist.prebuild(job, work, need)
     infos: list[dict] = []
     have: dict[str, int] = {}
+    counts: dict[int, Any] = {}  # job.read_counts() as each unit was yielded, until the unit is taken
 
     def take(info: dict) -> bool:
         infos.append(info)
@@ -191,7 +204,12 @@ def run_units(job: UnitJob, work: str | Path, workers: int = 1, need: dict[str, 
             have[s] = have.get(s, 0) + int(n)
         if on_unit is not None:
             on_unit(info)
-        return _enough(have, need)
+        read = counts.pop(int(info["unit"]), None)
+        if not _enough(have, need):
+            return False
+        if read is not None:  # the parent may have read ahead for other workers: count as if it stopped here
+            job.restore_read(read)
+        return True
 
     # A rerun continues at the start token of the first unfinished unit m (or, when m was never reached,
     # of the last finished unit, read again but not rebuilt), so a source that keeps positions (files,
@@ -206,10 +224,11 @@ def run_units(job: UnitJob, work: str | Path, workers: int = 1, need: dict[str, 
         job.resumed(token)
         for k in range(j):
             if take(read_json(unit_path(work, k) / "unit.json")):
+                _read_unit_again(job, work, k)
                 return infos
-        units = _recording(job, work, job.units(start=(j, token)))
+        units = _recording(job, work, job.units(start=(j, token)), counts)
     else:
-        units = _recording(job, work, job.units())
+        units = _recording(job, work, job.units(), counts)
 
     if workers <= 1:
         for k, payload in units:
@@ -265,9 +284,24 @@ def _kill(pool: ProcessPoolExecutor) -> None:
     pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _recording(job: UnitJob, work: Path, units: Iterator[tuple[int, Any]]) -> Iterator[tuple[int, Any]]:
-    """``units``, writing each unfinished unit's start token to ``work/u<k>.start.json`` before it is built."""
+def _read_unit_again(job: UnitJob, work: Path, k: int) -> None:
+    """A rerun whose finished units suffice at unit ``k``, before the unit it resumed at: read unit ``k``
+    again from its start token (nothing is built), so the job's read counts are the ones a read that
+    stopped after unit ``k`` has."""
+    start = work / f"u{k:06d}.start.json"
+    if job.read_counts() is not None and start.is_file():
+        token = read_json(start)
+        job.resumed(token)
+        next(iter(job.units(start=(k, token))), None)
+
+
+def _recording(job: UnitJob, work: Path, units: Iterator[tuple[int, Any]],
+               counts: dict[int, Any] | None = None) -> Iterator[tuple[int, Any]]:
+    """``units``, writing each unfinished unit's start token to ``work/u<k>.start.json`` before it is built
+    and putting the job's read counts as the unit is yielded into ``counts[k]``."""
     for k, payload in units:
+        if counts is not None:
+            counts[k] = job.read_counts()
         if not (unit_path(work, k) / "unit.json").is_file():
             token = job.start_token(k)
             if token is not None:

@@ -181,6 +181,12 @@ class CorpusJob(UnitJob):
         if self.read is not None:
             self.read.restore(token["position"]["read"])
 
+    def read_counts(self) -> dict | None:
+        return self.read.as_dict() if self.read is not None else None
+
+    def restore_read(self, counts: dict) -> None:
+        self.read.restore(counts)
+
     def run(self, k: int, docs: list[tuple[str, str]], out: Path) -> dict:
         from tokenizers import Tokenizer
 
@@ -225,7 +231,7 @@ class CorpusJob(UnitJob):
 def _write_corpus(name: str, spec: DatasetSpec, corpus_cfg, tok, row_len: int, seed: int, out: Path,
                   excluded: set[str], workers: int, progress: bool, final: Path, read: ReadStats) -> dict:
     """Tokenize + pack documents into train and val shard sets, splitting by document (see data/engine.py);
-    ``read`` counts what the parent read (with several workers, up to ``2 * workers`` units past the end)."""
+    ``read`` counts what the read up to the last unit taken gave (the same with any number of workers)."""
     n_rows = {"train": spec.tokens // row_len, "val": spec.val_tokens // row_len}
     n_rows = {s: n for s, n in n_rows.items() if n > 0}
     job = CorpusJob(corpus_cfg, tok.to_str(), row_len, seed, spec.val_fraction, list(n_rows), spec.unit_tokens,

@@ -390,6 +390,12 @@ class L2TJob(UnitJob):
         if self.read is not None:
             self.read.restore(token["position"]["read"])
 
+    def read_counts(self) -> dict | None:
+        return self.read.as_dict() if self.read is not None else None
+
+    def restore_read(self, counts: dict) -> None:
+        self.read.restore(counts)
+
     def run(self, k: int, payload: tuple[int, list[tuple[str, str]], str | None], out: Path) -> dict:
         start, docs, prev = payload
         cfg = self.enc.cfg
