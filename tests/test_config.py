@@ -90,6 +90,13 @@ def test_overlay_errors_name_the_field(over, field_, msg):
     assert e.value.field == field_
 
 
+def test_a_list_or_mapping_key_with_nothing_under_it_is_empty():
+    # YAML `inner:` / `table:` with no value is null; an Optional field keeps None
+    assert from_dict(Outer, {"name": "x", "inner": None}).inner == []
+    got = from_dict(Settings, {"table": None, "extra": None})
+    assert got.table == {} and got.extra is None
+
+
 def test_overrides():
     d = apply_overrides({"a": {"b": 1}, "arms": [{"name": "x"}]}, ["a.b=2", "arms.0.name=y", "c=[1,2]"])
     assert d == {"a": {"b": 2}, "arms": [{"name": "y"}], "c": [1, 2]}

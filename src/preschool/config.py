@@ -87,6 +87,11 @@ def _coerce(tp: Any, value: Any, path: str) -> Any:
         if not isinstance(value, dict):
             raise ConfigError(path, f"expected a mapping for {tp.__name__}, got {type(value).__name__}")
         return from_dict(tp, value, path)
+    # a key written with nothing under it (`overrides:`) is YAML null: an empty list or mapping, not an error
+    if value is None and (origin is list or tp is list):
+        return []
+    if value is None and (origin is dict or tp is dict):
+        return {}
     if origin in (list, tuple) or tp in (list, tuple):
         if not isinstance(value, (list, tuple)):
             raise ConfigError(path, f"expected a list, got {value!r}")
