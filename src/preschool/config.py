@@ -181,10 +181,7 @@ def _from_dict(cls: type, data: dict | None, path: str, notes: list[str]) -> Any
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
     unknown = [k for k in data if k not in fields]
     if unknown:
-        k = unknown[0]
-        close = difflib.get_close_matches(str(k), list(fields), n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
-        raise ConfigError(_join(path, str(k)), f"unknown key for {cls.__name__}{hint} (known: {', '.join(fields)})")
+        raise _unknown_key(cls, unknown[0], list(fields), path)
     kwargs = {}
     for name, f in fields.items():
         if name in data:
@@ -194,6 +191,13 @@ def _from_dict(cls: type, data: dict | None, path: str, notes: list[str]) -> Any
     obj = cls(**kwargs)
     validate(obj, path)
     return obj
+
+
+def _unknown_key(cls: type, key: Any, known: list[str], path: str) -> ConfigError:
+    """The error for ``key`` that is no field of ``cls`` (``known``), with the closest name as a hint."""
+    close = difflib.get_close_matches(str(key), known, n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return ConfigError(_join(path, str(key)), f"unknown key for {cls.__name__}{hint} (known: {', '.join(known)})")
 
 
 @dataclass(frozen=True)
@@ -223,10 +227,8 @@ def partial_from_dict(partial: Partial, data: Any, path: str = "") -> dict[str, 
         if k in partial.exclude:
             raise ConfigError(where, partial.exclude[k])
         if k not in names:
-            close = difflib.get_close_matches(str(k), names, n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
-            raise ConfigError(where, f"unknown key for {partial.cls.__name__}{hint} (known: {', '.join(names)})")
-        inner = _dataclass_of(hints[k])
+            raise _unknown_key(partial.cls, k, names, path)
+        inner = dataclass_of(hints[k])
         if inner is not None and isinstance(v, dict):
             out[k] = partial_from_dict(Partial(inner), v, where)  # checked field by field, completed by overlay
         else:
@@ -234,7 +236,7 @@ def partial_from_dict(partial: Partial, data: Any, path: str = "") -> dict[str, 
     return out
 
 
-def _dataclass_of(tp: Any) -> type | None:
+def dataclass_of(tp: Any) -> type | None:
     """The dataclass in a field type (``WandbConfig`` of ``WandbConfig | None``), or None."""
     if dataclasses.is_dataclass(tp):
         return tp
@@ -247,9 +249,9 @@ def overlay(obj: Any, *overlays: Mapping[str, Any]) -> Any:
     """``obj`` (a config dataclass) with each overlay's fields set in turn, ``dataclasses.replace``-style.
 
     A nested dataclass field is overlaid field by field (where ``obj`` has None, onto the nested class's
-    defaults: an optional nested config has a default for every field), and a mapping field is merged key by key, so an arm that sets ``model.overrides.rope_theta``
-    keeps the shared ``overrides``; every other value replaces the one below. Nothing is validated here:
-    call :func:`validate` on the result.
+    defaults: an optional nested config has a default for every field), and a mapping field is merged
+    key by key, so an arm that sets ``model.overrides.rope_theta`` keeps the shared ``overrides``; every
+    other value replaces the one below. Nothing is validated here: call :func:`validate` on the result.
     """
     for ov in overlays:
         changes = {}
@@ -257,7 +259,7 @@ def overlay(obj: Any, *overlays: Mapping[str, Any]) -> Any:
             cur = getattr(obj, k)
             if isinstance(v, dict) and dataclasses.is_dataclass(cur):
                 changes[k] = overlay(cur, v)
-            elif isinstance(v, dict) and cur is None and (dc := _dataclass_of(_field_type(obj, k))) is not None:
+            elif isinstance(v, dict) and cur is None and (dc := dataclass_of(_field_type(obj, k))) is not None:
                 changes[k] = overlay(dc(), v)  # the class's defaults, overlaid (validated with the result)
             elif isinstance(v, dict) and isinstance(cur, dict):
                 changes[k] = deep_merge(cur, v)

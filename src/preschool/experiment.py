@@ -185,7 +185,7 @@ class ExperimentConfig:
                   f"'auto', but no dataset of `data` renders symbols on reserved ids ({', '.join(sorted(self.data))}); "
                   "give [lo, hi) or a dataset with render: reserved")
             known = set(self._arm_names(arm))
-            where = f"arms[{i}].train.val" if "val" in arm.train else "train.val"  # the key that set it
+            where = self.written_at(arm, f"arms[{i}]", "val")
             for v in cfg.val or []:  # no val list: every stage dataset with a val/ split is scored
                 check(v in known, where, f"no dataset or part named {v!r}; have {sorted(known)}")
             for name, cb in self._callback_configs(arm, i).items():

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ..io import provenance, read_json, write_json, write_text
-from ..layout import arm_runs, checkpoints_dir, evals_dir, is_done, read_metrics, run_dir
+from ..layout import arm_runs, checkpoints_dir, evals_dir, is_done, read_metrics
 
 
 def _point(row: dict, value: float) -> dict:
@@ -37,7 +37,8 @@ def _point(row: dict, value: float) -> dict:
 
 
 def collect(cfg) -> dict[str, Any]:
-    """Gather points per arm and seed: val losses from metrics.jsonl, eval metrics from evals/.
+    """Gather points per arm and seed: val losses from metrics.jsonl, eval metrics from evals/, and the
+    PPT tokens each run trained (:func:`_ppt_tokens`, from the same metrics.jsonl read).
 
     A point is ``{step, pt, sources, value}``; :func:`build_curves` turns points into
     ``[x, value]`` curves on each metric's axis.
@@ -45,12 +46,14 @@ def collect(cfg) -> dict[str, Any]:
     from ..evals.runner import collect_results
 
     arms: dict[str, dict] = {}
+    stages = {arm.name: cfg.train_config(arm, cfg.seeds[0]).stages for arm in cfg.arms}
     for arm, seed, run_dir in arm_runs(cfg.out_dir, cfg.arms, cfg.seeds):
         a = arms.setdefault(arm.name, {"seeds": {}})
         points: dict[str, dict[int, dict]] = defaultdict(dict)
         setups: dict[str, str] = {}
         total_tokens = 0
-        for r in read_metrics(run_dir):
+        rows = read_metrics(run_dir)
+        for r in rows:
             total_tokens = max(total_tokens, int(r.get("tokens", 0)))
             if r.get("event") != "val":
                 continue
@@ -63,10 +66,12 @@ def collect(cfg) -> dict[str, Any]:
                 points[f"{r['evaluator']}/{r['metric']}"][int(r["step"])] = _point(r, r["value"])
                 if r.get("setup"):
                     setups[r["evaluator"]] = r["setup"]
+        done = is_done(run_dir)
         a["seeds"][seed] = {
             "run_dir": str(run_dir),
-            "done": is_done(run_dir),
+            "done": done,
             "total_tokens": total_tokens,
+            "ppt_tokens": _ppt_tokens([r for r in rows if r.get("event") == "train"], stages[arm.name], done),
             "setups": setups,
             "points": {k: [p for _, p in sorted(d.items())] for k, d in points.items()},
         }
@@ -97,7 +102,7 @@ def task_datasets(cfg) -> set[str]:
     after, before = set(), set()
     for arm in cfg.arms:
         stages = cfg.train_config(arm, cfg.seeds[0]).stages
-        last_pt = max((j for j, st in enumerate(stages) if st.counts_as_pt), default=-1)
+        last_pt = _last_pt(stages)
         for j, st in enumerate(stages):
             (after if j > last_pt else before).update(set(st.datasets) & synthetic)
     return after - before
@@ -274,9 +279,6 @@ def write_report(cfg) -> Path:
     for i, arm in enumerate(cfg.arms):
         if arm.name == baseline:
             continue
-        stages = cfg.train_config(arm, cfg.seeds[0]).stages
-        ppt_tokens = {seed: _ppt_tokens(run_dir(cfg.out_dir, arm.name, int(seed)), stages)
-                      for seed in arms[arm.name]["seeds"]}
         for m in headline:
             axis = axes.get(m, "pt")
             per_seed, charged = [], []
@@ -284,7 +286,7 @@ def write_report(cfg) -> Path:
                 b = arms[baseline]["seeds"].get(seed)
                 if b is None or not sdata["curves"].get(m) or not b["curves"].get(m):
                     continue
-                extra = ppt_tokens[seed] if axis == "pt" else 0  # PPT tokens are charged against language tokens only
+                extra = sdata["ppt_tokens"] if axis == "pt" else 0  # PPT tokens are charged against language tokens only
                 if extra is None:  # this seed has not finished its last PT stage yet: nothing to charge it with
                     continue
                 charged.append(extra)
@@ -470,20 +472,24 @@ def _mean_of(rows: list[dict], key: str) -> float | None:
     return sum(vals) / len(vals) if vals else None
 
 
-def _ppt_tokens(run: Path, stages) -> int | None:
-    """Non-language tokens the run trained before the end of its last PT stage (charged as PPT tokens):
+def _last_pt(stages) -> int:
+    """Index of the last stage that counts as PT (language) tokens; -1 when none does."""
+    return max((j for j, st in enumerate(stages) if st.counts_as_pt), default=-1)
+
+
+def _ppt_tokens(train_rows: list[dict], stages, done: bool) -> int | None:
+    """Non-language tokens a run trained before the end of its last PT stage (charged as PPT tokens):
     ``tokens - pt_tokens`` of the train row that closes that stage (the trainer logs every stage's last
     step), so whole stages that do not count as PT and the synthetic share of PT mixtures are counted as
     trained (whole steps, the mixture's exact per-batch counts), not as budgeted. None before that row."""
-    last_pt = max((j for j, st in enumerate(stages) if st.counts_as_pt), default=-1)
+    last_pt = _last_pt(stages)
     if last_pt < 0:
         return 0
-    rows = read_metrics(run, event="train")
-    k = max((k for k, r in enumerate(rows) if r.get("stage") == stages[last_pt].name), default=None)
+    k = max((k for k, r in enumerate(train_rows) if r.get("stage") == stages[last_pt].name), default=None)
     # the stage is closed once a later stage has logged or the run is done (not when it stopped mid-stage)
-    if k is None or not (k < len(rows) - 1 or is_done(run)):
+    if k is None or not (k < len(train_rows) - 1 or done):
         return None
-    return int(rows[k]["tokens"] - rows[k]["pt_tokens"])
+    return int(train_rows[k]["tokens"] - train_rows[k]["pt_tokens"])
 
 
 def _target(spec, base_points: list, metric: str) -> float | None:

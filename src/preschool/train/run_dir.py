@@ -17,7 +17,7 @@ from typing import Any, Mapping
 from .. import config as C
 from ..data.shards import content_sha256
 from ..errors import ConfigError
-from .configs import StageConfig, TrainConfig, resolve_reserved_ids
+from .configs import TrainConfig, resolve_reserved_ids
 
 _RESUME_FREE = {"progress", "tensorboard", "wandb", "cpu_heap", "activation_checkpointing", "eval_every",
                 "eval_schedule", "evals_per_decade", "val", "val_rows", "log_every", "checkpoint_every",
@@ -48,27 +48,19 @@ def _trained_on(cfg: TrainConfig) -> list[str]:
     return sorted({n for st in cfg.stages for n in st.datasets})
 
 
-def _current_spelling(train: dict) -> dict:
-    """A stored ``train`` tree with its stages in the current spelling (a folder written before a key
-    moved, e.g. the flat stage schedule keys of earlier versions, is the same run). No warning: the
-    user did not write that file."""
-    stages = train.get("stages")
-    if not isinstance(stages, list):
-        return train
-    return {**train, "stages": [StageConfig.upgrade_raw(st, f"train.stages[{i}]")[0] if isinstance(st, dict) else st
-                                for i, st in enumerate(stages)]}
-
-
 def _with_defaults(tree: Any, cls: type) -> Any:
-    """A stored config tree of dataclass ``cls`` with every field it lacks at its current default, nested
-    configs and lists of them included: a field added after the run was written, at its default, is the
-    behaviour the run had (a field without a default is left missing, so it differs)."""
+    """A stored config tree of dataclass ``cls`` in the current spelling (each class's ``upgrade_raw``,
+    config.py's hook: a folder written before a key moved is the same run; no warning, the user did not
+    write that file) with every field it lacks at its current default, nested configs and lists of them
+    included: a field added after the run was written, at its default, is the behaviour the run had (a
+    field without a default is left missing, so it differs)."""
     if not isinstance(tree, dict):
         return tree
+    upgrade = getattr(cls, "upgrade_raw", None)
+    out = upgrade(tree, "")[0] if upgrade is not None else dict(tree)
     hints = typing.get_type_hints(cls)
-    out = dict(tree)
     for f in dataclasses.fields(cls):
-        inner = C._dataclass_of(hints[f.name])
+        inner = C.dataclass_of(hints[f.name])
         item = typing.get_args(hints[f.name])[0] if typing.get_origin(hints[f.name]) is list else None
         if f.name not in out:
             if f.default is not dataclasses.MISSING:
@@ -106,7 +98,7 @@ def check_run_dir(cfg: TrainConfig, out_dir: str | Path, datasets: Mapping[str, 
     cfg = resolve_reserved_ids(cfg, datasets)
     old = C.load_yaml(path)
     now = run_config_tree(cfg, datasets, tokenizer_dir)
-    old_train = _with_defaults(_current_spelling(old.get("train") or {}), TrainConfig)
+    old_train = _with_defaults(old.get("train") or {}, TrainConfig)
     a = {k: v for k, v in old_train.items() if k not in _RESUME_FREE}
     b = {k: v for k, v in now["train"].items() if k not in _RESUME_FREE}
     d = _diff(a, b, "train")
