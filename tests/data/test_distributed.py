@@ -162,6 +162,13 @@ def test_without_datatrove_the_error_says_how_to_install(monkeypatch):
         DatatroveDistributor(ExecutorOptions(kind="local", tasks=2))
 
 
+def test_without_ray_the_error_names_the_ray_extra(monkeypatch, tmp_path):
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray -> ImportError
+    dist = DatatroveDistributor(ExecutorOptions(kind="ray", tasks=2))
+    with pytest.raises(MissingDependency, match=r"preschool\[ray\]"):
+        dist._ray(None, 2, tmp_path)  # the import comes first: nothing is built
+
+
 def test_slurm_needs_partition_and_time():
     with pytest.raises(ConfigError, match="--partition"):
         DatatroveDistributor(ExecutorOptions(kind="slurm", tasks=2, time="1:00:00"))

@@ -207,7 +207,7 @@ class DatatroveDistributor(Distributor):
             import ray
             from datatrove.executor import RayPipelineExecutor
         except ImportError:
-            raise MissingDependency("ray", None, "--executor ray") from None
+            raise MissingDependency("ray", "ray", "--executor ray") from None
         # a Ray this call starts (no cluster address: a local one) is shut down after it, so its worker
         # processes and object store do not outlive the prepare; a caller's own ray.init() is left alone
         started = not ray.is_initialized()
