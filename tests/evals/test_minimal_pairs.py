@@ -270,3 +270,21 @@ def test_l2t_three_field_grouping_puts_binding_and_control_raising_under_syntax(
     assert m["acc/field3/syntax"] == pytest.approx(2 / 3)  # binding, control/raising, island
     assert m["acc/field3/semantics"] == 1.0 and m["acc/field3/morphology"] == 0.0
     assert set(FIELDS3.values()) == {"morphology", "syntax", "semantics"} and len(FIELDS3) == 13
+
+
+def test_lm_eval_preset_counts_only_an_exact_tie_as_correct(tmp_path):
+    """lm-eval's argmax has no tolerance: a bad sentence ahead by 4e-6 nats wins the pair (the preschool
+    preset still calls that a tie, within its 1e-5)."""
+    W = np.zeros((len(WORDS), len(WORDS)))
+    W[WORDS.index("the"), WORDS.index("cats")] = 4e-6  # "the cats" is 4e-6 nats likelier than "the cat"
+    path = write_pairs(tmp_path / "near.jsonl", [pair("agr", 0, "the cat sleeps .", "the cats sleeps ."),
+                                                 pair("agr", 1, "the dog barks", "the dogs barks")])
+    cfg = EVALUATORS.build_config("minimal_pairs", {"path": str(path)})
+    assert cfg.tie_tolerance == 0.0
+    res = MinimalPairs(cfg).evaluate(BigramLM(W), word_tokenizer())
+    assert res.items[0]["logp_bad"] - res.items[0]["logp_good"] == pytest.approx(4e-6, abs=1e-6)
+    assert [r["correct"] for r in res.items] == [0.0, 1.0]  # the near-tie is lost; the exact tie is won
+    assert res.metrics["ties"] == 1
+    own = MinimalPairs(EVALUATORS.build_config("minimal_pairs", {"path": str(path), "preset": "preschool"}))
+    assert own.cfg.tie_tolerance == 1e-5
+    assert [r["correct"] for r in own.evaluate(BigramLM(W), word_tokenizer()).items] == [0.5, 0.5]

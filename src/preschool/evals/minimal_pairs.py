@@ -26,11 +26,13 @@ spec style_and_peers.md part 2):
   lm-evaluation-harness ``blimp`` task) scores ``" " + sentence`` after the
   prefix token (lm-eval's multiple-choice ``target_delimiter``; with a
   byte-level BPE this changes the first word's token) and counts a tie as
-  correct (lm-eval's argmax picks the good sentence, index 0), so it
-  reproduces lm-eval's numbers exactly (tests/evals/test_lm_eval.py).
+  correct (lm-eval's argmax picks the good sentence, index 0) only when it is
+  exact (``tie_tolerance`` 0: argmax has no tolerance), so it reproduces
+  lm-eval's numbers exactly (tests/evals/test_lm_eval.py).
   ``preschool`` scores the sentence as written (how a document starts after
-  EOS in our packed training data) and gives a tie 0.5 credit instead of a win
-  (babylm-2025 #34). ``sentence_prefix`` and ``ties`` set explicitly override
+  EOS in our packed training data) and gives a tie (within 1e-5 nats) 0.5
+  credit instead of a win (babylm-2025 #34). ``sentence_prefix``, ``ties`` and
+  ``tie_tolerance`` set explicitly override
   the preset; ``setup()`` names what was used, and reports print it.
 - **ties are counted**: ``|logp_good - logp_bad| <= tie_tolerance`` is a tie,
   counted in ``ties`` whatever credit it gets.
@@ -98,9 +100,10 @@ FIELDS3 = {
 }
 
 # Named scoring setups: lm_eval = lm-evaluation-harness's blimp task (both papers); preschool = ours.
-PRESETS: dict[str, dict[str, str]] = {
-    "lm_eval": {"sentence_prefix": " ", "ties": "correct"},
-    "preschool": {"sentence_prefix": "", "ties": "half"},
+# lm_eval's tie is exact (argmax); ours allows for batch-size rounding (~1e-6 nats, module docstring)
+PRESETS: dict[str, dict[str, Any]] = {
+    "lm_eval": {"sentence_prefix": " ", "ties": "correct", "tie_tolerance": 0.0},
+    "preschool": {"sentence_prefix": "", "ties": "half", "tie_tolerance": 1e-5},
 }
 
 
@@ -117,7 +120,7 @@ class MinimalPairsConfig:
     row_tokens: int = 128  # prefix-tree mode: trie nodes per batch row
     max_pairs_per_paradigm: int | None = None  # fast subset: first N pairs by pairID in each paradigm
     paradigms: list[str] | None = None  # only these UIDs (default: all found)
-    tie_tolerance: float = 1e-5  # |logp_good - logp_bad| at or below this (nats) is a tie
+    tie_tolerance: float | None = None  # |logp_good - logp_bad| at or below this (nats) is a tie; None = the preset's (0 / 1e-5)
     sentence_prefix: str | None = None  # text put before every sentence; None = the preset's (" " lm_eval, "" preschool)
     ties: Literal["correct", "half"] | None = None  # a tie's credit: 1 (lm-eval's argmax) or 0.5; None = the preset's
     normalize_labels: bool = True  # map BLiMP's stray labels onto the paper's 12 phenomena / 4 fields (LABEL_FIXES)
@@ -137,7 +140,7 @@ class MinimalPairsConfig:
         check(self.row_tokens >= 2, "row_tokens", f"must be >= 2, got {self.row_tokens}")
         check(self.max_pairs_per_paradigm is None or self.max_pairs_per_paradigm >= 1,
               "max_pairs_per_paradigm", f"must be >= 1 (or null for all), got {self.max_pairs_per_paradigm}")
-        check(self.tie_tolerance >= 0, "tie_tolerance", f"must be >= 0, got {self.tie_tolerance}")
+        check(self.tie_tolerance is not None and self.tie_tolerance >= 0, "tie_tolerance", f"must be >= 0, got {self.tie_tolerance}")
         check(self.paradigms is None or len(self.paradigms) > 0, "paradigms", "must be a non-empty list or null")
         if self.path is not None:
             check(Path(self.path).exists(), "path", f"no such file or folder: {self.path}")
