@@ -43,7 +43,7 @@ def micro_model(vocab):
 
 @pytest.mark.parametrize("render", ["text", "reserved"])
 def test_oracle_scores_one_and_a_wrong_model_zero(render, hf_tok):
-    ev = EVALUATORS.build("depo", {"task": TASK, "instances": 5, "render": render, "batch_size": 4})
+    ev = EVALUATORS.build("depo", {"task": TASK, "instances": 5, "render": render, "batch_size": 4, "hops": [1, 2, 3]})
     vocab = len(hf_tok) + 40
     res = ev.evaluate(Oracle(vocab), hf_tok)
     assert res.metrics["acc"] == 1.0 and {"acc/k1", "acc/k2", "acc/k3"} <= set(res.metrics)
@@ -75,7 +75,7 @@ def test_held_out_graphs_have_the_full_node_count_as_the_reference_eval(hf_tok):
 
 def test_real_micro_model_is_batch_size_independent(hf_tok):
     model = micro_model(len(hf_tok) + 40)
-    kw = {"task": TASK, "instances": 4, "render": "reserved"}
+    kw = {"task": TASK, "instances": 4, "render": "reserved", "hops": [1, 2, 3]}
     a = EVALUATORS.build("depo", {**kw, "batch_size": 1}).evaluate(model, hf_tok).metrics
     b = EVALUATORS.build("depo", {**kw, "batch_size": 7}).evaluate(model, hf_tok).metrics
     assert 0.0 <= a["acc"] <= 1.0
@@ -85,9 +85,9 @@ def test_real_micro_model_is_batch_size_independent(hf_tok):
 
 
 def test_summary_written(tmp_path, hf_tok):
-    ev = EVALUATORS.build("depo", {"task": TASK, "instances": 2})
+    ev = EVALUATORS.build("depo", {"task": TASK, "instances": 2})  # default hops: 1 and 2
     s = ev.run(Oracle(len(hf_tok)), hf_tok, out_dir=tmp_path)
-    assert s["metrics"]["acc"] == 1.0 and (tmp_path / "items.jsonl").read_text().count("\n") == 18
+    assert s["metrics"]["acc"] == 1.0 and (tmp_path / "items.jsonl").read_text().count("\n") == 12
 
 
 @pytest.mark.parametrize("cfg, field", [
@@ -108,3 +108,12 @@ def test_vocab_too_small_for_reserved_ids(hf_tok):
     ev = EVALUATORS.build("depo", {"task": TASK, "instances": 1, "render": "reserved"})
     with pytest.raises(DataError, match="vocab_size"):
         ev.evaluate(Oracle(len(hf_tok)), hf_tok)
+
+
+def test_default_hops_are_the_reference_powers_of_two_up_to_max_hops(hf_tok):
+    """The reference evaluates k in powers of two up to K (spec stack_and_compartmentalization.md A.5)."""
+    task = {**TASK, "max_hops": 5, "length": 160}
+    docs = EVALUATORS.build("depo", {"task": task, "instances": 1}).documents(hf_tok)
+    assert sorted({d["k"] for d in docs}) == [1, 2, 4]
+    assert sorted({d["k"] for d in EVALUATORS.build("depo", {"task": {**TASK, "max_hops": 4}, "instances": 1}
+                                                    ).documents(hf_tok)}) == [1, 2, 4]

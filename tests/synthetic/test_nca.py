@@ -102,3 +102,11 @@ def test_lee2026_preset_compresses_int32_tokens_as_the_original():
     assert g.ratio(frames) != pytest.approx(len(gzip.compress(narrow, 9, mtime=0)) / len(narrow))
     with pytest.raises(ConfigError, match="compress_dtype"):
         GENERATORS.build("nca", {"compress_dtype": "uint8"})
+
+
+def test_lee2026_preset_has_the_original_sequence_length():
+    """The original trains on 1024-token sequences (nca_prepretraining.sh); 1406 is verify-ppt's 37 frames."""
+    from preschool.synthetic.base import PRESETS
+
+    assert PRESETS["nca_lee2026"][1]["length"] == 1024
+    assert PRESETS["nca_verify_ppt"][1]["length"] == 1406

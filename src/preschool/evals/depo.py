@@ -6,7 +6,9 @@ documents from :class:`preschool.synthetic.depo.Depo` with the training task
 parameters but a held-out ``seed`` and every query fixed to k. ``nodes: max``
 (default) scores graphs of exactly ``n_nodes`` nodes, as the reference's
 evaluation mode does (training draws n from 3..n_nodes); ``nodes: train`` keeps
-the training distribution of n. A query is
+the training distribution of n. The hop counts scored default to the
+reference's evaluation set, the powers of two up to ``max_hops`` (1, 2, 4, ...;
+:func:`reference_hops`). A query is
 correct when the model's greedy answer reproduces the whole target word.
 Greedy decoding of a word equals "argmax at every answer position given the
 correct prefix", so one teacher-forced forward pass per document scores all
@@ -37,7 +39,7 @@ from .base import EVALUATORS, EvalResult, Evaluator
 @dataclass
 class DepoEvalConfig:
     task: dict = field(default_factory=dict)  # DEPO generator parameters used in training (n_nodes, max_hops, ...)
-    hops: list[int] = field(default_factory=list)  # hop counts to score; [] = 1..max_hops
+    hops: list[int] = field(default_factory=list)  # hop counts to score; [] = powers of two up to max_hops (reference)
     instances: int = 64  # held-out documents per hop count
     nodes: Literal["max", "train"] = "max"  # max = every graph has task n_nodes nodes (reference eval); train = as trained
     seed: int = 2_000_029  # held-out seed; must differ from the training seed (and from prepare's val seed, +1_000_003)
@@ -65,11 +67,16 @@ class DepoEvalConfig:
             check(1 <= k <= cfg.max_hops, f"hops[{i}]", f"must be in [1, max_hops={cfg.max_hops}], got {k}")
 
 
+def reference_hops(max_hops: int) -> list[int]:
+    """The reference evaluation's hop counts: the powers of two up to ``max_hops`` (1, 2, 4, ...)."""
+    return [1 << i for i in range(max_hops.bit_length()) if 1 << i <= max_hops]
+
+
 @EVALUATORS.register("depo", config=DepoEvalConfig)
 class DepoEval(Evaluator):
     """DEPO k-hop exact-match accuracy per hop count on held-out instances (Beyond Perplexity)."""
 
-    version: ClassVar[str] = "1"
+    version: ClassVar[str] = "2"  # 2: default hop set = powers of two (was 1..max_hops)
     headline_metrics: ClassVar[tuple[str, ...]] = ("acc", "acc/*")
     cfg: DepoEvalConfig
 
@@ -100,7 +107,7 @@ class DepoEval(Evaluator):
 
         enc = self.encoder(tokenizer)
         eos = getattr(tokenizer, "eos_token_id", None) if self.cfg.prepend_eos and tokenizer is not None else None
-        cfg_hops = self.cfg.hops or list(range(1, self.generator(1).cfg.max_hops + 1))
+        cfg_hops = self.cfg.hops or reference_hops(self.generator(1).cfg.max_hops)
         docs = []
         for k in cfg_hops:
             gen = self.generator(k)

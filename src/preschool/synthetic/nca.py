@@ -391,7 +391,8 @@ class NCA(Generator):
 register_preset("nca_verify_ppt", "nca", "verify-ppt NCA: zlib band [0.5, 1.0], 37 frames (1406 ids)",
                 compressor="zlib", band_lo=0.5, band_hi=1.0, strict_bounds=False, length=1406)
 register_preset("nca_lee2026", "nca",
-                "Lee et al. 2026 original: gzip of int32 tokens, band (0.5, 1.0) strict, no marker loss",
-                compressor="gzip", compress_dtype="int32", band_lo=0.5, band_hi=1.0, strict_bounds=True, marker_loss=False, length=1406)
+                "Lee et al. 2026 original: gzip of int32 tokens, band (0.5, 1.0) strict, no marker loss, "
+                "1024-symbol sequences (nca_prepretraining.sh)",
+                compressor="gzip", compress_dtype="int32", band_lo=0.5, band_hi=1.0, strict_bounds=True, marker_loss=False, length=1024)
 register_preset("nca_text", "nca", "NCA with the split (<=3-digit) encoding for text render",
                 encoding="split", max_digits=3, length=1406)
