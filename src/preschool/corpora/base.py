@@ -46,9 +46,10 @@ class ReadStats:
     ``drops`` reasons, each counted once per input unit it removed (a file, a
     record or a chunk): ``empty`` (no non-whitespace text: empty files, blank
     records), ``too_short`` (under ``min_chars``), ``bad_utf8``
-    (``on_bad_utf8: drop``), ``utf16`` (a UTF-16 file under ``on_bad_utf8:
-    drop``), ``bad_json``, ``missing_field`` and ``too_long`` (a JSON line over
-    the record limit; ``on_bad_record: drop``), and for folders
+    (``on_bad_utf8: drop``), ``utf16`` (a UTF-16 file, or a Parquet binary
+    value, under ``on_bad_utf8: drop``; a JSON line is never one, its file's
+    head is what is checked), ``bad_json``, ``missing_field`` and ``too_long``
+    (a JSON line over the record limit; ``on_bad_record: drop``), and for folders
     ``unsupported_file`` (an extension no reader of this source knows),
     ``duplicate_file`` (the same file reached twice through a symbolic link)
     and ``broken_link``. ``replaced_bad_utf8`` counts inputs (files or lines)
@@ -220,15 +221,18 @@ def utf16_policy(where: str, head: bytes, policy: str, stats: ReadStats) -> bool
 
 
 def decode_bytes(data: bytes, where: str, policy: str, stats: ReadStats, base_offset: int = 0,
-                 first_line: int | None = None) -> str | None:
+                 first_line: int | None = None, check_utf16: bool = True) -> str | None:
     """UTF-8 decode under ``on_bad_utf8``; ``None`` means dropped.
 
     ``where`` names the file (and line); the error gives the byte offset in the
     file (``base_offset`` + position in ``data``) and, when ``first_line`` (the
-    line ``data`` starts on) is given, the line of the bad byte. Data that looks
-    like UTF-16 is reported as such (:func:`utf16_policy`).
+    line ``data`` starts on) is given, the line of the bad byte. With
+    ``check_utf16``, data that looks like UTF-16 is reported as such
+    (:func:`utf16_policy`); a reader that already checked the whole file's head
+    passes ``False`` for the records inside it.
     """
-    if (data[:2] in _UTF16_BOMS or b"\x00" in data[:4096]) and not utf16_policy(where, data, policy, stats):
+    if (check_utf16 and (data[:2] in _UTF16_BOMS or b"\x00" in data[:4096])
+            and not utf16_policy(where, data, policy, stats)):
         return None
     try:
         return data.decode("utf-8")

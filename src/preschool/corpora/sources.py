@@ -526,7 +526,11 @@ class JsonlSource(FileSource):
                                 "convert it, or read it with source: hf, hf_name: json")
             if not raw.strip():
                 continue  # blank lines (a trailing newline pair) are not records
-            line, replaced = self._deferred_replaced(stats, decode_bytes, raw, where, c.on_bad_utf8, stats, start)
+            # The file's head was checked for UTF-16 above. A line with raw NULs in a file that is not UTF-16
+            # can never be valid JSON: it is one bad record (bad_utf8 or bad_json), never a "utf16" drop,
+            # which in JSON Lines means the whole file was skipped.
+            line, replaced = self._deferred_replaced(stats, decode_bytes, raw, where, c.on_bad_utf8, stats, start,
+                                                     None, False)
             if line is None:
                 continue
             try:
