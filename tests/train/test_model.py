@@ -109,3 +109,20 @@ def test_describing_a_model_does_not_import_torch_or_transformers():
             "print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_scaled_init_gives_residual_projections_std_over_sqrt_two_layers():
+    """Nanotron's scaled init (verify-ppt): o_proj and down_proj ~ N(0, init_std / sqrt(2 L)), the rest init_std."""
+    import math
+
+    cfg = ModelConfig(preset="micro", family="llama", init_std=0.02, scaled_init=True,
+                      overrides={"num_hidden_layers": 8, "hidden_size": 128, "intermediate_size": 512})
+    model = build_model(cfg, 512, seed=0)
+    want = 0.02 / math.sqrt(2 * 8)
+    for name, p in model.named_parameters():
+        if name.endswith(("o_proj.weight", "down_proj.weight")):
+            assert p.std().item() == pytest.approx(want, rel=0.05), name
+        elif name.endswith(("q_proj.weight", "up_proj.weight", "embed_tokens.weight")):
+            assert p.std().item() == pytest.approx(0.02, rel=0.05), name
+    plain = build_model(ModelConfig(**{**cfg.__dict__, "scaled_init": False}), 512, seed=0)
+    assert plain.model.layers[0].self_attn.o_proj.weight.std().item() == pytest.approx(0.02, rel=0.05)

@@ -35,7 +35,11 @@ Departure: init. HF initialises from global RNG state; we re-initialise every
 weight from a private ``torch.Generator`` seeded by ``seed`` (normal(0,
 init_std) for linear and embedding weights, zeros for biases, ones for norm
 gains), so a model is a pure function of (config, vocab_size, seed) across
-transformers versions and does not touch the caller's RNG.
+transformers versions and does not touch the caller's RNG. ``scaled_init``
+draws the projections that write into the residual stream (attention
+``o_proj``, MLP ``down_proj``) from normal(0, init_std / sqrt(2 L)) instead,
+Nanotron's scaled initialisation (``scaling_method: NUM_LAYERS``), which the
+verify-ppt configs train with.
 """
 
 from __future__ import annotations
@@ -181,6 +185,8 @@ class ModelConfig:
     family: Family = "qwen2"
     tie_embeddings: bool = True
     init_std: float = 0.02
+    # o_proj / down_proj ~ N(0, init_std / sqrt(2 * layers)) (Nanotron's scaled init; module docstring)
+    scaled_init: bool = False
     overrides: dict[str, Any] = field(default_factory=dict)
 
     def validate(self) -> None:
@@ -250,8 +256,17 @@ def hf_config(cfg: ModelConfig, vocab_size: int):
     return hf
 
 
-def init_weights(model: torch.nn.Module, std: float, seed: int) -> None:
-    """Re-initialise every parameter from a private generator: normal(0, std) weights, zero biases, unit norms."""
+# the projections that write into the residual stream: what scaled init scales down
+RESIDUAL_OUTPUTS = ("o_proj.weight", "down_proj.weight")
+
+
+def init_weights(model: torch.nn.Module, std: float, seed: int, scaled_layers: int | None = None) -> None:
+    """Re-initialise every parameter from a private generator: normal(0, std) weights, zero biases, unit norms.
+
+    ``scaled_layers = L`` draws :data:`RESIDUAL_OUTPUTS` from normal(0, std / sqrt(2 L)) (Nanotron's
+    scaled init); the draw order is the same either way, so only those tensors differ."""
+    import math
+
     import torch
 
     gen = torch.Generator(device="cpu").manual_seed(int(seed))
@@ -262,7 +277,8 @@ def init_weights(model: torch.nn.Module, std: float, seed: int) -> None:
             elif "norm" in name:
                 p.fill_(1.0)
             else:
-                p.copy_(torch.randn(p.shape, generator=gen, dtype=torch.float32).mul_(std).to(p.dtype))
+                s = std / math.sqrt(2 * scaled_layers) if scaled_layers and name.endswith(RESIDUAL_OUTPUTS) else std
+                p.copy_(torch.randn(p.shape, generator=gen, dtype=torch.float32).mul_(s).to(p.dtype))
 
 
 def build_model(cfg: ModelConfig, vocab_size: int, seed: int = 0):
@@ -275,7 +291,7 @@ def build_model(cfg: ModelConfig, vocab_size: int, seed: int = 0):
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(int(seed))
         model = AutoModelForCausalLM.from_config(hf, attn_implementation="sdpa", dtype=torch.float32)
-    init_weights(model, cfg.init_std, seed)
+    init_weights(model, cfg.init_std, seed, hf.num_hidden_layers if cfg.scaled_init else None)
     if cfg.tie_embeddings:
         model.tie_weights()
     return model
