@@ -28,8 +28,9 @@ def test_group_stages_share_a_schedule_and_continue_the_first_stage_stream(datas
     assert plan.continues_stream == [False, False, True, False]
     idx = np.arange(3 * 4, 5 * 4)
     assert all((plan.mixtures[2].load(idx)[k] == plan.mixtures[0].load(idx)[k]).all() for k in ("input_ids", "labels"))
-    assert plan.step_source_tokens[3] == {"text": 32, "synth": 32}
-    assert plan.step_pt_tokens == [64, 0, 64, 64]  # neither dataset was written by a generator: both count
+    assert plan.source_tokens(3, 1) == {"text": 32, "synth": 32}
+    assert [plan.step_pt_tokens(i, 0) for i in range(4)] == [64, 0, 64, 64]  # no generator wrote either: both count
+    assert plan.stream_base == [0, 0, 3, 0]
     assert plan.token_account(2, 1) == {"tokens_by_stage": {"pt1": 192, "syn": 128, "pt2": 64},
                                         "tokens_by_source": {"text": 256, "synth": 128}}
 

@@ -4,11 +4,23 @@ Global sample ``j`` of a stage maps to ``(source, row)`` as a pure function of
 ``(seed, stage_index, j)``, so a run can stop anywhere and resume with the same
 data order, and any number of data-parallel ranks see the same global batches:
 
-- **Source schedule.** Samples are grouped into windows of ``window`` samples
-  (the trainer uses the global batch). Each window holds exactly
-  ``largest_remainder(weights * window)`` samples of each source, in an order
-  shuffled by ``rng([seed, stage, window_index, 1])``. So the weights are
-  realised exactly in every window, not just on average.
+- **Source schedule.** How many of a stage's first ``n`` samples come from each
+  source is a fixed function of ``n`` (:func:`cumulative_counts`): source ``s``
+  takes its ``c``-th sample at the ``(c + 1/2) / w_s``-th place of an ideal
+  sequence (``w`` the normalised weights, ties to the lower source index), so
+  the count is ``round(w_s * n)`` up to the rounding of the others and never
+  decreases as ``n`` grows. It stays within half a row of ``w_s * n`` for two
+  sources and within one row for three; with ``m > 3`` sources a source of
+  weight ``w_s`` can be off by up to ``(1 + w_s * (m - 2)) / 2`` rows (within
+  one row whenever ``w_s < 1 / (m - 2)``). Samples are grouped into windows of ``window``
+  samples (the trainer uses the global batch); window ``k`` holds the
+  ``counts(n=(k + 1) * window) - counts(k * window)`` samples of each source,
+  in an order shuffled by ``rng([seed, stage, window_index, 1])``. Because the
+  counts are cumulative, a source whose share of a window is fractional gets
+  its remainder carried into later windows: a stage's tokens per source equal
+  its weights times its tokens to within one row whatever the batch size
+  (rounding each window on its own, as before, drifted by up to half a row per
+  window).
 - **Rows within a source.** The c-th sample drawn from source s is row
   ``perm_e[c % n_rows]`` of epoch ``e = c // n_rows``, with ``perm_e`` a
   permutation from ``rng([seed, stage, s, e])``: each epoch visits every row
@@ -25,6 +37,7 @@ shard's ``loss_mask`` is 0), ``loss_mask`` and, when any source has them,
 from __future__ import annotations
 
 from collections import OrderedDict
+from fractions import Fraction
 from pathlib import Path
 from typing import Mapping
 
@@ -37,16 +50,30 @@ from ..seeds import MIXTURE_LABELS
 IGNORE_INDEX = -100
 
 
-def largest_remainder(weights: np.ndarray, n: int) -> np.ndarray:
-    """Integer counts summing to ``n`` closest to ``weights / sum * n`` (ties -> lower index)."""
-    w = np.asarray(weights, dtype=np.float64)
-    exact = w / w.sum() * n
-    counts = np.floor(exact).astype(np.int64)
-    short = n - int(counts.sum())
-    if short:
-        order = np.argsort(-(exact - counts), kind="stable")
-        counts[order[:short]] += 1
-    return counts
+def cumulative_counts(weights: np.ndarray, n: int) -> np.ndarray:
+    """How many of the first ``n`` samples of a mixture come from each source (sums to ``n``).
+
+    Source ``s`` (normalised weight ``w_s``) places its ``c``-th sample at ``(c + 1/2) / w_s`` on an
+    ideal line; the first ``n`` places (ties to the lower index) are the first ``n`` samples. Exact
+    rational arithmetic, so the counts are the same on every machine and never decrease in ``n``;
+    each is ``round(w_s * n)`` give or take the other sources' rounding (within one row of
+    ``w_s * n`` for up to three sources). A weight of 0 gets no sample.
+    """
+    n = int(n)
+    w = [Fraction(float(x)) for x in np.asarray(weights, dtype=np.float64)]
+    total = sum(w)
+    w = [x / total for x in w]
+    half = Fraction(1, 2)
+    # every place (c + 1/2) / w_s <= n is among the first n + m places; trim or extend to exactly n
+    counts = [int(x * n + half) if x > 0 else 0 for x in w]
+    last = lambda s: ((counts[s] - half) / w[s], s)  # noqa: E731  the place of s's last sample taken
+    nxt = lambda s: ((counts[s] + half) / w[s], s)  # noqa: E731  the place of s's next sample
+    live = [s for s, x in enumerate(w) if x > 0]
+    while sum(counts) > n:
+        counts[max((s for s in live if counts[s] > 0), key=last)] -= 1
+    while sum(counts) < n:
+        counts[min(live, key=nxt)] += 1
+    return np.array(counts, dtype=np.int64)
 
 
 def _permutation(n: int, rng: np.random.Generator) -> np.ndarray:
@@ -97,9 +124,8 @@ class Mixture:
         self.row_len = row_lens.pop()
         self.seq_len = self.row_len - 1
         self.seed, self.stage_index, self.window = int(seed), int(stage_index), int(window)
-        self.counts = largest_remainder(self.weights, self.window)
         self.has_segments = any("segments" in s.array_names for s in self.sets)
-        self._win_cache: OrderedDict[int, tuple[np.ndarray, np.ndarray]] = OrderedDict()
+        self._win_cache: OrderedDict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = OrderedDict()
         self._perm_cache: OrderedDict[tuple[int, int], np.ndarray] = OrderedDict()
 
     @classmethod
@@ -118,22 +144,29 @@ class Mixture:
         return cls(sets, spec, seed=seed, stage_index=stage_index, window=window)
 
     # -- index arithmetic -------------------------------------------------
-    def _window(self, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """(source label per position, occurrences of that source before the position) for window k."""
+    def rows_before(self, n: int) -> dict[str, int]:
+        """Samples of each source among the stage's first ``n`` global samples (:func:`cumulative_counts`)."""
+        return dict(zip(self.names, (int(c) for c in cumulative_counts(self.weights, n))))
+
+    def _window(self, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(source label per position, samples of that source before the position, samples of each source
+        before the window) for window k."""
         hit = self._win_cache.get(k)
         if hit is not None:
             return hit
-        labels = np.repeat(np.arange(len(self.names)), self.counts)
+        start = cumulative_counts(self.weights, k * self.window)
+        counts = cumulative_counts(self.weights, (k + 1) * self.window) - start
+        labels = np.repeat(np.arange(len(self.names)), counts)
         labels = np.random.default_rng([self.seed, self.stage_index, k, MIXTURE_LABELS]).permutation(labels)
         before = np.empty(self.window, np.int64)
         seen = np.zeros(len(self.names), np.int64)
         for p, s in enumerate(labels):
             before[p] = seen[s]
             seen[s] += 1
-        self._win_cache[k] = (labels, before)
+        self._win_cache[k] = (labels, before, start)
         if len(self._win_cache) > 8:
             self._win_cache.popitem(last=False)
-        return labels, before
+        return labels, before, start
 
     def _perm(self, s: int, epoch: int) -> np.ndarray:
         key = (s, epoch)
@@ -148,9 +181,9 @@ class Mixture:
     def locate(self, j: int) -> tuple[int, int]:
         """(source index, row index) of global sample ``j``."""
         k, p = divmod(int(j), self.window)
-        labels, before = self._window(k)
+        labels, before, start = self._window(k)
         s = int(labels[p])
-        c = k * int(self.counts[s]) + int(before[p])
+        c = int(start[s]) + int(before[p])
         epoch, pos = divmod(c, len(self.sets[s]))
         return s, int(self._perm(s, epoch)[pos])
 
@@ -180,6 +213,6 @@ class Mixture:
         return out
 
     def describe(self) -> dict:
-        return {"sources": {n: {"rows": len(s), "weight": float(w), "per_window": int(c), "path": str(s.path)}
-                            for n, s, w, c in zip(self.names, self.sets, self.weights, self.counts)},
+        return {"sources": {n: {"rows": len(s), "weight": float(w), "path": str(s.path)}
+                            for n, s, w in zip(self.names, self.sets, self.weights)},
                 "seq_len": self.seq_len, "window": self.window, "seed": self.seed, "stage_index": self.stage_index}

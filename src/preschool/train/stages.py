@@ -67,10 +67,13 @@ class StagePlan:
 
     Per stage ``i``: ``mixtures[i]`` (its opened training data), ``steps[i]`` =
     ceil(tokens / (batch_size * seq_len)), ``continues_stream[i]`` (it continues
-    its group's data stream), ``step_source_tokens[i]`` (tokens one step takes
-    from each source: the mixture realises its shares exactly in every global
-    batch) and ``step_pt_tokens[i]`` (how many of them count as PT, see
-    :func:`pt_sources`). ``group_steps`` maps each group to its summed steps,
+    its group's data stream, from ``stream_base[i]`` global batches in) and
+    ``pt_names[i]`` (the sources whose tokens count as PT, see
+    :func:`pt_sources`). :meth:`source_tokens` is what the stage's first steps
+    took from each source (the mixture's cumulative counts, so a source's share
+    of a batch need not be whole: its remainder is carried, and the stage's
+    tokens per source match its weights to within a row, see
+    :mod:`preschool.data.mixture`). ``group_steps`` maps each group to its summed steps,
     ``total_steps`` is the run's length. Raises ConfigError naming
     ``stages[i].data`` for an unknown dataset, DataError for shards whose
     vocabulary exceeds ``vocab_size``.
@@ -102,9 +105,12 @@ class StagePlan:
                 sset.check_vocab(vocab_size)
             self.mixtures.append(m)
         self.steps = [math.ceil(s.tokens / (cfg.batch_size * m.seq_len)) for s, m in zip(cfg.stages, self.mixtures)]
-        self.step_source_tokens = [{n: int(c) * m.seq_len for n, c in zip(m.names, m.counts)} for m in self.mixtures]
-        self.step_pt_tokens = [sum(t for n, t in per.items() if n in pt_sources(s, m))
-                               for s, m, per in zip(cfg.stages, self.mixtures, self.step_source_tokens)]
+        self.pt_names = [pt_sources(s, m) for s, m in zip(cfg.stages, self.mixtures)]
+        # where a stage continuing its group's stream starts in it: the steps of the earlier stages reading it
+        self.stream_base: list[int] = []
+        for i, s in enumerate(cfg.stages):
+            self.stream_base.append(sum(self.steps[j] for j in range(i) if cfg.stages[j].group == s.group
+                                        and cfg.stages[j].data == s.data) if self.continues_stream[i] else 0)
         self.group_steps: dict[str, int] = {}
         for s, n in zip(cfg.stages, self.steps):
             if s.group is not None:
@@ -125,14 +131,27 @@ class StagePlan:
         s = self.cfg.stages[i]
         return s.group is not None and any(t.group == s.group for t in self.cfg.stages[i + 1:])
 
+    def source_tokens(self, i: int, steps: int) -> dict[str, int]:
+        """Tokens the first ``steps`` steps of stage ``i`` take from each of its sources."""
+        m, b = self.mixtures[i], self.cfg.batch_size
+        end, start = m.rows_before((self.stream_base[i] + steps) * b), m.rows_before(self.stream_base[i] * b)
+        return {n: (end[n] - start[n]) * m.seq_len for n in m.names}
+
+    def pt_tokens(self, i: int, steps: int) -> int:
+        """Of :meth:`source_tokens`, the tokens that count as PT (language) tokens."""
+        return sum(t for n, t in self.source_tokens(i, steps).items() if n in self.pt_names[i])
+
+    def step_pt_tokens(self, i: int, step: int) -> int:
+        """PT tokens of step ``step`` (0-based) of stage ``i``."""
+        return self.pt_tokens(i, step + 1) - self.pt_tokens(i, step)
+
     def token_account(self, stage_index: int, stage_step: int) -> dict[str, dict[str, int]]:
         """Tokens trained up to step ``stage_step`` of stage ``stage_index``, per stage name and per source."""
         by_stage: dict[str, int] = {}
         by_source: dict[str, int] = {}
         for i in range(stage_index + 1):
-            steps = self.steps[i] if i < stage_index else stage_step
-            per = self.step_source_tokens[i]
-            by_stage[self.cfg.stages[i].name] = steps * sum(per.values())
+            per = self.source_tokens(i, self.steps[i] if i < stage_index else stage_step)
+            by_stage[self.cfg.stages[i].name] = sum(per.values())
             for n, t in per.items():
-                by_source[n] = by_source.get(n, 0) + steps * t
+                by_source[n] = by_source.get(n, 0) + t
         return {"tokens_by_stage": by_stage, "tokens_by_source": by_source}

@@ -348,7 +348,7 @@ class Trainer:
         self.step += 1
         self.stage_step += 1
         self.tokens += step_tokens
-        self.pt_tokens += self.plan.step_pt_tokens[self.stage_index]
+        self.pt_tokens += self.plan.step_pt_tokens(self.stage_index, self.stage_step - 1)
         self._acc["steps"] += 1
         self._acc["tokens"] += step_tokens
 
