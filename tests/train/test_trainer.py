@@ -292,6 +292,20 @@ def test_decay_embeddings_puts_embeddings_in_the_decayed_group(tmp_path, dataset
     assert not cb.norms_decayed  # norms and biases never decay
 
 
+def test_decay_all_params_leaves_no_parameter_out_of_weight_decay(tmp_path, datasets, micro_cfg):
+    """Nanotron (verify-ppt) excludes nothing from weight decay: norms, biases and embeddings decay too."""
+    class Groups(Callback):
+        def on_stage_start(self, trainer, stage):
+            self.groups = [(g["weight_decay"], len(g["params"])) for g in trainer.optimizer.param_groups]
+            self.n_params = len(list(trainer.model.parameters()))
+
+    cb = Groups()
+    train(micro_cfg(decay_all_params=True, weight_decay=0.1, checkpoint_every=100), tmp_path / "r", datasets,
+          callbacks=[cb])
+    assert [wd for wd, n in cb.groups if n] == [0.1]  # no no-decay group holding anything
+    assert sum(n for _, n in cb.groups) == cb.n_params
+
+
 def test_runs_written_before_a_new_field_resume_at_its_default(tmp_path, datasets, micro_cfg, stop_at):
     import yaml
 

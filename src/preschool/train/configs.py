@@ -130,6 +130,7 @@ class TrainConfig:
     lr: float = 1e-3
     weight_decay: float = 0.1
     decay_embeddings: bool = False  # True: embeddings / LM head decay too (HF Trainer, L2T; verify-ppt)
+    decay_all_params: bool = False  # True: every parameter decays, norms and biases too (Nanotron, verify-ppt)
     betas: tuple[float, float] = (0.9, 0.95)
     eps: float = 1e-8
     grad_clip: float = 1.0  # 0 disables clipping

@@ -2,7 +2,9 @@
 
 Parameter groups: weight decay on every trainable tensor with ``ndim >= 2``
 except the input/output embeddings (unless ``decay_embeddings``, as the HF
-Trainer does); norms and biases (1-D) never decay. Used by the staged trainer
+Trainer does); norms and biases (1-D) do not decay unless ``decay_all``
+(Nanotron's ``weight_decay_exclude_named_params: null``, verify-ppt: every
+parameter decays, one group). Used by the staged trainer
 and by evaluators that fine-tune (``evals/qa_f1.py``), so both optimise the same way.
 """
 
@@ -10,7 +12,7 @@ from __future__ import annotations
 
 
 def adamw(model, lr: float, weight_decay: float, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
-          decay_embeddings: bool = False):
+          decay_embeddings: bool = False, decay_all: bool = False):
     import torch
 
     emb = {id(model.get_input_embeddings().weight)}
@@ -20,7 +22,7 @@ def adamw(model, lr: float, weight_decay: float, betas: tuple[float, float] = (0
     decay, no_decay = [], []
     for _, p in model.named_parameters():
         if p.requires_grad:
-            (decay if p.ndim >= 2 and (decay_embeddings or id(p) not in emb) else no_decay).append(p)
+            (decay if decay_all or p.ndim >= 2 and (decay_embeddings or id(p) not in emb) else no_decay).append(p)
     groups = [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
     # fused AdamW (one kernel per step; CPU support since torch 2.4) is ~2x the foreach path on CPU
     try:

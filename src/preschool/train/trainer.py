@@ -8,8 +8,9 @@ their semantics are in :mod:`.configs`).
 
 Optimisation: AdamW (torch's fused kernel on CPU and CUDA) with weight decay on
 matrices only (no decay on norms or biases; input embeddings and LM head
-decay only with ``decay_embeddings: true``, as the HF Trainer that L2T used and
-verify-ppt's Nanotron configs do), global-norm
+decay only with ``decay_embeddings: true``, as the HF Trainer that L2T used
+does; ``decay_all_params: true`` decays every parameter, as verify-ppt's
+Nanotron configs do), global-norm
 clipping, gradient accumulation, and a token-mean loss over the whole global
 batch (labels -100 where the shard's loss_mask is 0), normalised by the
 global count of loss tokens so the gradient does not depend on micro-batch
@@ -231,9 +232,9 @@ class Trainer:
         self.fwd_model = fwd
 
     def _make_optimizer(self) -> torch.optim.Optimizer:
-        # norms and biases (1-D) never decay; embeddings only when asked (HF Trainer decays them)
+        # norms and biases (1-D) decay only with decay_all_params (Nanotron); embeddings when asked (HF Trainer)
         return adamw(self.model, self.cfg.lr, self.cfg.weight_decay, self.cfg.betas, self.cfg.eps,
-                     decay_embeddings=self.cfg.decay_embeddings)
+                     decay_embeddings=self.cfg.decay_embeddings, decay_all=self.cfg.decay_all_params)
 
     # -- the loop: run -> stages -> steps -----------------------------------------
     def run(self) -> dict[str, Any]:
