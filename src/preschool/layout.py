@@ -34,6 +34,8 @@ EVALS = "evals"
 METRICS = "metrics.jsonl"
 DONE = "DONE"
 STEP_DIR = re.compile(r"^step-(\d+)$")
+# io.atomic_dir's temp folder beside a step folder while it is written: "." + name + "." + random + ".tmp"
+STEP_TEMP_DIR = re.compile(r"^\.step-\d+\.[A-Za-z0-9_]+\.tmp$")
 
 
 # ----------------------------------------------------------------------------- experiment folder
@@ -105,6 +107,13 @@ def list_checkpoints(run: str | Path, required: bool = True) -> list[tuple[int, 
         return []
     out = [(s, d) for d in root.iterdir() if (s := step_of(d)) is not None and d.is_dir()]
     return sorted(out)
+
+
+def checkpoint_temp_dirs(run: str | Path) -> list[Path]:
+    """The hidden temp folders of checkpoint writes in ``<run>/checkpoints`` (named like
+    ``io.atomic_dir``'s for a step folder; whose they are is for the caller to check), sorted."""
+    root = checkpoints_dir(run)
+    return sorted(d for d in root.iterdir() if STEP_TEMP_DIR.match(d.name) and d.is_dir()) if root.is_dir() else []
 
 
 def final_checkpoint(run: str | Path) -> Path:

@@ -3,7 +3,7 @@ import torch
 
 from preschool.errors import DataError
 from preschool.train.checkpoint import (STATE_FILE, STATE_KEYS, quiet_hf_progress, read_checkpoint,
-                                        resumable_checkpoints)
+                                        record_checksums, resumable_checkpoints)
 from preschool.train.trainer import train
 
 
@@ -27,6 +27,7 @@ def test_a_state_file_that_is_not_a_trainer_state_is_refused(tmp_path, datasets,
     st = torch.load(state, weights_only=True)
     del st["rng"]
     torch.save(st, state)
+    record_checksums(state.parent)  # edited on purpose, not damaged: the checksums agree
     with pytest.raises(DataError, match=f"{state}: unreadable trainer state \\(not a preschool trainer state\\)"):
         read_checkpoint(state.parent)
 

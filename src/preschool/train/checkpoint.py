@@ -9,8 +9,21 @@ optimizer, schedule and data position, RNG, callback states). Under
 by every rank, into ``sharded/`` (:mod:`.sharded_checkpoint`), which is what a
 resume loads them from. The folder appears atomically, whole or not at all.
 
+``checksums.json`` records the byte size and sha256 of every file of the
+folder (``sharded/``'s files through ``sharded/manifest.json``, whose own
+hash it records). A resume checks them all before anything is deserialised
+(:func:`verify_checkpoint`) and falls back to the previous checkpoint, naming
+the file, when one differs; checkpoints written before ``checksums.json``
+existed are loaded unverified, with a warning (the sharded state of an FSDP one
+still is: its manifest always had hashes). Nothing is unpickled beyond tensors
+and plain data: ``trainer_state.pt`` with ``weights_only=True``, the DCP
+``.metadata`` through an unpickler of DCP's metadata classes only.
+
 Only the newest ``keep_optimizer_state`` checkpoints keep their training state
 (``trainer_state.pt`` and ``sharded/``); older ones stay loadable HF folders.
+A checkpoint write cut short leaves its hidden temp folder (``.step-XXXXXXXX.*.tmp``
+with the marker ``sharded_checkpoint.WRITING_MARKER`` inside); the next run in the same
+folder deletes those (:func:`remove_interrupted_writes`), and nothing else.
 The trainer's own fields are read and written through its public API
 (``state_dict``/``load_state_dict``, ``model``, ``optimizer``, ``groups``, ...).
 """
@@ -18,7 +31,10 @@ The trainer's own fields are read and written through its public API
 from __future__ import annotations
 
 import contextlib
+import os
+import pickle
 import shutil
+import socket
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,14 +42,15 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from ..errors import DataError
-from ..io import torch_save, write_json
-from ..layout import checkpoint_dir, checkpoints_dir, list_checkpoints
+from ..io import read_json, sha256_file, torch_save, write_json
+from ..layout import checkpoint_dir, checkpoint_temp_dirs, checkpoints_dir, list_checkpoints
 from . import sharded_checkpoint
 
 if TYPE_CHECKING:  # pragma: no cover
     from .trainer import Trainer
 
 STATE_FILE = "trainer_state.pt"
+CHECKSUMS = "checksums.json"
 # what every trainer_state.pt holds (Trainer.state_dict); a file without one of them is not a trainer state
 STATE_KEYS = ("step", "stage_index", "stage_step", "tokens", "pt_tokens", "sched_base", "data_base",
               "optimizer", "groups", "acc", "rng")
@@ -78,24 +95,28 @@ def save_checkpoint(trainer: Trainer) -> Path:
                                            "pt_tokens": trainer.pt_tokens, "stage_tokens": trainer.stage_tokens,
                                            **trainer.token_account()})
             torch_save(state, tmp / STATE_FILE)
+            record_checksums(tmp)
     keep = trainer.cfg.keep_optimizer_state
     if trainer.is_main and keep != "all":
         # counted back from this one (a newer, damaged checkpoint skipped on resume is replaced later)
         for old in resumable_checkpoints(trainer.out_dir, upto=trainer.step)[1 if keep == "last" else keep:]:
+            _drop_checksums(old, [STATE_FILE, sharded_checkpoint.SHARDED_DIR])
             (old / STATE_FILE).unlink()
             shutil.rmtree(old / sharded_checkpoint.SHARDED_DIR, ignore_errors=True)
     trainer.barrier()
     return path
 
 
-def resume(trainer: Trainer) -> Path | None:
-    """Load the newest intact checkpoint of ``trainer.out_dir`` into the trainer; returns it (None: none yet).
+def resume(trainer: Trainer, upto: int | None = None) -> Path | None:
+    """Load the newest intact checkpoint of ``trainer.out_dir`` (up to step ``upto``) into the trainer;
+    returns it (None: none yet).
 
     A damaged checkpoint is reported on stderr (path and reason) and the previous one tried; DataError
     when checkpoints exist but none is intact. The model and optimizer must already be built (and sharded).
+    Collective: every rank calls it.
     """
     damaged = []
-    for ckpt in resumable_checkpoints(trainer.out_dir):
+    for ckpt in resumable_checkpoints(trainer.out_dir, upto=upto):
         try:
             weights, st = read_checkpoint(ckpt, sharded=trainer.parallel.sharded)
         except DataError as e:
@@ -132,28 +153,122 @@ def resumable_checkpoints(out_dir: Path, upto: int | None = None) -> list[Path]:
 def read_checkpoint(ckpt: Path, sharded: bool = False) -> tuple[dict[str, torch.Tensor] | None, dict[str, Any]]:
     """``(weights, trainer state)`` of a checkpoint folder, or DataError naming the damaged file.
 
+    Every file is checked against ``checksums.json`` first (:func:`verify_checkpoint`; collective).
     The trainer state is read with ``weights_only=True``: tensors and plain containers only,
     so a ``trainer_state.pt`` from elsewhere cannot run code when unpickled. ``sharded``: the
-    weights come from the DCP folder later (None here), whose files are checked against its manifest.
+    weights come from the DCP folder later (None here).
     """
     from safetensors.torch import load_file
 
+    verify_checkpoint(ckpt, sharded)
     wpath, spath = ckpt / "model.safetensors", ckpt / STATE_FILE
     weights = None
-    if sharded:
-        sharded_checkpoint.check_intact(ckpt)
-    else:
+    if not sharded:
         try:
             weights = load_file(str(wpath))
         except Exception as e:  # SafetensorError (truncated, bad header) or OSError: damaged either way
             raise DataError(f"{wpath}: damaged checkpoint weights ({str(e).splitlines()[0]})") from None
     try:
         st = torch.load(spath, map_location="cpu", weights_only=True)
-    except Exception as e:  # UnpicklingError (not plain tensors: refused), EOFError/RuntimeError (truncated)
+    except pickle.UnpicklingError:  # torch's message suggests weights_only=False: the very thing not to do here
+        raise DataError(f"{spath}: unreadable trainer state (it holds objects other than tensors and plain data; "
+                        "refused, since unpickling them could run code)") from None
+    except Exception as e:  # EOFError/RuntimeError (truncated)
         raise DataError(f"{spath}: unreadable trainer state ({str(e).splitlines()[0][:200]})") from None
     if not isinstance(st, dict) or any(k not in st for k in STATE_KEYS):
         raise DataError(f"{spath}: unreadable trainer state (not a preschool trainer state)")
     return weights, st
+
+
+def record_checksums(folder: Path) -> None:
+    """Write ``folder/checksums.json``: byte size and sha256 of every file in the checkpoint folder, but
+    ``sharded/``'s files, which ``sharded/manifest.json`` (listed here) records."""
+    files = {}
+    for f in sorted(folder.rglob("*")):
+        rel = f.relative_to(folder).as_posix()
+        if not f.is_file() or rel in (CHECKSUMS, sharded_checkpoint.WRITING_MARKER) or \
+                (rel.startswith(f"{sharded_checkpoint.SHARDED_DIR}/") and f.name != sharded_checkpoint.MANIFEST):
+            continue
+        files[rel] = {"bytes": f.stat().st_size, "sha256": sha256_file(f)}
+    write_json(folder / CHECKSUMS, {"format": "preschool checkpoint", "files": files})
+
+
+def _drop_checksums(ckpt: Path, names: list[str]) -> None:
+    """Remove the entries of files about to be pruned (``names``: files or folders) from ``checksums.json``."""
+    path = ckpt / CHECKSUMS
+    if path.is_file():
+        man = read_json(path)
+        man["files"] = {k: v for k, v in man["files"].items() if not any(k == n or k.startswith(f"{n}/") for n in names)}
+        write_json(path, man)
+
+
+def checksum_entries(ckpt: Path) -> list[tuple[Path, dict]] | None:
+    """``(file, {"bytes", "sha256"})`` of every file ``ckpt/checksums.json`` lists (None: no such file:
+    a checkpoint written before checksums were recorded); DataError when it is unreadable."""
+    path = ckpt / CHECKSUMS
+    if not path.is_file():
+        return None
+    try:
+        files = read_json(path)["files"]
+        entries = [(ckpt / rel, info) for rel, info in files.items()]
+        if not all(isinstance(i["bytes"], int) and isinstance(i["sha256"], str) and ".." not in Path(r).parts
+                   for r, i in files.items()):
+            raise TypeError
+    except (ValueError, KeyError, TypeError, AttributeError):
+        raise DataError(f"{path}: unreadable checksums (damaged checkpoint)") from None
+    return entries
+
+
+def verify_checkpoint(ckpt: Path, sharded: bool = False) -> None:
+    """Check every file of ``ckpt`` (and, ``sharded``, of its DCP folder) against the sha256 recorded when
+    it was written; DataError naming the first that differs or is missing. Collective under
+    torch.distributed (the ranks share the hashing). A checkpoint without ``checksums.json`` (written
+    before there were any) gets a warning on stderr and only its sharded state checked."""
+    entries = checksum_entries(ckpt)
+    if entries is None:
+        dist = sharded_checkpoint._dist()
+        if not dist or dist.get_rank() == 0:
+            print(f"[preschool] {ckpt}: no {CHECKSUMS} (written by an older preschool): its files are not verified"
+                  + (" but for sharded/" if sharded else ""), file=sys.stderr, flush=True)
+        entries = []
+    if sharded:  # checksums.json lists sharded/manifest.json, whose hashes the shards are checked against
+        entries = entries + sharded_checkpoint.manifest_entries(ckpt)
+    sharded_checkpoint.verify_files(entries)
+
+
+def remove_interrupted_writes(out_dir: Path) -> list[Path]:
+    """Delete the temp folders that checkpoint writes of this run left when they were cut short; returns them.
+
+    Only folders named like ours (``layout.checkpoint_temp_dirs``) holding our marker are removed, and not
+    one whose marker names a live process on this host (a write still going on); anything else in
+    ``checkpoints/`` is left alone.
+    """
+    removed = []
+    for tmp in checkpoint_temp_dirs(out_dir):
+        marker = tmp / sharded_checkpoint.WRITING_MARKER
+        if tmp.is_symlink() or not marker.is_file():
+            continue
+        try:
+            who = read_json(marker)
+            live = who["host"] == socket.gethostname() and who["pid"] != os.getpid() and _alive(int(who["pid"]))
+        except (ValueError, KeyError, TypeError):
+            live = False  # a marker cut short: the write never got far
+        if live:
+            continue
+        shutil.rmtree(tmp)
+        removed.append(tmp)
+        print(f"[preschool] removed {tmp} (a checkpoint write that was cut short)", file=sys.stderr, flush=True)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _load_weights(model: torch.nn.Module, ckpt: Path, weights: dict[str, torch.Tensor], tied: bool) -> None:

@@ -15,6 +15,12 @@ A checkpoint ``checkpoints/step-XXXXXXXX/`` of an FSDP run holds:
   and ``manifest.json``: byte size and sha256 of every file there (each rank
   hashes the file it wrote), the world size and step that wrote it.
 
+A resume checks every file against its recorded sha256 before DCP reads any
+of them (:func:`verify_files`: the ranks share the hashing), then reads the
+``.metadata`` pickle through an unpickler that builds only DCP's metadata
+classes, and non-tensor entries with ``weights_only`` (:func:`load`): DCP's own
+reader would unpickle both without restriction.
+
 The whole step folder is atomic: all ranks write into one temp folder beside
 it, and rank 0 renames it into place once every rank has finished
 (:func:`collective_atomic_dir`; on a cluster the run folder must be on a
@@ -25,6 +31,10 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import io
+import os
+import pickle
+import socket
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
@@ -36,6 +46,9 @@ from .parallel import _dist
 
 SHARDED_DIR = "sharded"
 MANIFEST = "manifest.json"
+# in a checkpoint's temp folder while it is being written (removed just before the rename): what lets a later
+# run recognise an interrupted write of ours and delete it (checkpoint.remove_interrupted_writes)
+WRITING_MARKER = ".preschool-writing.json"
 
 
 @contextlib.contextmanager
@@ -45,12 +58,18 @@ def collective_atomic_dir(path: Path) -> Iterator[Path]:
     dist = _dist()
     rank = dist.get_rank() if dist else 0
     with contextlib.ExitStack() as stack:
-        box: list[Any] = [str(stack.enter_context(atomic_dir(path))) if rank == 0 else None]
+        box: list[Any] = [None]
+        if rank == 0:
+            tmp = stack.enter_context(atomic_dir(path))
+            write_json(tmp / WRITING_MARKER, {"writing": path.name, "pid": os.getpid(), "host": socket.gethostname()})
+            box[0] = str(tmp)
         if dist:
             dist.broadcast_object_list(box, src=0)
         yield Path(box[0])
         if dist:
             dist.barrier()  # every rank's files are in place before rank 0 renames the folder
+        if rank == 0:
+            (Path(box[0]) / WRITING_MARKER).unlink()
 
 
 def save(folder: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
@@ -89,31 +108,138 @@ def _write_manifest(folder: Path, step: int) -> None:
 
 
 def check_intact(ckpt: Path) -> dict:
-    """The manifest of ``ckpt``'s sharded state, after checking every file it lists is there with its size.
-
-    Sizes, not hashes: a resume on N ranks would otherwise read every shard N
-    times; ``verify_hashes`` does the full check.
-    """
+    """The manifest of ``ckpt``'s sharded state, after checking every file it lists is there with its size
+    (cheap; :func:`verify_hashes` checks the contents)."""
     folder = Path(ckpt) / SHARDED_DIR
+    man = _read_manifest(folder)
+    check_sizes([(folder / n, i) for n, i in man["files"].items()])
+    return man
+
+
+def manifest_entries(ckpt: Path) -> list[tuple[Path, dict]]:
+    """``(file, {"bytes", "sha256"})`` of every file ``ckpt``'s sharded manifest lists."""
+    folder = Path(ckpt) / SHARDED_DIR
+    return [(folder / n, i) for n, i in _read_manifest(folder)["files"].items()]
+
+
+def _read_manifest(folder: Path) -> dict:
     path = folder / MANIFEST
     if not path.is_file():
         raise DataError(f"{folder}: no {MANIFEST} (not a sharded checkpoint, or cut short while writing)")
-    man = read_json(path)
-    for name, info in man["files"].items():
-        f = folder / name
+    try:
+        man = read_json(path)
+        if not all(isinstance(i["bytes"], int) and isinstance(i["sha256"], str) for i in man["files"].values()):
+            raise TypeError
+    except (ValueError, KeyError, TypeError, AttributeError):
+        raise DataError(f"{path}: unreadable manifest (damaged checkpoint)") from None
+    return man
+
+
+def check_sizes(entries: list[tuple[Path, dict]]) -> None:
+    """DataError naming the first of ``entries`` (``(file, {"bytes": ...})``) missing or of another size."""
+    for f, info in entries:
         if not f.is_file() or f.stat().st_size != info["bytes"]:
             have = f.stat().st_size if f.is_file() else "missing"
-            raise DataError(f"{f}: {have} bytes, manifest says {info['bytes']} (damaged checkpoint)")
-    return man
+            raise DataError(f"{f}: {have} bytes, {info['bytes']} when it was written (damaged checkpoint)")
+
+
+def verify_files(entries: list[tuple[Path, dict]]) -> None:
+    """Check ``entries`` (``(file, {"bytes", "sha256"})``) by size, then by sha256; DataError naming the
+    first that differs, raised on every rank alike.
+
+    Collective under ``torch.distributed``: rank r hashes every W-th file from the r-th, so each file is
+    read once per resume whatever the world size, and the ranks agree on the verdict.
+    """
+    check_sizes(entries)
+    dist = _dist()
+    rank, world = (dist.get_rank(), dist.get_world_size()) if dist else (0, 1)
+    bad = next((i for i in range(rank, len(entries), world)
+                if sha256_file(entries[i][0]) != entries[i][1]["sha256"]), None)
+    verdicts: list[Any] = [bad]
+    if dist:
+        verdicts = [None] * world
+        dist.all_gather_object(verdicts, bad)
+    found = [i for i in verdicts if i is not None]
+    if found:
+        raise DataError(f"{entries[min(found)][0]}: sha256 differs from the one recorded when it was written "
+                        "(damaged checkpoint)")
 
 
 def verify_hashes(ckpt: Path) -> None:
     """Raise DataError naming the first file of ``ckpt``'s sharded state whose sha256 differs from the manifest."""
-    man = check_intact(ckpt)
-    folder = Path(ckpt) / SHARDED_DIR
-    for name, info in man["files"].items():
-        if sha256_file(folder / name) != info["sha256"]:
-            raise DataError(f"{folder / name}: sha256 differs from {MANIFEST} (damaged checkpoint)")
+    verify_files(manifest_entries(ckpt))
+
+
+# what a DCP .metadata pickle may build: DCP's metadata classes and the few torch/pathlib values they hold
+_METADATA_MODULES = ("torch.distributed.checkpoint.metadata",)
+_METADATA_NAMES = {("torch.distributed.checkpoint.filesystem", "_StorageInfo"), ("torch", "Size"),
+                   ("torch.serialization", "_get_layout"), ("pathlib", "PosixPath"), ("pathlib", "PurePosixPath"),
+                   ("pathlib", "WindowsPath"), ("pathlib", "PureWindowsPath"), ("collections", "OrderedDict")}
+
+
+class _MetadataUnpickler(pickle.Unpickler):
+    """Builds DCP metadata only: any other global in the pickle (a function to call, a class to make) is refused."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        obj = super().find_class(module, name) if module.startswith(("torch", "pathlib", "collections")) else None
+        allowed = (module, name) in _METADATA_NAMES or (module == "torch" and isinstance(obj, torch.dtype)) or \
+            (module in _METADATA_MODULES and isinstance(obj, type))
+        if not allowed:
+            raise pickle.UnpicklingError(f"{module}.{name} is not part of torch's checkpoint metadata")
+        return obj
+
+
+def read_metadata(path: Path) -> Any:
+    """A DCP ``.metadata`` file, unpickled with :class:`_MetadataUnpickler`; DataError naming it when it
+    holds anything else (or is damaged)."""
+    from torch.distributed.checkpoint.metadata import Metadata
+
+    try:
+        with open(path, "rb") as fh:
+            md = _MetadataUnpickler(io.BufferedReader(fh)).load()
+    except Exception as e:  # UnpicklingError (refused or damaged), EOFError, ValueError, ...
+        raise DataError(f"{path}: unreadable checkpoint metadata ({str(e).splitlines()[0][:200] if str(e) else type(e).__name__})") from None
+    if not isinstance(md, Metadata):
+        raise DataError(f"{path}: unreadable checkpoint metadata (not torch distributed checkpoint metadata)")
+    return md
+
+
+def _safe_reader(folder: Path) -> Any:
+    """DCP's file reader, with the metadata read by :func:`read_metadata` instead of plain ``pickle``."""
+    from torch.distributed.checkpoint import FileSystemReader
+    from torch.distributed.checkpoint.metadata import StorageMeta
+
+    class Reader(FileSystemReader):
+        def read_metadata(self, *args: Any, **kwargs: Any) -> Any:
+            rank = kwargs.get("rank")
+            md = read_metadata(Path(self._get_metadata_path(rank)))
+            if getattr(md, "storage_meta", None) is None:
+                md.storage_meta = StorageMeta()
+            md.storage_meta.load_id = self.load_id
+            return md
+
+    return Reader(str(folder))
+
+
+def _safe_planner() -> Any:
+    """DCP's load planner, with non-tensor entries (AdamW's hyper-parameters, ...) read by
+    ``torch.load(weights_only=True)``: DCP's own planner unpickles them without restriction."""
+    from torch.distributed.checkpoint import DefaultLoadPlanner
+    from torch.distributed.checkpoint.planner import ReadItem
+
+    class Planner(DefaultLoadPlanner):
+        def load_bytes(self, read_item: ReadItem, value: io.BytesIO) -> None:
+            try:
+                obj = torch.load(value, weights_only=True)
+            except pickle.UnpicklingError:
+                raise DataError(f"checkpoint entry {read_item.dest_index.fqn}: holds objects other than tensors "
+                                "and plain data (refused: loading it could run code)") from None
+            value = io.BytesIO()
+            torch.save(obj, value)  # the parent reads it back (plain data now) into the right place
+            value.seek(0)
+            super().load_bytes(read_item, value)
+
+    return Planner()
 
 
 def load(ckpt: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
@@ -130,6 +256,7 @@ def load(ckpt: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
     state: dict[str, Any] = {"model": msd, "optimizer": osd}
     if groups:
         state["groups"] = groups
-    dcp.load(state, checkpoint_id=str(Path(ckpt) / SHARDED_DIR))
+    folder = Path(ckpt) / SHARDED_DIR
+    dcp.load(state, storage_reader=_safe_reader(folder), planner=_safe_planner())
     set_state_dict(model, optimizer, model_state_dict=msd, optim_state_dict=osd)
     return groups

@@ -200,6 +200,7 @@ class Trainer:
 
                 tree = run_config_tree(cfg, self.datasets, self.tokenizer_dir)
                 write_text(self.out_dir / "config.yaml", yaml.safe_dump(tree, sort_keys=False))
+            checkpoint.remove_interrupted_writes(self.out_dir)  # a rerun cleans up after a killed one
         self.barrier()
 
         if self.device.type == "cpu" and cfg.cpu_heap == "retain":
