@@ -71,3 +71,22 @@ def test_lm_eval_evaluator(setup):
     assert res.extra["n_samples"]["mp_test"]["effective"] == 4
     with pytest.raises(ConfigError, match="tasks"):
         EVALUATORS.build("lm_eval", {"tasks": []})
+
+
+def test_per_task_num_fewshot_runs_each_task_with_its_shots(setup, shared_data, tmp_path):
+    """verify-ppt / L2T run some tasks 5-shot and the rest 0-shot in one evaluator: num_fewshot per task."""
+    model, tok, _, _ = setup
+    for task in ("mp_a", "mp_b"):
+        y = write_minimal_pair_task(shared_data / "blimp", tmp_path, task=task, paradigms=PARADIGMS[:1],
+                                    max_pairs_per_paradigm=6)
+        # lm-eval never overrides a task that pins 0 shots (as BLiMP's does): leave the count to the evaluator
+        y.write_text(y.read_text().replace("num_fewshot: 0\n", ""))
+    ev = EVALUATORS.build("lm_eval", {"tasks": ["mp_a", "mp_b"], "include_path": str(tmp_path), "limit": 2,
+                                    "include_defaults": False, "num_fewshot": {"mp_a": 2}})
+    res = ev.evaluate(model, tok)
+    assert res.extra["n_shot"] == {"mp_a": 2, "mp_b": 0}
+    assert {"mp_a/acc", "mp_b/acc"} <= set(res.metrics)
+    with pytest.raises(ConfigError, match=r"num_fewshot\.mp_c"):
+        EVALUATORS.build("lm_eval", {"tasks": ["mp_a"], "num_fewshot": {"mp_c": 5}})
+    with pytest.raises(ConfigError, match=r"num_fewshot\.mp_a"):
+        EVALUATORS.build("lm_eval", {"tasks": ["mp_a"], "num_fewshot": {"mp_a": -1}})

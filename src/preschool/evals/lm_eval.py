@@ -16,7 +16,10 @@ accelerate and peft, which its HF backend imports).
   It is how we check that our scorer's per-pair decisions equal lm-eval's
   (tests/evals/test_lm_eval.py, benchmarks/eval.py).
 - The ``lm_eval`` evaluator runs lm-eval tasks from ``preschool eval`` and the
-  runner, with metrics named ``<task>/<metric>``.
+  runner, with metrics named ``<task>/<metric>``. ``num_fewshot`` is one count
+  for every task or a per-task mapping (verify-ppt: arc_easy, openbookqa,
+  social_iqa 5-shot, the rest 0-shot); tasks sharing a count run in one
+  ``simple_evaluate`` call, and ``extra["n_shot"]`` records what each task ran with.
 
 Known difference, kept on purpose: lm-eval's ``acc`` takes ``argmax`` over the
 two log-likelihoods, so an exact tie counts as correct (index 0 wins);
@@ -168,17 +171,43 @@ class LmEvalConfig:
     include_path: str | None = None  # folder of extra task YAMLs (local data: offline)
     batch_size: int = 32
     limit: int | None = None  # first N docs per task (lm-eval's --limit); null = all
-    num_fewshot: int | None = None  # null = each task's default
+    # shots for every task, or {task: shots} (tasks not listed: their default); null = each task's default
+    num_fewshot: int | dict[str, int] | None = None
     include_defaults: bool = True  # index lm-eval's built-in tasks too (slow); false = only include_path tasks
 
     def validate(self) -> None:
         check(len(self.tasks) > 0, "tasks", "give at least one lm-eval task name")
+        shots = self.num_fewshot if isinstance(self.num_fewshot, dict) else {"": self.num_fewshot}
+        for task, n in shots.items():
+            at = f"num_fewshot.{task}" if task else "num_fewshot"
+            check(not task or task in self.tasks, at, f"{task!r} is not one of tasks {self.tasks}")
+            check(n is None or n >= 0, at, f"must be >= 0 or null, got {n}")
         check(self.batch_size >= 1, "batch_size", f"must be >= 1, got {self.batch_size}")
         check(self.limit is None or self.limit >= 1, "limit", f"must be >= 1 or null, got {self.limit}")
         check(self.include_defaults or self.include_path is not None, "include_defaults",
               "false needs an include_path holding the tasks")
         if self.include_path is not None:
             check(Path(self.include_path).is_dir(), "include_path", f"no such folder: {self.include_path}")
+
+    def shot_groups(self) -> dict[int | None, list[str]]:
+        """``{shots: [tasks]}`` in task order: the tasks each ``simple_evaluate`` call runs."""
+        groups: dict[int | None, list[str]] = {}
+        for t in self.tasks:
+            n = self.num_fewshot.get(t) if isinstance(self.num_fewshot, dict) else self.num_fewshot
+            groups.setdefault(n, []).append(t)
+        return groups
+
+
+def run_shot_groups(model, tokenizer, cfg: LmEvalConfig) -> dict:
+    """lm-eval's results for every task of ``cfg``, one ``simple_evaluate`` per shot count, merged per task
+    (``results``, ``versions``, ``n-samples``, ``n-shot``, ``higher_is_better``)."""
+    merged: dict[str, dict] = {k: {} for k in ("results", "versions", "n-samples", "n-shot", "higher_is_better")}
+    for shots, tasks in cfg.shot_groups().items():
+        res = run_lm_eval(model, tokenizer, tasks, cfg.include_path, cfg.batch_size, cfg.limit, shots,
+                          include_defaults=cfg.include_defaults)
+        for key, part in merged.items():
+            part.update(res.get(key) or {})
+    return merged
 
 
 def flatten_metrics(results: dict) -> dict[str, float]:
@@ -203,8 +232,8 @@ class LmEval(Evaluator):
     def evaluate(self, model, tokenizer) -> EvalResult:
         lm_eval = require_lm_eval()
         cfg = self.cfg
-        res = run_lm_eval(model, tokenizer, cfg.tasks, cfg.include_path, cfg.batch_size, cfg.limit,
-                          cfg.num_fewshot, include_defaults=cfg.include_defaults)
+        res = run_shot_groups(model, tokenizer, cfg)
         extra: dict[str, Any] = {"lm_eval_version": getattr(lm_eval, "__version__", None),
-                                 "versions": res.get("versions"), "n_samples": res.get("n-samples")}
+                                 "versions": res.get("versions"), "n_samples": res.get("n-samples"),
+                                 "n_shot": res.get("n-shot")}
         return EvalResult(metrics=flatten_metrics(res), extra=json.loads(json.dumps(extra, default=str)))
