@@ -1,8 +1,15 @@
-"""Resume and evaluation on damaged or foreign checkpoints (issue 11, item 3): nothing is
-unpickled beyond tensors, a damaged newest checkpoint is reported and the run resumes from
-the newest intact one, and ``eval`` names a truncated weights file."""
+"""Resume and evaluation on damaged or foreign checkpoints (issue 11, item 3; issue 22, items 1, 6, 14):
+nothing is unpickled beyond tensors and DCP's metadata classes, every file is checked against the sha256
+recorded when it was written before anything is deserialised, a damaged newest checkpoint (cut short or
+a same-size byte flip, plain or FSDP) is reported and the run resumes from the newest intact one, ``eval``
+names a truncated weights file, and the temp folder of an interrupted checkpoint write is removed by the
+next run (nothing that is not ours)."""
 
 import json
+import math
+import os
+import pickle
+import socket
 
 import pytest
 import torch
@@ -107,3 +114,127 @@ def test_eval_on_truncated_weights_names_the_file(tmp_path, datasets, micro_cfg,
                  "--set", f"sources.t={datasets['text']}"])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and f"{weights}: damaged model weights" in err[0]
+
+
+# -- issue 22: files verified by content before anything is deserialised (items 1, 6), interrupted writes
+# removed by the next run (item 14)
+
+def _flip(f, at=0.5):
+    """Change one byte in place (same size): what a bad disk or a copy gone wrong does."""
+    b = bytearray(f.read_bytes())
+    b[int(len(b) * at)] ^= 0x5A
+    f.write_bytes(bytes(b))
+
+
+@pytest.mark.parametrize("name", ["model.safetensors", "trainer_state.pt"])
+def test_a_flipped_byte_in_a_plain_checkpoint_is_named_and_passed_over(tmp_path, datasets, micro_cfg, stop_at,
+                                                                       capsys, name):
+    train(_cfg(micro_cfg), tmp_path / "a", datasets)  # uninterrupted reference
+    run, ck = _stopped_run(tmp_path, datasets, micro_cfg, stop_at)
+    bad = ck / "step-00000006" / name
+    _flip(bad, at=0.9 if name == "model.safetensors" else 0.5)  # in the tensor data: loads fine on its own
+    capsys.readouterr()
+    res = train(_cfg(micro_cfg), run, datasets)
+    err = capsys.readouterr().err
+    assert f"{bad}: sha256 differs from the one recorded when it was written (damaged checkpoint)" in err
+    assert res["resumed_from"] == str(ck / "step-00000004") and (run / "DONE").is_file()
+    ra, rb = _train_rows(tmp_path / "a"), _train_rows(run)
+    assert [r["loss"] for r in ra] == pytest.approx([r["loss"] for r in rb], abs=1e-6)
+
+
+def _fsdp_run(tmp_path, datasets, micro_cfg, stop_at):
+    cfg = {**_cfg(micro_cfg), "parallel": "fsdp", "device": "cpu"}
+    run = tmp_path / "f"
+    train(cfg, run, datasets, callbacks=[stop_at(6)])
+    return cfg, run, run / "checkpoints"
+
+
+@pytest.mark.parametrize("name", ["__0_0.distcp", ".metadata"])
+def test_a_flipped_byte_in_an_fsdp_checkpoint_is_named_and_passed_over(tmp_path, datasets, micro_cfg, stop_at,
+                                                                      capfd, name):
+    cfg, run, ck = _fsdp_run(tmp_path, datasets, micro_cfg, stop_at)
+    bad = ck / "step-00000006" / "sharded" / name
+    _flip(bad)
+    capfd.readouterr()
+    res = train(cfg, run, datasets)
+    err = capfd.readouterr().err
+    assert f"{bad}: sha256 differs from the one recorded when it was written (damaged checkpoint)" in err
+    assert "Traceback" not in err
+    assert res["resumed_from"] == str(ck / "step-00000004") and (run / "DONE").is_file()
+    assert all(math.isfinite(r["loss"]) for r in _train_rows(run))
+
+
+def _planted_metadata(meta, marker):
+    """A .metadata pickle that would create ``marker`` when unpickled, padded to the original's size."""
+    size = meta.stat().st_size
+    evil = pickle.dumps(_Payload(marker), protocol=2)
+    assert len(evil) < size
+    meta.write_bytes(evil + b"\0" * (size - len(evil)))  # pickle stops at STOP: the padding is never read
+
+
+def test_a_planted_dcp_metadata_pickle_does_not_run(tmp_path, datasets, micro_cfg, stop_at, capfd):
+    cfg, run, ck = _fsdp_run(tmp_path, datasets, micro_cfg, stop_at)
+    meta = ck / "step-00000006" / "sharded" / ".metadata"
+    marker = tmp_path / "PWNED"
+    _planted_metadata(meta, marker)
+    capfd.readouterr()
+    res = train(cfg, run, datasets)
+    assert not marker.exists()
+    assert f"{meta}: sha256 differs" in capfd.readouterr().err
+    assert res["resumed_from"] == str(ck / "step-00000004")
+
+
+def test_a_planted_dcp_metadata_pickle_with_forged_checksums_is_refused(tmp_path, datasets, micro_cfg, stop_at, capfd):
+    from preschool.io import sha256_file, write_json
+    from preschool.train.checkpoint import record_checksums
+
+    cfg, run, ck = _fsdp_run(tmp_path, datasets, micro_cfg, stop_at)
+    meta = ck / "step-00000006" / "sharded" / ".metadata"
+    marker = tmp_path / "PWNED"
+    _planted_metadata(meta, marker)
+    # whoever planted it also rewrote both manifests: only the unpickler stands between
+    man_path = meta.parent / "manifest.json"
+    man = json.loads(man_path.read_text())
+    man["files"][".metadata"]["sha256"] = sha256_file(meta)
+    write_json(man_path, man)
+    record_checksums(meta.parent.parent)
+    capfd.readouterr()
+    res = train(cfg, run, datasets)
+    assert not marker.exists()
+    err = capfd.readouterr().err
+    assert f"{meta}: unreadable checkpoint metadata (io.open is not part of torch's checkpoint metadata)" in err
+    assert res["resumed_from"] == str(ck / "step-00000004")
+
+
+def test_an_interrupted_checkpoint_write_is_removed_by_the_next_run_and_nothing_else(tmp_path, datasets,
+                                                                                      micro_cfg, stop_at, capsys):
+    import subprocess
+    import sys
+
+    from preschool.io import PARTIAL_MARK
+
+    run, ck = _stopped_run(tmp_path, datasets, micro_cfg, stop_at, at=4)
+    # a checkpoint write killed half way (step 7: a step the rerun never writes again): its temp folder is left
+    kill = ("import os, sys; from preschool.train.sharded_checkpoint import collective_atomic_dir as d\n"
+            "cm = d(sys.argv[1]); tmp = cm.__enter__(); (tmp / 'model.safetensors').write_bytes(b'half')\n"
+            "print(tmp, flush=True); os._exit(9)")
+    out = subprocess.run([sys.executable, "-c", kill, str(ck / "step-00000007")], capture_output=True, text=True)
+    ours = ck / out.stdout.strip().rsplit("/", 1)[-1]
+    assert out.returncode == 9 and ours.is_dir() and ours.name.startswith(".step-00000007.")
+    # look-alikes that are not ours to delete: no record, a record in a folder of another name, a live writer
+    foreign = ck / ".step-00000006.abcd1234.tmp"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("mine")
+    other = ck / "scratch"
+    other.mkdir()
+    (other / PARTIAL_MARK).write_text((ours / PARTIAL_MARK).read_text())
+    live = ck / ".step-00000005.live0001.tmp"
+    live.mkdir()
+    (live / PARTIAL_MARK).write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
+                                                  "for": "step-00000005"}))
+    capsys.readouterr()
+    train(_cfg(micro_cfg), run, datasets)
+    assert not ours.exists()
+    assert f"removed {ours} (a checkpoint write that was cut short)" in capsys.readouterr().err
+    assert (foreign / "notes.txt").read_text() == "mine" and (other / PARTIAL_MARK).is_file() and live.is_dir()
+    assert (run / "DONE").is_file()

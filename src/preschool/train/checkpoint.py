@@ -21,9 +21,9 @@ and plain data: ``trainer_state.pt`` with ``weights_only=True``, the DCP
 
 Only the newest ``keep_optimizer_state`` checkpoints keep their training state
 (``trainer_state.pt`` and ``sharded/``); older ones stay loadable HF folders.
-A checkpoint write cut short leaves its hidden temp folder (``.step-XXXXXXXX.*.tmp``
-with the marker ``sharded_checkpoint.WRITING_MARKER`` inside); the next run in the same
-folder deletes those (:func:`remove_interrupted_writes`), and nothing else.
+A checkpoint write cut short leaves its hidden temp folder (``.step-XXXXXXXX.*.tmp``,
+holding ``io.atomic_dir``'s record of its writer); the next run in the same folder
+deletes those whose writer is gone (:func:`remove_interrupted_writes`), and nothing else.
 The trainer's own fields are read and written through its public API
 (``state_dict``/``load_state_dict``, ``model``, ``optimizer``, ``groups``, ...).
 """
@@ -31,10 +31,8 @@ The trainer's own fields are read and written through its public API
 from __future__ import annotations
 
 import contextlib
-import os
 import pickle
 import shutil
-import socket
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -42,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from ..errors import DataError
-from ..io import read_json, sha256_file, torch_save, write_json
+from ..io import PARTIAL_MARK, read_json, remove_dead_temps, sha256_file, torch_save, write_json
 from ..layout import checkpoint_dir, checkpoint_temp_dirs, checkpoints_dir, list_checkpoints
 from . import sharded_checkpoint
 
@@ -163,7 +161,9 @@ def read_checkpoint(ckpt: Path, sharded: bool = False) -> tuple[dict[str, torch.
     verify_checkpoint(ckpt, sharded)
     wpath, spath = ckpt / "model.safetensors", ckpt / STATE_FILE
     weights = None
-    if not sharded:
+    if sharded:  # refused here, where a damaged checkpoint is passed over, rather than inside DCP's load
+        sharded_checkpoint.read_metadata(ckpt / sharded_checkpoint.SHARDED_DIR / ".metadata")
+    else:
         try:
             weights = load_file(str(wpath))
         except Exception as e:  # SafetensorError (truncated, bad header) or OSError: damaged either way
@@ -186,7 +186,7 @@ def record_checksums(folder: Path) -> None:
     files = {}
     for f in sorted(folder.rglob("*")):
         rel = f.relative_to(folder).as_posix()
-        if not f.is_file() or rel in (CHECKSUMS, sharded_checkpoint.WRITING_MARKER) or \
+        if not f.is_file() or rel in (CHECKSUMS, PARTIAL_MARK) or \
                 (rel.startswith(f"{sharded_checkpoint.SHARDED_DIR}/") and f.name != sharded_checkpoint.MANIFEST):
             continue
         files[rel] = {"bytes": f.stat().st_size, "sha256": sha256_file(f)}
@@ -237,38 +237,18 @@ def verify_checkpoint(ckpt: Path, sharded: bool = False) -> None:
 
 
 def remove_interrupted_writes(out_dir: Path) -> list[Path]:
-    """Delete the temp folders that checkpoint writes of this run left when they were cut short; returns them.
+    """Delete the temp folders that checkpoint writes of this run left when their process died; returns them.
 
-    Only folders named like ours (``layout.checkpoint_temp_dirs``) holding our marker are removed, and not
-    one whose marker names a live process on this host (a write still going on); anything else in
-    ``checkpoints/`` is left alone.
+    Only folders named like a step folder's temp (``layout.checkpoint_temp_dirs``) whose writer's record
+    says it ran on this host and is gone are removed (``io.remove_dead_temps``); a write still going on,
+    one from another host and anything else in ``checkpoints/`` are left alone.
     """
     removed = []
-    for tmp in checkpoint_temp_dirs(out_dir):
-        marker = tmp / sharded_checkpoint.WRITING_MARKER
-        if tmp.is_symlink() or not marker.is_file():
-            continue
-        try:
-            who = read_json(marker)
-            live = who["host"] == socket.gethostname() and who["pid"] != os.getpid() and _alive(int(who["pid"]))
-        except (ValueError, KeyError, TypeError):
-            live = False  # a marker cut short: the write never got far
-        if live:
-            continue
-        shutil.rmtree(tmp)
-        removed.append(tmp)
-        print(f"[preschool] removed {tmp} (a checkpoint write that was cut short)", file=sys.stderr, flush=True)
+    for target in sorted({checkpoints_dir(out_dir) / t.name.split(".")[1] for t in checkpoint_temp_dirs(out_dir)}):
+        for tmp in remove_dead_temps(target):
+            removed.append(tmp)
+            print(f"[preschool] removed {tmp} (a checkpoint write that was cut short)", file=sys.stderr, flush=True)
     return removed
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _load_weights(model: torch.nn.Module, ckpt: Path, weights: dict[str, torch.Tensor], tied: bool) -> None:

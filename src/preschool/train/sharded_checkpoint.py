@@ -32,9 +32,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import io
-import os
 import pickle
-import socket
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
@@ -46,9 +44,6 @@ from .parallel import _dist
 
 SHARDED_DIR = "sharded"
 MANIFEST = "manifest.json"
-# in a checkpoint's temp folder while it is being written (removed just before the rename): what lets a later
-# run recognise an interrupted write of ours and delete it (checkpoint.remove_interrupted_writes)
-WRITING_MARKER = ".preschool-writing.json"
 
 
 @contextlib.contextmanager
@@ -58,18 +53,12 @@ def collective_atomic_dir(path: Path) -> Iterator[Path]:
     dist = _dist()
     rank = dist.get_rank() if dist else 0
     with contextlib.ExitStack() as stack:
-        box: list[Any] = [None]
-        if rank == 0:
-            tmp = stack.enter_context(atomic_dir(path))
-            write_json(tmp / WRITING_MARKER, {"writing": path.name, "pid": os.getpid(), "host": socket.gethostname()})
-            box[0] = str(tmp)
+        box: list[Any] = [str(stack.enter_context(atomic_dir(path))) if rank == 0 else None]
         if dist:
             dist.broadcast_object_list(box, src=0)
         yield Path(box[0])
         if dist:
             dist.barrier()  # every rank's files are in place before rank 0 renames the folder
-        if rank == 0:
-            (Path(box[0]) / WRITING_MARKER).unlink()
 
 
 def save(folder: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
