@@ -83,18 +83,70 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
         raise
 
 
+#: the record inside a temp folder of :func:`atomic_dir` saying who writes it (removed before the rename)
+PARTIAL_MARK = ".preschool-partial.json"
+
+
+def _temp_dir_re(name: str) -> "re.Pattern[str]":
+    # tempfile.mkdtemp's names: prefix, 8 characters of its alphabet, suffix
+    return re.compile(rf"\.{re.escape(name)}\.[a-z0-9_]{{8}}\.tmp")
+
+
+def remove_dead_temps(path: str | Path) -> list[Path]:
+    """Remove the temp folders :func:`atomic_dir` left beside ``path`` when its writer was killed; return them.
+
+    A folder is removed only when all of these hold: its name is the one atomic_dir gives a temp
+    folder of ``path``, it holds atomic_dir's record (:data:`PARTIAL_MARK`) naming ``path``, and the
+    process the record names ran on this host and is gone. A writer still running, one on another
+    host (which cannot be checked from here) and anything else keep their folders.
+    """
+    import shutil
+    import socket
+
+    from .lock import pid_alive
+
+    path = Path(path)
+    pattern, host, removed = _temp_dir_re(path.name), socket.gethostname(), []
+    try:
+        candidates = list(path.parent.iterdir())
+    except OSError:
+        return removed
+    for cand in candidates:
+        if not pattern.fullmatch(cand.name) or cand.is_symlink() or not cand.is_dir():
+            continue
+        try:
+            rec = json.loads((cand / PARTIAL_MARK).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue  # no record of ours (or an unreadable one): not ours to delete
+        if (not isinstance(rec, dict) or rec.get("for") != path.name or rec.get("host") != host
+                or not isinstance(rec.get("pid"), int) or pid_alive(rec["pid"])):
+            continue
+        shutil.rmtree(cand, ignore_errors=True)
+        removed.append(cand)
+    return removed
+
+
 @contextlib.contextmanager
 def atomic_dir(path: str | Path) -> Iterator[Path]:
-    """Yield a temp folder beside ``path``; on success replace ``path`` with it."""
+    """Yield a temp folder beside ``path``; on success replace ``path`` with it.
+
+    The temp folder (``.<name>.XXXXXXXX.tmp``) records who writes it until the rename, so the next
+    writer of ``path`` removes what a killed one left (:func:`remove_dead_temps`).
+    """
     import shutil
+    import socket
 
     path = Path(path)
     with write_errors_named(path):
         path.parent.mkdir(parents=True, exist_ok=True)
+        remove_dead_temps(path)
         tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+        (tmp / PARTIAL_MARK).write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
+                                                    "for": path.name}), encoding="utf-8")
     try:
         with write_errors_named(path, tmp):
             yield tmp
+        (tmp / PARTIAL_MARK).unlink(missing_ok=True)  # the folder is complete: it becomes ``path`` as it is
         old = None
         if path.exists():
             old = path.with_name(f".{path.name}.old")

@@ -51,7 +51,8 @@ from .errors import DataError
 LOCK_NAME = ".preschool.lock"
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists on this host (owned by anyone)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -163,7 +164,7 @@ def _acquire(folder: Path, path: Path, key: str | None) -> int:
                 os.close(fd)
                 raise DataError(f"{folder} is locked by a process on another host ({_describe(other)}), which cannot "
                                 f"be checked from {host}; if it is no longer running, delete {path}")
-            if isinstance(other.get("pid"), int) and _alive(other["pid"]):
+            if isinstance(other.get("pid"), int) and pid_alive(other["pid"]):
                 os.close(fd)
                 raise _busy(folder, other, key)
             print(f"[preschool] warning: taking over the stale lock {path} of a process that is no longer running "
@@ -174,18 +175,29 @@ def _acquire(folder: Path, path: Path, key: str | None) -> int:
 _held: dict[Path, list] = {}  # folder (resolved) -> [key, depth]: the locks this process holds
 
 
+def lock_path(folder: str | Path, beside: bool = False) -> Path:
+    """The lock file of ``folder``: ``<folder>/.preschool.lock``, or with ``beside``
+    ``<parent>/.<name>.preschool.lock`` (for a folder that is replaced whole, which would take a lock
+    file inside it along)."""
+    folder = Path(folder)
+    return folder.parent / f".{folder.name}{LOCK_NAME}" if beside else folder / LOCK_NAME
+
+
 @contextlib.contextmanager
-def output_lock(folder: str | Path, command: str, key: str | None = None) -> Iterator[Path]:
+def output_lock(folder: str | Path, command: str, key: str | None = None, beside: bool = False) -> Iterator[Path]:
     """Hold the lock on ``folder`` (created if missing) for the ``with`` block; yields the lock file's path.
 
     ``command`` is shown to a second process that finds the folder locked;
     ``key`` (:func:`config_key`) lets a second process with the same key wait
     instead of failing. Raises :class:`DataError` when a live process with
     another key (or none) holds it. Re-entrant within a process.
+    ``beside``: the lock file sits next to ``folder`` (:func:`lock_path`) and
+    only the parent is created: for outputs written whole by ``io.atomic_dir``
+    (``export``, ``transform l2t``, ``generate``).
     """
     folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / LOCK_NAME
+    (folder.parent if beside else folder).mkdir(parents=True, exist_ok=True)
+    path = lock_path(folder, beside)
     mine = _held.get(folder.resolve())
     if mine is not None:  # this process holds it already (prepare CLI -> launch.prepare)
         if key is not None and mine[0] is not None and key != mine[0]:

@@ -52,6 +52,7 @@ import numpy as np
 
 from ..errors import DataError
 from ..io import atomic_dir, code_version, read_json, sha256_file, write_json, write_text
+from ..outdir import claim_output, read_manifest
 from ..registry import Registry
 from .shards import FORMAT, ShardSet, content_sha256
 
@@ -75,6 +76,14 @@ def dataset_splits(dataset_dir: str | Path) -> dict[str, Path]:
                 return {d.name: d}
         except ValueError as e:
             raise DataError(f"{man}: manifest is corrupt ({e})") from None
+    # a split the dataset has (its folder, or its entry in dataset.json) but whose manifest is gone is a
+    # broken dataset: exporting the other split alone would look like a whole export
+    recorded = (read_manifest(d / "dataset.json") or {}).get("splits")
+    expected = [s for s in ("train", "val") if (d / s).exists() or (isinstance(recorded, dict) and s in recorded)]
+    for s in expected:
+        if not (d / s / "manifest.json").is_file():
+            raise DataError(f"{d / s / 'manifest.json'}: missing; the dataset's {s} split cannot be read "
+                            "(prepare the dataset again)")
     splits = {s: d / s for s in ("train", "val") if (d / s / "manifest.json").is_file()}
     if not splits:
         raise DataError(f"{d}: no shard set here (expected train/manifest.json, val/manifest.json "
@@ -287,28 +296,47 @@ def find_tokenizer(dataset_dir: Path) -> Path | None:
     return None
 
 
+def export_entries(folder: Path) -> set[str] | None:
+    """What an earlier export in ``folder`` holds (read from its ``export.json``), or None if it is none."""
+    info = read_manifest(folder / "export.json")
+    if info is None or info.get("format") not in EXPORTERS.names() or not isinstance(info.get("splits"), dict):
+        return None
+    return {"export.json", "README.md", "dataset_dict.json", "tokenizer", *info["splits"]}
+
+
 def export_dataset(dataset_dir: str | Path, fmt: str, out: str | Path, splits: list[str] | None = None,
-                   verify: str = "full") -> dict:
+                   verify: str = "full", command: str | None = None) -> dict:
     """Write ``dataset_dir``'s splits in format ``fmt`` under ``out/<split>/``; return export.json's content.
 
     The shard sets are checked (``verify``: "full" = sizes and sha256, or "size") before anything is written;
-    ``out`` appears whole or not at all.
+    ``out`` appears whole or not at all. ``out`` must be missing, empty or an earlier export (nothing
+    else in it) and may not overlap the dataset (``outdir.claim_output``, ConfigError on ``--out``);
+    it is locked while the export runs (``command``: what a second writer is told is running).
     """
     dataset_dir = Path(dataset_dir)
-    entry = EXPORTERS.get(fmt, "format")
+    EXPORTERS.get(fmt, "format")  # an unknown format fails first
     found = dataset_splits(dataset_dir)
     if splits:
         missing = [s for s in splits if s not in found]
         if missing:
             raise DataError(f"{dataset_dir}: no split {', '.join(missing)} (have {', '.join(found)})")
         found = {s: found[s] for s in splits}
-    sets = {s: ShardSet(p, verify=verify) for s, p in found.items()}
     tok = find_tokenizer(dataset_dir)
+    command = command or f"preschool export {dataset_dir} --format {fmt} --out {out}"
+    # the output folder is checked (and locked) before the shards are verified, which reads every byte
+    with claim_output(out, command, export_entries, "export", inputs=[dataset_dir, tok]):
+        sets = {s: ShardSet(p, verify=verify) for s, p in found.items()}
+        return _export(dataset_dir, fmt, Path(out), sets, tok, single=found == {dataset_dir.name: dataset_dir})
+
+
+def _export(dataset_dir: Path, fmt: str, out: Path, sets: dict[str, ShardSet], tok: Path | None,
+            single: bool) -> dict:
+    """Write the verified shard sets ``sets`` as ``fmt`` into ``out`` (atomically); export.json's content."""
+    entry = EXPORTERS.get(fmt, "format")
     # datatrove's metadata names the tokenizer and Nanotron loads it with AutoTokenizer.from_pretrained:
     # ours travels with the export, so name its final absolute path
-    tok_name = str(Path(out).resolve() / "tokenizer") if tok else "unknown"
+    tok_name = str(out.resolve() / "tokenizer") if tok else "unknown"
     exporter = entry.cls(tokenizer_name=tok_name) if fmt == "nanotron" else entry.cls()
-    single = found == {dataset_dir.name: dataset_dir}
     info: dict[str, Any] = {
         "format": fmt,
         "source": str(dataset_dir.resolve()),
@@ -317,7 +345,7 @@ def export_dataset(dataset_dir: str | Path, fmt: str, out: str | Path, splits: l
         "splits": {},
         "code_version": code_version(),
     }
-    with atomic_dir(Path(out)) as tmp:
+    with atomic_dir(out) as tmp:
         for s, ss in sets.items():
             wrote = exporter.write(ss, tmp / s)
             info["splits"][s] = {"n_rows": ss.n_rows, "row_len": ss.row_len, "seq_len": ss.row_len - 1,

@@ -12,6 +12,10 @@ shard set folder) in another trainer's format, row for row:
   nanotron  datatrove tokenized files <split>/NNNNN.ds(.index/.loss/.metadata)
   numpy     flat uint16/uint32 token files as OLMo-core memory-maps them
 
+--out is replaced whole, so it must be missing, an empty folder or an earlier
+export holding nothing else, and may not overlap the dataset; it is locked
+while the export runs. A temp folder a killed export left beside it is removed.
+
 example:
   preschool export runs/quickstart/data/pt --format nanotron --out exports/pt-nanotron
 """
@@ -22,7 +26,8 @@ def add_arguments(p) -> None:
 
     p.add_argument("dataset", help="prepared dataset folder (with train/ and val/) or one shard set")
     p.add_argument("--format", required=True, help=f"one of: {', '.join(EXPORTERS.names())}")
-    p.add_argument("--out", required=True, help="output folder (written atomically)")
+    p.add_argument("--out", required=True, help="output folder (written atomically; missing, empty or an "
+                   "earlier export, never one holding other files or the dataset)")
     p.add_argument("--split", dest="splits", action="append", default=None, metavar="NAME",
                    help="export only this split (repeatable; default: all)")
     p.add_argument("--verify", choices=["full", "size"], default="full",

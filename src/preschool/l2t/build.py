@@ -428,6 +428,20 @@ class L2TJob(UnitJob):
         return {"rows": rows, "documents": len(docs), "stats": {s: side.stats() for s, side in sides.items()}}
 
 
+L2T_FORMAT = "preschool-l2t-v1"
+
+
+def l2t_entries(folder: Path) -> set[str] | None:
+    """What an earlier ``transform l2t`` output in ``folder`` holds (from its manifest), or None if it is none."""
+    from ..outdir import read_manifest
+
+    top = read_manifest(Path(folder) / "manifest.json")
+    if top is None or top.get("format") != L2T_FORMAT or not isinstance(top.get("splits"), dict):
+        return None
+    return {"manifest.json", "stats.json", str(top.get("tokenizer") or "tokenizer"),
+            *(str(m.get("path", s)) for s, m in top["splits"].items() if isinstance(m, dict))}
+
+
 def build_l2t(
     texts: Iterable, out: str | Path, cfg: BuildConfig | dict, tokenizer, workers: int = 1,
     pool: tuple[str, ...] | None = None, source: dict | None = None, progress: bool = False,
@@ -510,7 +524,7 @@ def build_l2t(
                      for s in ("train", "val")}
         shutil.rmtree(units)
         top = {
-            "format": "preschool-l2t-v1",
+            "format": L2T_FORMAT,
             **common,
             "documents": n_docs,
             "workers": workers,

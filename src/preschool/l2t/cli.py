@@ -24,7 +24,9 @@ examples:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--input", required=True, help=".txt file (one document), .jsonl (text field), .parquet, a folder "
                    "of them (each file read by its kind), a corpus .yaml (preschool.corpora CorpusConfig) or 'storybook'")
-    p.add_argument("--out", help="output folder (train/, val/, tokenizer/, manifest.json, stats.json)")
+    p.add_argument("--out", help="output folder (train/, val/, tokenizer/, manifest.json, stats.json); replaced "
+                   "whole, so missing, empty or an earlier transform l2t output, never one holding other files "
+                   "or the input")
     p.add_argument("--tasks", nargs="+", help="tasks to draw from (default: all 14); comma or space separated")
     p.add_argument("--scenario", choices=["disjoint", "shared"], default="disjoint")
     p.add_argument("--raw-ratio", type=float, default=0.5, help="disjoint: raw share (0 = L2T only, 1 = raw only)")
@@ -132,11 +134,7 @@ def chars_per_token(tok, texts, max_chars: int = 2_000_000) -> float:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..corpora import ReadStats
-    from ..data.tokenizer import iter_sample, load_tokenizer, train_bpe
     from ..errors import ConfigError
-    from .build import build_l2t
-    from .text import corpus_pool
 
     cfg = build_config(args)  # validates before any slow work
     if args.preview:
@@ -145,6 +143,22 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("out", "--out is required (unless --preview)")
     if args.workers < 1:
         raise ConfigError("workers", f"must be >= 1, got {args.workers}")
+    from ..outdir import claim_output
+    from .build import l2t_entries
+
+    # --out is replaced whole: refuse a folder that holds anything else (or an input) before any slow work,
+    # and keep a second transform out of it while this one runs
+    with claim_output(args.out, f"preschool transform l2t --input {args.input} --out {args.out}", l2t_entries,
+                      "transform l2t", inputs=[args.input, args.tokenizer]):
+        return _build(args, cfg)
+
+
+def _build(args: argparse.Namespace, cfg) -> int:
+    from ..corpora import ReadStats
+    from ..data.tokenizer import iter_sample, load_tokenizer, train_bpe
+    from .build import build_l2t
+    from .text import corpus_pool
+
     pool = None
     if args.tokenizer:
         tok = load_tokenizer(args.tokenizer)

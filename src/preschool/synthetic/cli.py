@@ -38,7 +38,8 @@ def _count(s: str) -> int:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("task", nargs="?", help="generator name (see --list); optional with --preset")
     p.add_argument("--tokens", type=_count, help="tokens to write (rounded up to whole rows), e.g. 50M")
-    p.add_argument("--out", help="output shard folder (written atomically)")
+    p.add_argument("--out", help="output shard folder (written atomically; missing, empty or an earlier "
+                   "generate output, never one holding other files)")
     p.add_argument("--set", dest="params", action="append", default=[], metavar="KEY=VALUE",
                    help="generator parameter (YAML value), repeatable")
     p.add_argument("--preset", help="named parameter set (see --list)")
@@ -170,7 +171,7 @@ def preview(gen, enc, n: int, out=None, max_symbols: int = 96) -> None:
 def run(args) -> int:
     from ..errors import ConfigError
     from . import GENERATORS
-    from .write import fit_generator, write_generator_shards
+    from .write import generated_entries
 
     if args.list:
         list_tasks()
@@ -189,6 +190,19 @@ def run(args) -> int:
         raise ConfigError("seq_len", f"must be >= 1, got {args.seq_len}")
     if args.workers < 1:
         raise ConfigError("workers", f"must be >= 1, got {args.workers}")
+    from ..outdir import claim_output
+
+    # --out is replaced whole: refuse a folder holding anything else (or the tokenizer) before any work,
+    # and keep a second writer out of it while this one runs
+    with claim_output(args.out, f"preschool generate {name} --tokens {args.tokens} --out {args.out}",
+                      generated_entries, "generate", inputs=[args.tokenizer]):
+        return _write(args, name, params, explicit)
+
+
+def _write(args, name: str, params: dict, explicit: set) -> int:
+    from . import GENERATORS
+    from .write import fit_generator, write_generator_shards
+
     enc, eos, _ = _encoder(args)
     row_len = args.seq_len + 1
     exact = not args.no_exact_fill

@@ -237,6 +237,25 @@ class GeneratorJob(UnitJob):
                 "dropped_tail_tokens": stats.dropped_tail_tokens}
 
 
+def generated_entries(folder: Path) -> set[str] | None:
+    """What an earlier ``generate`` output in ``folder`` holds (from its manifest), or None if it is none:
+    a shard set whose manifest says a generator wrote it (a prepared dataset's split is not one)."""
+    from ..data.shards import FORMAT
+    from ..outdir import read_manifest
+
+    man = read_manifest(Path(folder) / "manifest.json")
+    if (man is None or man.get("format") != FORMAT or not isinstance(man.get("source"), dict)
+            or man["source"].get("kind") != "generator" or man.get("split") is not None):
+        return None
+    names = {"manifest.json", "units"}
+    for shard in man.get("shards") or []:
+        for info in (shard.get("files") or {}).values():
+            first = Path(str(info.get("name", ""))).parts[:1]
+            if first and first[0] != "..":
+                names.add(first[0])
+    return names
+
+
 def write_generator_shards(
     gen: Generator,
     enc: SymbolEncoder,

@@ -34,7 +34,9 @@ Example:
 --set overrides any value: --set train.lr=3e-4 --set train.stages.1.tokens=1e7
 (a key not starting with train./datasets./tokenizer is taken as under train.).
 Running the same command again resumes from the last checkpoint (the config
-must match); a finished run (DONE present) returns at once. Under torchrun
+must match); a finished run (DONE present) returns at once. The run folder is
+locked while training (<out>/.preschool.lock): a second train of the same config
+waits for the first and then resumes; one of another config stops, naming it. Under torchrun
 (torchrun --nproc_per_node N -m preschool.cli train ...) it trains with DDP.
 """
 
@@ -84,7 +86,16 @@ def run(args: argparse.Namespace) -> int:
 
     ovs = list(args.overrides) + (["train.progress=false"] if args.no_progress else [])
     cfg, ds, tok = load_run_config(args.config, ovs)
-    summary = train(cfg, args.out, ds, tok)
+    if int(os.environ.get("RANK", "0")) == 0:
+        from ..lock import config_key, output_lock
+
+        # one trainer per run folder: a second `train` of the same config waits, then resumes (or finds the run
+        # done); one of another config stops, naming this one. Under torchrun rank 0 holds it for the job.
+        key = config_key({"train": cfg, "datasets": {k: str(v) for k, v in ds.items()}, "tokenizer": str(tok)})
+        with output_lock(args.out, f"preschool train {args.config} --out {args.out}", key=key):
+            summary = train(cfg, args.out, ds, tok)
+    else:
+        summary = train(cfg, args.out, ds, tok)
     if int(os.environ.get("RANK", "0")) == 0:
         print(json.dumps(summary, indent=2))
     return 0
