@@ -289,3 +289,17 @@ def test_finished_arms_are_not_reused_with_other_data_or_config(tmp_path):
         assert e.value.field == field_
     # fields that do not change the weights may differ
     run_experiment(_cfg(out, ["train.log_every=3"]), progress=False, stages=("train",))
+
+
+def test_an_experiment_refuses_two_evals_filed_under_one_name():
+    from preschool.config import from_dict
+    from preschool.experiment import ExperimentConfig
+
+    raw = {"name": "x", "data": {"a": {"generator": "stack", "tokens": 1000}},
+           "arms": [{"name": "a", "stages": [{"name": "s", "data": "a", "tokens": 1000}]}],
+           "evals": [{"name": "heldout", "params": {"sources": {"a": "x"}}},
+                     {"name": "heldout", "params": {"sources": {"a": "y"}}}]}
+    with pytest.raises(ConfigError, match=r"evals\[1\]\.label"):
+        from_dict(ExperimentConfig, raw)
+    raw["evals"][1]["label"] = "heldout_y"
+    from_dict(ExperimentConfig, raw)

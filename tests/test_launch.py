@@ -155,3 +155,185 @@ def test_compartments_prepare_then_one_arm(tmp_path, capsys):
     assert main(["run", cfg, "--arm", "c2", *sets, "--no-progress"]) == 0
     assert (tmp_path / "cm" / "arms" / "c2" / "seed0" / "DONE").is_file()
     assert not (tmp_path / "cm" / "arms" / "c1").exists()
+
+
+# ----------------------------------------------------------------------------- cluster-real (issue 25)
+
+def _fake_slurm(bin_dir: Path, log: Path, answer: str = '"$n;testcluster"', fail_at: int = 0) -> Path:
+    """sbatch answering ``answer`` (exit 1 on call ``fail_at``) and an scancel recording what it cancels."""
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    (bin_dir / "sbatch").write_text(f"""#!/bin/bash
+n=$(( $(wc -l < {log} 2>/dev/null || echo 0) + 1001 ))
+echo "$n $*" >> {log}
+if [ $n -eq {1000 + fail_at} ]; then echo "sbatch: error: Invalid generic resource (gres) specification" >&2; exit 1; fi
+echo {answer}
+""")
+    (bin_dir / "scancel").write_text(f'#!/bin/bash\necho "$*" > {log}.scancel\n')
+    for exe in ("sbatch", "scancel"):
+        (bin_dir / exe).chmod(0o755)
+    return log
+
+
+def _launch(cfg, *extra, out="run"):
+    return main(["launch", str(cfg), "--slurm", "--set", f"out={out}", *extra])
+
+
+def test_cpu_cluster_jobs_ask_no_gpu_and_every_resource_flag(tmp_path, monkeypatch):
+    log = _fake_slurm(tmp_path / "bin", tmp_path / "sbatch.log")
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.chdir(tmp_path)
+    assert _launch(ROOT / "examples/quickstart.yaml", "--gpus-per-node", "0", "--procs-per-node", "2",
+                   "--cpus-per-task", "6", "--mem", "16G", "--partition", "cpu", "--qos", "low",
+                   "--constraint", "avx512", "--time", "02:00:00", "--report-time", "00:30:00",
+                   "--sbatch=--exclusive") == 0
+    assert len(log.read_text().splitlines()) == 5
+    scripts = {p.stem: p.read_text() for p in (tmp_path / "run/slurm").glob("*.sbatch")}
+    for name, s in scripts.items():
+        assert not [x for x in s.splitlines() if x.startswith("#SBATCH") and ("gpu" in x or "gres" in x)], name
+        for line in ("#SBATCH --cpus-per-task=6", "#SBATCH --mem=16G", "#SBATCH --partition=cpu",
+                     "#SBATCH --qos=low", "#SBATCH --constraint=avx512", "#SBATCH --exclusive"):
+            assert line in s.splitlines(), (name, line)
+    assert "#SBATCH --time=02:00:00" in scripts["pt_only-seed0"] and "#SBATCH --time=00:30:00" in scripts["report"]
+    assert "--nproc-per-node 2 " in scripts["pt_only-seed0"]
+
+
+def test_gpu_jobs_size_prepare_and_report_for_what_they_do(tmp_path):
+    exp = load(ROOT / "examples/quickstart.yaml", [f"out={tmp_path}"])
+    jobs = {j.name: j.script for j in slurm_jobs(exp, SlurmOptions(nodes=2, gpus_per_node=4))}
+    assert "#SBATCH --gpus-per-node=4" in jobs["pt_only-seed0"] and "#SBATCH --nodes=2" in jobs["pt_only-seed0"]
+    assert "--gpus-per-node" not in jobs["prepare"]  # data building needs no GPU
+    assert "#SBATCH --gpus-per-node=1" in jobs["report"] and "#SBATCH --nodes=1" in jobs["report"]
+    jobs = {j.name: j.script for j in slurm_jobs(exp, SlurmOptions(gpus_per_node=4, report_gpus=0))}
+    assert "--gpus-per-node" not in jobs["report"]
+
+
+def test_every_job_sets_cpus_per_task_and_srun_passes_them_on(tmp_path):
+    exp = load(ROOT / "examples/quickstart.yaml", [f"out={tmp_path}"])
+    jobs = {j.name: j.script for j in slurm_jobs(exp, SlurmOptions(gpus_per_node=2))}
+    assert "#SBATCH --cpus-per-task=8" in jobs["pt_only-seed0"].splitlines()  # 4 per process by default
+    for name, s in jobs.items():
+        assert any(line.startswith("#SBATCH --cpus-per-task=") for line in s.splitlines()), name
+        srun = next(line for line in s.splitlines() if line.startswith("srun "))
+        # Slurm 22.05's srun does not inherit sbatch's --cpus-per-task: without it the task gets one CPU
+        assert '--cpus-per-task="$SLURM_CPUS_PER_TASK"' in srun, name
+
+
+def test_rank_threads_divide_the_process_cpus_among_local_ranks(monkeypatch):
+    import torch
+
+    from preschool.launch import rank_threads
+
+    before = torch.get_num_threads()
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(8)))
+    try:
+        monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+        assert rank_threads() is None and torch.get_num_threads() == before  # not under torchrun: untouched
+        monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+        assert rank_threads() == 4 and torch.get_num_threads() == 4
+        monkeypatch.setenv("LOCAL_WORLD_SIZE", "16")
+        assert rank_threads() == 1 and torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_a_failed_sbatch_cancels_the_jobs_already_submitted(tmp_path, monkeypatch, capsys):
+    log = _fake_slurm(tmp_path / "bin", tmp_path / "sbatch.log", fail_at=3)
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.chdir(tmp_path)
+    assert _launch(ROOT / "examples/quickstart.yaml", "--gpus-per-node", "1") == 2
+    err = capsys.readouterr().err
+    assert "Invalid generic resource" in err and "prepare (1001)" in err and "pt_only-seed0 (1002)" in err
+    assert (tmp_path / "sbatch.log.scancel").read_text().split() == ["1001", "1002"]
+    assert len(log.read_text().splitlines()) == 3  # nothing after the failure
+
+
+def test_without_scancel_the_failure_prints_the_scancel_line(tmp_path, monkeypatch, capsys):
+    _fake_slurm(tmp_path / "bin", tmp_path / "sbatch.log", fail_at=2)
+    (tmp_path / "bin" / "scancel").unlink()
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}/usr/bin:/bin")
+    monkeypatch.chdir(tmp_path)
+    assert _launch(ROOT / "examples/quickstart.yaml", "--gpus-per-node", "1") == 2
+    assert "scancel 1001" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("answer", ['"Submitted batch job"', '""', '"1001;c extra"'])
+def test_an_sbatch_answer_without_a_job_id_stops_the_launch(answer, tmp_path, monkeypatch, capsys):
+    log = _fake_slurm(tmp_path / "bin", tmp_path / "sbatch.log", answer=answer)
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.chdir(tmp_path)
+    assert _launch(ROOT / "examples/quickstart.yaml", "--gpus-per-node", "1") == 2
+    assert "printed no job id" in capsys.readouterr().err
+    assert len(log.read_text().splitlines()) == 1  # no job gets --dependency=afterok:<garbage>
+
+
+def test_a_script_that_does_not_parse_is_refused_before_submitting(tmp_path, monkeypatch, capsys):
+    log = _fake_slurm(tmp_path / "bin", tmp_path / "sbatch.log")
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.chdir(tmp_path)
+    assert _launch(ROOT / "examples/quickstart.yaml", "--setup", "source 'venv/bin/activate") == 2
+    err = capsys.readouterr().err
+    assert "--setup" in err and "bash -n" in err
+    assert not log.exists()
+
+
+ONE_ARM = """\
+name: tiny
+seq_len: 32
+corpora: {sb: {source: storybook, seed: 0}}
+tokenizer: {vocab_size: 300, sample_documents: 200}
+data: {pt: {corpus: sb, tokens: 6000, val_tokens: 1024}}
+minimal_pairs: {per_paradigm: 0}
+model: {preset: micro}
+train: {batch_size: 4, checkpoint_every: 20, eval_every: 20, val: [pt], val_rows: 4}
+arms:
+  - name: a
+    stages: [{name: pt, data: pt, tokens: 2048}]
+report: {baseline: a}
+"""
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    """A one-arm micro experiment run to the end with `preschool run` (config path, out folder)."""
+    d = tmp_path_factory.mktemp("finished")
+    cfg = d / "tiny.yaml"
+    cfg.write_text(ONE_ARM)
+    assert main(["run", str(cfg), "--set", f"out={d / 'out'}", "--no-progress"]) == 0
+    return cfg, d / "out"
+
+
+def _run_script(path: Path, bin_dir: Path) -> None:
+    """Run a generated job script as Slurm would on one node: srun runs its command (options dropped)."""
+    (bin_dir / "srun").write_text('#!/bin/bash\nwhile [[ "$1" == -* ]]; do shift; done\nexec "$@"\n')
+    (bin_dir / "srun").chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "SLURM_CPUS_PER_TASK": "1",
+           "HF_HUB_OFFLINE": "1"}
+    subprocess.run(["bash", str(path)], env=env, check=True, capture_output=True)
+
+
+def test_a_second_launch_submits_only_what_is_not_current(finished, tmp_path, monkeypatch, capsys):
+    cfg, out = finished
+    log = _fake_slurm(tmp_path / "bin", tmp_path / "sbatch.log")
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.chdir(tmp_path)
+    # data and the arm are done: only the report (never written by a report job) is submitted, with no dependency
+    assert _launch(cfg, "--gpus-per-node", "0", "--cpus-per-task", "1", out=out) == 0
+    text = capsys.readouterr().out
+    assert "skip prepare" in text and "skip a-seed0: finished with this config" in text
+    rows = log.read_text().splitlines()
+    assert len(rows) == 1 and rows[0].endswith("report.sbatch") and "--dependency" not in rows[0]
+    # the report job runs (eval + report) and records it; then nothing is left to submit, dry or not
+    _run_script(out / "slurm" / "report.sbatch", tmp_path / "bin")
+    assert (out / "slurm" / "report.done").is_file()
+    assert _launch(cfg, "--gpus-per-node", "0", "--cpus-per-task", "1", "--dry-run", out=out) == 0
+    assert "nothing to run" in capsys.readouterr().out
+    assert _launch(cfg, "--gpus-per-node", "0", "--cpus-per-task", "1", out=out) == 0
+    assert "nothing to run" in capsys.readouterr().out
+    assert len(log.read_text().splitlines()) == 1
+    # another training config for the same run folder: refused before anything is submitted
+    assert _launch(cfg, "--gpus-per-node", "0", "--set", "train.lr=0.01", out=out) == 2
+    assert "train.lr" in capsys.readouterr().err and len(log.read_text().splitlines()) == 1
+    # another eval/report config: the report runs again, the arm does not
+    assert _launch(cfg, "--gpus-per-node", "0", "--set", "report.window=0.25", "--dry-run", out=out) == 0
+    text = capsys.readouterr().out
+    assert "would run: report" in text and "skip a-seed0" in text

@@ -197,7 +197,11 @@ class ExperimentConfig:
         for i, pair in enumerate(self.report.compare):
             check(len(pair) == 2 and all(x in names for x in pair) and pair[0] != pair[1], f"report.compare[{i}]",
                   f"must be [arm, reference] naming two different arms, got {pair}")
-        # each EvalSpec validated itself on load (evals[i].name / .every)
+        # each EvalSpec validated itself on load (evals[i].name / .every); two filed under one name would overwrite
+        keys = [e.key for e in self.evals]
+        for i, k in enumerate(keys):
+            check(k not in keys[:i], f"evals[{i}].label", f"{k!r} already files evals[{keys.index(k)}]'s results; "
+                  "give each evaluator run its own label")
 
     def _callback_configs(self, arm: ArmSpec, i: int) -> dict:
         from .train.callbacks.registry import callback_configs

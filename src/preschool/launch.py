@@ -20,13 +20,21 @@ An experiment on a cluster is three kinds of job:
    arms are marked as such in the report).
 
 ``preschool launch EXP.yaml --slurm`` writes these scripts under
-``<out>/slurm/`` and submits them with ``sbatch --parsable``, chaining the job
-ids into ``--dependency``; ``--dry-run`` writes and prints them without
-submitting.
+``<out>/slurm/`` (each checked with ``bash -n``) and submits, with ``sbatch
+--parsable``, the jobs whose outputs are not already complete and current
+(:func:`current_jobs`), chaining the job ids into ``--dependency``; a launch
+stops at the first sbatch that fails or prints no job id, cancelling what it
+had submitted. ``--dry-run`` writes the scripts and prints the same decision
+and the sbatch commands without submitting. Hardware per job comes from
+:class:`SlurmOptions` (``--gpus-per-node 0``: CPU jobs); every job sets
+``--cpus-per-task``, and each rank runs ``CPUs / ranks per node`` torch threads
+(:func:`rank_threads`).
 """
 
 from __future__ import annotations
 
+import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -66,20 +74,21 @@ def load(path: str | Path, overrides: list[str] = ()) -> Experiment:
                       cfg.arm_dependencies())
 
 
-def prepare(exp: Experiment, progress: bool = True, command: str | None = None) -> dict:
+def prepare(exp: Experiment, progress: bool = True, command: str | None = None, rebuild: bool = False) -> dict:
     """Build the experiment's data once, holding the output lock; returns the data manifest.
 
     ``command`` is what a second process is told is running (default: the
     ``preschool prepare`` line of ``exp``). A second prepare of the same config
     waits and reuses the data; one of another config into the same ``out``
-    raises :class:`DataError` (see :mod:`preschool.lock`).
+    raises :class:`DataError` (see :mod:`preschool.lock`). Data prepared from
+    another spec is refused, or with ``rebuild`` replaced (``experiment.check_prepare``).
     """
     from .experiment import prepare as prepare_run
     from .lock import command_line, config_key, output_lock
 
     command = command or command_line("prepare", str(exp.path), exp.overrides, None)
     with output_lock(exp.out_dir, command, key=config_key(exp.cfg)):
-        return prepare_run(exp.cfg, progress)
+        return prepare_run(exp.cfg, progress, rebuild)
 
 
 def _not_prepared(exp: Experiment, why: str) -> DataError:
@@ -107,6 +116,26 @@ def _check_prepared_run(exp: Experiment) -> dict:
     return manifest
 
 
+def rank_threads() -> int | None:
+    """Under torchrun, set torch's intra-op threads to this process's CPUs divided among the node's ranks.
+
+    The CPUs are those the process may run on (``os.sched_getaffinity``: what
+    Slurm's ``--cpus-per-task`` gave the node's task, shared by its torchrun
+    processes); ``LOCAL_WORLD_SIZE`` is the number of ranks on this node. Ranks
+    that each take every CPU oversubscribe the node (two ranks x two threads on
+    two cores ran ~10x slower than one rank). Returns the count set, or None
+    outside torchrun (torch's default is kept).
+    """
+    local = os.environ.get("LOCAL_WORLD_SIZE")
+    if not local:
+        return None
+    import torch
+
+    n = max(1, len(os.sched_getaffinity(0)) // max(1, int(local)))
+    torch.set_num_threads(n)
+    return n
+
+
 def run_arm(exp: Experiment, arm: str, seed: int | None = None, progress: bool = True) -> Path:
     """Train one arm x seed of a prepared experiment (``preschool run EXP --arm A [--seed S]``).
 
@@ -124,6 +153,7 @@ def run_arm(exp: Experiment, arm: str, seed: int | None = None, progress: bool =
     from .experiment import train_arms
 
     _check_prepared_run(exp)
+    rank_threads()
     one = replace(exp.cfg, arms=[a for a in exp.cfg.arms if a.name == arm], seeds=[seed])
     train_arms(one, progress)  # the trainer forms the process group under torchrun
     return layout.run_dir(exp.out_dir, arm, seed)
@@ -131,10 +161,22 @@ def run_arm(exp: Experiment, arm: str, seed: int | None = None, progress: bool =
 
 # ----------------------------------------------------------------------------- Slurm scripts
 
+CPUS_PER_PROCESS = 4  # default CPUs a job asks per training process (data loading + the main thread)
+# what `sbatch --parsable` prints: "jobid" or "jobid;cluster"
+_JOB_ID = re.compile(r"(\d+)(;[\w.-]+)?")
+
 
 @dataclass
 class SlurmOptions:
-    """What every generated job asks Slurm for, and how it starts Python."""
+    """What the generated jobs ask Slurm for, and how they start Python.
+
+    ``gpus_per_node`` 0 makes every job a CPU job (no ``--gpus-per-node`` line);
+    ``procs_per_node`` is the number of torchrun processes per node (default: one
+    per GPU, one on CPU); ``cpus_per_task`` is the CPUs of each node's task, which
+    runs torchrun and its processes (default :data:`CPUS_PER_PROCESS` per
+    process). The prepare job asks no GPU; the eval + report job runs on one node
+    with ``report_gpus`` GPUs (default one when the arms use GPUs, else none).
+    """
 
     nodes: int = 1
     gpus_per_node: int = 8
@@ -145,17 +187,36 @@ class SlurmOptions:
     cpus_per_task: int | None = None
     setup: list[str] = field(default_factory=list)  # shell lines run first (module load, source venv...)
     sbatch: list[str] = field(default_factory=list)  # extra "#SBATCH" options, e.g. "--qos=high"
+    procs_per_node: int | None = None
+    mem: str | None = None  # per node, Slurm's --mem syntax (e.g. 64G)
+    qos: str | None = None
+    constraint: str | None = None
+    report_gpus: int | None = None
+    report_time: str | None = None  # the prepare and report jobs' limit (default: time)
+
+    @property
+    def procs(self) -> int:
+        """torchrun processes per node."""
+        return self.procs_per_node or (self.gpus_per_node if self.gpus_per_node > 0 else 1)
+
+    def cpus(self, processes: int) -> int:
+        """CPUs per task for a job running ``processes`` training processes per node."""
+        return self.cpus_per_task or CPUS_PER_PROCESS * processes
 
     def validate(self) -> None:
-        if self.nodes < 1:
-            raise ConfigError("--nodes", f"must be >= 1, got {self.nodes}")
-        if self.gpus_per_node < 1:
-            raise ConfigError("--gpus-per-node", f"must be >= 1, got {self.gpus_per_node}")
-        if self.time is not None:
-            import re
-
-            if not re.fullmatch(r"(\d+-)?\d{1,2}:\d{2}:\d{2}", self.time):
-                raise ConfigError("--time", f"expected HH:MM:SS or D-HH:MM:SS, got {self.time!r}")
+        for flag, value, low in (("--nodes", self.nodes, 1), ("--gpus-per-node", self.gpus_per_node, 0),
+                                 ("--procs-per-node", self.procs_per_node, 1),
+                                 ("--cpus-per-task", self.cpus_per_task, 1), ("--report-gpus", self.report_gpus, 0)):
+            if value is not None and value < low:
+                raise ConfigError(flag, f"must be >= {low}, got {value}")
+        if self.gpus_per_node and self.procs_per_node and self.procs_per_node != self.gpus_per_node:
+            raise ConfigError("--procs-per-node", f"with GPUs it is one process per GPU ({self.gpus_per_node}); "
+                              f"got {self.procs_per_node}")
+        for flag, t in (("--time", self.time), ("--report-time", self.report_time)):
+            if t is not None and not re.fullmatch(r"(\d+-)?\d{1,2}:\d{2}:\d{2}", t):
+                raise ConfigError(flag, f"expected HH:MM:SS or D-HH:MM:SS, got {t!r}")
+        if self.mem is not None and not re.fullmatch(r"\d+[KMGT]?", self.mem):
+            raise ConfigError("--mem", f"expected a size like 64G or 500M, got {self.mem!r}")
         if not 1 <= self.port <= 65535:
             raise ConfigError("--port", f"must be a TCP port, got {self.port}")
 
@@ -175,15 +236,15 @@ def _q(x: object) -> str:
     return shlex.quote(str(x))
 
 
-def _header(exp: Experiment, name: str, opt: SlurmOptions, nodes: int, gpus: int, logs: Path,
+def _header(exp: Experiment, name: str, opt: SlurmOptions, nodes: int, gpus: int, cpus: int, logs: Path,
             time: str | None) -> list[str]:
     lines = ["#!/bin/bash", f"#SBATCH --job-name={exp.cfg.name}-{name}", f"#SBATCH --nodes={nodes}",
-             "#SBATCH --ntasks-per-node=1", f"#SBATCH --output={logs}/%x-%j.out",
-             f"#SBATCH --chdir={Path.cwd()}"]
-    if gpus:
+             "#SBATCH --ntasks-per-node=1", f"#SBATCH --cpus-per-task={cpus}",
+             f"#SBATCH --output={logs}/%x-%j.out", f"#SBATCH --chdir={Path.cwd()}"]
+    if gpus:  # a CPU job asks no GPU: a CPU partition refuses any gres request
         lines.append(f"#SBATCH --gpus-per-node={gpus}")
-    for flag, value in (("partition", opt.partition), ("account", opt.account), ("time", time),
-                        ("cpus-per-task", opt.cpus_per_task)):
+    for flag, value in (("mem", opt.mem), ("partition", opt.partition), ("account", opt.account),
+                        ("qos", opt.qos), ("constraint", opt.constraint), ("time", time)):
         if value is not None:
             lines.append(f"#SBATCH --{flag}={value}")
     lines += [f"#SBATCH {x}" for x in opt.sbatch]
@@ -193,56 +254,141 @@ def _header(exp: Experiment, name: str, opt: SlurmOptions, nodes: int, gpus: int
     return lines
 
 
+# srun passes the job's CPUs to its task explicitly: Slurm 22.05-23.02's srun does not inherit
+# --cpus-per-task from sbatch, and under task/affinity the task would be bound to one CPU
+_SRUN = 'srun --ntasks-per-node=1 --cpus-per-task="$SLURM_CPUS_PER_TASK"'
+
+
 def _cli(exp: Experiment, *args: str) -> str:
     sets = " ".join(f"--set {_q(o)}" for o in exp.overrides)
     return " ".join(["python -m preschool.cli", args[0], _q(exp.path.resolve()), *args[1:]]) + (f" {sets}" if sets else "")
 
 
+def report_stamp(exp: Experiment) -> Path:
+    """The file the report job writes once its eval + report succeeded: the config key it reported."""
+    return exp.out_dir / "slurm" / "report.done"
+
+
 def slurm_jobs(exp: Experiment, opt: SlurmOptions) -> list[Job]:
     """The job graph: prepare -> one job per arm x seed -> eval + report (scripts as text)."""
+    from .lock import config_key
+
     opt.validate()
     logs = (exp.out_dir / "slurm" / "logs").resolve()
+    side_time = opt.report_time or opt.time
     prep = Job("prepare", "prepare", "\n".join(
-        _header(exp, "prepare", opt, 1, 0, logs, opt.time)
+        _header(exp, "prepare", opt, 1, 0, opt.cpus(1), logs, side_time)
         + ["# builds the tokenizer and every dataset once (output lock: a prepare of the same config waits)",
-           "srun --ntasks=1 " + _cli(exp, "prepare", "--no-progress"), ""]))
+           f"{_SRUN} --ntasks=1 " + _cli(exp, "prepare", "--no-progress"), ""]))
     jobs = [prep]
     arm_jobs: dict[tuple[str, int], str] = {}
     for seed in exp.seeds:
         for arm in exp.arms:
             name = f"{arm}-seed{seed}"
-            torchrun = (f"torchrun --nnodes \"$SLURM_NNODES\" --nproc-per-node {opt.gpus_per_node} "
+            torchrun = (f"torchrun --nnodes \"$SLURM_NNODES\" --nproc-per-node {opt.procs} "
                         f"--rdzv-backend c10d --rdzv-endpoint \"$head:{opt.port}\" --rdzv-id \"$SLURM_JOB_ID\" "
                         "-m preschool.cli run " + _q(exp.path.resolve()) + f" --arm {_q(arm)} --seed {seed} --no-progress"
                         + "".join(f" --set {_q(o)}" for o in exp.overrides))
-            script = _header(exp, name, opt, opt.nodes, opt.gpus_per_node, logs, opt.time) + [
+            script = _header(exp, name, opt, opt.nodes, opt.gpus_per_node, opt.cpus(opt.procs), logs, opt.time) + [
                 "# one torchrun per node; c10d rendezvous on the allocation's first node",
                 "head=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n 1)",
-                f"srun --ntasks=\"$SLURM_NNODES\" --ntasks-per-node=1 {torchrun}", ""]
+                f"{_SRUN} --ntasks=\"$SLURM_NNODES\" {torchrun}", ""]
             after = ["prepare"]
             if arm in exp.depends:
                 after.append(f"{exp.depends[arm]}-seed{seed}")
             jobs.append(Job(name, "arm", "\n".join(script), after_ok=after))
             arm_jobs[(arm, seed)] = name
     report_cmd = _cli(exp, "run", "--only", "eval", "--only", "report", "--no-progress")
+    stamp = report_stamp(exp).resolve()
+    report_gpus = opt.report_gpus if opt.report_gpus is not None else min(opt.gpus_per_node, 1)
     jobs.append(Job("report", "report", "\n".join(
-        _header(exp, "report", opt, 1, 1, logs, opt.time)
+        _header(exp, "report", opt, 1, report_gpus, opt.cpus(1), logs, side_time)
         + ["# evaluates the checkpoints that exist and reports whatever finished",
-           f"srun --ntasks=1 {report_cmd}", ""]), after_any=list(arm_jobs.values())))
+           f"{_SRUN} --ntasks=1 {report_cmd}",
+           "# reached only when the report succeeded (set -e): a later launch skips a current report",
+           f"printf '%s\\n' {config_key(exp.cfg)} > {_q(stamp)}.tmp && mv {_q(stamp)}.tmp {_q(stamp)}", ""]),
+        after_any=list(arm_jobs.values())))
     return jobs
 
 
 def write_scripts(exp: Experiment, jobs: list[Job]) -> dict[str, Path]:
-    """Write every job's script to ``<out>/slurm/<name>.sbatch``; returns name -> path."""
+    """Write every job's script to ``<out>/slurm/<name>.sbatch``; returns name -> path.
+
+    Each script is checked with ``bash -n`` first: one that does not parse (an
+    unbalanced quote in a ``--setup`` line) raises :class:`ConfigError` and no
+    script is written.
+    """
     from .io import write_text
 
     folder = exp.out_dir / "slurm"
+    for j in jobs:
+        res = subprocess.run(["bash", "-n"], input=j.script, capture_output=True, text=True)
+        if res.returncode != 0:
+            why = res.stderr.strip().replace("bash: ", "")
+            raise ConfigError("--setup", f"the {j.name} job script does not parse (bash -n: {why}); "
+                              "check the --setup lines' quoting")
     (folder / "logs").mkdir(parents=True, exist_ok=True)
     paths = {}
     for j in jobs:
         paths[j.name] = folder / f"{j.name}.sbatch"
         write_text(paths[j.name], j.script)
     return paths
+
+
+def current_jobs(exp: Experiment, jobs: list[Job]) -> dict[str, str]:
+    """The jobs whose outputs are complete and current, name -> why; a later launch submits only the rest.
+
+    prepare: every dataset is prepared with its current spec. An arm x seed: the
+    data is current, the run folder has ``DONE`` and its ``config.yaml`` matches
+    the config (``check_run_dir``, the check the trainer makes; a run made with
+    another config raises :class:`ConfigError` here, before anything is
+    submitted). report: no prepare or arm job runs and the last report job wrote
+    the current config's key (``<out>/slurm/report.done``) after every run finished.
+    """
+    from . import layout
+    from .lock import config_key
+    from .train.run_dir import check_run_dir
+
+    done: dict[str, str] = {}
+    try:
+        _check_prepared_run(exp)
+    except DataError:
+        return done  # the data is (re)built, so every arm trains on what prepare makes
+    done["prepare"] = "data prepared with the current spec"
+    data_dir = layout.data_dir(exp.out_dir)
+    finished = []
+    for j in jobs:
+        if j.role != "arm":
+            continue
+        arm_name, seed = j.name.rsplit("-seed", 1)
+        i = exp.arms.index(arm_name)
+        arm = exp.cfg.arms[i]
+        run = layout.run_dir(exp.out_dir, arm_name, int(seed))
+        # verify "size": compare the manifests' recorded checksums, not rehash every shard on the login node
+        tcfg = replace(exp.cfg.train_config(arm, int(seed), f"arms[{i}]"), verify="size")
+        try:
+            check_run_dir(tcfg, run, exp.cfg.arm_datasets(arm), data_dir / "tokenizer")
+        except ConfigError as e:
+            raise ConfigError(f"arms[{i}].{e.field}", f"arm {arm_name} seed {seed}: {e.message}") from None
+        if layout.is_done(run):
+            done[j.name] = f"finished with this config ({run / layout.DONE})"
+            finished.append(run / layout.DONE)
+    if all(j.name in done for j in jobs if j.role != "report"):
+        stamp = report_stamp(exp)
+        if (stamp.is_file() and stamp.read_text().strip() == config_key(exp.cfg)
+                and all(stamp.stat().st_mtime >= f.stat().st_mtime for f in finished)):
+            done["report"] = f"reported this config after every run finished ({stamp})"
+    return done
+
+
+def pending(jobs: list[Job], done: dict[str, str]) -> list[Job]:
+    """The jobs still to run, their dependencies on skipped (finished) jobs dropped."""
+    out = []
+    for j in jobs:
+        if j.name not in done:
+            out.append(replace(j, after_ok=[n for n in j.after_ok if n not in done],
+                               after_any=[n for n in j.after_any if n not in done]))
+    return out
 
 
 def sbatch_command(job: Job, path: Path, ids: dict[str, str]) -> list[str]:
@@ -255,10 +401,37 @@ def sbatch_command(job: Job, path: Path, ids: dict[str, str]) -> list[str]:
     return ["sbatch", "--parsable"] + ([f"--dependency={','.join(deps)}"] if deps else []) + [str(path)]
 
 
+def parse_job_id(stdout: str) -> str | None:
+    """The job id ``sbatch --parsable`` printed (last line ``jobid`` or ``jobid;cluster``), None otherwise."""
+    lines = stdout.strip().splitlines()
+    m = _JOB_ID.fullmatch(lines[-1].strip()) if lines else None
+    return m.group(1) if m else None
+
+
+def _cancel(ids: dict[str, str]) -> str:
+    """Cancel the jobs submitted so far; says what was done (or the scancel line to run by hand)."""
+    if not ids:
+        return "nothing was submitted"
+    line = "scancel " + " ".join(ids.values())
+    named = ", ".join(f"{n} ({i})" for n, i in ids.items())
+    if shutil.which("scancel") is None:
+        return f"submitted before the failure: {named}; scancel is not on PATH, cancel them with: {line}"
+    res = subprocess.run(line.split(), capture_output=True, text=True)
+    if res.returncode != 0:
+        return (f"submitted before the failure: {named}; `{line}` failed ({res.stderr.strip()}), "
+                f"cancel them by hand")
+    return f"cancelled the jobs already submitted: {named} ({line})"
+
+
 def submit(jobs: list[Job], paths: dict[str, Path], dry_run: bool = False) -> dict[str, str]:
-    """Submit in dependency order; returns name -> Slurm job id (``$<name>`` placeholders when dry)."""
+    """Submit in dependency order; returns name -> Slurm job id (``$<name>`` placeholders when dry).
+
+    A job sbatch refuses, or whose output is no job id, stops the launch: the
+    jobs already submitted are cancelled (``scancel``; the line is printed when
+    that is not possible) and :class:`PreschoolError` names them.
+    """
     ids: dict[str, str] = {}
-    if not dry_run and shutil.which("sbatch") is None:
+    if jobs and not dry_run and shutil.which("sbatch") is None:
         raise ConfigError("--slurm", "sbatch not found on PATH (run on a Slurm login node, or use --dry-run)")
     for j in jobs:
         cmd = sbatch_command(j, paths[j.name], ids)
@@ -267,13 +440,39 @@ def submit(jobs: list[Job], paths: dict[str, Path], dry_run: bool = False) -> di
             print(" ".join(_q(c) if not c.startswith("--dependency") else c for c in cmd))
             continue
         res = subprocess.run(cmd, capture_output=True, text=True)
-        if res.returncode != 0:
-            raise PreschoolError(f"sbatch failed for {paths[j.name]} (exit {res.returncode}): "
-                                 f"{res.stderr.strip() or res.stdout.strip()}; jobs submitted so far: {ids}")
-        # --parsable prints "jobid" or "jobid;cluster"
-        ids[j.name] = res.stdout.strip().splitlines()[-1].split(";")[0]
-        print(f"[preschool] submitted {j.name}: job {ids[j.name]}")
+        job_id = parse_job_id(res.stdout) if res.returncode == 0 else None
+        if job_id is None:
+            said = (res.stderr.strip() or res.stdout.strip() or "no output").splitlines()
+            why = (f"exit {res.returncode}" if res.returncode else "printed no job id") + f": {' | '.join(said)}"
+            raise PreschoolError(f"sbatch failed for {paths[j.name]} ({why}); {_cancel(ids)}")
+        ids[j.name] = job_id
+        print(f"[preschool] submitted {j.name}: job {job_id}")
     return ids
+
+
+def launch(exp: Experiment, opt: SlurmOptions, dry_run: bool = False) -> dict[str, str]:
+    """Write the scripts, skip the jobs whose outputs are current, submit the rest; name -> job id.
+
+    A dry run prints the same decision and the sbatch commands, submitting nothing.
+    """
+    jobs = slurm_jobs(exp, opt)
+    paths = write_scripts(exp, jobs)
+    done = current_jobs(exp, jobs)
+    todo = pending(jobs, done)
+    hw = (f"{opt.nodes} node(s) x {opt.gpus_per_node} GPU(s)" if opt.gpus_per_node
+          else f"{opt.nodes} node(s) x {opt.procs} CPU process(es)")
+    print(f"[preschool] {len(jobs)} job scripts in {exp.out_dir / 'slurm'}: prepare, "
+          f"{len(jobs) - 2} arm x seed job(s) on {hw}, report")
+    for name, why in done.items():
+        print(f"[preschool] skip {name}: {why}")
+    if not todo:
+        print("[preschool] nothing to run: every job's outputs are complete and current")
+        return {}
+    print(f"[preschool] {'would run' if dry_run else 'to run'}: {', '.join(j.name for j in todo)}")
+    if dry_run:
+        for j in todo:
+            print(f"\n# ---- {paths[j.name]}\n{j.script}")
+    return submit(todo, paths, dry_run=dry_run)
 
 
 # ----------------------------------------------------------------------------- CLI
@@ -283,13 +482,16 @@ DESCRIPTION = """\
 Run an experiment on a Slurm cluster: writes <out>/slurm/*.sbatch (a prepare
 job, one multi-node torchrun job per arm x seed that waits for it, and an
 eval+report job that waits for all arms and reports whatever finished), then
-submits them with sbatch. With --dry-run nothing is submitted: the scripts are
-written and the sbatch commands printed. See docs/scale.md.
+submits those whose outputs are not already complete and current (a second
+launch of a finished experiment submits nothing). With --dry-run nothing is
+submitted: the scripts are written and the sbatch commands printed.
+--gpus-per-node 0 makes CPU jobs. See docs/scale.md.
 
 example:
   preschool launch examples/paper/verify_ppt_1b.yaml --slurm --nodes 2 --gpus-per-node 8 \\
-      --partition gpu --time 48:00:00 --account myproj
-  preschool launch examples/quickstart.yaml --slurm --gpus-per-node 1 --dry-run
+      --cpus-per-task 64 --partition gpu --time 48:00:00 --account myproj
+  preschool launch examples/quickstart.yaml --slurm --gpus-per-node 0 --cpus-per-task 8 \\
+      --partition cpu --mem 16G --dry-run
 """
 
 
@@ -299,32 +501,45 @@ def add_arguments(p) -> None:
                    help="override a config value in every job (repeatable)")
     p.add_argument("--slurm", action="store_true", help="target Slurm (the only scheduler supported)")
     p.add_argument("--nodes", type=int, default=1, help="nodes per arm job (default 1)")
-    p.add_argument("--gpus-per-node", type=int, default=8, help="GPUs (= torchrun processes) per node (default 8)")
+    p.add_argument("--gpus-per-node", type=int, default=8,
+                   help="GPUs (= torchrun processes) per node (default 8); 0: CPU jobs")
+    p.add_argument("--procs-per-node", type=int,
+                   help="CPU jobs: torchrun processes per node (default 1; with GPUs one per GPU)")
+    p.add_argument("--cpus-per-task", type=int,
+                   help=f"CPUs per node for each job's task (default {CPUS_PER_PROCESS} per training process); "
+                        "torch's threads per rank = these CPUs / processes per node")
+    p.add_argument("--mem", help="memory per node, e.g. 64G (default: the partition's)")
     p.add_argument("--partition", help="Slurm partition")
-    p.add_argument("--time", help="time limit of each job, HH:MM:SS or D-HH:MM:SS")
     p.add_argument("--account", help="Slurm account")
+    p.add_argument("--qos", help="Slurm quality of service")
+    p.add_argument("--constraint", help="Slurm node features, e.g. a100")
+    p.add_argument("--time", help="time limit of each arm job, HH:MM:SS or D-HH:MM:SS")
+    p.add_argument("--report-time", help="time limit of the prepare and report jobs (default: --time)")
+    p.add_argument("--report-gpus", type=int,
+                   help="GPUs of the eval + report job (default 1, or 0 with --gpus-per-node 0)")
     p.add_argument("--port", type=int, default=29500, help="rendezvous port on each job's first node")
-    p.add_argument("--cpus-per-task", type=int, help="CPUs per node task (data loading, prepare)")
     p.add_argument("--setup", action="append", default=[], metavar="SHELL",
                    help="shell line run at the top of every job, e.g. 'module load cuda' (repeatable)")
     p.add_argument("--sbatch", action="append", default=[], metavar="OPTION",
-                   help="extra #SBATCH option for every job, e.g. --sbatch=--qos=high (repeatable)")
-    p.add_argument("--dry-run", action="store_true", help="write the scripts and print sbatch commands; submit nothing")
+                   help="extra #SBATCH option for every job, e.g. --sbatch=--exclusive (repeatable)")
+    p.add_argument("--dry-run", action="store_true",
+                   help="write the scripts and print what would be submitted; submit nothing")
+
+
+def options(args) -> SlurmOptions:
+    """The SlurmOptions of parsed ``launch`` arguments."""
+    return SlurmOptions(nodes=args.nodes, gpus_per_node=args.gpus_per_node, partition=args.partition,
+                        time=args.time, account=args.account, port=args.port, cpus_per_task=args.cpus_per_task,
+                        setup=list(args.setup), sbatch=list(args.sbatch), procs_per_node=args.procs_per_node,
+                        mem=args.mem, qos=args.qos, constraint=args.constraint, report_gpus=args.report_gpus,
+                        report_time=args.report_time)
 
 
 def run(args) -> int:
     if not args.slurm:
         raise ConfigError("--slurm", "say which scheduler: only --slurm is supported (see docs/scale.md for "
                           "multi-node torchrun without a scheduler)")
-    exp = load(args.config, args.overrides)
-    opt = SlurmOptions(args.nodes, args.gpus_per_node, args.partition, args.time, args.account, args.port,
-                       args.cpus_per_task, list(args.setup), list(args.sbatch))
-    jobs = slurm_jobs(exp, opt)
-    paths = write_scripts(exp, jobs)
-    print(f"[preschool] {len(jobs)} job scripts in {exp.out_dir / 'slurm'}: prepare, "
-          f"{len(jobs) - 2} arm x seed job(s) on {opt.nodes} node(s) x {opt.gpus_per_node} GPU(s), report")
-    if args.dry_run:
-        for j in jobs:
-            print(f"\n# ---- {paths[j.name]}\n{j.script}")
-    submit(jobs, paths, dry_run=args.dry_run)
+    opt = options(args)
+    opt.validate()
+    launch(load(args.config, args.overrides), opt, dry_run=args.dry_run)
     return 0

@@ -162,3 +162,47 @@ def test_data_edited_in_place_invalidates_cache(run_dir, tmp_path):
     pairs.write_text("\n".join(lines[:-1]) + "\n")  # same path and config, one pair fewer
     again = evaluate_run(run_dir, evs, steps=[100], log=None)[0]
     assert again["cached"] == [] and again["results"]["mp_tmpdata"]["metrics"]["n_pairs"] == len(lines) - 1
+
+
+def test_every_pt_tokens_picks_the_same_pt_points_in_arms_with_and_without_a_ppt_stage(tmp_path):
+    """verify-ppt scores every 1K PT steps: a PPT arm's PT step k is its global step k + 500."""
+    T = 64  # tokens per step
+    for name, ppt in (("base", 0), ("ppt", 500)):
+        for step in range(500, 3001 + ppt, 500):
+            d = tmp_path / name / "checkpoints" / f"step-{step:08d}"
+            d.mkdir(parents=True)
+            (d / "meta.json").write_text(json.dumps({"step": step, "tokens": step * T,
+                                                     "pt_tokens": max(0, step - ppt) * T}))
+    steps = lambda run, **kw: [s for s, _ in select_checkpoints(tmp_path / run, **kw)]  # noqa: E731
+    assert steps("base", every_pt_tokens=1000 * T) == [1000, 2000, 3000]
+    assert steps("ppt", every_pt_tokens=1000 * T) == [500, 1500, 2500, 3500]  # PT steps 0, 1000, 2000, 3000
+    assert steps("ppt", every_pt_tokens=1000 * T, steps=[1000]) == [500, 1000, 1500, 2500, 3500]
+    with pytest.raises(ConfigError, match="every_pt_tokens"):
+        select_checkpoints(tmp_path / "base", every_pt_tokens=0)
+
+
+def test_eval_specs_with_labels_run_one_evaluator_twice(run_dir, tmp_path):
+    """Three qa_f1 datasets (Beyond Perplexity) or lm-eval at two shot counts: one label each."""
+    import shutil
+
+    from preschool.evals.runner import EvalSpec, evaluate_specs
+
+    run = tmp_path / "run"
+    shutil.copytree(run_dir / "checkpoints" / "step-00000100", run / "checkpoints" / "step-00000100")
+    specs = [EvalSpec("minimal_pairs", {"path": str(run_dir / "pairs.jsonl")}, label="mp_all"),
+             EvalSpec("minimal_pairs", {"path": str(run_dir / "pairs.jsonl"), "preset": "preschool"}, label="mp_own")]
+    assert evaluate_specs(run, specs, tmp_path)
+    rows = collect_results(run)
+    assert {r["evaluator"] for r in rows} == {"mp_all", "mp_own"}
+    with pytest.raises(ConfigError, match="label"):
+        EvalSpec("minimal_pairs", label="a/b").validate()
+
+
+def test_eval_spec_every_pt_tokens_alone_does_not_select_every_checkpoint(tmp_path):
+    from preschool.evals.runner import EvalSpec
+
+    spec = EvalSpec("minimal_pairs", every_pt_tokens=1000)
+    assert spec.every is None  # unset: not "every checkpoint", which would swallow the PT-token cadence
+    with pytest.raises(ConfigError, match="every"):
+        EvalSpec("minimal_pairs", every=0).validate()
+

@@ -221,15 +221,20 @@ def evaluate_checkpoint(
 
 
 def select_checkpoints(run_dir: str | Path, every: int | None = None,
-                       steps: Sequence[int] | None = None) -> list[tuple[int, Path]]:
-    """Checkpoints to evaluate: all; or steps that are multiples of ``every`` (plus the last one); or ``steps``.
+                       steps: Sequence[int] | None = None,
+                       every_pt_tokens: int | None = None) -> list[tuple[int, Path]]:
+    """Checkpoints to evaluate: all; or steps that are multiples of ``every`` (plus the last one); or
+    checkpoints whose PT-token count (``meta.json`` ``pt_tokens``) is a multiple of ``every_pt_tokens``
+    (plus the last one: the same PT points in an arm whose PT starts after a PPT stage); or ``steps``.
 
-    With both, the union. A requested step that has no checkpoint is a ConfigError.
+    Given together, the union. A requested step that has no checkpoint is a ConfigError.
     """
     ckpts = list_checkpoints(run_dir)
     if every is not None and every < 1:
         raise ConfigError("every", f"must be >= 1, got {every}")
-    if every is None and steps is None:
+    if every_pt_tokens is not None and every_pt_tokens < 1:
+        raise ConfigError("every_pt_tokens", f"must be >= 1, got {every_pt_tokens}")
+    if every is None and steps is None and every_pt_tokens is None:
         return ckpts
     have = {s for s, _ in ckpts}
     wanted = set(int(s) for s in steps or ())
@@ -238,8 +243,11 @@ def select_checkpoints(run_dir: str | Path, every: int | None = None,
         raise ConfigError("steps", f"no checkpoint for steps {missing} in {run_dir} (have {sorted(have)})")
     if every is not None:
         wanted |= {s for s in have if s % every == 0}
-        if ckpts:
-            wanted.add(ckpts[-1][0])  # the final checkpoint is what token-efficiency curves end on
+    if every_pt_tokens is not None:
+        wanted |= {s for s, p in ckpts if (pt := read_meta(p).get("pt_tokens")) is not None
+                   and pt % every_pt_tokens == 0}
+    if (every is not None or every_pt_tokens is not None) and ckpts:
+        wanted.add(ckpts[-1][0])  # the final checkpoint is what token-efficiency curves end on
     return [(s, p) for s, p in ckpts if s in wanted]
 
 
@@ -251,12 +259,13 @@ def evaluate_run(
     device: str = "cpu",
     force: bool = False,
     log: Callable[[str], None] | None = _stderr,
+    every_pt_tokens: int | None = None,
 ) -> list[dict]:
     """Evaluate the selected checkpoints of a run (see :func:`select_checkpoints`), resumably, in step order."""
     _normalise(evaluators)  # fail on a bad config before touching any checkpoint
     run = Path(run_dir)
     out = []
-    for step, ckpt in select_checkpoints(run, every, steps):
+    for step, ckpt in select_checkpoints(run, every, steps, every_pt_tokens):
         out.append(evaluate_checkpoint(ckpt, evaluators, evals_dir(run, step), device, force, log))
     return out
 
@@ -304,12 +313,26 @@ class EvalSpec:
 
     name: str
     params: dict[str, Any] = field(default_factory=dict)
-    every: int = 1  # evaluate every Nth checkpoint (the last one always)
+    # checkpoints to score: steps that are multiples of `every`, and/or checkpoints whose PT-token count is a
+    # multiple of `every_pt_tokens` (the same PT points in every arm); the last one always; neither: all
+    every: int | None = None
+    every_pt_tokens: int | None = None
+    # the results' folder and metric prefix (default: name); one each to run an evaluator twice
+    label: str | None = None
+
+    @property
+    def key(self) -> str:
+        """What its results are filed under: ``label``, else ``name``."""
+        return self.label or self.name
 
     def validate(self) -> None:
         EVALUATORS.get(self.name, "name")
-        if self.every < 1:
+        if self.every is not None and self.every < 1:
             raise ConfigError("every", f"must be >= 1, got {self.every}")
+        if self.every_pt_tokens is not None and self.every_pt_tokens < 1:
+            raise ConfigError("every_pt_tokens", f"must be >= 1, got {self.every_pt_tokens}")
+        if self.label is not None and (not self.label or "/" in self.label or self.label.startswith(".")):
+            raise ConfigError("label", f"must be a plain folder name, got {self.label!r}")
 
 
 def with_data_dir(value: Any, data_dir: Path) -> Any:
@@ -330,6 +353,7 @@ def evaluate_specs(run_dir: str | Path, specs: Sequence[EvalSpec], data_dir: str
     if not list_checkpoints(run_dir, required=False):
         return False
     for e in specs:
-        evaluate_run(run_dir, [(e.name, with_data_dir(e.params, Path(data_dir)))], every=e.every)
+        evaluate_run(run_dir, [(e.name, with_data_dir(e.params, Path(data_dir)), e.key)], every=e.every,
+                     every_pt_tokens=e.every_pt_tokens)
     return True
 
