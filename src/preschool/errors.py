@@ -18,6 +18,11 @@ class DataError(PreschoolError):
     """Input or stored data is unreadable, corrupt or inconsistent (names the file)."""
 
 
+class TrainingError(PreschoolError):
+    """Training cannot go on (a non-finite loss the ``nonfinite`` policy does not get past); names the
+    stage, step and batch, and the checkpoint that stays the last good one."""
+
+
 class OutputError(PreschoolError, OSError):
     """An output could not be written (disk full, quota, read-only disk). ``path`` is the final
     path of what was being written; atomic writes leave whatever was there before untouched."""

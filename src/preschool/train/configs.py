@@ -160,6 +160,13 @@ class TrainConfig:
     # checkpoints that keep trainer_state.pt (optimizer, schedule, RNG, data position): the newest N, or "all";
     # two by default so a resume can fall back to the previous checkpoint if the newest is damaged ("last" = 1)
     keep_optimizer_state: int | Literal["last", "all"] = 2
+    # a step whose loss or gradient norm is not finite (train/trainer.py): "stop" the run (TrainingError naming
+    # stage, step and batch; the newest checkpoint stays the last good one, no DONE); "skip" that batch (no
+    # optimizer step); "rewind" to the stage's newest checkpoint and skip every batch since it (PaLM's recovery
+    # from loss spikes). Each one is an {"event": "nonfinite"} row in metrics.jsonl; the run stops at the
+    # (nonfinite_limit + 1)-th. Neither changes a run that never meets one, so a stopped run may go on with skip.
+    nonfinite: Literal["stop", "skip", "rewind"] = "stop"
+    nonfinite_limit: int = 3
     log_every: int = 10
     # [lo, hi): reserved (synthetic) token ids; "auto": the range the datasets' shard manifests record
     # for what they render on reserved ids (resolve_reserved_ids, before training and run-folder checks)
@@ -203,6 +210,7 @@ class TrainConfig:
         if isinstance(self.keep_optimizer_state, int):
             check(self.keep_optimizer_state >= 1, "keep_optimizer_state",
                   f"must be >= 1, 'last' or 'all', got {self.keep_optimizer_state}")
+        check(self.nonfinite_limit >= 1, "nonfinite_limit", f"must be >= 1, got {self.nonfinite_limit}")
         if isinstance(self.reserved_ids, list):
             check(len(self.reserved_ids) == 2 and 0 <= self.reserved_ids[0] < self.reserved_ids[1], "reserved_ids",
                   f"must be [lo, hi) with 0 <= lo < hi, got {self.reserved_ids}")

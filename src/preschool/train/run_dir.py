@@ -21,7 +21,8 @@ from .configs import TrainConfig, resolve_reserved_ids
 
 _RESUME_FREE = {"progress", "tensorboard", "wandb", "cpu_heap", "activation_checkpointing", "eval_every",
                 "eval_schedule", "evals_per_decade", "val", "val_rows", "log_every", "checkpoint_every",
-                "checkpoint_schedule", "checkpoints_per_decade", "keep_optimizer_state", "verify"}
+                "checkpoint_schedule", "checkpoints_per_decade", "keep_optimizer_state", "verify",
+                "nonfinite", "nonfinite_limit"}
 
 
 def _diff(a: Any, b: Any, path: str) -> str | None:

@@ -14,7 +14,9 @@ Nanotron configs do), global-norm
 clipping, gradient accumulation, and a token-mean loss over the whole global
 batch (labels -100 where the shard's loss_mask is 0), normalised by the
 global count of loss tokens so the gradient does not depend on micro-batch
-size or world size.
+size or world size. A step whose loss or gradient norm is not finite is never
+applied: ``nonfinite`` says whether the run stops there, skips the batch or
+rewinds to the last checkpoint (:meth:`Trainer._nonfinite_step`).
 
 Under ``torchrun`` (WORLD_SIZE > 1) the same code runs DDP or, with
 ``parallel: fsdp``, FSDP2 (gloo on CPU, NCCL on GPU; :mod:`.parallel`); rank r
@@ -42,7 +44,7 @@ import torch.nn.functional as F
 
 from .. import config as C
 from ..data.mixture import IGNORE_INDEX, Mixture, rank_indices
-from ..errors import ConfigError
+from ..errors import ConfigError, TrainingError
 from ..io import read_json, write_json, write_text
 from ..device import resolve_device
 from ..layout import checkpoint_dir
@@ -109,6 +111,7 @@ class Trainer:
         self.lr = 0.0
         self.should_stop = False
         self.resumed_from: Path | None = None
+        self.nonfinite = 0  # steps with a non-finite loss skipped or rewound past (the nonfinite policy)
         # since the last train row; the loss sums up in _acc_loss (a tensor: no host sync per step)
         self._acc = {"loss_sum": 0.0, "steps": 0, "tokens": 0}
         self._acc_loss = torch.zeros((), dtype=torch.float64)
@@ -167,6 +170,7 @@ class Trainer:
             "rng": {"torch": torch.get_rng_state(),
                     "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None},
             "callbacks": [cb.state_dict() for cb in self.callbacks],
+            "nonfinite": self.nonfinite,
         }
 
     def load_state_dict(self, st: dict[str, Any]) -> None:
@@ -184,6 +188,7 @@ class Trainer:
             torch.cuda.set_rng_state_all(st["rng"]["cuda"])
         for cb, s in zip(self.callbacks, st.get("callbacks", [])):
             cb.load_state_dict(s)
+        self.nonfinite = st.get("nonfinite", 0)  # absent from checkpoints written before it was counted
 
     def save_checkpoint(self) -> Path:
         """Write checkpoints/step-XXXXXXXX of this step (every rank calls it; :func:`.checkpoint.save_checkpoint`)."""
@@ -261,7 +266,7 @@ class Trainer:
                    "pt_tokens": self.pt_tokens, "stages": [s.name for s in cfg.stages],
                    "val": self.last_val, "final_checkpoint": str(checkpoint_dir(self.out_dir, self.step)),
                    "resumed_from": str(self.resumed_from) if self.resumed_from else None,
-                   "stopped": self.should_stop}
+                   "stopped": self.should_stop, "nonfinite_steps": self.nonfinite}
         if not self.should_stop and self.is_main:
             write_json(done, summary)
         self.barrier()
@@ -338,21 +343,73 @@ class Trainer:
                 loss, ce = self._forward_loss(mb, scale, 1.0 / n_micro)
                 loss.backward()
             ce_total += ce.detach()
+        params = [p for p in self.model.parameters() if p.grad is not None]
         if self.cfg.grad_clip > 0:
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip, foreach=True)
-        self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
+            norm = torch.nn.utils.clip_grad_norm_(params, self.cfg.grad_clip, foreach=True)
+        else:
+            norm = torch.nn.utils.get_total_norm([p.grad for p in params], foreach=True)
+        norm = norm.full_tensor() if hasattr(norm, "full_tensor") else norm  # FSDP: the global norm
         if dist:
             dist.all_reduce(ce_total)
+        # one host sync per step: every rank sees the same global loss and norm, so all decide alike
+        if not bool(torch.isfinite(ce_total) & torch.isfinite(norm)):
+            self.optimizer.zero_grad(set_to_none=True)
+            self._nonfinite_step(mix, float(ce_total) / max(n_loss, 1), float(norm))
+            return
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
         # the global token-mean CE of this step, accumulated without a host sync
         self._acc_loss = self._acc_loss + (ce_total.double().cpu() if self.device.type == "cpu" else ce_total.double()) / max(n_loss, 1)
+        self._advance(mix, trained=True)
+
+    def _advance(self, mix: Mixture, trained: bool) -> None:
+        """Move the position one step on: counters, tokens (a skipped batch counts as read, not trained)."""
         step_tokens = self.cfg.batch_size * mix.seq_len
         self.step += 1
         self.stage_step += 1
         self.tokens += step_tokens
         self.pt_tokens += self.plan.step_pt_tokens(self.stage_index, self.stage_step - 1)
-        self._acc["steps"] += 1
+        self._acc["steps"] += int(trained)
         self._acc["tokens"] += step_tokens
+
+    def _nonfinite_step(self, mix: Mixture, loss: float, norm: float) -> None:
+        """Apply the ``nonfinite`` policy to the step about to be taken, whose loss or gradient norm is not
+        finite (its update was not applied): TrainingError (``stop``, or the limit reached), or the batch
+        skipped, or (``rewind``) the stage's newest checkpoint reloaded and every batch since it skipped.
+        Deterministic: a resume replays the same steps and meets the same batch."""
+        policy, step, batch = self.cfg.nonfinite, self.step + 1, self.data_base + self.stage_step
+        where = (f"stage {self.stage.name!r}, step {step} (step {self.stage_step + 1} of the stage), batch {batch} "
+                 f"of the stage's data (samples {batch * self.cfg.batch_size}-{(batch + 1) * self.cfg.batch_size - 1})")
+        row = {"event": "nonfinite", "step": step, "stage": self.stage.name, "batch": batch, "loss": loss,
+               "grad_norm": norm, "action": policy, "count": self.nonfinite + 1}
+        if policy == "stop" or self.nonfinite >= self.cfg.nonfinite_limit:
+            self.log({**row, "action": "stop"})
+            last = checkpoint.resumable_checkpoints(self.out_dir, upto=self.step)
+            why = "nonfinite: stop" if policy == "stop" else \
+                f"number {self.nonfinite + 1}, over nonfinite_limit {self.cfg.nonfinite_limit}"
+            raise TrainingError(
+                f"non-finite loss or gradient (loss {loss}, gradient norm {norm}) at {where} ({why}); stopped before applying it: "
+                + (f"{last[0]} stays the last good checkpoint" if last else "no checkpoint was written yet")
+                + "; set nonfinite: skip or rewind (or a larger nonfinite_limit) and rerun to go on past it")
+        if policy == "rewind":
+            self._rewind(where)
+            row["rewound_to"] = self.step
+            row["skipped"] = step - self.step
+            while self.step < step:
+                self._advance(mix, trained=False)
+        else:
+            self._advance(mix, trained=False)
+        self.nonfinite = row["count"]  # after a rewind too: the checkpoint holds the count of its own time
+        self.log(row)
+
+    def _rewind(self, where: str) -> None:
+        """Reload the newest intact checkpoint written in the current stage before this step (collective)."""
+        stage = self.stage_index
+        ckpt = checkpoint.resume(self, upto=self.step)
+        if ckpt is None or self.stage_index != stage:
+            raise TrainingError(f"non-finite loss or gradient at {where}: nonfinite: rewind found no checkpoint of stage "
+                                f"{self.cfg.stages[stage].name!r} to rewind to (newest: {ckpt}); "
+                                "use nonfinite: skip, or checkpoint more often")
 
     def _forward_loss(self, mb: dict[str, torch.Tensor], scale: float, share: float):
         kw: dict[str, Any] = {"use_cache": False}
