@@ -64,39 +64,63 @@ def test_hf_round_trip(data, tmp_path):
     assert np.array_equal(dd["val"].with_format("numpy")["input_ids"], _rows(data / "pt" / "val"))
 
 
+def _doc_lengths(segments):
+    """Our documents' lengths in order: a segment-number change inside a row or a row end closes one."""
+    out = []
+    for seg in segments:
+        n = 1
+        for j in range(1, len(seg)):
+            if seg[j] != seg[j - 1]:
+                out.append(n)
+                n = 0
+            n += 1
+        out.append(n)
+    return out
+
+
 def test_megatron_index_layout(data, tmp_path):
-    """The .idx by Megatron's documented layout (Megatron-core's own reader: the slow test below)."""
+    """The .idx by Megatron's documented layout (Megatron-core's own reader: the slow test below): one
+    sequence per document of ours, since Megatron's GPT dataset shuffles sequences as documents."""
     import struct
 
-    export_dataset(data / "pt", "megatron", tmp_path / "mg")
+    info = export_dataset(data / "pt", "megatron", tmp_path / "mg")
     ref = _rows(data / "pt" / "train")
+    docs_ref = _doc_lengths(_rows(data / "pt" / "train", "segments"))
+    assert len(docs_ref) > len(ref)  # rows hold several documents: one sequence per row is not per document
     idx = (tmp_path / "mg" / "train" / "text_document.idx").read_bytes()
     assert idx[:9] == b"MMIDIDX\x00\x00"
     version, code, n_seq, n_doc = struct.unpack("<QBQQ", idx[9:34])
-    assert (version, code, n_seq, n_doc) == (1, 8, len(ref), len(ref) + 1)  # 8 = uint16
+    assert (version, code, n_seq, n_doc) == (1, 8, len(docs_ref), len(docs_ref) + 1)  # 8 = uint16
     lengths = np.frombuffer(idx, np.int32, n_seq, 34)
     pointers = np.frombuffer(idx, np.int64, n_seq, 34 + 4 * n_seq)
     docs = np.frombuffer(idx, np.int64, n_doc, 34 + 12 * n_seq)
     assert len(idx) == 34 + 12 * n_seq + 8 * n_doc
-    assert (lengths == SEQ + 1).all() and docs.tolist() == list(range(len(ref) + 1))
+    assert lengths.tolist() == docs_ref and docs.tolist() == list(range(n_seq + 1))
+    assert info["splits"]["train"]["documents"] == len(docs_ref)
     bin_ = np.fromfile(tmp_path / "mg" / "train" / "text_document.bin", np.uint16)
-    assert np.array_equal(np.stack([bin_[p // 2:p // 2 + n] for p, n in zip(pointers, lengths)]), ref)
+    assert np.array_equal(bin_, ref.ravel())  # the token stream is unchanged
+    assert np.array_equal(np.concatenate([bin_[p // 2:p // 2 + n] for p, n in zip(pointers, lengths)]), ref.ravel())
 
 
 @pytest.mark.slow  # importing megatron.core takes ~20 s here
 def test_megatron_round_trip_with_megatron_core(data, tmp_path):
+    from megatron.core.datasets.gpt_dataset import GPTDataset
     from megatron.core.datasets.indexed_dataset import IndexedDataset
 
-    export_dataset(data / "stack", "megatron", tmp_path / "mg")
-    ref = _rows(data / "stack" / "train")
-    ds = IndexedDataset(str(tmp_path / "mg" / "train" / "text_document"))
-    assert len(ds) == len(ref)
-    assert ds.index.dtype == np.uint16
-    assert np.array_equal(np.stack([ds[i] for i in range(len(ds))]), ref)
-    assert list(ds.document_indices) == list(range(len(ref) + 1))
-    mask = IndexedDataset(str(tmp_path / "mg" / "train" / "loss_mask_document"))
-    assert np.array_equal(np.stack([mask[i] for i in range(len(mask))]),
-                          _rows(data / "stack" / "train", "loss_mask"))
+    for name in ("stack", "pt"):
+        export_dataset(data / name, "megatron", tmp_path / name)
+        ref = _rows(data / name / "train")
+        segments = _rows(data / name / "train", "segments")
+        ds = IndexedDataset(str(tmp_path / name / "train" / "text_document"))
+        assert ds.index.dtype == np.uint16
+        assert [len(ds[i]) for i in range(len(ds))] == _doc_lengths(segments)
+        assert np.array_equal(np.concatenate([ds[i] for i in range(len(ds))]), ref.ravel())
+        assert list(ds.document_indices) == list(range(len(ds) + 1))
+        # what Megatron's GPT dataset shuffles: our documents
+        assert GPTDataset.numel_low_level_dataset(ds) == len(_doc_lengths(segments))
+    mask = IndexedDataset(str(tmp_path / "stack" / "train" / "loss_mask_document"))
+    assert np.array_equal(np.concatenate([mask[i] for i in range(len(mask))]),
+                          _rows(data / "stack" / "train", "loss_mask").ravel())
 
 
 def test_nanotron_round_trip_with_datatrove(data, tmp_path):
@@ -112,12 +136,16 @@ def test_nanotron_round_trip_with_datatrove(data, tmp_path):
         # positions datatrove reads from .ds.index restart where our segments (document index) change
         assert np.array_equal(np.stack([it["positions"].numpy() for it in items]),
                               _positions(_rows(data / "pt" / split, "segments")))
-    meta = (tmp_path / "nt" / "train" / "00000.ds.metadata").read_text().splitlines()
-    # Nanotron reads "<tokenizer>|<token size>" and loads the tokenizer from that path
-    assert meta[0] == f"{(tmp_path / 'nt').resolve() / 'tokenizer'}|2" and int(meta[1]) == 40 * (SEQ + 1)
+    # Nanotron reads "<tokenizer>|<token size>": the tokenizer relative to the split folder, so a moved
+    # export still names its own copy
+    (tmp_path / "nt").rename(tmp_path / "moved")
+    split = tmp_path / "moved" / "train"
+    meta = (split / "00000.ds.metadata").read_text().splitlines()
+    name = meta[0].split("|")[0]
+    assert meta[0] == "../tokenizer|2" and int(meta[1]) == 40 * (SEQ + 1)
     from transformers import AutoTokenizer
 
-    assert AutoTokenizer.from_pretrained(meta[0].split("|")[0]).eos_token == "<|endoftext|>"
+    assert AutoTokenizer.from_pretrained(str(split / name)).eos_token == "<|endoftext|>"
     # a masked set also writes datatrove's .ds.loss (one bool per token)
     export_dataset(data / "stack", "nanotron", tmp_path / "nt_stack")
     loss = np.fromfile(tmp_path / "nt_stack" / "train" / "00000.ds.loss", np.bool_)

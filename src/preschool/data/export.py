@@ -13,9 +13,9 @@ hf         ``datasets`` ``save_to_disk`` folder;        ``datasets.load_from_dis
            (uint8) when the set has one
 megatron   ``text_document.bin/.idx``: Megatron's       ``megatron.core.datasets.indexed_dataset.
            MMapIndexedDataset layout, one sequence      IndexedDataset`` (``--data-path
-           (and document) per row; ``loss_mask_         <split>/text_document``)
-           document.bin/.idx`` (uint8) beside it when
-           the set has a loss mask
+           (and document) per document of ours;         <split>/text_document``)
+           ``loss_mask_document.bin/.idx`` (uint8)
+           beside it when the set has a loss mask
 nanotron   datatrove's tokenized-file layout:           datatrove ``DatatroveFolderDataset`` (what
            ``NNNNN.ds`` (tokens, little-endian uint16   Nanotron's ``nanoset``-free datatrove loader
            or uint32), ``.ds.index`` (uint64 document   reads), windows of ``seq_len + 1`` tokens
@@ -27,13 +27,15 @@ numpy      ``part-NNNNN.npy``: a flat headerless         OLMo-core ``NumpyFSLDat
            mask.npy`` (bool) when masked
 ========== ============================================ =============================================
 
-Every format keeps the rows and their order: row ``i`` of the shard set is
-window ``i`` of the export (HF example ``i``, Megatron sequence ``i``, datatrove
-window ``i``, OLMo instance ``i`` with ``sequence_length = row_len``), so a
-model trained elsewhere sees our token stream. Document ends (for datatrove's
-positions and Megatron's documents) come from the ``segments`` array: a
-document ends where the segment number changes and at every row end, which is
-where our trainer resets positions too.
+Every format keeps the token stream and its order. The window formats keep
+the rows: row ``i`` of the shard set is window ``i`` of the export (HF example
+``i``, datatrove window ``i``, OLMo instance ``i`` with ``sequence_length =
+row_len``). Megatron's GPT dataset shuffles documents and cuts its own windows,
+so its sequences are our documents instead (``.bin`` = the rows' tokens
+unchanged). Document ends (for datatrove's positions and Megatron's
+documents) come from the ``segments`` array: a document ends where the segment
+number changes and at every row end, which is where our trainer resets
+positions too.
 
 The export folder is written atomically and carries ``export.json`` (format,
 source dataset and its ``content_sha256``, per-split files, row_len, dtype,
@@ -171,7 +173,14 @@ class HFExporter(Exporter):
 
 @EXPORTERS.register("megatron")
 class MegatronExporter(Exporter):
-    """Megatron MMapIndexedDataset ``.bin/.idx`` (one sequence and document per row)."""
+    """Megatron MMapIndexedDataset ``.bin/.idx``: one sequence (and document) per document of ours.
+
+    Megatron's GPT dataset treats each *sequence* of the index as a document
+    (``GPTDataset.numel_low_level_dataset`` counts sequences): it shuffles them
+    and cuts its own windows across them. So a sequence here is one of our
+    documents, a run of one segment number inside a row (:func:`document_ends`),
+    not a whole row; the ``.bin`` is the rows' token stream unchanged.
+    """
 
     read_hint = "megatron.core.datasets.indexed_dataset.IndexedDataset('OUT/<split>/text_document')"
 
@@ -179,18 +188,33 @@ class MegatronExporter(Exporter):
         out.mkdir(parents=True, exist_ok=True)
         # Megatron has no uint32 code: larger vocabularies go to int32 (ids < 2^31).
         tok_dtype = np.dtype(np.uint16) if ss.dtype == np.uint16 else np.dtype(np.int32)
-        files = {"tokens": self._write_one(ss, "tokens", tok_dtype, out / "text_document")}
+        lengths = document_lengths(ss)
+        files = {"tokens": self._write_one(ss, "tokens", tok_dtype, out / "text_document", lengths)}
         if ss.has_loss_mask:
-            files["loss_mask"] = self._write_one(ss, "loss_mask", np.dtype(np.uint8), out / "loss_mask_document")
-        return {"prefixes": files, "dtype": tok_dtype.name, "sequences": ss.n_rows}
+            files["loss_mask"] = self._write_one(ss, "loss_mask", np.dtype(np.uint8), out / "loss_mask_document",
+                                                 lengths)
+        return {"prefixes": files, "dtype": tok_dtype.name, "sequences": len(lengths), "documents": len(lengths)}
 
     @staticmethod
-    def _write_one(ss: ShardSet, name: str, dtype: np.dtype, prefix: Path) -> str:
+    def _write_one(ss: ShardSet, name: str, dtype: np.dtype, prefix: Path, lengths: np.ndarray) -> str:
         with open(prefix.with_suffix(".bin"), "wb") as fh:
             for _, block in iter_blocks(ss, [name]):
                 fh.write(block[name].astype(dtype).tobytes())
-        write_megatron_index(prefix.with_suffix(".idx"), np.full(ss.n_rows, ss.row_len, np.int32), dtype)
+        write_megatron_index(prefix.with_suffix(".idx"), lengths, dtype)
         return prefix.name
+
+
+def document_lengths(ss: ShardSet) -> np.ndarray:
+    """Token count of every document of a shard set, in order (int32; one per row without ``segments``)."""
+    name = "segments" if "segments" in ss.array_names else "tokens"
+    ends, start = [], 0
+    for _, block in iter_blocks(ss, [name]):
+        n = len(block[name])
+        ends.append(document_ends(block["segments"] if name == "segments" else None, n, ss.row_len, start=start))
+        start += n * ss.row_len
+    if not ends:
+        return np.zeros(0, np.int32)
+    return np.diff(np.concatenate(ends), prepend=0).astype(np.int32)
 
 
 def write_megatron_index(path: Path, lengths: np.ndarray, dtype: np.dtype, doc_indices: np.ndarray | None = None) -> None:
@@ -333,9 +357,10 @@ def _export(dataset_dir: Path, fmt: str, out: Path, sets: dict[str, ShardSet], t
             single: bool) -> dict:
     """Write the verified shard sets ``sets`` as ``fmt`` into ``out`` (atomically); export.json's content."""
     entry = EXPORTERS.get(fmt, "format")
-    # datatrove's metadata names the tokenizer and Nanotron loads it with AutoTokenizer.from_pretrained:
-    # ours travels with the export, so name its final absolute path
-    tok_name = str(out.resolve() / "tokenizer") if tok else "unknown"
+    # datatrove's metadata names the tokenizer (Nanotron loads it with AutoTokenizer.from_pretrained): ours
+    # travels with the export, so it is named relative to the split folder holding the metadata, which
+    # stays right when the export is moved or copied (resolve it against that folder)
+    tok_name = "../tokenizer" if tok else "unknown"
     exporter = entry.cls(tokenizer_name=tok_name) if fmt == "nanotron" else entry.cls()
     info: dict[str, Any] = {
         "format": fmt,
