@@ -126,3 +126,43 @@ def test_heldout_eval_verifies_and_checks_ids(tmp_path, datasets):
     ev = EVALUATORS.build("heldout", {"sources": {"b": str(big)}, "verify": "size"})
     with pytest.raises(DataError, match=r"big/val/tokens-00000.bin: token id 499"):
         ev.evaluate(model, None)
+
+
+def _understated_max_id(dataset, big_id=200):
+    """Put ``big_id`` into the last row of train/tokens-00000.bin and recompute its size and sha256 in
+    the manifest, leaving ``max_id`` / ``max_token_id`` as they were (issue 22, item 8)."""
+    from preschool.io import sha256_file
+
+    split = dataset / "train"
+    f = split / "tokens-00000.bin"
+    man = json.loads((split / "manifest.json").read_text())
+    arr = np.fromfile(f, dtype=man["dtype"]).reshape(-1, man["row_len"])
+    arr[-1, 3] = big_id
+    arr.tofile(f)
+    info = man["shards"][0]["files"]["tokens"]
+    info["sha256"], info["bytes"] = sha256_file(f), f.stat().st_size
+    assert info["max_id"] < big_id  # the manifest under-states the file
+    (split / "manifest.json").write_text(json.dumps(man))
+    return f
+
+
+@pytest.mark.parametrize("verify", ["full", "size"])
+def test_a_manifest_understating_max_id_never_reaches_the_embedding(tmp_path, datasets, micro_cfg, verify):
+    bad = _understated_max_id(datasets["text"])
+    # 32 steps of 4 rows: two epochs of the 64 training rows, so the bad row is drawn under "size" too
+    cfg = micro_cfg(verify=verify, eval_every=0, checkpoint_every=4,
+                    stages=[{"name": "pt", "data": "text", "tokens": 4 * 16 * 32}])
+    with pytest.raises(DataError, match=f"{bad}.*token id 200 >= the model's vocab_size 64"):
+        train(cfg, tmp_path / "run", datasets)
+    if verify == "full":  # the hash pass reads every id anyway: caught on open, before the first step
+        assert not (tmp_path / "run" / "checkpoints").exists()
+
+
+def test_size_verified_rows_are_checked_as_they_are_read(tmp_path, datasets):
+    bad = _understated_max_id(datasets["text"])
+    ss = ShardSet(datasets["text"] / "train", verify="size")
+    ss.check_vocab(64)  # the manifest's word is all an unhashed open has
+    last = len(ss) - 1
+    ss.rows(range(last))  # rows below the limit read as before
+    with pytest.raises(DataError, match=rf"{bad}: row {last} holds token id 200 >= the model's vocab_size 64"):
+        ss.rows([last])

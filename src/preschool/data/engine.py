@@ -54,7 +54,7 @@ import numpy as np
 
 from ..errors import DataError, PreschoolError
 from ..io import atomic_dir, read_json, sha256_file, write_json
-from .shards import ShardSet, shard_manifest
+from .shards import ShardSet, shard_manifest, write_array
 
 DEFAULT_UNIT_TOKENS = 1 << 21  # about 2M tokens per work unit: seconds of work, a few MB in memory
 CHARS_PER_TOKEN = 4  # text units close at 4 characters per unit token (typical BPE English)
@@ -155,16 +155,16 @@ def _run(args: tuple[int, Any, str]) -> dict | tuple:
     k, payload, path = args
     try:
         return _build(_JOB, k, payload, Path(path))  # type: ignore[arg-type]
-    except PreschoolError as e:  # user-facing errors cross the process boundary as (type, message)
-        return ("error", type(e).__name__, getattr(e, "field", None), getattr(e, "message", str(e)))
+    except PreschoolError as e:  # user-facing errors cross the process boundary whole, fields and all
+        try:
+            pickle.dumps(e)
+        except Exception:  # an error class that cannot be rebuilt from a pickle: its message as a DataError
+            e = DataError(str(e))
+        return ("error", e)
 
 
 def _raise(res: tuple) -> None:
-    from .. import errors
-
-    _, name, field, message = res
-    cls = getattr(errors, name, errors.DataError)
-    raise cls(field, message) if name == "ConfigError" else cls(message)
+    raise res[1]
 
 
 def unit_path(work: Path, k: int) -> Path:
@@ -400,7 +400,7 @@ def link_shards(out: str | Path, sets: list[tuple[Path, int]], **manifest_extra:
                     arr = np.memmap(src, dtype=ss.dtype if name == "tokens" else np.dtype(_array_dtype(name)),
                                     mode="r", shape=(entry["rows"], ss.row_len))
                     head = np.asarray(arr[:take])
-                    head.tofile(out / fname)
+                    write_array(out / fname, head)
                     new["files"][name] = {"name": fname, "bytes": (out / fname).stat().st_size,
                                           "sha256": sha256_file(out / fname)}
                     if name == "tokens":

@@ -16,6 +16,11 @@ A shard set is a folder::
 The manifest records the largest token id of each ``tokens`` file (``max_id``)
 and of the whole set (``max_token_id``), so a model's vocabulary can be checked
 against the data when the set is opened rather than deep inside an embedding.
+The manifest's word is not taken on trust where the ids are read anyway: a
+``verify="full"`` open finds each file's largest id in its hash pass (a manifest
+that under-states it is caught before any step), and after :meth:`ShardSet.check_vocab`
+every tokens row read is checked against the vocabulary (``verify="size"``
+reads no file whole, so an id the manifest hides is caught at the row).
 
 The writer builds everything in a temporary folder and renames it into place,
 so a set either exists whole or not at all. On open, every file's size is
@@ -40,7 +45,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from ..errors import DataError
-from ..io import atomic_dir, code_version, sha256_file, write_json
+from ..io import atomic_dir, code_version, sha256_file, write_errors_named, write_json
 
 FORMAT = "preschool-shards-v1"
 OPTIONAL_ARRAYS = {"loss_mask": np.uint8, "segments": np.uint16}
@@ -71,6 +76,17 @@ def shard_manifest(row_len: int, dtype: np.dtype, vocab_size: int, arrays: list[
         "code_version": code_version(),
         **extra,
     }
+
+
+def write_array(path: Path, arr: np.ndarray) -> None:
+    """Write ``arr``'s bytes (C order) to ``path``. Unlike ``ndarray.tofile``, whose short write on a
+    full disk is an OSError with neither errno nor path ("N requested and M written"), a failure here
+    is an OSError with both, which :func:`~preschool.io.write_errors_named` and the CLI report as one line."""
+    try:
+        with open(path, "wb") as fh:
+            fh.write(np.ascontiguousarray(arr).data)
+    except OSError as e:
+        raise OSError(e.errno, e.strerror, str(path)) from None
 
 
 class ShardWriter:
@@ -140,7 +156,8 @@ class ShardWriter:
             self._buf[name] = [rest] if len(rest) else []
             fname = f"{name}-{idx:05d}.bin"
             path = self._tmp / fname
-            head.tofile(path)
+            with write_errors_named(self.out, self._tmp):  # rows are flushed as they come, outside close()
+                write_array(path, head)
             entry["files"][name] = {"name": fname, "bytes": path.stat().st_size, "sha256": sha256_file(path)}
             if name == "tokens":
                 entry["files"][name]["max_id"] = int(head.max())
@@ -236,8 +253,23 @@ def _scan(f: Path, dtype: np.dtype, want_sha: bool, want_max: bool) -> tuple[str
     return sha, mx, st.st_size
 
 
+_WRONG_TOKENIZER = ("the data was tokenized with another tokenizer: rebuild it with the run's tokenizer, "
+                    "or train with the tokenizer it was built with")
+
+
 def _rebuild_hint(path: Path) -> str:
     return f"rebuild the dataset that holds {path} (rerun the command that wrote it into a new folder)"
+
+
+def _field(mpath: Path, manifest: dict, key: str, kind: Any) -> Any:
+    """``kind(manifest[key])``, or a DataError naming the manifest and the field that is missing or malformed."""
+    if key not in manifest:
+        raise DataError(f"{mpath}: no {key!r} field (the manifest is incomplete); {_rebuild_hint(mpath.parent)}")
+    try:
+        return kind(manifest[key])
+    except (TypeError, ValueError) as e:
+        raise DataError(f"{mpath}: field {key!r} is {manifest[key]!r}, not a valid {getattr(kind, '__name__', kind)} "
+                        f"({e}); {_rebuild_hint(mpath.parent)}") from None
 
 
 class ShardSet:
@@ -260,18 +292,38 @@ class ShardSet:
             self.manifest = json.loads(mpath.read_text(encoding="utf-8"))
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
             raise DataError(f"{mpath}: manifest is corrupt ({e}); {_rebuild_hint(self.path)}") from None
-        if self.manifest.get("format") != FORMAT:
-            raise DataError(f"{mpath}: unknown format {self.manifest.get('format')!r} (expected {FORMAT})")
-        self.row_len = int(self.manifest["row_len"])
-        self.dtype = np.dtype(self.manifest["dtype"])
-        self.vocab_size = int(self.manifest["vocab_size"])
-        self.array_names = list(self.manifest["arrays"])
+        if not isinstance(self.manifest, dict) or self.manifest.get("format") != FORMAT:
+            got = self.manifest.get("format") if isinstance(self.manifest, dict) else self.manifest
+            raise DataError(f"{mpath}: unknown format {got!r} (expected {FORMAT})")
+        self.row_len = _field(mpath, self.manifest, "row_len", int)
+        self.dtype = _field(mpath, self.manifest, "dtype", np.dtype)
+        self.vocab_size = _field(mpath, self.manifest, "vocab_size", int)
+        self.array_names = _field(mpath, self.manifest, "arrays", list)
+        _field(mpath, self.manifest, "n_rows", int)
+        shard_entries = _field(mpath, self.manifest, "shards", list)
+        if self.row_len < 2:
+            raise DataError(f"{mpath}: field 'row_len' is {self.row_len} (a row holds at least 2 tokens); "
+                            f"{_rebuild_hint(self.path)}")
+        unknown = [a for a in self.array_names if a != "tokens" and a not in OPTIONAL_ARRAYS]
+        if unknown:
+            raise DataError(f"{mpath}: field 'arrays' names unknown arrays {unknown} (known: tokens, "
+                            f"{', '.join(OPTIONAL_ARRAYS)}); {_rebuild_hint(self.path)}")
         self._shards: list[_Shard] = []
         self._max_ids: dict[Path, int | None] = {}  # per tokens file; None until read (old manifests)
+        self._vocab_limit: int | None = None  # set by check_vocab: every tokens row read is held to it
         start, hashed, t0 = 0, 0, time.perf_counter()
-        for entry in self.manifest["shards"]:
+        for k, entry in enumerate(shard_entries):
             arrays = {}
-            for name, info in entry["files"].items():
+            try:
+                files, rows = dict(entry["files"]), int(entry["rows"])
+                files["tokens"]  # every shard has its tokens file
+                for name, info in files.items():
+                    lacking = [x for x in ("name", "bytes", "sha256") if x not in info]
+                    if lacking or (name != "tokens" and name not in OPTIONAL_ARRAYS):
+                        raise KeyError(f"files.{name}.{lacking[0]}" if lacking else f"files.{name}")
+            except (KeyError, TypeError, ValueError) as e:
+                raise DataError(f"{mpath}: shards[{k}] is malformed (at {e}); {_rebuild_hint(self.path)}") from None
+            for name, info in files.items():
                 f = self.path / info["name"]
                 if not f.is_file():
                     raise DataError(f"{f}: shard file missing; {_rebuild_hint(self.path)}")
@@ -283,8 +335,9 @@ class ShardSet:
                 if name == "tokens":
                     self._max_ids[f] = info.get("max_id")
                 if full:
-                    # an old manifest's missing max id comes from the same pass over the file
-                    want_max = name == "tokens" and self._max_ids[f] is None
+                    # the largest id comes from the same pass over the file, so the manifest's (or an old
+                    # manifest's missing) max_id is replaced by what the file holds, at no extra read
+                    want_max = name == "tokens"
                     sha, mx, n = _scan(f, dt, True, want_max)
                     hashed += n
                     if sha != info["sha256"]:
@@ -292,9 +345,9 @@ class ShardSet:
                                         f"manifest says {info['sha256'][:12]}...); {_rebuild_hint(self.path)}")
                     if want_max:
                         self._max_ids[f] = mx
-                arrays[name] = np.memmap(f, dtype=dt, mode="r", shape=(entry["rows"], self.row_len))
-            self._shards.append(_Shard(start, entry["rows"], arrays))
-            start += entry["rows"]
+                arrays[name] = np.memmap(f, dtype=dt, mode="r", shape=(rows, self.row_len))
+            self._shards.append(_Shard(start, rows, arrays))
+            start += rows
         self.n_rows = start
         if self.n_rows != self.manifest["n_rows"]:
             raise DataError(f"{mpath}: shards hold {self.n_rows} rows, manifest says {self.manifest['n_rows']}")
@@ -312,12 +365,16 @@ class ShardSet:
         return dict(self._max_ids)  # type: ignore[arg-type]
 
     def check_vocab(self, vocab_size: int) -> None:
-        """Raise DataError naming the first tokens file holding an id >= ``vocab_size`` (the model's)."""
+        """Raise DataError naming the first tokens file holding an id >= ``vocab_size`` (the model's).
+
+        The per-file maxima are the file's own under ``verify="full"``, the manifest's under "size";
+        from here on every tokens row read (:meth:`row`, :meth:`rows`) is checked too, so an id a
+        manifest under-states stops the read naming the file and row instead of reaching an embedding.
+        """
         for f, mx in self.max_token_ids().items():
             if mx >= vocab_size:
-                raise DataError(f"{f}: token id {mx} >= the model's vocab_size {vocab_size}; "
-                                "the data was tokenized with another tokenizer: rebuild it with the run's tokenizer, "
-                                "or train with the tokenizer it was built with")
+                raise DataError(f"{f}: token id {mx} >= the model's vocab_size {vocab_size}; {_WRONG_TOKENIZER}")
+        self._vocab_limit = vocab_size
 
     def __len__(self) -> int:
         return self.n_rows
@@ -334,7 +391,13 @@ class ShardSet:
 
     def row(self, i: int, name: str = "tokens") -> np.ndarray:
         shard, j = self._locate(int(i))
-        return np.asarray(shard.arrays[name][j])
+        out = np.asarray(shard.arrays[name][j])
+        # one max over a row already in memory: what keeps an id the manifest hid out of the model
+        if name == "tokens" and self._vocab_limit is not None and out.size and out.max() >= self._vocab_limit:
+            raise DataError(f"{shard.arrays[name].filename}: row {j} holds token id {out.max()} >= the model's "
+                            f"vocab_size {self._vocab_limit}, above the max_id its manifest records "
+                            f"(the manifest was edited or written by other code); {_rebuild_hint(self.path)}")
+        return out
 
     def rows(self, indices: Iterable[int], name: str = "tokens") -> np.ndarray:
         """Gather rows (any order) into one int64 array of shape (n, row_len)."""
