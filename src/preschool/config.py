@@ -300,11 +300,22 @@ def to_dict(obj: Any) -> Any:
 
 
 def load_yaml(path: str | Path) -> dict:
+    """The mapping in the YAML file ``path``; ConfigError naming the file when it is missing, a folder,
+    not UTF-8 (with the byte and line), not YAML or not a mapping."""
     p = Path(path)
     if not p.exists():
         raise ConfigError("", f"config file not found: {p}")
+    if p.is_dir():
+        raise ConfigError(str(p), "is a folder, not a config file (give the YAML file inside it)")
+    raw = p.read_bytes()
     try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw.count(b"\n", 0, e.start) + 1
+        raise ConfigError(str(p), f"not UTF-8 text (byte 0x{raw[e.start]:02x} at line {line}, offset {e.start}); "
+                          "save it as UTF-8 (e.g. iconv -f latin1 -t utf-8)") from None
+    try:
+        data = yaml.safe_load(text)
     except yaml.YAMLError as e:
         raise ConfigError(str(p), f"not valid YAML: {e}") from None
     if not isinstance(data, dict):

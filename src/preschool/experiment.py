@@ -188,6 +188,9 @@ class ExperimentConfig:
             where = self.written_at(arm, f"arms[{i}]", "val")
             for v in cfg.val or []:  # no val list: every stage dataset with a val/ split is scored
                 check(v in known, where, f"no dataset or part named {v!r}; have {sorted(known)}")
+                empty = self._without_val(arm.datasets.get(v, v))
+                check(empty is None, where, f"{v!r} will have no val/ split to score: data.{empty}.val_tokens is 0; "
+                      f"set data.{empty}.val_tokens > 0 or leave {v!r} out of val")
             for name, cb in self._callback_configs(arm, i).items():
                 for dep in getattr(cb, "arms_needed", lambda: [])():
                     check(dep in names[:i], f"arms[{i}].callbacks.{name}",
@@ -202,6 +205,20 @@ class ExperimentConfig:
         for i, k in enumerate(keys):
             check(k not in keys[:i], f"evals[{i}].label", f"{k!r} already files evals[{keys.index(k)}]'s results; "
                   "give each evaluator run its own label")
+
+    def _without_val(self, name: str) -> str | None:
+        """The dataset with ``val_tokens: 0`` that leaves dataset ``name`` without a val/ split (itself,
+        or the base dataset a derived one is built from), else None (parts and names outside ``data``)."""
+        seen: set[str] = set()
+        while name in self.data and name not in seen:
+            seen.add(name)
+            d = self.data[name]
+            if d.kind is None:
+                return name if d.val_tokens == 0 else None
+            if d.source is None:
+                return None
+            name = d.source
+        return None
 
     def _callback_configs(self, arm: ArmSpec, i: int) -> dict:
         from .train.callbacks.registry import callback_configs

@@ -126,7 +126,8 @@ def test_reader_drops_reach_l2t_stats_json(tmp_path):
 
 MICRO = ["seq_len=32", "tokenizer.vocab_size=300", "tokenizer.sample_documents=200",
          "data.pt.tokens=4224", "data.pt.val_tokens=0", "data.dyck.tokens=1056", "data.dyck.val_tokens=0",
-         "data.dyck.params.length=24", "minimal_pairs.per_paradigm=2", "model.preset=micro"]
+         "data.dyck.params.length=24", "minimal_pairs.per_paradigm=2", "model.preset=micro",
+         "train.val=[]"]  # no val splits built, so none scored
 
 
 def test_reader_drops_reach_prepare_dataset_json(tmp_path, capsys):

@@ -64,6 +64,17 @@ def checkpoint_step(ckpt: str | Path) -> int | None:
     return step_of(ckpt)
 
 
+def require_checkpoint_dir(ckpt: Path) -> None:
+    """DataError naming ``ckpt`` unless it is a folder (a missing path, a file given for a folder)."""
+    if ckpt.is_dir():
+        return
+    if not ckpt.exists():
+        raise DataError(f"{ckpt}: no such checkpoint folder (a run's are <run>/checkpoints/step-XXXXXXXX; "
+                        "--checkpoints RUN_DIR evaluates them all)")
+    raise DataError(f"{ckpt}: is a file, not a checkpoint folder (give the folder holding config.json "
+                    "and the weights)")
+
+
 def checkpoint_fingerprint(ckpt: str | Path) -> str:
     """Cheap identity of a checkpoint's contents: meta + config text and each weight file's name/size/mtime."""
     ckpt = Path(ckpt)
@@ -192,6 +203,7 @@ def evaluate_checkpoint(
     """
     ckpt = Path(ckpt_dir)
     specs = _normalise(evaluators)
+    require_checkpoint_dir(ckpt)
     fingerprint = checkpoint_fingerprint(ckpt)
     meta = read_meta(ckpt)
     step = checkpoint_step(ckpt)
