@@ -66,6 +66,16 @@ def main(argv: list[str] | None = None) -> int:
     except PreschoolError as e:
         print(f"preschool {args.command}: error: {e}", file=sys.stderr)
         return 2
+    except OSError as e:
+        # A full disk or a read-only --out met by a write that no atomic helper wraps (a lock file, a
+        # folder made up front, a library's own writer): one line naming the path, as for any other.
+        from .io import os_error_line
+
+        line = os_error_line(e)
+        if line is None:
+            raise
+        print(f"preschool {args.command}: error: {line}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print(f"\npreschool {args.command}: interrupted; rerun the same command to resume.", file=sys.stderr)
         return 130

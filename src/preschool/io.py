@@ -23,37 +23,79 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from . import __version__
-from .errors import OutputError
+from .errors import NO_ROOM_FIX, OutputError
 
 # errors that mean "no room to write here", as opposed to a bug or a missing input
-_NO_ROOM = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS}
+_NO_ROOM = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
+# errors that mean "this place may not be written": a read-only disk anywhere; a permission refused
+# only where it concerns the output itself (the same refusal on an input is that input's own error)
+_READ_ONLY = {errno.EROFS}
+_REFUSED = {errno.EACCES, errno.EPERM}
+NOT_WRITABLE_FIX = "make it writable (or use another --out) and rerun the same command"
 
 
-def _no_room_reason(e: BaseException) -> str | None:
-    """Why a write failed, if for want of space: an OSError, or the Rust ``SafetensorError``
+def _errno_of(e: BaseException) -> int | None:
+    """The OS error number of a failed write: an OSError's, or that of the Rust ``SafetensorError``
     wrapping one ("... (os error 28)"); None for any other exception."""
     code = e.errno if isinstance(e, OSError) and not isinstance(e, OutputError) else None
     if code is None and type(e).__name__ == "SafetensorError":
         m = re.search(r"os error (\d+)", str(e))
         code = int(m.group(1)) if m else None
-    return os.strerror(code) if code in _NO_ROOM else None
+    return code
+
+
+def write_failure(e: BaseException) -> tuple[str, str] | None:
+    """``(reason, fix)`` when ``e`` means a write found no room or no permission to write, else None."""
+    code = _errno_of(e)
+    if code in _NO_ROOM:
+        return os.strerror(code), NO_ROOM_FIX
+    if code in _READ_ONLY or code in _REFUSED:
+        return os.strerror(code), NOT_WRITABLE_FIX
+    return None
+
+
+def _concerns(e: BaseException, path: Path, tmp: Path | None) -> bool:
+    """Whether a refused permission is about the output ``path``: the file the OS names is ``path``,
+    a folder above it (creating it), inside ``tmp``, or a temporary sibling ``.<name>.*`` of it."""
+    name = getattr(e, "filename", None)
+    if getattr(e, "errno", None) not in _REFUSED:
+        return True
+    if name is None:
+        return False
+    f = Path(os.fsdecode(name)).absolute()
+    p = path.absolute()
+    return (p.is_relative_to(f) or (tmp is not None and f.is_relative_to(tmp.absolute()))
+            or (f.parent == p.parent and f.name.startswith(f".{p.name}.")))
 
 
 @contextlib.contextmanager
 def write_errors_named(path: str | Path, tmp: Path | None = None) -> Iterator[None]:
-    """Re-raise a failed write inside the block as OutputError naming ``path``; one raised for a
-    file inside the temporary ``tmp`` (a nested atomic write) is renamed to ``path`` too."""
+    """Re-raise a failed write inside the block as OutputError naming ``path`` (no space, quota,
+    read-only disk, or permission refused on ``path``); one raised for a file inside the temporary
+    ``tmp`` (a nested atomic write) is renamed to ``path`` too."""
     try:
         yield
     except OutputError as e:
         if tmp is not None and Path(e.path).is_relative_to(tmp):
-            raise OutputError(str(path), e.reason) from None
+            raise OutputError(str(path), e.reason, e.fix) from None
         raise
     except BaseException as e:
-        reason = _no_room_reason(e)
-        if reason is None:
+        failure = write_failure(e)
+        if failure is None or not _concerns(e, Path(path), tmp):
             raise
-        raise OutputError(str(path), reason) from None
+        raise OutputError(str(path), *failure) from None
+
+
+def os_error_line(e: OSError) -> str | None:
+    """One line for an OSError that a write outside :func:`write_errors_named` raised (no space, a
+    read-only disk, a refused permission), naming the path the OS names; None when it names none
+    or is another error (a traceback is then the useful report)."""
+    name, failure = getattr(e, "filename", None), write_failure(e)
+    if name is None or failure is None:
+        return None
+    if e.errno in _REFUSED:  # a read or a write: say what the OS said, and the fix of both
+        return f"{os.fsdecode(name)}: {failure[0]}; check its permissions (or use another --out) and rerun"
+    return f"{os.fsdecode(name)}: cannot write ({failure[0]}); {failure[1]}"
 
 
 @contextlib.contextmanager
