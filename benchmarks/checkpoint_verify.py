@@ -22,20 +22,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
+import sys
 import tempfile
 import time
 from pathlib import Path
 
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip() + f" ({os.cpu_count()} CPUs)"
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from reader_memory import cpu_model  # noqa: E402  (the machine line every benchmark prints)
 
 
 def main() -> None:
