@@ -23,6 +23,7 @@ SLOW = pytest.mark.slow
 
 
 @pytest.mark.parametrize("name", ["verify_ppt_500m", pytest.param("verify_ppt_1b", marks=SLOW),
+                                  pytest.param("verify_ppt_3b", marks=SLOW), pytest.param("stack_paper_360m", marks=SLOW),
                                   pytest.param("stack_paper", marks=SLOW), pytest.param("l2t_paper", marks=SLOW)])
 def test_paper_experiment_runs_at_micro_scale(name, tmp_path, micro_run):
     # L2T cuts documents into seq_len // 4 chunks: 64-token rows leave none
