@@ -222,3 +222,27 @@ def test_eval_out_generate_and_l2t_into_a_read_only_folder(tmp_path, datasets, m
     _ro_says(capsys, ro)
     assert main(["transform", "l2t", "--input", str(stories / "txt"), "--out", str(ro / "l2t"), *L2T]) == 2
     _ro_says(capsys, ro)
+
+
+def test_a_refused_permission_on_the_output_is_an_output_error_on_an_input_it_is_not(tmp_path, monkeypatch):
+    """What a non-root user meets in a chmod -w folder (root is never refused, so the OS call is patched)."""
+    import tempfile
+
+    import preschool.io as pio
+
+    target = tmp_path / "out" / "results.json"
+
+    def refused(*a, dir=None, **kw):
+        raise PermissionError(errno.EACCES, "Permission denied", str(Path(dir) / f".{target.name}.abc.tmp"))
+
+    monkeypatch.setattr(tempfile, "mkstemp", refused)
+    with pytest.raises(OutputError) as e:
+        pio.write_json(target, {"v": 1})
+    assert e.value.path == str(target) and "Permission denied" in str(e.value) and "make it writable" in str(e.value)
+    monkeypatch.undo()
+
+    source = tmp_path / "input.txt"  # an input refused inside an output's block stays that input's own error
+    with pytest.raises(PermissionError) as e:
+        with pio.atomic_path(target):
+            raise PermissionError(errno.EACCES, "Permission denied", str(source))
+    assert e.value.filename == str(source) and not target.exists()
