@@ -59,3 +59,33 @@ def test_cpu_bf16_run_trains_and_resumes(tmp_path, datasets, micro_cfg):
     # and bf16 autocast really changes the numbers (the setting took effect)
     train({**cfg, "precision": "fp32"}, tmp_path / "c", datasets)
     assert [x["loss"] for x in rows(tmp_path / "c")] != pytest.approx(la, abs=1e-6)
+
+
+def test_pure_bf16_run_keeps_weights_gradients_and_adamw_state_in_bf16(tmp_path, datasets, micro_cfg):
+    """``precision: pure_bf16`` (the L2T runs): a bf16 model, no autocast; it learns, resumes and saves bf16."""
+    from preschool.train.callbacks import Callback
+
+    class Dtypes(Callback):
+        def on_step_end(self, trainer):
+            opt = trainer.optimizer
+            self.params = {p.dtype for p in trainer.model.parameters()}
+            self.grads = {p.grad.dtype for p in trainer.model.parameters() if p.grad is not None}
+            self.state = {v.dtype for s in opt.state.values() for k, v in s.items() if k != "step"}
+            self.amp = trainer.amp_dtype
+
+    cfg = micro_cfg(stages=[{"name": "pt", "data": "text", "tokens": 4 * 16 * 8}], lr=2e-2, precision="pure_bf16",
+                    device="cpu", checkpoint_every=4, eval_every=0)
+    cb = Dtypes()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a CPU without native bf16 warns
+        train(cfg, tmp_path / "a", datasets, callbacks=[cb])
+        with pytest.raises(RuntimeError, match="simulated"):
+            train(cfg, tmp_path / "b", datasets, callbacks=[Crash(6)])
+        r = train(cfg, tmp_path / "b", datasets)
+    assert cb.params == {torch.bfloat16} and cb.state == {torch.bfloat16} and cb.amp is None
+    assert cb.grads in (set(), {torch.bfloat16})  # zeroed with set_to_none after the step, or bf16
+    la, lb = [x["loss"] for x in rows(tmp_path / "a")], [x["loss"] for x in rows(tmp_path / "b")]
+    assert la[-1] < la[0] - 0.3 and r["resumed_from"].endswith("step-00000004")
+    assert la == pytest.approx(lb, abs=1e-6)
+    meta = json.loads((tmp_path / "a" / "checkpoints" / "step-00000008" / "config.json").read_text())
+    assert meta.get("dtype", meta.get("torch_dtype")) == "bfloat16"

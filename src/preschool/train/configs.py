@@ -135,8 +135,9 @@ class TrainConfig:
     eps: float = 1e-8
     grad_clip: float = 1.0  # 0 disables clipping
     device: str = "auto"  # auto | cpu | cuda | cuda:N
-    # auto: fp32 on CPU, bf16 autocast on CUDA; bf16 on CPU pays off with AMX / AVX-512 BF16 (train/precision.py)
-    precision: Literal["auto", "fp32", "bf16"] = "auto"
+    # auto: fp32 on CPU, bf16 autocast on CUDA; bf16 on CPU pays off with AMX / AVX-512 BF16 (train/precision.py);
+    # pure_bf16: the model itself in bf16 (weights, gradients, AdamW states), no autocast (L2T)
+    precision: Literal["auto", "fp32", "bf16", "pure_bf16"] = "auto"
     # false | true/"model" (torch.compile of the whole forward) | "blocks" (each decoder layer; train/kernels.py)
     compile: bool | Literal["off", "model", "blocks"] = False
     # Liger's fused RMSNorm/SwiGLU/RoPE on CUDA (train/kernels.py): auto | off | liger

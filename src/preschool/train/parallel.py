@@ -105,8 +105,10 @@ class Replicated:
 
     @property
     def compute_dtype(self) -> torch.dtype | None:
-        """The dtype matmuls run in (bf16 via autocast or FSDP's policy; None: fp32), e.g. for MFU."""
-        return self.amp_dtype
+        """The dtype matmuls run in (bf16 via autocast, FSDP's policy or a bf16 model; None: fp32), e.g. for MFU."""
+        from .precision import PURE_BF16
+
+        return torch.bfloat16 if self.cfg.precision == PURE_BF16 else self.amp_dtype
 
     def prepare(self, model: nn.Module) -> None:
         """Before the optimizer exists: per-block activation checkpointing (and, under FSDP, sharding)."""
@@ -150,8 +152,8 @@ class Sharded(Replicated):
 
     @property
     def mixed_precision(self) -> bool:
-        """bf16 parameters via FSDP's policy (CUDA + bf16) instead of autocast."""
-        return self.device.type == "cuda" and self.cfg.precision != "fp32"
+        """bf16 parameters via FSDP's policy (CUDA + bf16) instead of autocast (a pure-bf16 model needs none)."""
+        return self.device.type == "cuda" and self.cfg.precision in ("auto", "bf16")
 
     @property
     def amp_dtype(self) -> torch.dtype | None:
@@ -159,7 +161,7 @@ class Sharded(Replicated):
 
     @property
     def compute_dtype(self) -> torch.dtype | None:
-        return torch.bfloat16 if self.mixed_precision else self.amp_dtype
+        return torch.bfloat16 if self.mixed_precision else super().compute_dtype
 
     def prepare(self, model: nn.Module) -> None:
         from torch.distributed.device_mesh import init_device_mesh

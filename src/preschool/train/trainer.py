@@ -58,6 +58,7 @@ from .loss import FusedLoss, resolve_fused_loss
 from .model import build_model, set_input_embeddings
 from .optim import adamw
 from .parallel import _dist, make_parallel
+from .precision import param_dtype
 from .run_dir import check_run_dir, run_config_tree
 from .schedules import ScheduleConfig, lr_at
 from .stages import StagePlan, model_vocab_size
@@ -211,6 +212,7 @@ class Trainer:
         if self.device.type == "cpu" and cfg.cpu_heap == "retain":
             retain_freed_memory()
         self.model = build_model(cfg.model, self.vocab_size, seed=cfg.seed).to(self.device)
+        self.model.to(param_dtype(cfg.precision))  # pure_bf16: a bf16 model (before a resume loads into it)
         from .flops import device_peak_flops
         from .model import describe
 
