@@ -117,13 +117,14 @@ def resume(trainer: Trainer, upto: int | None = None) -> Path | None:
     for ckpt in resumable_checkpoints(trainer.out_dir, upto=upto):
         try:
             weights, st = read_checkpoint(ckpt, sharded=trainer.parallel.sharded)
-        except DataError as e:
+            if trainer.parallel.sharded:  # weights and optimizer states from the DCP folder, resharded to this world
+                optims = sharded_checkpoint.load(ckpt, trainer.model, trainer.optimizer, sorted(st["groups"]))
+        except DataError as e:  # the next one tried loads every tensor again, over whatever this one left
             damaged.append(str(e))
             if trainer.is_main:
                 print(f"[preschool] {e}; trying the previous checkpoint", file=sys.stderr, flush=True)
             continue
-        if trainer.parallel.sharded:  # weights and optimizer states from the DCP folder, resharded to this world
-            optims = sharded_checkpoint.load(ckpt, trainer.model, trainer.optimizer, sorted(st["groups"]))
+        if trainer.parallel.sharded:
             for k, g in st["groups"].items():
                 g["optim"] = optims[k]
         else:

@@ -210,7 +210,7 @@ def _safe_reader(folder: Path) -> Any:
     return Reader(str(folder))
 
 
-def _safe_planner() -> Any:
+def _safe_planner(folder: Path) -> Any:
     """DCP's load planner, with non-tensor entries (AdamW's hyper-parameters, ...) read by
     ``torch.load(weights_only=True)``: DCP's own planner unpickles them without restriction."""
     from torch.distributed.checkpoint import DefaultLoadPlanner
@@ -221,10 +221,10 @@ def _safe_planner() -> Any:
             try:
                 obj = torch.load(value, weights_only=True)
             except pickle.UnpicklingError:
-                raise DataError(f"checkpoint entry {read_item.dest_index.fqn}: holds objects other than tensors "
-                                "and plain data (refused: loading it could run code)") from None
+                raise DataError(f"{folder}: entry {read_item.dest_index.fqn} holds objects other than tensors "
+                                "and plain data (refused, since unpickling them could run code)") from None
             value = io.BytesIO()
-            torch.save(obj, value)  # the parent reads it back (plain data now) into the right place
+            torch.save(obj, value)  # plain data now: the parent's unrestricted load of it puts it in its place
             value.seek(0)
             super().load_bytes(read_item, value)
 
@@ -234,8 +234,11 @@ def _safe_planner() -> Any:
 def load(ckpt: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
          group_names: list[str]) -> dict[str, dict]:
     """Load the model and optimizer from ``ckpt``'s sharded state, resharded onto this world size
-    (collective); returns the paused groups' optimizer states by group name."""
+    (collective); returns the paused groups' optimizer states by group name. A file DCP cannot read,
+    or an entry it would have to unpickle beyond plain data, is a DataError on every rank (the model's
+    tensors may then hold part of it: load another checkpoint over them)."""
     import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.api import CheckpointException
     from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 
     check_intact(ckpt)
@@ -246,6 +249,13 @@ def load(ckpt: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
     if groups:
         state["groups"] = groups
     folder = Path(ckpt) / SHARDED_DIR
-    dcp.load(state, storage_reader=_safe_reader(folder), planner=_safe_planner())
+    try:
+        dcp.load(state, storage_reader=_safe_reader(folder), planner=_safe_planner(folder))
+    except CheckpointException as e:  # what DCP raises on every rank when one failed (a BaseException)
+        exc = e.failures[min(e.failures)][0]
+        if isinstance(exc, DataError):
+            raise exc from None
+        raise DataError(f"{folder}: unreadable sharded state ({type(exc).__name__}: "
+                        f"{(str(exc).splitlines() or [''])[0][:200]})") from None
     set_state_dict(model, optimizer, model_state_dict=msd, optim_state_dict=osd)
     return groups
