@@ -41,9 +41,10 @@ def _cfg(axes=None):
 
 def test_each_metric_gets_its_own_axis():
     metrics = ["val/pt", "val/depo", "val/stack", "depo/acc", "minimal_pairs/acc", "lm_eval/piqa/acc"]
-    # depo is a task stage (after PT); stack is pre-pretraining, read for retention on language tokens
+    # depo is a task stage (after PT); stack is pre-pretraining: its held-out loss still falls with STACK
+    # tokens, not language ones (issue #23.4: val/dyck on the language axis gave ppt_dyck "saved +100 %")
     assert metric_axes(_cfg(), metrics, tasks={"depo"}) == {
-        "val/pt": "pt", "val/depo": "depo", "val/stack": "pt", "depo/acc": "depo", "minimal_pairs/acc": "pt",
+        "val/pt": "pt", "val/depo": "depo", "val/stack": "stack", "depo/acc": "depo", "minimal_pairs/acc": "pt",
         "lm_eval/piqa/acc": "pt"}
     # report.axes wins, longest prefix first
     assert metric_axes(_cfg({"depo": "pt", "depo/acc": "depo"}), ["depo/acc", "depo/nll"], tasks={"depo"}) == \
@@ -92,3 +93,105 @@ def test_downstream_average_and_targets():
     assert _target("baseline@2", a, "m") == 0.4  # the baseline's value at that step
     with pytest.raises(ConfigError, match="no checkpoint at step 7"):
         _target("baseline@7", a, "m")
+
+
+# --- issue #23: end-of-stage values, downstream metrics, comparability
+
+def _stage(name, data, counts_as_pt=True):
+    return SimpleNamespace(name=name, datasets=[data], counts_as_pt=counts_as_pt)
+
+
+def _sp(step, pt, sources, stage, v):
+    return {"step": step, "pt": pt, "sources": sources, "stage": stage, "value": v}
+
+
+def test_a_later_stage_does_not_overwrite_the_end_of_pretraining_value():
+    # PT (steps 1-2), then DEPO (steps 3-4), which leaves language tokens where they were and moves val/pt
+    pts = [_sp(1, 100, {"pt": 100}, "pt", 5.6), _sp(2, 200, {"pt": 200}, "pt", 5.185),
+           _sp(3, 200, {"pt": 200, "depo": 50}, "depo", 5.21), _sp(4, 200, {"pt": 200, "depo": 100}, "depo", 5.232)]
+    arms = {"pt_only": {"seeds": {0: {"points": {"val/pt": pts, "depo/acc": pts}}}}}
+    build_curves(arms, {"val/pt": "pt", "depo/acc": "depo"}, {"pt_only": [_stage("pt", "pt"),
+                                                                          _stage("depo", "depo", False)]})
+    s = arms["pt_only"]["seeds"][0]
+    assert s["curves"]["val/pt"] == [[100, 5.6], [200, 5.185]]  # the curve (and its final value) ends with PT
+    assert s["final_stage"]["val/pt"] == "pt"
+    assert s["stage_ends"]["val/pt"] == {"pt": 5.185, "depo": 5.232}  # DEPO's effect stays reachable
+    # a metric of the DEPO task ends with the DEPO stage
+    assert s["curves"]["depo/acc"][-1] == [100, 5.232] and s["final_stage"]["depo/acc"] == "depo"
+
+
+def test_stage_doses_are_read_from_the_logged_token_accounts():
+    from preschool.analysis.report import stage_doses
+
+    rows = [{"step": 2, "stage": "stack", "tokens_by_source": {"stack": 256}},
+            {"step": 4, "stage": "pt_mixed", "tokens_by_source": {"stack": 300, "pt": 2000}},
+            {"step": 6, "stage": "pt_mixed", "tokens_by_source": {"stack": 384, "pt": 3968}},
+            {"step": 8, "tokens_by_stage": {"stack": 256, "pt_mixed": 4096, "depo": 512},
+             "tokens_by_source": {"stack": 384, "pt": 3968, "depo": 512}}]
+    assert stage_doses(rows, ["stack", "pt_mixed", "depo"]) == {
+        "stack": {"stack": 256}, "pt_mixed": {"stack": 128, "pt": 3968}, "depo": {"depo": 512}}
+
+
+def test_downstream_metrics_are_headlined_with_their_evaluators_direction(tmp_path):
+    from preschool.analysis.report import headline_metrics
+    from preschool.evals.base import EvalResult, Evaluator
+    from preschool.evals.lm_eval import LmEval, flatten_metrics, lm_eval_directions
+    from preschool.evals.runner import collect_results
+
+    # lm-eval's results name each metric's direction; ours follow it, not the metric's name
+    res = {"results": {"piqa": {"acc,none": 0.6, "acc_stderr,none": 0.01},
+                       "wikitext": {"word_perplexity,none": 80.0, "bits_per_byte,none": 1.3}},
+           "higher_is_better": {"piqa": {"acc": True}, "wikitext": {"word_perplexity": False, "bits_per_byte": False}}}
+    metrics = flatten_metrics(res)
+    hib = lm_eval_directions(res, metrics)
+    assert hib == {"piqa/acc": True, "wikitext/word_perplexity": False, "wikitext/bits_per_byte": False}
+
+    class Fake(LmEval):
+        def evaluate(self, model, tokenizer):
+            return EvalResult(metrics=metrics, higher_is_better=hib)
+
+    run = tmp_path / "run"
+    (run / "checkpoints" / "step-00000002").mkdir(parents=True)
+    Fake(None).run(None, None, run / "evals" / "step-00000002" / "lm_eval")
+    rows = {r["metric"]: r for r in collect_results(run)}
+    assert rows["wikitext/word_perplexity"]["higher_is_better"] is False and rows["piqa/acc"]["higher_is_better"]
+    assert rows["piqa/acc"]["reported"] and not rows["piqa/acc_stderr"]["reported"]
+    assert Evaluator.reported("acc") and not Evaluator.reported("n_pairs") and not Evaluator.reported("acc/term/x")
+
+    pts = lambda v: [_pt(2, 10, {}, v)]  # noqa: E731
+    seed = {"points": {"lm_eval/piqa/acc": pts(0.6), "lm_eval/wikitext/word_perplexity": pts(80.0),
+                       "minimal_pairs/acc": pts(0.7), "minimal_pairs/n_pairs": pts(9.0), "val/pt": pts(4.0)},
+            "higher_is_better": {"lm_eval/" + m: r["higher_is_better"] for m, r in rows.items()}
+            | {"minimal_pairs/acc": True, "minimal_pairs/n_pairs": True},
+            "reported": ["lm_eval/" + m for m, r in rows.items() if r["reported"]] + ["minimal_pairs/acc"]}
+    arms = {"a": {"seeds": {0: seed}}}
+    names = sorted(seed["points"])
+    headline, higher = headline_metrics(arms, names)
+    assert headline == ["val/pt", "lm_eval/piqa/acc", "lm_eval/wikitext/word_perplexity", "minimal_pairs/acc"]
+    assert higher["lm_eval/wikitext/word_perplexity"] is False and higher["val/pt"] is False
+    assert higher["lm_eval/piqa/acc"] is True
+
+
+def test_downstream_average_takes_its_components_direction():
+    a = [_pt(1, 10, {}, 30.0), _pt(2, 20, {}, 20.0)]
+    seed = {"points": {"lm_eval/t1/word_perplexity": a, "lm_eval/t2/word_perplexity": a, "lm_eval/t3/acc": a},
+            "higher_is_better": {"lm_eval/t1/word_perplexity": False, "lm_eval/t2/word_perplexity": False,
+                                 "lm_eval/t3/acc": True}}
+    arms = {"x": {"seeds": {0: seed}}}
+    add_downstream_average(arms, ["lm_eval/t1/word_perplexity", "lm_eval/t2/word_perplexity"])
+    assert seed["higher_is_better"][DOWNSTREAM] is False and DOWNSTREAM in seed["reported"]
+    with pytest.raises(ConfigError, match="report.efficiency.downstream.*opposite directions"):
+        add_downstream_average(arms, ["lm_eval/t1/word_perplexity", "lm_eval/t3/acc"])
+
+
+def test_an_arm_already_past_the_target_at_its_first_checkpoint_is_not_comparable():
+    from preschool.analysis.efficiency import token_efficiency
+
+    # quickstart's val/dyck: the baseline never trains Dyck (every checkpoint at 0 Dyck tokens), the PPT arm's
+    # first checkpoint on that axis is already below the baseline's value: it did not "save 100 %"
+    e = token_efficiency([(0, 5.0)], [(30, 2.1), (60, 1.2)], higher_is_better=False)
+    assert e["comparable"] is False and e["reached"] is False and e["saved_fraction"] is None
+    e = token_efficiency([(0, 6.0), (100, 5.0)], [(50, 4.0), (100, 3.0)], higher_is_better=False)
+    assert e["comparable"] is False and e["reached"] is False
+    e = token_efficiency([(0, 6.0), (100, 5.0)], [(0, 6.5), (50, 4.0)], higher_is_better=False)
+    assert e["comparable"] is True and e["reached"] is True and e["arm_tokens"] == pytest.approx(50 * 1.5 / 2.5)

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from preschool.data.mixture import Mixture, cumulative_counts, rank_indices
+from preschool.data.mixture import Mixture, rank_indices
 from preschool.data.shards import ShardSet, ShardWriter
 from preschool.errors import ConfigError, DataError
 
@@ -20,6 +20,8 @@ def make_set(path, n_rows, row_len=9, base=0, mask=False, segments=False):
 
 
 def test_cumulative_counts_round_the_shares_of_every_prefix():
+    from preschool.data.mixture import cumulative_counts
+
     assert cumulative_counts(np.array([0.3, 0.7]), 16).tolist() == [5, 11]
     assert cumulative_counts(np.array([1, 1, 1]), 10).tolist() == [4, 3, 3]  # ties to the lower index
     assert cumulative_counts(np.array([1.0]), 5).tolist() == [5]
@@ -42,13 +44,14 @@ def test_a_stage_realises_its_weights_to_within_a_row_whatever_the_batch(tmp_pat
     # batch down in every batch gave 323 instead of 470 STACK rows (-31%) over the stage's 323 steps.
     a, b = make_set(tmp_path / "a", 50), make_set(tmp_path / "b", 9, base=100)
     m = Mixture({"pt": a, "stack": b}, {"pt": 600_000, "stack": 60_000}, seed=1, window=batch)
-    for steps in (1, 5, 33, 323):
-        n = steps * batch
-        got = m.rows_before(n)
-        assert sum(got.values()) == n and abs(got["stack"] - n / 11) <= 0.5
     n = 40 * batch
     srcs = [m.locate(j)[0] for j in range(n)]
+    for k in range(1, 41):  # after every batch, the STACK rows so far are 1/11 of the rows so far, rounded
+        assert abs(srcs[:k * batch].count(1) - k * batch / 11) <= 0.5
     assert srcs.count(1) == m.rows_before(n)["stack"] == round(n / 11)
+    for steps in (1, 5, 33, 323):
+        got = m.rows_before(steps * batch)
+        assert sum(got.values()) == steps * batch and abs(got["stack"] - steps * batch / 11) <= 0.5
     # every window still holds exactly `batch` samples, and source rows cycle epoch by epoch
     stack_rows = [r for s, r in (m.locate(j) for j in range(n)) if s == 1]
     assert sorted(stack_rows[:9]) == list(range(9)) and sorted(stack_rows[9:18]) == list(range(9))

@@ -14,6 +14,12 @@ synthetic_ppt.md A.7, flagged there as needing confirmation against the paper):
    arm's count. verify-ppt measures it on the average of its downstream tasks
    (reports: ``report.efficiency.downstream``).
 
+Both curves must have a checkpoint short of the target: a curve already at the
+target at its first checkpoint crossed it at some unknown point before (another
+stage trained it, or it is read on an axis it was not trained on), so the pair
+is **not comparable** (``comparable = False``, counted as not reached) rather
+than "saved 100 %".
+
 Curves may be non-monotone: only the first crossing counts, later dips do not
 undo it. A curve that never reaches the target gives ``None`` (reported as
 ``reached = False``), never an exception. Optional smoothing is a trailing
@@ -122,9 +128,10 @@ def token_efficiency(
 
     Returns ``{target, base_tokens, arm_tokens, arm_tokens_incl_ppt, saved_tokens,
     saved_tokens_incl_ppt, saved_fraction, saved_fraction_incl_ppt, ratio, ratio_incl_ppt, reached,
-    base_reached, arm_reached}`` where ``saved_fraction = 1 - arm/base`` and
-    ``ratio = base/arm`` (> 1: the arm needs fewer tokens). Fields that need an
-    unreached crossing are None and ``reached`` is False.
+    base_reached, arm_reached, comparable}`` where ``saved_fraction = 1 - arm/base`` and
+    ``ratio = base/arm`` (> 1: the arm needs fewer tokens). ``comparable`` is False when either
+    curve is at the target from its first checkpoint (see the module docstring). Fields that need
+    a crossing are None and ``reached`` is False unless both curves cross and are comparable.
     """
     if extra_tokens < 0:
         raise ConfigError("extra_tokens", f"must be >= 0, got {extra_tokens}")
@@ -136,6 +143,7 @@ def token_efficiency(
         target = float(smooth_values(bv, smooth)[-1])
     base_tokens = tokens_to_target(bt, bv, target, higher_is_better, smooth)
     arm_tokens = tokens_to_target(at, av, target, higher_is_better, smooth) if at.size else None
+    comparable = not any(t is not None and t == float(ts[0]) for t, ts in ((base_tokens, bt), (arm_tokens, at)))
     out: dict[str, Any] = {
         "target": float(target),
         "higher_is_better": bool(higher_is_better),
@@ -152,7 +160,8 @@ def token_efficiency(
         "ratio_incl_ppt": None,
         "base_reached": base_tokens is not None,
         "arm_reached": arm_tokens is not None,
-        "reached": base_tokens is not None and arm_tokens is not None,
+        "comparable": comparable,
+        "reached": base_tokens is not None and arm_tokens is not None and comparable,
     }
     if out["reached"]:  # absolute tokens saved, as the papers report beside the fraction
         out["saved_tokens"] = base_tokens - arm_tokens

@@ -29,11 +29,20 @@ from ..layout import arm_runs, checkpoints_dir, evals_dir, is_done, read_metrics
 
 
 def _point(row: dict, value: float) -> dict:
-    """One checkpoint of a curve with its token accounting (older runs lack the per-source counts)."""
+    """One checkpoint of a curve with its token accounting and the stage it belongs to (a val row names
+    it; a checkpoint's is the last stage of its ``tokens_by_stage``). Older runs lack the per-source
+    counts and the stage (None)."""
     pt = row.get("pt_tokens")
     pt = row.get("tokens") if pt is None else pt
-    return {"step": int(row["step"]), "pt": int(pt or 0),
+    return {"step": int(row["step"]), "pt": int(pt or 0), "stage": _stage_of(row),
             "sources": row.get("tokens_by_source"), "value": float(value)}
+
+
+def _stage_of(row: dict) -> str | None:
+    if row.get("stage") is not None:
+        return row["stage"]
+    by_stage = row.get("tokens_by_stage")
+    return next(reversed(by_stage)) if by_stage else None
 
 
 def collect(cfg) -> dict[str, Any]:
@@ -51,19 +60,28 @@ def collect(cfg) -> dict[str, Any]:
         a = arms.setdefault(arm.name, {"seeds": {}})
         points: dict[str, dict[int, dict]] = defaultdict(dict)
         setups: dict[str, str] = {}
+        directions: dict[str, bool] = {}
+        reported: set[str] = set()
         total_tokens = 0
         rows = read_metrics(run_dir)
+        accounts = []  # rows with a token account: where each stage ended, per source
         for r in rows:
             total_tokens = max(total_tokens, int(r.get("tokens", 0)))
             if r.get("event") != "val":
                 continue
+            accounts.append(r)
             for k, v in r.items():
                 if k.startswith("val/"):
                     # keyed by step so a resumed run's repeated rows collapse to one point
                     points[k][int(r["step"])] = _point(r, v)
         if checkpoints_dir(run_dir).is_dir():
             for r in collect_results(run_dir):
-                points[f"{r['evaluator']}/{r['metric']}"][int(r["step"])] = _point(r, r["value"])
+                m = f"{r['evaluator']}/{r['metric']}"
+                points[m][int(r["step"])] = _point(r, r["value"])
+                accounts.append(r)
+                directions[m] = r["higher_is_better"]
+                if r["reported"]:
+                    reported.add(m)
                 if r.get("setup"):
                     setups[r["evaluator"]] = r["setup"]
         done = is_done(run_dir)
@@ -72,26 +90,65 @@ def collect(cfg) -> dict[str, Any]:
             "done": done,
             "total_tokens": total_tokens,
             "ppt_tokens": _ppt_tokens([r for r in rows if r.get("event") == "train"], stages[arm.name], done),
+            "doses": stage_doses(accounts, [st.name for st in stages[arm.name]]),
             "setups": setups,
+            "higher_is_better": directions,
+            "reported": sorted(reported),
             "points": {k: [p for _, p in sorted(d.items())] for k, d in points.items()},
         }
     return arms
+
+
+def stage_doses(rows: list[dict], stage_names: list[str]) -> dict[str, dict[str, int]]:
+    """Tokens each stage trained from each source, as the run logged them: the ``tokens_by_source``
+    of the last row logged in a stage (validation runs and checkpoints are written at every stage's
+    end) minus that of the stage before. Stages without a logged row (or runs too old to log per-source
+    counts) are left out."""
+    last: dict[str, tuple[int, dict]] = {}
+    for r in rows:
+        st, by_source = _stage_of(r), r.get("tokens_by_source")
+        if st is None or by_source is None:
+            continue
+        if st not in last or int(r["step"]) >= last[st][0]:
+            last[st] = (int(r["step"]), by_source)
+    out: dict[str, dict[str, int]] = {}
+    before: dict = {}
+    for name in stage_names:
+        if name not in last:
+            continue
+        now = last[name][1]
+        out[name] = {s: int(t - before.get(s, 0)) for s, t in now.items() if t - before.get(s, 0)}
+        before = now
+    return out
 
 
 DOWNSTREAM = "downstream/avg"
 
 
 def add_downstream_average(arms: dict, metrics: list[str]) -> None:
-    """Add ``downstream/avg``: per checkpoint, the mean of ``metrics`` (checkpoints scored on all of them)."""
+    """Add ``downstream/avg``: per checkpoint, the mean of ``metrics`` (checkpoints scored on all of them).
+
+    Its direction is its components' (``higher_is_better`` as their evaluators recorded it); averaging
+    metrics of opposite directions raises ConfigError naming ``report.efficiency.downstream``.
+    """
+    from ..errors import ConfigError
+
     if not metrics:
         return
     for a in arms.values():
         for s in a["seeds"].values():
             by_step = [{p["step"]: p for p in s["points"].get(m, [])} for m in metrics]
             steps = sorted(set.intersection(*(set(d) for d in by_step)))
-            if steps:
-                s["points"][DOWNSTREAM] = [{**by_step[0][t], "value": sum(d[t]["value"] for d in by_step) / len(metrics)}
-                                           for t in steps]
+            if not steps:
+                continue
+            dirs = {m: s.get("higher_is_better", {}).get(m, True) for m in metrics}
+            if len(set(dirs.values())) > 1:
+                raise ConfigError("report.efficiency.downstream", "averages metrics of opposite directions: "
+                                  + ", ".join(f"{m} ({'higher' if h else 'lower'} is better)" for m, h in dirs.items()))
+            s["points"][DOWNSTREAM] = [{**by_step[0][t], "value": sum(d[t]["value"] for d in by_step) / len(metrics)}
+                                       for t in steps]
+            s.setdefault("higher_is_better", {})[DOWNSTREAM] = next(iter(dirs.values()))
+            s.setdefault("reported", []).append(DOWNSTREAM)
 
 
 def task_datasets(cfg) -> set[str]:
@@ -112,12 +169,14 @@ def metric_axes(cfg, metrics: list[str], tasks: set[str] | None = None) -> dict[
     """The x axis of each metric: ``"pt"`` (language tokens) or the dataset whose own tokens count.
 
     ``report.axes`` wins (longest matching prefix); otherwise ``val/<dataset>`` of a
-    synthetic task dataset (:func:`task_datasets`) uses that dataset's tokens, an
-    evaluator named like the generator of exactly one such dataset (``depo``
-    scoring the ``depo`` data) uses that dataset's tokens, and everything else
-    language tokens.
+    synthetic dataset (task or pre-pretraining) uses that dataset's tokens (its loss
+    falls as that dataset is trained, not as language is), an evaluator named like
+    the generator of exactly one synthetic task dataset (:func:`task_datasets`;
+    ``depo`` scoring the ``depo`` data) uses that dataset's tokens, and everything
+    else language tokens.
     """
     tasks = task_datasets(cfg) if tasks is None else tasks
+    synthetic = {name for name, spec in cfg.data.items() if spec.generator}
     by_generator: dict[str, list[str]] = defaultdict(list)
     for name in sorted(tasks):
         by_generator[cfg.data[name].generator].append(name)
@@ -127,19 +186,55 @@ def metric_axes(cfg, metrics: list[str], tasks: set[str] | None = None) -> dict[
         if given:
             out[m] = cfg.report.axes[max(given, key=len)]
         elif m.startswith("val/"):
-            out[m] = m[4:] if m[4:] in tasks else "pt"
+            out[m] = m[4:] if m[4:] in synthetic else "pt"
         else:
             cands = by_generator.get(m.split("/", 1)[0], [])
             out[m] = cands[0] if len(cands) == 1 else "pt"
     return out
 
 
+def headline_metrics(arms: dict, metric_names: list[str]) -> tuple[list[str], dict[str, bool]]:
+    """The metrics a report headlines (table column, plot, stable gain, token efficiency) and each
+    metric's direction (``True``: higher is better); takes the per-seed ``higher_is_better`` and
+    ``reported`` that :func:`collect` read out of the seeds.
+
+    Validation losses (the trainer's held-out NLL: lower is better) and every evaluator metric its
+    evaluator reports (:meth:`~preschool.evals.base.Evaluator.reported`: ``minimal_pairs/acc``,
+    ``lm_eval/<task>/acc``, ...), in the direction the evaluator recorded; breakdowns (per phenomenon,
+    per paradigm) and bookkeeping counts stay out.
+    """
+    higher = {m: False for m in metric_names if m.startswith("val/")}
+    reported: set[str] = set()
+    for a in arms.values():
+        for s in a["seeds"].values():
+            higher.update(s.pop("higher_is_better", {}))
+            reported.update(s.pop("reported", []))
+    headline = [m for m in metric_names if m.startswith("val/")] + sorted(
+        m for m in reported if m in metric_names and not m.startswith("val/"))
+    return headline, higher
+
+
 def axis_label(axis: str) -> str:
     return "language (PT) tokens" if axis == "pt" else f"{axis} tokens"
 
 
-def build_curves(arms: dict, axes: dict[str, str]) -> dict[str, str]:
+def axis_stage_end(stages, axis: str) -> int | None:
+    """Index of the last stage that trains on ``axis`` (``"pt"``: counts as PT; a dataset: reads it);
+    None when no stage does."""
+    return max((j for j, st in enumerate(stages)
+                if (st.counts_as_pt if axis == "pt" else axis in st.datasets)), default=None)
+
+
+def build_curves(arms: dict, axes: dict[str, str], stages: dict[str, list] | None = None) -> dict[str, str]:
     """Each seed's ``curves[metric] = [[x, value], ...]`` on the metric's axis; returns the axes used.
+
+    With ``stages`` (arm -> its StageConfigs), a curve stops at the end of the last stage that
+    trains on the metric's axis (:func:`axis_stage_end`): a later stage (DEPO after pretraining)
+    changes the value at an unchanged x, and is reported as its own "after <stage>" value, never
+    as the curve's end. Each seed also gets ``stage_ends[metric] = {stage: value at its end}``
+    (every stage that logged the metric, in stage order) and ``final_stage[metric]``, the stage
+    whose end gives the curve's last value (None: the run predates stage names, or no stage trains
+    on the axis and the whole curve is kept).
 
     A task axis needs every point's per-source counts; runs written before they
     existed fall back to language tokens for that metric.
@@ -151,16 +246,23 @@ def build_curves(arms: dict, axes: dict[str, str]) -> dict[str, str]:
         pts = [p for a in arms.values() for s in a["seeds"].values() for p in s["points"].get(m, [])]
         if any(p["sources"] is None for p in pts):
             used[m] = "pt"
-    for a in arms.values():
+    for name, a in arms.items():
+        names = [st.name for st in (stages or {}).get(name, [])]
         for s in a["seeds"].values():
-            s["curves"] = {m: [[p["pt"] if used.get(m, "pt") == "pt" else int(p["sources"].get(used[m], 0)),
-                                p["value"]] for p in pts] for m, pts in s["points"].items()}
+            s["curves"], s["stage_ends"], s["final_stage"] = {}, {}, {}
+            for m, pts in s["points"].items():
+                axis = used.get(m, "pt")
+                ends = {p["stage"]: p["value"] for p in pts if p.get("stage") in names}  # the last of each stage
+                s["stage_ends"][m] = {st: ends[st] for st in names if st in ends}
+                cut = axis_stage_end(stages[name], axis) if names else None
+                if cut is not None:
+                    pts = [p for p in pts if p.get("stage") not in names or names.index(p["stage"]) <= cut]
+                    s["final_stage"][m] = names[cut] if names[cut] in ends else None
+                else:
+                    s["final_stage"][m] = None
+                s["curves"][m] = [[p["pt"] if axis == "pt" else int(p["sources"].get(axis, 0)), p["value"]]
+                                  for p in pts]
     return used
-
-
-def _is_count(metric: str) -> bool:
-    """Bookkeeping metrics (pair counts, ties) and micro-averages stay out of the headline table."""
-    return metric.startswith("n_") or metric.startswith("ties") or metric.endswith("_micro")
 
 
 def _on_base_grid(arm: list, base: list) -> tuple[list, list, list]:
@@ -210,6 +312,33 @@ def _final(points: list) -> float:
     return points[-1][1] if points else float("nan")
 
 
+def _common(values: list):
+    """The value every seed agrees on, else None."""
+    return values[0] if values and all(v == values[0] for v in values) else None
+
+
+def _dose_lines(cfg, arms: dict, stages: dict[str, list]) -> list[str]:
+    """Markdown: per arm, stage and source, the tokens planned (stage tokens x weight share) and trained."""
+    rows = []
+    for arm in cfg.arms:
+        seeds = arms.get(arm.name, {}).get("seeds", {})
+        for st in stages[arm.name]:
+            weights = {st.data: 1.0} if isinstance(st.data, str) else dict(st.data)
+            total = sum(weights.values())
+            for src, w in weights.items():
+                got = sorted({s["doses"][st.name].get(src, 0) for s in seeds.values() if st.name in s["doses"]})
+                realised = " / ".join(f"{t:,}" for t in got) if got else "–"
+                rows.append(f"| {arm.name} | {st.name} | {src} | {st.tokens * w / total:,.0f} | {realised} |")
+    if not rows:
+        return []
+    return ["## Doses",
+            "Tokens each stage trained from each source, as the runs logged them (`results.json`: each seed's "
+            "`doses`), beside the plan (the stage's tokens × the source's weight share). A stage trains whole "
+            "steps and a mixture carries each source's fractional rows from batch to batch, so the two agree to "
+            "within a step's tokens in total and one row per source.", "",
+            "| arm | stage | source | planned | trained |", "|---|---|---|---|---|", *rows, ""]
+
+
 def write_report(cfg) -> Path:
     """Write ``report.md``, ``results.json`` and ``plots/*.png`` under the experiment folder."""
     from . import plots
@@ -222,20 +351,16 @@ def write_report(cfg) -> Path:
     names = [a.name for a in cfg.arms]
     baseline = cfg.report.baseline or names[0]
     metric_names = sorted({k for a in arms.values() for s in a["seeds"].values() for k in s["points"]})
-    axes = build_curves(arms, metric_axes(cfg, metric_names))
+    stages = {arm.name: cfg.train_config(arm, cfg.seeds[0]).stages for arm in cfg.arms}
+    axes = build_curves(arms, metric_axes(cfg, metric_names), stages)
     setups: dict[str, set] = defaultdict(set)
     for a in arms.values():
         for s in a["seeds"].values():
             for label, setup in s["setups"].items():
                 setups[label].add(setup)
     setup_of = {label: " / ".join(sorted(v)) for label, v in setups.items()}
-    # Headline metrics: validation losses and the overall minimal-pair accuracy; per-phenomenon
-    # and per-paradigm breakdowns go to their own table/plot.
-    headline = [m for m in metric_names if m.startswith("val/")] + [
-        m for m in metric_names if not m.startswith("val/") and m.count("/") == 1
-        and not _is_count(m.split("/", 1)[1])]
-    lower_better = lambda m: m.startswith("val/") or any(  # noqa: E731
-        k in m for k in ("loss", "nll", "ppl", "perplexity", "x_perc", "x_del", "surprisal"))
+    headline, higher = headline_metrics(arms, metric_names)
+    lower_better = lambda m: not higher.get(m, True)  # noqa: E731
 
     # --- final values, mean ± SD over seeds
     table = []
@@ -246,7 +371,26 @@ def write_report(cfg) -> Path:
         for m in headline:
             vals = [_final(s["curves"].get(m, [])) for s in seeds.values()]
             row[m] = mean_sd(vals)
+        row["final_stage"] = {m: _common([s["final_stage"].get(m) for s in seeds.values()]) for m in headline}
+        row["stage_ends"] = {m: {st: mean_sd([s["stage_ends"][m][st] for s in seeds.values()
+                                               if st in s["stage_ends"].get(m, {})])
+                                  for st in [x.name for x in stages[name]]
+                                  if any(st in s["stage_ends"].get(m, {}) for s in seeds.values())}
+                             for m in headline}
         table.append(row)
+
+    # --- a stage after a metric's last axis stage: its own value, beside the headline one
+    after = []
+    for row in table:
+        names_ = [x.name for x in stages[row["arm"]]]
+        for m in headline:
+            fin = row["final_stage"].get(m)
+            if fin is None:
+                continue
+            for st, v in row["stage_ends"][m].items():
+                if names_.index(st) > names_.index(fin):
+                    after.append({"arm": row["arm"], "metric": m, "final_stage": fin, "stage": st,
+                                  "final": list(row[m]), "value": list(v), "change": v[0] - row[m][0]})
 
     # --- stable gain vs baseline over the last `window` of PT checkpoints (per seed, then pooled)
     gains = []
@@ -299,6 +443,7 @@ def write_report(cfg) -> Path:
                 spec = targets.get(m)
                 efficiency.append({"arm": arm.name, "metric": m, "axis": axis, "ppt_tokens": max(charged),
                                    "seeds": len(per_seed), "reached": len(reached),
+                                   "not_comparable": sum(not e["comparable"] for e in per_seed),
                                    "target_spec": "baseline final" if spec is None else str(spec),
                                    "target": per_seed[0]["target"], "targets": [e["target"] for e in per_seed],
                                    "base_tokens": _mean_of(reached, "base_tokens"),
@@ -345,8 +490,10 @@ def write_report(cfg) -> Path:
     # --- markdown
     lines = [f"# {cfg.name}: report", ""]
     lines += [f"Arms: {', '.join(names)}; baseline for comparisons: **{baseline}**; training seeds: {list(cfg.seeds)}.",
-              "Values are at the final checkpoint, mean ± SD over seeds when there are several. "
-              "Lower is better for losses, higher for accuracies.", ""]
+              "Values are at the end of the last stage that trains on each metric's axis (its final stage: the "
+              "`final stage` table), mean ± SD over seeds when there are several; a later stage's effect on a metric "
+              "is its own row under \"After later stages\". Each evaluator states each metric's direction "
+              "(lower is better for losses and perplexities, higher for accuracies).", ""]
     lines += ["## Arms", ""]
     for arm in cfg.arms:
         tc = cfg.train_config(arm, cfg.seeds[0])
@@ -367,6 +514,7 @@ def write_report(cfg) -> Path:
             steps.append(f"**{st.name}** ({', '.join(bits)})")
         lines.append(f"- `{arm.name}`: " + " → ".join(steps))
     lines.append("")
+    lines += _dose_lines(cfg, arms, stages)
     lines += ["## Axes and evaluation setups",
               "Each metric is compared on its own token axis: language metrics against language (PT) tokens "
               "(a mixture counts only its language share), a synthetic task's metrics against that task's own "
@@ -384,6 +532,21 @@ def write_report(cfg) -> Path:
         cells += [format_mean_sd(*row[m]) for m in headline]
         lines.append("| " + " | ".join(cells) + " |")
     lines.append("")
+    lines += ["Final stage of each value (the last stage training on the metric's axis):", "",
+              "| arm | " + " | ".join(headline) + " |", "|---|" + "---|" * len(headline)]
+    for row in table:
+        lines.append(f"| {row['arm']} | " + " | ".join(row["final_stage"].get(m) or "–" for m in headline) + " |")
+    lines.append("")
+    if after:
+        lines += ["## After later stages",
+                  "A stage after a metric's final stage (say DEPO after pretraining) leaves its axis where it was "
+                  "and moves the metric: its value at that stage's end, beside the headline one. Curves, "
+                  "differences and token efficiency use only checkpoints up to the end of the final stage.", "",
+                  "| arm | metric | final (end of) | after | value | change |", "|---|---|---|---|---|---|"]
+        for r in after:
+            lines.append(f"| {r['arm']} | {r['metric']} | {format_mean_sd(*r['final'])} ({r['final_stage']}) | "
+                         f"after {r['stage']} | {format_mean_sd(*r['value'])} | {r['change']:+.4f} |")
+        lines.append("")
     if gains:
         lines += [f"## Difference from {baseline}",
                   f"Per-checkpoint difference (arm − baseline, sign flipped for losses so positive = better) over the "
@@ -403,7 +566,9 @@ def write_report(cfg) -> Path:
                   f"{baseline}'s run of the same seed; targets listed per seed; first crossing, linear interpolation "
                   "between checkpoints; mean over the seeds that reach it). \"saved\" = baseline − arm tokens and "
                   "1 − arm/baseline; \"incl. PPT\" also charges the arm its pre-pretraining tokens (language axis "
-                  "only).", "",
+                  "only). A seed is **not comparable** (n.c.) when either curve is already at the target at its "
+                  "first checkpoint on the axis (the crossing happened before, under another stage or none): "
+                  "it counts as not reached.", "",
                   "| arm | metric | axis | target | reached (seeds) | baseline tokens | arm tokens | saved tokens | "
                   "saved | saved incl. PPT |",
                   "|---|---|---|---|---|---|---|---|---|---|"]
@@ -412,7 +577,8 @@ def write_report(cfg) -> Path:
             tg = " / ".join(f"{t:.4g}" for t in e["targets"]) + f" ({e['target_spec']})"
             incl = "–" if e["saved_tokens_incl_ppt"] is None else \
                 f"{f(e['saved_tokens_incl_ppt'])} ({f(e['saved_fraction_incl_ppt'], True)})"
-            lines.append(f"| {e['arm']} | {e['metric']} | {axis_label(e['axis'])} | {tg} | {e['reached']}/{e['seeds']} | "
+            nc = f" ({e['not_comparable']} n.c.)" if e["not_comparable"] else ""
+            lines.append(f"| {e['arm']} | {e['metric']} | {axis_label(e['axis'])} | {tg} | {e['reached']}/{e['seeds']}{nc} | "
                          f"{f(e['base_tokens'])} | {f(e['arm_tokens'])} | {f(e['saved_tokens'])} | "
                          f"{f(e['saved_fraction'], True)} | {incl} |")
         lines.append("")
@@ -442,6 +608,9 @@ def write_report(cfg) -> Path:
                                       "axes": {m: {"axis": axes.get(m, "pt"), "label": axis_label(axes.get(m, "pt"))}
                                                for m in metric_names},
                                       "setups": setup_of,
+                                      "directions": {m: "higher" if higher.get(m, True) else "lower"
+                                                     for m in headline},
+                                      "after_stages": after,
                                       "stable_gain": gains, "token_efficiency": efficiency, "phenomena": phen,
                                       "sections": sections, **prov})
     path = out / "report.md"

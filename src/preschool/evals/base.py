@@ -7,6 +7,14 @@ An evaluator is a config dataclass + a class registered in ``EVALUATORS``.
 to ``out_dir/items.jsonl``. ``version`` changes whenever the evaluator's
 semantics change, so cached results from an older version are never reused.
 
+Each metric's direction is the evaluator's to say, not the report's to guess
+from its name: :meth:`Evaluator.higher_is_better` (the class's
+``lower_is_better`` patterns, everything else higher), overridden per metric
+by ``EvalResult.higher_is_better`` when the scoring tool knows it (lm-eval
+does). :meth:`Evaluator.reported` picks the metrics a report headlines
+(default: top-level names, no bookkeeping counts). ``summary.json`` records
+both per metric (``higher_is_better``, ``reported``).
+
 ``model`` is a Hugging Face causal LM (fp32, eval mode, on its device);
 ``tokenizer`` a ``transformers`` fast tokenizer. Evaluators must compute
 log-probabilities in fp32 and be independent of batch size.
@@ -14,6 +22,7 @@ log-probabilities in fp32 and be independent of batch size.
 
 from __future__ import annotations
 
+import fnmatch
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -29,14 +38,29 @@ class EvalResult:
     metrics: dict[str, float]
     items: list[dict] | None = None  # per-item rows (written as items.jsonl)
     extra: dict[str, Any] = field(default_factory=dict)  # non-scalar summaries (curves, tables)
+    higher_is_better: dict[str, bool] = field(default_factory=dict)  # per metric, where the scorer knows it
 
 
 class Evaluator:
     registry_name: ClassVar[str] = "?"
     version: ClassVar[str] = "1"
+    lower_is_better: ClassVar[tuple[str, ...]] = ()  # fnmatch patterns of metrics where lower is better
+    # bookkeeping (pair counts, ties, micro-averages beside a macro one): recorded, never compared
+    bookkeeping: ClassVar[tuple[str, ...]] = ("n_*", "n", "ties*", "*_micro", "tokens/*")
 
     def __init__(self, cfg: Any):
         self.cfg = cfg
+
+    @classmethod
+    def higher_is_better(cls, metric: str) -> bool:
+        """Direction of ``metric`` by the class's rule (``EvalResult.higher_is_better`` overrides it)."""
+        return not any(fnmatch.fnmatchcase(metric, p) for p in cls.lower_is_better)
+
+    @classmethod
+    def reported(cls, metric: str) -> bool:
+        """Whether a report headlines ``metric`` (a table column, plot, gain and efficiency row):
+        top-level names unless the evaluator says otherwise, bookkeeping never."""
+        return "/" not in metric and not any(fnmatch.fnmatchcase(metric, p) for p in cls.bookkeeping)
 
     def evaluate(self, model, tokenizer) -> EvalResult:
         raise NotImplementedError
@@ -58,6 +82,8 @@ class Evaluator:
             "version": self.version,
             "checkpoint": checkpoint,
             "metrics": res.metrics,
+            "higher_is_better": {m: bool(res.higher_is_better.get(m, self.higher_is_better(m))) for m in res.metrics},
+            "reported": [m for m in res.metrics if self.reported(m)],
             "extra": res.extra,
             "setup": self.setup(),
             **provenance(self.cfg, **prov),

@@ -78,6 +78,7 @@ class DepoEval(Evaluator):
 
     version: ClassVar[str] = "2"  # 2: default hop set = powers of two (was 1..max_hops)
     headline_metrics: ClassVar[tuple[str, ...]] = ("acc", "acc/*")
+    lower_is_better: ClassVar[tuple[str, ...]] = ("nll", "nll/*")
     cfg: DepoEvalConfig
 
     def generator(self, k: int):

@@ -93,6 +93,7 @@ class Heldout(Evaluator):
 
     version: ClassVar[str] = "2"  # 2: the first max_rows rows, as the trainer's validation (1: evenly spaced)
     headline_metrics: ClassVar[tuple[str, ...]] = ("loss", "loss/*")
+    lower_is_better: ClassVar[tuple[str, ...]] = ("loss", "loss/*", "ppl/*")
 
     @classmethod
     def data_fingerprint(cls, cfg: HeldoutConfig) -> str:

@@ -29,6 +29,7 @@ two log-likelihoods, so an exact tie counts as correct (index 0 wins);
 from __future__ import annotations
 
 import contextlib
+import fnmatch
 import json
 import random
 from dataclasses import dataclass, field
@@ -222,12 +223,34 @@ def flatten_metrics(results: dict) -> dict[str, float]:
     return out
 
 
+def lm_eval_directions(results: dict, metrics: dict[str, float]) -> dict[str, bool]:
+    """Of ``metrics`` (:func:`flatten_metrics` names), the direction lm-eval itself gives each one
+    (``results["higher_is_better"][task][metric]``); metrics it says nothing about are left out."""
+    out = {}
+    for task, hib in (results.get("higher_is_better") or {}).items():
+        for name, higher in (hib or {}).items():
+            if not isinstance(higher, bool):
+                continue
+            for key in metrics:  # the metric itself and its filtered variants (``acc@strict``)
+                if key == f"{task}/{name}" or key.startswith(f"{task}/{name}@"):
+                    out[key] = higher
+    return out
+
+
 @EVALUATORS.register("lm_eval", config=LmEvalConfig)
 class LmEval(Evaluator):
     """Any lm-evaluation-harness task on our checkpoints via its HF backend (optional extra `lmeval`)."""
 
     version: ClassVar[str] = "1"
     headline_metrics: ClassVar[tuple[str, ...]] = ("*/acc", "*/acc_norm", "*/exact_match", "*/word_perplexity")
+    # lm-eval's own direction per metric is recorded with each result (lm_eval_directions); this rule only
+    # serves summaries written before that: its lower-is-better metrics are the perplexities and bits per byte
+    lower_is_better: ClassVar[tuple[str, ...]] = ("*/*perplexity*", "*/bits_per_byte*", "*/ter*")
+
+    @classmethod
+    def reported(cls, metric: str) -> bool:
+        """A report headlines each task's main scores (``headline_metrics``), not stderrs or other filters."""
+        return any(fnmatch.fnmatchcase(metric, p) for p in cls.headline_metrics)
 
     def evaluate(self, model, tokenizer) -> EvalResult:
         lm_eval = require_lm_eval()
@@ -236,4 +259,6 @@ class LmEval(Evaluator):
         extra: dict[str, Any] = {"lm_eval_version": getattr(lm_eval, "__version__", None),
                                  "versions": res.get("versions"), "n_samples": res.get("n-samples"),
                                  "n_shot": res.get("n-shot")}
-        return EvalResult(metrics=flatten_metrics(res), extra=json.loads(json.dumps(extra, default=str)))
+        metrics = flatten_metrics(res)
+        return EvalResult(metrics=metrics, extra=json.loads(json.dumps(extra, default=str)),
+                          higher_is_better=lm_eval_directions(res, metrics))

@@ -289,7 +289,12 @@ def collect_results(run_dir: str | Path) -> list[dict]:
     from the checkpoint's meta.json (kept in the summary too, so rows survive
     checkpoint pruning); None when unknown (older checkpoints have no per-stage
     and per-source counts). ``setup`` names the evaluator's preset/stimuli.
+    ``higher_is_better`` and ``reported`` are the metric's direction and whether
+    reports headline it, as the summary records them (summaries written before
+    they did: the evaluator class's rule, :class:`~preschool.evals.base.Evaluator`).
     """
+    from .base import Evaluator
+
     root = evals_dir(run_dir)
     if not root.is_dir():
         return []
@@ -308,11 +313,17 @@ def collect_results(run_dir: str | Path) -> list[dict]:
             except (json.JSONDecodeError, UnicodeDecodeError) as e:
                 raise DataError(f"{spath}: corrupt summary ({e})") from None
             meta = ckpt_meta or summary.get("checkpoint_meta") or {}
+            name = summary.get("evaluator")
+            cls = EVALUATORS.get(name).cls if name in EVALUATORS else Evaluator
+            hib = summary.get("higher_is_better") or {}
+            reported = summary.get("reported")
             for metric, value in summary.get("metrics", {}).items():
                 rows.append({"step": step, "tokens": meta.get("tokens"), "pt_tokens": meta.get("pt_tokens"),
                              "tokens_by_stage": meta.get("tokens_by_stage"),
                              "tokens_by_source": meta.get("tokens_by_source"),
                              "evaluator": edir.name, "metric": metric, "value": value,
+                             "higher_is_better": bool(hib.get(metric, cls.higher_is_better(metric))),
+                             "reported": metric in reported if reported is not None else cls.reported(metric),
                              "version": summary.get("version"), "setup": summary.get("setup", "")})
     return rows
 

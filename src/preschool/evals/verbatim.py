@@ -633,6 +633,8 @@ class VerbatimEvaluator(Evaluator):
     """Verbatim retrieval (repeat surprisal) of noun lists, token-mean and Armeni word-sum scores."""
 
     version = "1"
+    # surprisals and the repeat/first-list ratio and difference: lower = more verbatim memory
+    lower_is_better = ("*nll*", "*x_perc*", "*x_del*")
 
     def setup(self) -> str:
         cfg: VerbatimConfig = self.cfg
