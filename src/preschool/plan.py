@@ -9,6 +9,11 @@ MFU. Arithmetic only: shapes come from the HF config of the preset
 as long as a micro one.
 
 FLOPs: :mod:`preschool.train.flops` (6 N_matmul + 6 L d_attn s per token).
+Wall time: FLOPs / (devices x peak x MFU), where an MFU counts model FLOPs only;
+activation recompute is counted once (:func:`time_factor`): the default MFU,
+0.35, was derived from a run that recomputed, so it already holds the recompute
+and a mode without it runs 6/8 of that time (``--mfu-without-recompute`` says
+the MFU came from a run without recompute: a recomputing mode then costs 8/6).
 
 Memory per GPU (bytes; P = parameters, W = ranks, T = micro-batch x seq_len
 tokens, d hidden, q = heads x head_dim, kv = KV heads x head_dim, f FFN, V vocab,
@@ -36,7 +41,10 @@ on CPU everything is fp32.
   log-softmax saved by the loss, its gradient, and the logits' gradient), plus
   the head's gradient 4Vd allocated first in backward.
 - Peak = weights + moments + buffers + max(forward-end activations + head + head
-  gradient, all gradients + one recomputed block).
+  gradient, all gradients + one recomputed block). With gradient accumulation
+  (micro-batch < per-rank batch) every gradient (FSDP: its shard) already exists
+  during the later micro-batches, so the first term holds all gradients instead
+  of the head's (the trainer frees gradients after each step: set_to_none).
 - CUDA runs also reserve 1 GiB for the context and cuBLAS/NCCL workspaces, and a
   plan "fits" only under 90 % of the card's memory (allocator fragmentation):
   both are assumptions, not measurements.
@@ -103,7 +111,21 @@ def _tokenizer_vocab(tok: dict, out_dir: Path, notes: list[str]) -> int:
         return int(max(sizes))
     kind = tok.get("kind", "train")
     if kind == "train":
-        return int(tok.get("vocab_size", 2048))
+        return int(tok.get("vocab_size") or 2048)
+    if kind == "hf":
+        # the tokenizer's length as the config declares it (prepare checks it), else a local folder's
+        if tok.get("vocab_size"):
+            return int(tok["vocab_size"])
+        local = Path(str(tok.get("name") or "")) / "tokenizer.json"
+        if local.is_file():
+            import json
+
+            model = json.loads(local.read_text(encoding="utf-8"))
+            vocab = model["model"].get("vocab") or {}
+            n = len(vocab) if isinstance(vocab, list) else max(vocab.values(), default=-1) + 1  # Unigram: a list
+            return max([n] + [t["id"] + 1 for t in model.get("added_tokens", [])])
+        raise ConfigError("tokenizer.vocab_size", f"give the size of tokenizer {tok.get('name')!r} "
+                          "(len(tokenizer)) to plan before the data is prepared")
     path = tok.get("path")
     if path:
         import json
@@ -128,7 +150,7 @@ def load_targets(path: str | Path, overrides: list[str] = ()) -> tuple[str, list
     from .data.derived import kind_of
     from .experiment import load_experiment
     from .train.callbacks.registry import callback_configs
-    from .train.model import describe
+    from .train.model import describe, embedding_rows
 
     raw = load_yaml(path)
     cfg = load_experiment(path, list(overrides))
@@ -141,7 +163,7 @@ def load_targets(path: str | Path, overrides: list[str] = ()) -> tuple[str, list
     for i, arm in enumerate(cfg.arms):
         tcfg = cfg.train_config(arm, cfg.seeds[0], f"arms[{i}]")
         kinds = [kind_of(cfg.data[t], f"data.{t}") for t in cfg.stage_datasets(arm) if cfg.data[t].kind]
-        desc = describe(tcfg.model, max([vocab] + [k.vocab_size(vocab) for k in kinds]))
+        desc = describe(tcfg.model, embedding_rows(tcfg.model, max([vocab] + [k.vocab_size(vocab) for k in kinds])))
         extra = sum(cb.extra_params(desc["hidden_size"], kinds)
                     for cb in callback_configs(arm.callbacks, f"arms[{i}].callbacks").values()
                     if hasattr(cb, "extra_params"))
@@ -180,8 +202,13 @@ def layer_bytes_per_token(desc: dict, device: str, parallel: str) -> float:
 
 
 def memory(desc: dict, micro: int, seq_len: int, world: int, parallel: str, checkpointing: str,
-           device: str = "cuda", extra_params: int = 0) -> Memory:
-    """Peak memory per rank for one mode (formulas in the module docstring)."""
+           device: str = "cuda", extra_params: int = 0, local_batch: int | None = None) -> Memory:
+    """Peak memory per rank for one mode (formulas in the module docstring).
+
+    ``local_batch`` is the per-rank batch: when ``micro`` is smaller the step
+    accumulates gradients, so every gradient (4P, FSDP 4P / W) is alive through
+    the later micro-batches' forward and backward, not only at the end of backward.
+    """
     P = desc["params_total"] + extra_params
     d, L, V = desc["hidden_size"], desc["layers"], desc["vocab_size"]
     block = desc["params_per_layer"]
@@ -197,12 +224,14 @@ def memory(desc: dict, micro: int, seq_len: int, world: int, parallel: str, chec
     head = T * 12 * V
     head_grad = 4 * V * d
     sharded = parallel == "fsdp" and world > 1
+    accumulating = local_batch is not None and micro < local_batch
     if sharded:
         weights, grads, optim = 4 * P / world, 4 * P / world, 8 * P / world
         gathered = p_bytes * root + 2 * p_bytes * block
         unsharded_grads = p_bytes * root + (p_bytes + 4) * block
         buffers = gathered + unsharded_grads
-        fwd = layers + final_norm + head + recompute
+        held = grads if accumulating else 0.0  # the sharded gradients of the earlier micro-batches
+        fwd = layers + final_norm + head + recompute + held
         bwd_end = grads + recompute
     else:
         weights, grads, optim = 4 * P, 4 * P, 8 * P
@@ -210,13 +239,15 @@ def memory(desc: dict, micro: int, seq_len: int, world: int, parallel: str, chec
         matmul_p = P - (V * d if desc["params_embedding"] > V * d else 0) - extra_params
         cast_copies = 2 * matmul_p if device != "cpu" else 0.0  # bf16 weights saved by autocast
         buffers += cast_copies
-        fwd = layers + final_norm + head + head_grad + recompute
+        # the head's gradient is the first one backward allocates; accumulating, all of them already exist
+        held = grads if accumulating else head_grad
+        fwd = layers + final_norm + head + held + recompute
         bwd_end = grads + recompute
     reserved = CUDA_RESERVED if device != "cpu" else 0.0
     # the peak is either at the start of backward (all activations + the head's working set) or at
     # its end (every gradient exists; with checkpointing one block is being recomputed)
     if fwd >= bwd_end:
-        act, g = fwd - (0.0 if sharded else head_grad), (0.0 if sharded else head_grad)
+        act, g = fwd - held, held
     else:
         act, g = recompute, grads
     return Memory(weights, g, optim, act, buffers, reserved, weights + optim + buffers + reserved + act + g)
@@ -229,7 +260,8 @@ def largest_micro(desc: dict, seq_len: int, world: int, parallel: str, checkpoin
     for m in range(1, local_batch + 1):
         if local_batch % m:
             continue
-        if memory(desc, m, seq_len, world, parallel, checkpointing, device, extra_params).total <= capacity:
+        if memory(desc, m, seq_len, world, parallel, checkpointing, device, extra_params,
+                  local_batch).total <= capacity:
             best = m
     return best
 
@@ -288,7 +320,23 @@ def mode_name(parallel: str, ckpt: str) -> str:
     return parallel + (" + ckpt" if ckpt == "blocks" else "")
 
 
-def plan_arm(arm: ArmTarget, hw: Hardware, mfu: float) -> list[StagePlan]:
+RECOMPUTE = 8 / 6  # training FLOPs with one forward recomputed (activation checkpointing), per model FLOP
+
+
+def time_factor(recomputes: bool, mfu_recomputed: bool) -> float:
+    """Wall-time multiplier of a mode over ``FLOPs / (devices x peak x MFU)``.
+
+    An MFU counts model FLOPs only, so one measured on a run that recomputed
+    already has the recompute in its wall-time: the hardware did 8/6 x the work.
+    The recompute is counted once: a mode that recomputes costs 8/6 over an MFU
+    measured without recompute, and one that does not is 6/8 of an MFU measured
+    with it (the default 0.35 is the paper's 3B run, which recomputed).
+    """
+    return (RECOMPUTE if recomputes else 1.0) / (RECOMPUTE if mfu_recomputed else 1.0)
+
+
+def plan_arm(arm: ArmTarget, hw: Hardware, mfu: float, mfu_recomputed: bool = True) -> list[StagePlan]:
+    """Every stage of ``arm`` on ``hw`` at ``mfu`` (measured with recompute when ``mfu_recomputed``)."""
     world = hw.count
     capacity = hw.memory_bytes * (USABLE if hw.device != "cpu" else 1.0)
     out = []
@@ -304,7 +352,7 @@ def plan_arm(arm: ArmTarget, hw: Hardware, mfu: float) -> list[StagePlan]:
             key = mode_name(par, ac)
             if local == 0:
                 continue
-            mems[key] = memory(arm.desc, micro, st.seq_len, world, par, ac, hw.device, arm.extra_params)
+            mems[key] = memory(arm.desc, micro, st.seq_len, world, par, ac, hw.device, arm.extra_params, local)
             fits[key] = mems[key].total <= capacity
             maxm[key] = largest_micro(arm.desc, st.seq_len, world, par, ac, hw.device, capacity, local,
                                       arm.extra_params)
@@ -313,8 +361,7 @@ def plan_arm(arm: ArmTarget, hw: Hardware, mfu: float) -> list[StagePlan]:
             chosen = configured
         else:  # the first mode (preference order: no recompute first) that fits some micro-batch
             chosen = next((k for k in maxm if maxm[k] > 0), None)
-        slow = 8 / 6 if chosen and "ckpt" in chosen else 1.0  # one forward recomputed
-        seconds = flops * slow / (world * hw.peak_flops * mfu)
+        seconds = flops * time_factor(bool(chosen and "ckpt" in chosen), mfu_recomputed) / (world * hw.peak_flops * mfu)
         out.append(StagePlan(arm.name, st.name, tokens, steps, st.seq_len, flops, micro, local, mems, maxm, fits,
                              chosen, seconds, seconds * world / 3600))
     return out
@@ -344,8 +391,11 @@ def _dur(s: float) -> str:
     return f"{s / 86400:.1f} d"
 
 
-def format_plan(name: str, arms: list[ArmTarget], plans: list[list[StagePlan]], hw: Hardware, mfu: float) -> str:
-    lines = [f"plan: {name} on {hw.count} x {hw.name}, MFU {mfu:.2f}",
+def format_plan(name: str, arms: list[ArmTarget], plans: list[list[StagePlan]], hw: Hardware, mfu: float,
+                mfu_recomputed: bool = True) -> str:
+    lines = [f"plan: {name} on {hw.count} x {hw.name}, MFU {mfu:.2f} "
+             f"(measured {'with' if mfu_recomputed else 'without'} activation recompute: a mode that "
+             f"{'does not recompute runs x6/8' if mfu_recomputed else 'recomputes runs x8/6'})",
              f"  peak {hw.peak_flops / 1e12:.3g} TFLOP/s and {hw.memory_bytes / GIB:.0f} GiB per device "
              f"({hw.source})"]
     if hw.device != "cpu":
@@ -383,7 +433,7 @@ def format_plan(name: str, arms: list[ArmTarget], plans: list[list[StagePlan]], 
                 continue
             at = "" if sp.fits[sp.chosen] else f" at micro-batch {sp.max_micro[sp.chosen]}"
             lines.append(f"    {sp.chosen}{at}: {_dur(sp.seconds)} on {hw.count} device(s) = {sp.gpu_hours:,.1f} "
-                         f"device-hours per seed" + (" (x4/3: one forward recomputed)" if "ckpt" in sp.chosen else ""))
+                         "device-hours per seed")
             total_h += sp.gpu_hours * arm.seeds
             total_s += sp.seconds * arm.seeds
     lines += ["", f"total: {total_h:,.1f} device-hours ({_dur(total_s)} on {hw.count} device(s)) for "
@@ -413,7 +463,11 @@ def add_arguments(p) -> None:
                    help="override a config value (repeatable)")
     p.add_argument("--gpus", type=int, default=8, help="number of GPUs (default 8)")
     p.add_argument("--gpu", default="a100-80gb", choices=sorted(GPUS), help="GPU model (default a100-80gb)")
-    p.add_argument("--mfu", type=float, default=0.35, help="assumed model-FLOPs utilisation (default 0.35)")
+    p.add_argument("--mfu", type=float, default=0.35,
+                   help="assumed model-FLOPs utilisation (default 0.35: the paper's 3B run, which recomputed "
+                        "activations)")
+    p.add_argument("--mfu-without-recompute", action="store_true",
+                   help="the --mfu was measured on a run without activation recompute (default: with it)")
     p.add_argument("--cpu", action="store_true", help="plan for this machine: RAM and a matmul rate measured now")
 
 
@@ -424,6 +478,7 @@ def run(args) -> int:
         raise ConfigError("--gpus", f"must be >= 1, got {args.gpus}")
     name, arms = load_targets(args.config, args.overrides)
     hw = cpu_hardware() if args.cpu else gpu_hardware(args.gpu, args.gpus)
-    plans = [plan_arm(a, hw, args.mfu) for a in arms]
-    print(format_plan(name, arms, plans, hw, args.mfu))
+    recomputed = not args.mfu_without_recompute
+    plans = [plan_arm(a, hw, args.mfu, recomputed) for a in arms]
+    print(format_plan(name, arms, plans, hw, args.mfu, recomputed))
     return 0

@@ -222,7 +222,10 @@ def model_shape(cfg: ModelConfig, vocab_size: int) -> dict[str, Any]:
     def named(*keys: str) -> str:  # the override that makes the shape impossible (presets are consistent)
         return f"overrides.{next((k for k in keys if k in cfg.overrides), keys[-1])}"
 
-    for k in ("hidden_size", "num_attention_heads", "num_key_value_heads"):
+    # every size the parameter count and the HF config are built from (a zero or negative one gave the
+    # planner negative parameters and the trainer a transformers traceback)
+    sizes = ("hidden_size", "num_hidden_layers", "intermediate_size", "num_attention_heads", "num_key_value_heads")
+    for k in sizes + tuple(k for k in ("head_dim", "max_position_embeddings") if shape.get(k) is not None):
         v = shape[k]
         if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
             raise ConfigError(f"overrides.{k}", f"must be a positive integer, got {v!r}")
