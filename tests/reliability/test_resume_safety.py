@@ -276,3 +276,13 @@ def test_a_planted_entry_in_a_dcp_shard_with_forged_checksums_is_refused(tmp_pat
     assert (f"{folder}: entry optimizer.param_groups.0.lr holds objects other than tensors and plain data "
             "(refused, since unpickling them could run code); trying the previous checkpoint") in err
     assert res["resumed_from"] == str(ck / "step-00000004") and (run / "DONE").is_file()
+
+
+def test_a_checkpoint_written_before_checksums_resumes_with_a_warning(tmp_path, datasets, micro_cfg, stop_at, capsys):
+    run, ck = _stopped_run(tmp_path, datasets, micro_cfg, stop_at)
+    (ck / "step-00000006" / "checksums.json").unlink()
+    capsys.readouterr()
+    res = train(_cfg(micro_cfg), run, datasets)
+    assert (f"{ck / 'step-00000006'}: no checksums.json (written by an older preschool): its files are not verified"
+            in capsys.readouterr().err)
+    assert res["resumed_from"] == str(ck / "step-00000006")
