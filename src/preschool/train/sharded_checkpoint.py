@@ -171,8 +171,9 @@ class _MetadataUnpickler(pickle.Unpickler):
 
     def find_class(self, module: str, name: str) -> Any:
         obj = super().find_class(module, name) if module.startswith(("torch", "pathlib", "collections")) else None
+        # a class defined there, not one it imports (Enum, typing's): calling those could build anything
         allowed = (module, name) in _METADATA_NAMES or (module == "torch" and isinstance(obj, torch.dtype)) or \
-            (module in _METADATA_MODULES and isinstance(obj, type))
+            (module in _METADATA_MODULES and isinstance(obj, type) and obj.__module__ == module)
         if not allowed:
             raise pickle.UnpicklingError(f"{module}.{name} is not part of torch's checkpoint metadata")
         return obj
@@ -185,9 +186,10 @@ def read_metadata(path: Path) -> Any:
 
     try:
         with open(path, "rb") as fh:
-            md = _MetadataUnpickler(io.BufferedReader(fh)).load()
+            md = _MetadataUnpickler(fh).load()
     except Exception as e:  # UnpicklingError (refused or damaged), EOFError, ValueError, ...
-        raise DataError(f"{path}: unreadable checkpoint metadata ({str(e).splitlines()[0][:200] if str(e) else type(e).__name__})") from None
+        why = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
+        raise DataError(f"{path}: unreadable checkpoint metadata ({why})") from None
     if not isinstance(md, Metadata):
         raise DataError(f"{path}: unreadable checkpoint metadata (not torch distributed checkpoint metadata)")
     return md
