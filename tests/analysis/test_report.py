@@ -195,3 +195,20 @@ def test_an_arm_already_past_the_target_at_its_first_checkpoint_is_not_comparabl
     assert e["comparable"] is False and e["reached"] is False
     e = token_efficiency([(0, 6.0), (100, 5.0)], [(0, 6.5), (50, 4.0)], higher_is_better=False)
     assert e["comparable"] is True and e["reached"] is True and e["arm_tokens"] == pytest.approx(50 * 1.5 / 2.5)
+
+
+def test_the_l2t_three_field_accuracies_get_their_own_report_table():
+    """acc/field3/* (the L2T paper's semantics / morphology / syntax) reach report.md beside the phenomena."""
+    from preschool.analysis.report import breakdown_lines, final_breakdown
+
+    def seed(syntax, island):
+        return {"curves": {"minimal_pairs/acc/field3/syntax": [(1, 0.1), (2, syntax)],
+                           "minimal_pairs/acc/term/island_effects": [(2, island)], "minimal_pairs/acc": [(2, 0.5)]}}
+
+    arms = {"raw": {"seeds": {0: seed(0.6, 0.4), 1: seed(0.8, 0.6)}}, "l2t": {"seeds": {0: seed(0.9, 0.7)}}}
+    fields = final_breakdown(arms, ["raw", "l2t"], "field3")
+    assert fields == {"raw": {"syntax": pytest.approx(0.7)}, "l2t": {"syntax": 0.9}}
+    assert final_breakdown(arms, ["raw", "l2t"], "term")["l2t"] == {"island_effects": 0.7}
+    lines = breakdown_lines("Minimal pairs by field", "field", fields)
+    assert lines[0] == "## Minimal pairs by field" and "| field | raw | l2t |" in lines
+    assert "| syntax | 0.700 | 0.900 |" in lines

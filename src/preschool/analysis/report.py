@@ -339,6 +339,29 @@ def _dose_lines(cfg, arms: dict, stages: dict[str, list]) -> list[str]:
             "| arm | stage | source | planned | trained |", "|---|---|---|---|---|", *rows, ""]
 
 
+def final_breakdown(arms: dict, names: list[str], group: str) -> dict[str, dict[str, float]]:
+    """Per arm, each ``<evaluator>/acc/<group>/<name>`` minimal-pair accuracy at the final checkpoint, mean over
+    seeds (``group`` ``term``: BLiMP's phenomena; ``field3``: the L2T paper's three fields); arms without any left out."""
+    out = {}
+    for name in names:
+        acc = defaultdict(list)
+        for s in arms[name]["seeds"].values():
+            for m, pts in s["curves"].items():
+                if f"/acc/{group}/" in m and pts:
+                    acc[m.rsplit("/", 1)[-1]].append(pts[-1][1])
+        if acc:
+            out[name] = {k: sum(v) / len(v) for k, v in sorted(acc.items())}
+    return out
+
+
+def breakdown_lines(title: str, what: str, table: dict[str, dict[str, float]]) -> list[str]:
+    """A report.md section: one row per group name of ``table`` ({arm: {name: value}}), one column per arm."""
+    rows = sorted({k for v in table.values() for k in v})
+    lines = [f"## {title}", "", f"| {what} | " + " | ".join(table) + " |", "|---|" + "---|" * len(table)]
+    lines += [f"| {r} | " + " | ".join(f"{table[a].get(r, float('nan')):.3f}" for a in table) + " |" for r in rows]
+    return lines + [""]
+
+
 def write_report(cfg) -> Path:
     """Write ``report.md``, ``results.json`` and ``plots/*.png`` under the experiment folder."""
     from . import plots
@@ -468,15 +491,8 @@ def write_report(cfg) -> Path:
         plots.plot_metric_vs_tokens(curves, pdir / fname, title=m + (f" [{setup}]" if setup else ""), ylabel=m,
                                     xlabel=axis_label(axes.get(m, "pt")), ylim=ylim)
         figures.append((m, f"plots/{fname}"))
-    phen = {}
-    for name in names:
-        acc = defaultdict(list)
-        for s in arms[name]["seeds"].values():
-            for m, pts in s["curves"].items():
-                if "/acc/term/" in m and pts:
-                    acc[m.rsplit("/", 1)[-1]].append(pts[-1][1])
-        if acc:
-            phen[name] = {k: sum(v) / len(v) for k, v in sorted(acc.items())}
+    phen = final_breakdown(arms, names, "term")
+    fields3 = final_breakdown(arms, names, "field3")
     if phen:
         plots.plot_phenomenon_bars(phen, pdir / "minimal_pairs_by_phenomenon.png")
         figures.append(("minimal-pair accuracy by phenomenon (final checkpoint)", "plots/minimal_pairs_by_phenomenon.png"))
@@ -583,12 +599,9 @@ def write_report(cfg) -> Path:
                          f"{f(e['saved_fraction'], True)} | {incl} |")
         lines.append("")
     if phen:
-        ph_names = sorted({k for v in phen.values() for k in v})
-        lines += ["## Minimal pairs by phenomenon (final checkpoint)", "",
-                  "| phenomenon | " + " | ".join(phen) + " |", "|---|" + "---|" * len(phen)]
-        for p in ph_names:
-            lines.append(f"| {p} | " + " | ".join(f"{phen[a].get(p, float('nan')):.3f}" for a in phen) + " |")
-        lines.append("")
+        lines += breakdown_lines("Minimal pairs by phenomenon (final checkpoint)", "phenomenon", phen)
+    if fields3:
+        lines += breakdown_lines("Minimal pairs by field, the L2T paper's three (final checkpoint)", "field", fields3)
     sections = _write_sections(cfg, names, baseline, lines)
     if figures:
         lines += ["## Plots", ""]
@@ -612,6 +625,7 @@ def write_report(cfg) -> Path:
                                                      for m in headline},
                                       "after_stages": after,
                                       "stable_gain": gains, "token_efficiency": efficiency, "phenomena": phen,
+                                      "fields3": fields3,
                                       "sections": sections, **prov})
     path = out / "report.md"
     write_text(path, "\n".join(lines))
