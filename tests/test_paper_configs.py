@@ -35,3 +35,21 @@ def test_compartments_paper_runs_at_micro_scale(tmp_path, micro_run):
     # through the `preschool compartments` alias (the same runner)
     report = micro_run(PAPER / "compartments_paper.yaml", tmp_path / "run", command="compartments")
     assert "## Slowdown vs `c1`" in report
+
+
+@pytest.mark.parametrize("name", ["verify_ppt_500m", "verify_ppt_1b", "verify_ppt_3b"])
+def test_verify_ppt_configs_build_the_nanotron_model_and_optimizer_settings(name):
+    """The model each verify-ppt config builds has the Nanotron configs' RMSNorm eps and scaled init, and its
+    optimizer decays every parameter (the built model and optimizer are tested in tests/train)."""
+    from preschool.experiment import load_experiment
+    from preschool.train.model import hf_config
+
+    cfg = load_experiment(PAPER / f"{name}.yaml")
+    for arm in cfg.arms:
+        t = cfg.train_config(arm, cfg.seeds[0])
+        assert hf_config(t.model, 128256).rms_norm_eps == 1e-5
+        assert t.model.scaled_init and t.decay_all_params
+    lm = next(e for e in cfg.evals if e.name == "lm_eval")
+    assert lm.params["num_fewshot"] == {"arc_easy": 5, "openbookqa": 5, "social_iqa": 5}
+    assert {e.every_pt_tokens for e in cfg.evals} == {1000 * 512 * 4096}  # every 1K PT steps
+    assert len(cfg.report.efficiency.downstream) == len(lm.params["tasks"])
