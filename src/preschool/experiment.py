@@ -368,14 +368,46 @@ def load_experiment(path: str | Path, overrides: list[str] = ()) -> ExperimentCo
     return load_config(ExperimentConfig, path, overrides)
 
 
-def prepare(cfg: ExperimentConfig, progress: bool = True) -> dict:
-    """Step 2: tokenizer, shard sets and minimal pairs under ``<out>/data``."""
+def _corpora(cfg: ExperimentConfig) -> dict:
     from .corpora import CorpusConfig
+
+    return {n: from_dict(CorpusConfig, c, f"corpora.{n}") for n, c in cfg.corpora.items()}
+
+
+def check_prepare(cfg: ExperimentConfig, rebuild: bool = False) -> list:
+    """What :func:`prepare` would replace, checked before anything is written: a dataset prepared from
+    another spec is a DataError naming it and the field (``data.check_data``), unless ``rebuild``; and with
+    ``rebuild``, an arm x seed run folder that trained on one of them is a DataError naming the run (its
+    data would be gone: it could neither resume nor be reused). Returns the datasets to rebuild."""
+    from .data.prepare import check_data
+    from .errors import DataError
+
+    stale = check_data(layout.data_dir(cfg.out_dir), cfg.tokenizer, _corpora(cfg), cfg.data, cfg.seq_len,
+                       cfg.seed, rebuild)
+    replaced = {s.path.resolve(): s for s in stale}
+    for arm, seed, run_dir in arm_dirs(cfg) if replaced else []:
+        if not (run_dir / "config.yaml").is_file():
+            continue
+        datasets = cfg.arm_datasets(arm)
+        for name in cfg.stage_datasets(arm):
+            path = Path(datasets.get(name, layout.data_dir(cfg.out_dir) / name)).resolve()
+            hit = next((st for p, st in replaced.items() if path == p or path.is_relative_to(p)), None)
+            if hit is not None:
+                raise DataError(f"{run_dir}: arm {arm.name} seed {seed} was trained on dataset {hit.dataset!r}, which "
+                                f"--rebuild would replace ({hit.field}: {hit.detail}); nothing was changed: move that "
+                                "run folder away (or give another --out) first")
+    return stale
+
+
+def prepare(cfg: ExperimentConfig, progress: bool = True, rebuild: bool = False) -> dict:
+    """Step 2: tokenizer, shard sets and minimal pairs under ``<out>/data``; data prepared from another spec
+    is refused before anything is written, or with ``rebuild`` replaced (:func:`check_prepare`)."""
     from .data.prepare import prepare_data
 
     out = layout.data_dir(cfg.out_dir)
-    corpora = {n: from_dict(CorpusConfig, c, f"corpora.{n}") for n, c in cfg.corpora.items()}
-    manifest = prepare_data(out, cfg.tokenizer, corpora, cfg.data, cfg.seq_len, cfg.seed, cfg.workers, progress)
+    check_prepare(cfg, rebuild)
+    manifest = prepare_data(out, cfg.tokenizer, _corpora(cfg), cfg.data, cfg.seq_len, cfg.seed, cfg.workers, progress,
+                            rebuild=rebuild)
     if cfg.minimal_pairs.per_paradigm > 0:
         from .corpora.storybook import write_minimal_pairs
 
@@ -390,23 +422,34 @@ def arm_dirs(cfg: ExperimentConfig) -> list[tuple[ArmSpec, int, Path]]:
     return layout.arm_runs(cfg.out_dir, cfg.arms, cfg.seeds)
 
 
+def check_arm_run(cfg: ExperimentConfig, arm: ArmSpec, seed: int, run_dir: Path) -> tuple:
+    """``(TrainConfig, datasets)`` of one arm x seed, once the run already in ``run_dir`` (if any) was trained
+    with this config on these bytes (``check_run_dir``); else ConfigError named where the YAML sets the
+    value (train.lr, arms[i].stages[j]...; a dataset by arm)."""
+    from .train.trainer import check_run_dir
+
+    i = cfg.arms.index(arm)
+    datasets = cfg.arm_datasets(arm)
+    tcfg = cfg.train_config(arm, seed, f"arms[{i}]")
+    try:
+        check_run_dir(tcfg, run_dir, datasets, layout.data_dir(cfg.out_dir) / "tokenizer")
+    except ConfigError as e:
+        where = (cfg.written_at(arm, f"arms[{i}]", e.field[len("train."):]) if e.field.startswith("train.")
+                 else f"arms[{i}].{e.field}")
+        raise ConfigError(where, f"arm {arm.name} seed {seed}: {e.message}") from None
+    return tcfg, datasets
+
+
 def train_arms(cfg: ExperimentConfig, progress: bool = True) -> None:
     """Step 3: train every arm x seed of the prepared data (resuming; finished runs are skipped)."""
     from .train.callbacks.registry import CallbackContext, build_callbacks
-    from .train.trainer import check_run_dir, train
+    from .train.trainer import train
 
     data_dir = layout.data_dir(cfg.out_dir)
     for arm, seed, run_dir in arm_dirs(cfg):
         i = cfg.arms.index(arm)
-        datasets = cfg.arm_datasets(arm)
-        tcfg = cfg.train_config(arm, seed, f"arms[{i}]")
+        tcfg, datasets = check_arm_run(cfg, arm, seed, run_dir)
         tcfg.progress = tcfg.progress and progress
-        try:  # a finished arm is reused only if it was trained with this config on these bytes
-            check_run_dir(tcfg, run_dir, datasets, data_dir / "tokenizer")
-        except ConfigError as e:  # named where the YAML sets it (train.lr, arms[i].stages[j]...; a dataset by arm)
-            where = (cfg.written_at(arm, f"arms[{i}]", e.field[len("train."):]) if e.field.startswith("train.")
-                     else f"arms[{i}].{e.field}")
-            raise ConfigError(where, f"arm {arm.name} seed {seed}: {e.message}") from None
         if layout.is_done(run_dir):
             print(f"[preschool] arm {arm.name} seed {seed}: done, skipping")
             continue
@@ -430,14 +473,27 @@ def evaluate_arms(cfg: ExperimentConfig) -> None:
             print(f"[preschool] arm {arm.name} seed {seed}: no checkpoints yet, not evaluated")
 
 
-def run_experiment(cfg: ExperimentConfig, progress: bool = True, stages: tuple[str, ...] = ("train", "eval", "report")) -> Path:
-    """Prepare the data (always: every step needs it), then the named ``stages`` in order."""
+def run_experiment(cfg: ExperimentConfig, progress: bool = True, stages: tuple[str, ...] = ("train", "eval", "report"),
+                   rebuild: bool = False) -> Path:
+    """Prepare the data (always: every step needs it), then the named ``stages`` in order.
+
+    Nothing is written (``experiment.yaml`` included) until the data prepared from another spec is
+    refused, or with ``rebuild`` cleared of trained runs (:func:`check_prepare`), and every arm x seed
+    folder that already holds a run on data kept as it is still matches the config (``check_arm_run``).
+    """
     from .io import write_text
     import yaml
 
+    check_prepare(cfg, rebuild)
+    if "train" in stages:
+        for arm, seed, run_dir in arm_dirs(cfg):
+            # a run whose data is not all prepared yet is checked once it is (train_arms)
+            if all((p / "dataset.json").is_file() for n, p in cfg.arm_datasets(arm).items()
+                   if n in cfg.stage_datasets(arm)):
+                check_arm_run(cfg, arm, seed, run_dir)
     cfg.out_dir.mkdir(parents=True, exist_ok=True)
     write_text(cfg.out_dir / "experiment.yaml", yaml.safe_dump(to_dict(cfg), sort_keys=False))
-    prepare(cfg, progress)
+    prepare(cfg, progress, rebuild)
     if "train" in stages:
         train_arms(cfg, progress)
     if "eval" in stages and cfg.evals:

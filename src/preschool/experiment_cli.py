@@ -13,6 +13,12 @@ same config waits for it, then reuses what it built; one of another config stops
 with a message naming this process; a lock left by a killed process on this host
 is taken over with a warning.
 
+Prepared data is reused only when it was built from the same spec. A dataset
+prepared from another spec (a changed data.<name> field, seq_len, seed, corpus)
+stops the run before anything is written, naming the dataset and the field;
+--rebuild replaces it, unless an arm x seed already trained on it (that stops
+the run too, before any data is rebuilt: move the run folder away first).
+
 example:
   preschool run examples/quickstart.yaml
   preschool run examples/quickstart.yaml --set seeds=[0,1,2] --out runs/qs3
@@ -33,6 +39,8 @@ def add_arguments(p) -> None:
                    "for cluster jobs, also under torchrun (see `preschool launch`)")
     p.add_argument("--seed", type=int, help="with --arm: the training seed (default: the first of `seeds`)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.add_argument("--rebuild", action="store_true",
+                   help="replace datasets prepared from another spec (refused when a trained arm used one)")
 
 
 def run(args) -> int:
@@ -44,6 +52,8 @@ def run(args) -> int:
             raise ConfigError("--seed", "needs --arm (which arm to train)")
         if args.only:
             raise ConfigError("--only", "not with --arm: one arm x seed is trained, nothing else")
+        if args.rebuild:
+            raise ConfigError("--rebuild", "not with --arm: the data is prepared first (preschool prepare --rebuild)")
         exp = load(args.config, list(args.overrides) + ([f"out={args.out}"] if args.out else []))
         run_dir = run_arm(exp, args.arm, args.seed, progress=not args.no_progress)
         print(f"[preschool] arm {args.arm}: {run_dir}")
@@ -57,5 +67,5 @@ def run(args) -> int:
     cfg = load_experiment(args.config, overrides)
     steps = tuple(args.only) if args.only else ("train", "eval", "report")
     with output_lock(cfg.out_dir, command_line("run", args.config, args.overrides, args.out), key=config_key(cfg)):
-        run_experiment(cfg, progress=not args.no_progress, stages=steps)
+        run_experiment(cfg, progress=not args.no_progress, stages=steps, rebuild=args.rebuild)
     return 0

@@ -27,6 +27,11 @@ it dies. A second process asking for the same folder:
 Within one process the lock is re-entrant: ``preschool prepare`` holds it and
 calls :func:`preschool.launch.prepare`, which takes it again.
 
+``preschool train`` holds it on its run folder (rank 0, keyed by its config).
+``export``, ``generate`` and ``transform l2t`` replace their ``--out`` whole, so
+they hold it *beside* the folder (``beside=True``: ``<parent>/.<name>.preschool.lock``)
+and without a key: a second writer of the same ``--out`` stops (:mod:`preschool.outdir`).
+
 Example (what ``launch.prepare`` does)::
 
     with output_lock(exp.out_dir, "preschool prepare exp.yaml", key=config_key(exp.cfg)):

@@ -6,7 +6,11 @@ HELP = "build the tokenizer and token shards of an experiment YAML (no training)
 DESCRIPTION = """\
 Build the data of an experiment: train (or load) the tokenizer, then write
 train/val shard sets for every dataset under <out>/data. Datasets already
-built with the same spec are skipped; each is written atomically. The output
+built with the same spec are skipped; each is written atomically. A dataset
+built from another spec (a changed data.<name> field, seq_len, seed, corpus)
+stops prepare before anything is written, naming the dataset and the field;
+--rebuild replaces it, unless an arm of the experiment already trained on it
+(move that run folder away first). The output
 folder is locked while prepare runs (<out>/.preschool.lock, shared with
 `preschool run`): a second prepare or run of the same config waits for it and
 then reuses what it built; one of another config stops with a message naming
@@ -39,6 +43,8 @@ def add_arguments(p) -> None:
     p.add_argument("--workers", type=int, default=None, metavar="N",
                    help="worker processes (default: the number of CPU cores; the output does not depend on it)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.add_argument("--rebuild", action="store_true",
+                   help="replace datasets prepared from another spec (refused when a trained arm used one)")
     d = p.add_argument_group("distributed prepare on datatrove (--executor local|slurm|ray)")
     d.add_argument("--executor", choices=["engine", "local", "slurm", "ray"], default="engine",
                    help="who builds the work units: our engine (default) or a datatrove executor")
@@ -101,7 +107,8 @@ def run(args) -> int:
         with distributed(dist):
             # prepare() holds the output lock (<out>/.preschool.lock) while it works
             manifest = prepare(exp, progress=not args.no_progress,
-                               command=command_line("prepare", args.config, args.overrides, args.out))
+                               command=command_line("prepare", args.config, args.overrides, args.out),
+                               rebuild=args.rebuild)
     except Submitted as e:
         print(f"[preschool] {e}")
         return 0

@@ -32,7 +32,7 @@ from typing import Any, Iterator, Literal
 import numpy as np
 
 from ..config import check, from_dict, to_dict
-from ..errors import ConfigError
+from ..errors import ConfigError, DataError
 from ..io import atomic_dir, read_json, write_json
 from ..corpora.base import ReadStats, is_validation
 from .engine import (
@@ -322,6 +322,137 @@ def _write_generator(spec: DatasetSpec, tok, row_len: int, seed: int, out: Path,
     return manifests
 
 
+def first_difference(a: Any, b: Any, path: str) -> str | None:
+    """Dotted path of the first difference between two plain-data trees, with both values
+    (``"data.pt.tokens (was 2000, now 3000)"``), or None if they are equal."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        for k in list(a) + [k for k in b if k not in a]:
+            d = first_difference(a.get(k), b.get(k), f"{path}.{k}" if path else str(k))
+            if d:
+                return d
+        return None
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)) and len(a) == len(b):
+        for i, (x, y) in enumerate(zip(a, b)):
+            d = first_difference(x, y, f"{path}[{i}]")
+            if d:
+                return d
+        return None
+    if a != b:
+        return f"{path} (was {a!r}, now {b!r})"
+    return None
+
+
+@dataclass
+class Stale:
+    """A dataset already prepared under ``path`` that the config would now build differently."""
+
+    path: Path
+    dataset: str
+    field: str  # the config key that changed, as the YAML spells it (data.pt.tokens, seq_len, corpora.txt.path)
+    detail: str  # "was 2000, now 3000", or why
+
+    def message(self, others: list["Stale"] = ()) -> str:
+        also = f", and so were {', '.join(repr(o.dataset) for o in others)}" if others else ""
+        return (f"{self.path}: dataset {self.dataset!r} was prepared with another {self.field} ({self.detail}){also}; "
+                "nothing was changed: rerun with --rebuild to replace it (a run trained on it cannot then be "
+                "resumed or reused)")
+
+
+def _dataset_key(spec: DatasetSpec, seq_len: int, seed: int, thash: str, corpora: dict[str, Any]) -> dict:
+    """What a natural-text or synthetic dataset is built from (its hash is ``dataset.json``'s ``hash``)."""
+    return {"spec": spec.record(), "seq_len": seq_len, "seed": seed, "tokenizer": thash,
+            "corpus": to_dict(corpora.get(spec.corpus)) if spec.corpus else None}
+
+
+def _recorded(name: str, dpath: Path) -> dict | None:
+    """The ``dataset.json`` of the dataset folder ``dpath`` (None: no folder there). A folder without a
+    readable one is not a dataset prepare wrote, and is never replaced: DataError naming it."""
+    if not dpath.exists():
+        return None
+    try:
+        rec = read_json(dpath / "dataset.json")
+    except (OSError, ValueError):
+        rec = None
+    if not isinstance(rec, dict):
+        raise DataError(f"{dpath}: exists but is not a dataset prepare wrote (no readable dataset.json), so "
+                        f"dataset {name!r} is not written over it; move it away")
+    return rec
+
+
+def _why_stale(name: str, spec: DatasetSpec, key: dict | None, rec: dict, seq_len: int, seed: int) -> tuple[str, str]:
+    """(config key, detail) saying why dataset ``name``'s recorded build ``rec`` differs from ``key``."""
+    d = first_difference(rec["key"], key, "") if key is not None and isinstance(rec.get("key"), dict) else None
+    if d is None:  # a dataset.json from before builds recorded their key: compare what it does record
+        d = first_difference(rec.get("spec"), spec.record(), "spec")
+    if d:
+        path, _, detail = d.partition(" ")
+        detail = detail[1:-1]
+        if path.startswith("spec."):
+            return f"data.{name}.{path[len('spec.'):]}", detail
+        if path.startswith("corpus."):
+            return f"corpora.{spec.corpus}.{path[len('corpus.'):]}", detail
+        if path == "tokenizer":
+            return "tokenizer", "its tokens came from another tokenizer"
+        return path, detail
+    for m in (rec.get("splits") or {}).values():
+        if isinstance(m, dict) and m.get("row_len") not in (None, seq_len + 1):
+            return "seq_len", f"was {m['row_len'] - 1}, now {seq_len}"
+        if isinstance(m, dict) and m.get("seed") not in (None, seed):
+            return "seed", f"was {m['seed']}, now {seed}"
+    return f"data.{name}", "built from another corpus, seed or tokenizer"
+
+
+def plan_data(out: str | Path, corpora: dict[str, Any], datasets: dict[str, DatasetSpec], seq_len: int,
+              seed: int, thash: str | None) -> list[Stale]:
+    """The datasets under ``out`` prepared from another spec than the config's, which :func:`prepare_data`
+    would replace (``thash``: the hash of the tokenizer they are tokenized with, None when there is none
+    yet). Reads only; a folder there that is no prepared dataset raises DataError."""
+    out = Path(out)
+    stale: list[Stale] = []
+    hashes: dict[str, str | None] = {}
+    for name, spec in datasets.items():
+        if spec.kind is not None:
+            continue
+        key = _dataset_key(spec, seq_len, seed, thash, corpora) if thash else None
+        hashes[name] = spec_hash(key) if key else None
+        rec = _recorded(name, out / name)
+        if rec is None or (key is not None and rec.get("hash") == hashes[name]):
+            continue
+        why = (_why_stale(name, spec, key, rec, seq_len, seed) if key is not None
+               else ("tokenizer", f"the tokenizer it was tokenized with, {out / 'tokenizer'}, is gone"))
+        stale.append(Stale(out / name, name, *why))
+    pending = [n for n in datasets if datasets[n].kind is not None]
+    while pending:  # derived datasets: their hash follows their source's
+        ready = [n for n in pending if datasets[n].source in hashes]
+        if not ready:
+            break  # a missing source or a cycle: prepare_data names it
+        for name in ready:
+            pending.remove(name)
+            spec, src = datasets[name], hashes[datasets[name].source]
+            hashes[name] = spec_hash({"spec": spec.record(), "source": src}) if src else None
+            rec = _recorded(name, out / name)
+            if rec is None or (src is not None and rec.get("hash") == hashes[name]):
+                continue
+            d = first_difference(rec.get("spec"), spec.record(), f"data.{name}")
+            field, _, detail = d.partition(" ") if d else (f"data.{name}.source", "", "")
+            stale.append(Stale(out / name, name, field,
+                               detail[1:-1] if d else f"dataset {spec.source!r} it is built from changes"))
+    return stale
+
+
+def check_data(out: str | Path, tokenizer_cfg: TokenizerConfig, corpora: dict[str, Any],
+               datasets: dict[str, DatasetSpec], seq_len: int, seed: int = 0, rebuild: bool = False) -> list[Stale]:
+    """What :func:`prepare_data` would replace under ``out`` (:func:`plan_data` against the tokenizer already
+    there); DataError naming the first, unless ``rebuild``. Writes nothing."""
+    tok_dir = Path(out) / "tokenizer"
+    thash = (tokenizer_hash(build_tokenizer(tokenizer_cfg, None, tok_dir, False))
+             if (tok_dir / "tokenizer.json").is_file() else None)  # an existing tokenizer is only loaded
+    stale = plan_data(out, corpora, datasets, seq_len, seed, thash)
+    if stale and not rebuild:
+        raise DataError(stale[0].message(stale[1:]))
+    return stale
+
+
 def prepare_data(
     out: str | Path,
     tokenizer_cfg: TokenizerConfig,
@@ -331,13 +462,18 @@ def prepare_data(
     seed: int = 0,
     workers: int = 1,
     progress: bool = True,
+    rebuild: bool = False,
 ) -> dict:
     """Build (or reuse) the tokenizer and every dataset; return the data manifest.
 
     ``corpora`` maps names to ``CorpusConfig``; the tokenizer is trained on the
-    first corpus unless it is loaded from a path.
+    first corpus unless it is loaded from a path. A dataset already prepared from
+    the same spec is reused; one prepared from another spec (:func:`check_data`)
+    raises DataError naming it and the field before anything is written, unless
+    ``rebuild``, which replaces it. A folder that is no prepared dataset is never replaced.
     """
     out = Path(out)
+    check_data(out, tokenizer_cfg, corpora, datasets, seq_len, seed, rebuild)
     out.mkdir(parents=True, exist_ok=True)
     row_len = seq_len + 1
     first_corpus = next(iter(corpora.values())) if corpora else None
@@ -352,8 +488,7 @@ def prepare_data(
     for name in order:
         spec = datasets[name]
         dpath = out / name
-        key = {"spec": spec.record(), "seq_len": seq_len, "seed": seed, "tokenizer": thash,
-               "corpus": to_dict(corpora.get(spec.corpus)) if spec.corpus else None}
+        key = _dataset_key(spec, seq_len, seed, thash, corpora)
         h = spec_hash(key)
         if _up_to_date(manifest, name, dpath, h):
             continue
@@ -380,8 +515,8 @@ def prepare_data(
                                       progress, dpath, read)
             else:
                 m = _write_generator(spec, tok, row_len, seed, tmp, workers, progress, dpath)
-            entry = {"hash": h, "spec": spec.record(), "splits": {s: {k: v for k, v in mm.items() if k != "shards"}
-                                                                  for s, mm in m.items()},
+            entry = {"hash": h, "key": key, "spec": spec.record(),
+                     "splits": {s: {k: v for k, v in mm.items() if k != "shards"} for s, mm in m.items()},
                      "vocab_size": max(mm["vocab_size"] for mm in m.values())}
             if spec.corpus is not None:
                 entry["read"] = read.as_dict()
