@@ -67,6 +67,53 @@ def check_evals(raw: dict, data_dir: Path) -> None:
         EVALUATORS.build_config(e["name"], with_data_dir(e.get("params") or {}, data_dir), f"evals[{i}]")
 
 
+def build_hf_tokenizer(folder: Path, style: str) -> Path:
+    """A small byte-level BPE (trained on storybook text and integers) saved as an HF tokenizer folder
+    whose special tokens are NOT id 0, as the papers' tokenizers:
+
+    - ``llama3`` (SmolLM3 / Llama-3): specials appended after the vocabulary, ``<|begin_of_text|>``
+      is BOS and prepended by the post-processor, ``<|im_end|>`` the chat EOS and PAD, and
+      ``<|end_of_text|>`` (verify-ppt's document end) a special token that is not the EOS;
+    - ``mistral`` (Mistral v0.3): ``<unk>`` = 0, ``<s>`` = 1 (BOS, prepended), ``</s>`` = 2 (EOS), no PAD.
+    """
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    from preschool.corpora import CorpusConfig, iter_documents
+
+    texts = [d.text for _, d in zip(range(300), iter_documents(CorpusConfig(source="storybook", seed=0)))]
+    texts += [" ".join(str(i) for i in range(k, k + 50)) for k in range(0, 1000, 50)]
+    tok = Tokenizer(models.BPE(unk_token="<unk>" if style == "mistral" else None))
+    tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=False),
+                                                 pre_tokenizers.ByteLevel(add_prefix_space=False)])
+    tok.decoder = decoders.ByteLevel()
+    front = ["<unk>", "<s>", "</s>"] if style == "mistral" else []
+    tok.train_from_iterator(texts, trainers.BpeTrainer(vocab_size=400, special_tokens=front, show_progress=False,
+                                                       initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    if style == "llama3":
+        tok.add_special_tokens(["<|begin_of_text|>", "<|end_of_text|>", "<|im_end|>"])
+        bos, names = "<|begin_of_text|>", {"eos_token": "<|im_end|>", "pad_token": "<|im_end|>"}
+    else:
+        bos, names = "<s>", {"eos_token": "</s>", "unk_token": "<unk>"}
+    tok.post_processor = processors.TemplateProcessing(single=f"{bos} $A", pair=f"{bos} $A {bos} $B",
+                                                       special_tokens=[(bos, tok.token_to_id(bos))])
+    PreTrainedTokenizerFast(tokenizer_object=tok, bos_token=bos, **names).save_pretrained(str(folder))
+    return folder
+
+
+@pytest.fixture(scope="session")
+def hf_tokenizer(tmp_path_factory):
+    """``hf_tokenizer(style)``: the folder of :func:`build_hf_tokenizer` ``style`` (built once per session)."""
+    made: dict[str, Path] = {}
+
+    def get(style: str) -> Path:
+        if style not in made:
+            made[style] = build_hf_tokenizer(tmp_path_factory.mktemp(f"tok-{style}"), style)
+        return made[style]
+
+    return get
+
+
 @pytest.fixture
 def micro_run():
     """``micro_run(path, out, extra=(), command="run")``: run the experiment YAML at ``path`` shrunk by

@@ -42,7 +42,8 @@ from .engine import (
 from .packing import ConcatPacker, Doc, PackStats
 from .shards import ShardWriter
 from .tokenizer import (
-    TokenizerConfig, encode_batch, eos_id, load_tokenizer, save_tokenizer, tokenizer_hash, train_bpe,
+    TokenizerConfig, backend, encode_batch, eos_id, files_hash, load_hf_tokenizer, load_tokenizer,
+    open_tokenizer, save_tokenizer, special_ids, tokenizer_hash, tokenizer_size, train_bpe,
 )
 from ..seeds import VAL_SEED_OFFSET
 
@@ -125,20 +126,52 @@ def _corpus_docs(corpus_cfg, stats=None) -> Iterator:
 
 
 def build_tokenizer(cfg: TokenizerConfig, corpus_cfg, out: Path, progress: bool = True):
-    """Train (on the first ``sample_documents`` documents) or load the tokenizer; save it under ``out``."""
+    """Train (on the first ``sample_documents`` documents), load from ``path`` or from the HF ``name`` the
+    tokenizer; save it under ``out``. A saved one is reused, unless the data manifest beside it records
+    another tokenizer config (a ConfigError: its datasets were tokenized with that one)."""
     if (out / "tokenizer.json").is_file():
-        return load_tokenizer(out)
-    if cfg.kind == "load":
+        _check_same_tokenizer(cfg, out)
+        return open_tokenizer(cfg, out)
+    if cfg.kind == "hf":
+        tok = load_hf_tokenizer(cfg.name, cfg.eos_token, cfg.bos_token, cfg.pad_token, cfg.vocab_size)
+    elif cfg.kind == "load":
         tok = load_tokenizer(cfg.path)
     else:
         docs = _corpus_docs(corpus_cfg)
         texts = (d.text for i, d in zip(range(cfg.sample_documents), docs))
-        tok = train_bpe(texts, cfg.vocab_size, cfg.min_frequency, cfg.split_digits)
+        tok = train_bpe(texts, cfg.bpe_vocab_size, cfg.min_frequency, cfg.split_digits)
     with atomic_dir(out) as tmp:
         save_tokenizer(tok, tmp)
     # Hand back what is on disk: saving through HF adds a (no-op) post-processor, and a rerun
     # loads the file, so only the reloaded object hashes the same on the first run and every rerun.
-    return load_tokenizer(out)
+    return open_tokenizer(cfg, out)
+
+
+def tokenizer_record(cfg: TokenizerConfig) -> dict:
+    """What the data manifest records of the tokenizer config: the fields that make the tokenizer."""
+    if cfg.kind == "hf":
+        keep = ("kind", "name", "eos_token", "bos_token", "pad_token")
+    elif cfg.kind == "load":
+        keep = ("kind", "path")
+    else:
+        keep = ("kind", "vocab_size", "sample_documents", "min_frequency", "split_digits")
+    d = {k: v for k, v in to_dict(cfg).items() if k in keep}
+    if cfg.kind == "train":
+        d["vocab_size"] = cfg.bpe_vocab_size
+    return d
+
+
+def _check_same_tokenizer(cfg: TokenizerConfig, out: Path) -> None:
+    manifest = out.parent / "manifest.json"
+    if not manifest.is_file():
+        return
+    was = (read_json(manifest).get("tokenizer") or {}).get("config")
+    now = tokenizer_record(cfg)
+    if was is not None and was != now:  # manifests before tokenizer configs were recorded: nothing to compare
+        diff = ", ".join(f"{k}: {was.get(k)!r} -> {now.get(k)!r}" for k in sorted(set(was) | set(now))
+                         if was.get(k) != now.get(k))
+        raise ConfigError("tokenizer", f"{out} was built from another tokenizer config ({diff}); its datasets "
+                          "were tokenized with it: give the experiment a new 'out', or delete that data folder")
 
 
 class CorpusJob(UnitJob):
@@ -146,8 +179,9 @@ class CorpusJob(UnitJob):
 
     def __init__(self, corpus_cfg, tokenizer_json: str, row_len: int, seed: int, val_fraction: float,
                  splits: list[str], unit_tokens: int, excluded: set[str] | None = None,
-                 read: ReadStats | None = None):
+                 read: ReadStats | None = None, eos: int | None = None):
         self.corpus_cfg, self.tokenizer_json, self.row_len = corpus_cfg, tokenizer_json, row_len
+        self.eos = eos  # the id that ends each document (None: the tokenizer's <|endoftext|>)
         self.seed, self.val_fraction, self.splits, self.unit_tokens = seed, val_fraction, splits, unit_tokens
         self.excluded = excluded or set()
         self.read = read  # the parent's read counts (ReadStats), recorded in dataset.json
@@ -159,7 +193,7 @@ class CorpusJob(UnitJob):
 
     def key(self) -> str:
         return job_key("corpus", to_dict(self.corpus_cfg), self.tokenizer_json, self.row_len, self.seed,
-                       self.val_fraction, self.splits, self.unit_tokens, sorted(self.excluded))
+                       self.val_fraction, self.splits, self.unit_tokens, sorted(self.excluded), self.eos)
 
     def units(self, start=None):
         from ..corpora import iter_documents
@@ -192,8 +226,8 @@ class CorpusJob(UnitJob):
 
         if self._tok is None:
             self._tok = Tokenizer.from_str(self.tokenizer_json)
-        eos = eos_id(self._tok)
-        vocab = self._tok.get_vocab_size()
+        eos = eos_id(self._tok) if self.eos is None else self.eos
+        vocab = tokenizer_size(self._tok)
         packers = {s: ConcatPacker(self.row_len, eos, PackStats()) for s in self.splits}
         writers = {s: ShardWriter(out / s, self.row_len, vocab, arrays=["segments"]) for s in self.splits}
         ids_files = {s: open(out / f"{s}.doc_rows.tsv", "w", encoding="utf-8") for s in self.splits}
@@ -234,8 +268,8 @@ def _write_corpus(name: str, spec: DatasetSpec, corpus_cfg, tok, row_len: int, s
     ``read`` counts what the read up to the last unit taken gave (the same with any number of workers)."""
     n_rows = {"train": spec.tokens // row_len, "val": spec.val_tokens // row_len}
     n_rows = {s: n for s, n in n_rows.items() if n > 0}
-    job = CorpusJob(corpus_cfg, tok.to_str(), row_len, seed, spec.val_fraction, list(n_rows), spec.unit_tokens,
-                    excluded, read)
+    job = CorpusJob(corpus_cfg, backend(tok).to_str(), row_len, seed, spec.val_fraction, list(n_rows),
+                    spec.unit_tokens, excluded, read, eos=special_ids(tok).eos)
     work = work_dir(final, job.key())
     have = {s: 0 for s in n_rows}
     bar = None
@@ -293,10 +327,11 @@ def _write_generator(spec: DatasetSpec, tok, row_len: int, seed: int, out: Path,
     from ..synthetic import GENERATORS
     from ..synthetic.write import SymbolEncoder, fit_generator, write_generator_shards
 
-    base_vocab = tok.get_vocab_size()
-    eos = eos_id(tok)
+    base_vocab = tokenizer_size(tok)  # reserved symbols start after every id of the tokenizer (len(tokenizer))
+    special = special_ids(tok)
+    eos = special.eos
     if spec.render == "text":
-        enc = SymbolEncoder("text", tokenizer_json=tok.to_str())
+        enc = SymbolEncoder("text", tokenizer_json=backend(tok).to_str())
     else:
         enc = SymbolEncoder("reserved", reserved_offset=base_vocab)
     params = spec.generator_params()
@@ -316,7 +351,7 @@ def _write_generator(spec: DatasetSpec, tok, row_len: int, seed: int, out: Path,
                  "reserved_ids": [base_vocab, vocab] if spec.render == "reserved" else None}
         manifests[split] = write_generator_shards(
             gen, enc, out / split, tokens // row_len, row_len, vocab, eos, workers=workers, pack_mode=spec.pack,
-            pad_id=eos, progress=progress, manifest_extra=extra, exact_fill=spec.exact_fill,
+            pad_id=special.pad, progress=progress, manifest_extra=extra, exact_fill=spec.exact_fill,
             unit_tokens=spec.unit_tokens, resume_as=final.parent / f"{final.name}-{split}",
         )
     return manifests
@@ -481,7 +516,12 @@ def prepare_data(
         raise ConfigError("tokenizer.kind", "training a tokenizer needs a corpus; add one under 'corpora' or load one")
     tok = build_tokenizer(tokenizer_cfg, first_corpus, out / "tokenizer", progress)
     thash = tokenizer_hash(tok)
-    manifest: dict[str, Any] = {"tokenizer": {"path": "tokenizer", "sha256": thash, "vocab_size": tok.get_vocab_size()},
+    # which tokenizer (config, content hash of its saved files) and its special ids: a rerun with another
+    # tokenizer config is refused (build_tokenizer), and a changed one changes every dataset's key
+    manifest: dict[str, Any] = {"tokenizer": {"path": "tokenizer", "sha256": thash, "vocab_size": tokenizer_size(tok),
+                                              "config": tokenizer_record(tokenizer_cfg),
+                                              "files_sha256": files_hash(out / "tokenizer"),
+                                              "special_ids": special_ids(tok).as_dict()},
                                 "seq_len": seq_len, "datasets": {}}
     # Order: datasets without exclusions first, so Control sets can read their doc ids; derived ones last.
     order = sorted((n for n in datasets if datasets[n].kind is None), key=lambda n: len(datasets[n].exclude))

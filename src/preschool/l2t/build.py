@@ -11,9 +11,10 @@ and a killed build resumes from its finished units.
 
 Per document (pure function of ``(cfg, index, text, previous text)``):
 train/val assignment (``val_fraction``, by document id), raw/L2T routing
-(``mixing``), the L2T transform (``transform``), tokenization with BOS
-(``<|endoftext|>``, which is also EOS and padding) before every sample and raw
-document and no EOS (reference), and the per-task drop counts, including
+(``mixing``), the L2T transform (``transform``), tokenization with BOS (the
+tokenizer's BOS, else EOS; ``<|endoftext|>`` in our BPE, which is also EOS and
+padding) before every sample and raw document and no EOS (reference; padding is
+the tokenizer's PAD, else EOS), and the per-task drop counts, including
 samples longer than a row (``too_long``; the reference drops those too).
 
 Output (``out``): ``train/`` and ``val/`` shard sets (tokens, loss_mask,
@@ -99,15 +100,18 @@ class DocOut:
 class DocumentEncoder:
     """Worker-side state: transform + tokenizer. Picklable (the tokenizer travels as JSON)."""
 
-    def __init__(self, cfg: BuildConfig, tokenizer_json: str, pool: tuple[str, ...] | None = None):
+    def __init__(self, cfg: BuildConfig, tokenizer_json: str, pool: tuple[str, ...] | None = None,
+                 bos: int | None = None):
         self.cfg = cfg
         self.tokenizer_json = tokenizer_json
         self.pool = pool
+        self.bos_id = bos  # the id before every sample and raw document (None: the tokenizer's <|endoftext|>)
         self._tok = None
         self._tf = None
 
     def __getstate__(self):
-        return {"cfg": self.cfg, "tokenizer_json": self.tokenizer_json, "pool": self.pool, "_tok": None, "_tf": None}
+        return {"cfg": self.cfg, "tokenizer_json": self.tokenizer_json, "pool": self.pool, "bos_id": self.bos_id,
+                "_tok": None, "_tf": None}
 
     @property
     def tok(self):
@@ -127,7 +131,7 @@ class DocumentEncoder:
     def bos(self) -> int:
         from ..data.tokenizer import eos_id
 
-        return eos_id(self.tok)
+        return eos_id(self.tok) if self.bos_id is None else self.bos_id
 
     def route(self, index: int) -> str:
         c = self.cfg
@@ -357,7 +361,7 @@ class L2TJob(UnitJob):
 
     def key(self) -> str:
         return job_key("l2t", to_dict(self.enc.cfg), self.enc.tokenizer_json, self.enc.pool, self.unit_tokens,
-                       self.source)
+                       self.source, self.enc.bos_id, self.pad)
 
     def units(self, start=None):
         from ..corpora import iter_documents
@@ -469,15 +473,18 @@ def build_l2t(
     document is dropped, or one so small that every document was held out for
     validation never looks like success.
     """
-    from ..data.tokenizer import eos_id, save_tokenizer, tokenizer_hash
+    from ..data.tokenizer import backend, save_tokenizer, special_ids, tokenizer_hash, tokenizer_size
     from ..errors import DataError
 
     if not isinstance(cfg, BuildConfig):
         cfg = from_dict(BuildConfig, cfg)
-    enc = DocumentEncoder(cfg, tokenizer.to_str(), pool)
-    vocab = tokenizer.get_vocab_size()
+    special = special_ids(tokenizer)
+    # the reference (Mistral) puts BOS before every sample and document and pads with EOS; with our BPE
+    # both are <|endoftext|>
+    enc = DocumentEncoder(cfg, backend(tokenizer).to_str(), pool, bos=special.prefix)
+    vocab = tokenizer_size(tokenizer)
     out = Path(out)
-    job = L2TJob(texts, enc, vocab, eos_id(tokenizer), unit_tokens, source, corpus_cfg, read_stats)
+    job = L2TJob(texts, enc, vocab, special.pad, unit_tokens, source, corpus_cfg, read_stats)
     work = work_dir(Path(resume_as or out), job.key())
     bar = None
     if progress:

@@ -53,13 +53,14 @@ def write_l2t_dataset(name: str, l2t: dict[str, Any], corpus_cfg, tok, row_len: 
     from ..corpora import iter_documents
     from ..corpora.base import drop_summary
     from ..data.shards import ShardSet
+    from ..data.tokenizer import backend
     from .cli import chars_per_token
 
     field = f"data.{name}.l2t"
     l2t_build_config(l2t, row_len - 1, seed, tokens, val_tokens, val_fraction, field=field)  # fail fast
     sample = (d.text for d in itertools.islice(iter_documents(corpus_cfg), 200))
     cfg = l2t_build_config(l2t, row_len - 1, seed, tokens, val_tokens, val_fraction,
-                           chars_per_token(tok, sample), field)
+                           chars_per_token(backend(tok), sample), field)
     pool = None
     if cfg.l2t.word_pool == "corpus":
         from .text import corpus_pool

@@ -188,11 +188,14 @@ class ModelConfig:
     # o_proj / down_proj ~ N(0, init_std / sqrt(2 * layers)) (Nanotron's scaled init; module docstring)
     scaled_init: bool = False
     overrides: dict[str, Any] = field(default_factory=dict)
+    # embedding rows = the vocabulary rounded up to a multiple of this (L2T: 128, tokenizer length 32,768)
+    vocab_multiple: int = 1
 
     def validate(self) -> None:
         MODEL_PRESETS.get(self.preset, "preset")
         check(self.family in ("qwen2", "llama"), "family", f"must be 'qwen2' or 'llama', got {self.family!r}")
         check(self.init_std > 0, "init_std", f"must be > 0, got {self.init_std}")
+        check(self.vocab_multiple >= 1, "vocab_multiple", f"must be >= 1, got {self.vocab_multiple}")
         # only overrides need the HF config's field list: importing it costs seconds (transformers), which
         # `preschool plan` on a laptop should not pay for a preset-only config
         known = _known_fields(self.family) if self.overrides else set()
@@ -208,6 +211,11 @@ class ModelConfig:
                   "set by the tokenizer / tie_embeddings, not by overrides")
         if self.overrides:  # a shape the trainer could not build fails here, before any data is prepared
             model_shape(self, 2)
+
+
+def embedding_rows(cfg: ModelConfig, vocab_size: int) -> int:
+    """The model's vocabulary for data over ``vocab_size`` ids: rounded up to ``cfg.vocab_multiple``."""
+    return -(-vocab_size // cfg.vocab_multiple) * cfg.vocab_multiple
 
 
 def model_shape(cfg: ModelConfig, vocab_size: int) -> dict[str, Any]:
@@ -239,17 +247,18 @@ def model_shape(cfg: ModelConfig, vocab_size: int) -> dict[str, Any]:
     return shape
 
 
-def hf_config(cfg: ModelConfig, vocab_size: int):
-    """The HF ``PretrainedConfig`` for ``cfg`` at ``vocab_size`` (EOS = BOS = PAD = id 0)."""
+def hf_config(cfg: ModelConfig, vocab_size: int, special=None):
+    """The HF ``PretrainedConfig`` for ``cfg`` at ``vocab_size``, with the tokenizer's BOS/EOS/PAD ids
+    (``special``, a ``data.tokenizer.SpecialIds``; None: id 0 for all three, our BPE's ``<|endoftext|>``)."""
     shape = model_shape(cfg, vocab_size)
     theta = float(shape.pop("rope_theta", 10000.0))
     kwargs = dict(
         vocab_size=vocab_size,
         tie_word_embeddings=cfg.tie_embeddings,
         initializer_range=cfg.init_std,
-        bos_token_id=0,
-        eos_token_id=0,
-        pad_token_id=0,
+        bos_token_id=0 if special is None else special.bos,
+        eos_token_id=0 if special is None else special.eos,
+        pad_token_id=0 if special is None else special.pad,
         use_cache=False,
         rope_parameters={"rope_type": "default", "rope_theta": theta},
         **shape,
@@ -284,12 +293,13 @@ def init_weights(model: torch.nn.Module, std: float, seed: int, scaled_layers: i
                 p.copy_(torch.randn(p.shape, generator=gen, dtype=torch.float32).mul_(s).to(p.dtype))
 
 
-def build_model(cfg: ModelConfig, vocab_size: int, seed: int = 0):
-    """A freshly initialised fp32 causal LM (``PreTrainedModel``) for ``cfg``; deterministic in ``seed``."""
+def build_model(cfg: ModelConfig, vocab_size: int, seed: int = 0, special=None):
+    """A freshly initialised fp32 causal LM (``PreTrainedModel``) for ``cfg``; deterministic in ``seed``;
+    ``special``: the tokenizer's ids (:func:`hf_config`)."""
     import torch
     from transformers import AutoModelForCausalLM
 
-    hf = hf_config(cfg, vocab_size)
+    hf = hf_config(cfg, vocab_size, special)
     # HF's own init draws from the global RNG; fork it so the caller's state is untouched.
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(int(seed))

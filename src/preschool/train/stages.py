@@ -31,9 +31,9 @@ def model_vocab_size(datasets: Mapping[str, Path], tokenizer_dir: Path | None) -
     # vocabulary, so a dataset's manifest can be larger than the tokenizer
     sizes = []
     if tokenizer_dir is not None:
-        from ..data.tokenizer import load_tokenizer
+        from ..data.tokenizer import load_tokenizer, tokenizer_size
 
-        sizes.append(int(load_tokenizer(tokenizer_dir).get_vocab_size()))
+        sizes.append(tokenizer_size(load_tokenizer(tokenizer_dir)))
     for path in datasets.values():
         mpath = path / "train" / "manifest.json"
         if mpath.is_file():
@@ -41,6 +41,16 @@ def model_vocab_size(datasets: Mapping[str, Path], tokenizer_dir: Path | None) -
     if not sizes:
         raise DataError("no tokenizer given and no dataset manifest to read vocab_size from")
     return max(sizes)
+
+
+def model_special_ids(tokenizer_dir: Path | None):
+    """The BOS/EOS/PAD ids the model config records: the tokenizer folder's (``SpecialIds``), or None
+    without one (id 0, our BPE's ``<|endoftext|>``)."""
+    if tokenizer_dir is None:
+        return None
+    from ..data.tokenizer import load_special_ids
+
+    return load_special_ids(tokenizer_dir)
 
 
 def pt_sources(stage: StageConfig, mix: Mixture) -> set[str]:

@@ -55,13 +55,13 @@ from .configs import StageConfig, TrainConfig, resolve_reserved_ids
 from .cpu_heap import retain_freed_memory
 from .kernels import apply_liger, compile_blocks, compile_mode, resolve_kernels
 from .loss import FusedLoss, resolve_fused_loss
-from .model import build_model, set_input_embeddings
+from .model import build_model, embedding_rows, set_input_embeddings
 from .optim import adamw
 from .parallel import _dist, make_parallel
 from .precision import param_dtype
 from .run_dir import check_run_dir, run_config_tree
 from .schedules import ScheduleConfig, lr_at
-from .stages import StagePlan, model_vocab_size
+from .stages import StagePlan, model_special_ids, model_vocab_size
 from ..seeds import EMBEDDING_REINIT, TRAIN_SAMPLING
 
 
@@ -88,7 +88,7 @@ class Trainer:
         if self.local_batch % self.micro:
             raise ConfigError("micro_batch_size",
                               f"{self.micro} does not divide the per-rank batch {self.local_batch}")
-        self.vocab_size = model_vocab_size(self.datasets, self.tokenizer_dir)
+        self.vocab_size = embedding_rows(cfg.model, model_vocab_size(self.datasets, self.tokenizer_dir))
         if cfg.reserved_ids is not None and cfg.reserved_ids[1] > self.vocab_size:
             raise ConfigError("reserved_ids", f"{cfg.reserved_ids} exceeds vocab size {self.vocab_size}")
         self.plan = StagePlan(cfg, self.datasets, self.vocab_size)  # opens the data: bad paths fail now
@@ -211,7 +211,8 @@ class Trainer:
 
         if self.device.type == "cpu" and cfg.cpu_heap == "retain":
             retain_freed_memory()
-        self.model = build_model(cfg.model, self.vocab_size, seed=cfg.seed).to(self.device)
+        self.model = build_model(cfg.model, self.vocab_size, seed=cfg.seed,
+                                 special=model_special_ids(self.tokenizer_dir)).to(self.device)
         self.model.to(param_dtype(cfg.precision))  # pure_bf16: a bf16 model (before a resume loads into it)
         from .flops import device_peak_flops
         from .model import describe
