@@ -131,7 +131,12 @@ def load_checkpoint(path: str | Path, device: str = "cpu"):
     # .float() rather than a dtype argument: its name changed across transformers versions (torch_dtype -> dtype)
     model = model.float().to(resolve_device(device)).eval()
     try:
-        tok = AutoTokenizer.from_pretrained(str(p))
+        if (p / "tokenizer.json").is_file() and (p / "tokenizer_config.json").is_file():
+            # the saved files as they are: AutoTokenizer picks the model type's class (Qwen2Tokenizer), whose
+            # defaults add tokens (a PAD <|endoftext|> after the vocabulary when the tokenizer has none)
+            tok = PreTrainedTokenizerFast.from_pretrained(str(p))
+        else:
+            tok = AutoTokenizer.from_pretrained(str(p))
     except (OSError, ValueError, TypeError):
         if not (p / "tokenizer.json").is_file():
             raise DataError(f"{p}: no tokenizer files in this checkpoint") from None
