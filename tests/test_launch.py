@@ -292,6 +292,24 @@ report: {baseline: a}
 """
 
 
+def test_a_launch_after_prepare_submits_no_prepare_job(tmp_path, monkeypatch, capsys):
+    cfg, out = tmp_path / "tiny.yaml", tmp_path / "out"
+    cfg.write_text(ONE_ARM)
+    assert main(["prepare", str(cfg), "--set", f"out={out}", "--no-progress"]) == 0
+    log = _fake_slurm(tmp_path / "bin", tmp_path / "sbatch.log")
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.chdir(tmp_path)
+    capsys.readouterr()
+    assert _launch(cfg, "--gpus-per-node", "0", "--cpus-per-task", "1", "--dry-run", out=out) == 0
+    text = capsys.readouterr().out
+    assert "skip prepare: data prepared" in text and "would run: a-seed0, report" in text
+    assert "afterok" not in text and not log.exists()
+    assert _launch(cfg, "--gpus-per-node", "0", "--cpus-per-task", "1", out=out) == 0
+    rows = log.read_text().splitlines()
+    assert [Path(r.split()[-1]).stem for r in rows] == ["a-seed0", "report"]
+    assert "--dependency" not in rows[0] and "--dependency=afterany:1001 " in rows[1]
+
+
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory):
     """A one-arm micro experiment run to the end with `preschool run` (config path, out folder)."""
@@ -311,6 +329,7 @@ def _run_script(path: Path, bin_dir: Path) -> None:
     subprocess.run(["bash", str(path)], env=env, check=True, capture_output=True)
 
 
+@pytest.mark.slow  # trains and reports a micro experiment, then runs its report job (~30 s of CPU)
 def test_a_second_launch_submits_only_what_is_not_current(finished, tmp_path, monkeypatch, capsys):
     cfg, out = finished
     log = _fake_slurm(tmp_path / "bin", tmp_path / "sbatch.log")
