@@ -174,8 +174,9 @@ class SlurmOptions:
     ``procs_per_node`` is the number of torchrun processes per node (default: one
     per GPU, one on CPU); ``cpus_per_task`` is the CPUs of each node's task, which
     runs torchrun and its processes (default :data:`CPUS_PER_PROCESS` per
-    process). The prepare job asks no GPU; the eval + report job runs on one node
-    with ``report_gpus`` GPUs (default one when the arms use GPUs, else none).
+    process). The prepare and the eval + report jobs run on one node and ask
+    ``report_gpus`` GPUs (default none: data building and the evaluators, which
+    the runner runs on CPU, need none).
     """
 
     nodes: int = 1
@@ -191,7 +192,7 @@ class SlurmOptions:
     mem: str | None = None  # per node, Slurm's --mem syntax (e.g. 64G)
     qos: str | None = None
     constraint: str | None = None
-    report_gpus: int | None = None
+    report_gpus: int = 0
     report_time: str | None = None  # the prepare and report jobs' limit (default: time)
 
     @property
@@ -300,9 +301,8 @@ def slurm_jobs(exp: Experiment, opt: SlurmOptions) -> list[Job]:
             arm_jobs[(arm, seed)] = name
     report_cmd = _cli(exp, "run", "--only", "eval", "--only", "report", "--no-progress")
     stamp = report_stamp(exp).resolve()
-    report_gpus = opt.report_gpus if opt.report_gpus is not None else min(opt.gpus_per_node, 1)
     jobs.append(Job("report", "report", "\n".join(
-        _header(exp, "report", opt, 1, report_gpus, opt.cpus(1), logs, side_time)
+        _header(exp, "report", opt, 1, opt.report_gpus, opt.cpus(1), logs, side_time)
         + ["# evaluates the checkpoints that exist and reports whatever finished",
            f"{_SRUN} --ntasks=1 {report_cmd}",
            "# reached only when the report succeeded (set -e): a later launch skips a current report",
@@ -515,8 +515,9 @@ def add_arguments(p) -> None:
     p.add_argument("--constraint", help="Slurm node features, e.g. a100")
     p.add_argument("--time", help="time limit of each arm job, HH:MM:SS or D-HH:MM:SS")
     p.add_argument("--report-time", help="time limit of the prepare and report jobs (default: --time)")
-    p.add_argument("--report-gpus", type=int,
-                   help="GPUs of the eval + report job (default 1, or 0 with --gpus-per-node 0)")
+    p.add_argument("--report-gpus", type=int, default=0,
+                   help="GPUs of the eval + report job (default 0: the evaluators run on CPU; for a partition "
+                        "that insists on a GPU)")
     p.add_argument("--port", type=int, default=29500, help="rendezvous port on each job's first node")
     p.add_argument("--setup", action="append", default=[], metavar="SHELL",
                    help="shell line run at the top of every job, e.g. 'module load cuda' (repeatable)")
