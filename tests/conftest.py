@@ -36,21 +36,29 @@ def shared_data() -> Path:
 TINY_EVALS = ("evals=[{name: verbatim, params: {n_base_lists: 2, n_lists: 2, list_lengths: [3], "
               "intervening_words: [0], bootstrap_resamples: 10}}]")
 STORYBOOK = "{source: storybook, seed: 0}"
-MICRO_MODEL = ["model.preset=micro", "model.overrides={}", "tokenizer.vocab_size=300",
-               "tokenizer.sample_documents=200", "seq_len=64"]
+MICRO_MODEL = ["model.preset=micro", "model.overrides={}", "seq_len=64"]
+MICRO_BPE = ["tokenizer.vocab_size=300", "tokenizer.sample_documents=200"]
 
 
-def micro_overrides(raw: dict, out: Path, per_stage: int = 2048) -> list[str]:
-    """``--set`` overrides that shrink the experiment ``raw`` (its YAML as a dict) to micro scale."""
+def micro_overrides(raw: dict, out: Path, per_stage: int = 2048, hf_tokenizer=None) -> list[str]:
+    """``--set`` overrides that shrink the experiment ``raw`` (its YAML as a dict) to micro scale. A hub
+    tokenizer (``kind: hf``) is swapped for a local one of its style (``hf_tokenizer``, the fixture; a
+    Mistral one for a Mistral name, else Llama-3 / SmolLM3), keeping its special-token renames."""
     sets = [f"out={out}", "workers=1", *MICRO_MODEL, TINY_EVALS, "train.batch_size=8", "train.micro_batch_size=4",
             "train.checkpoint_every=2", "train.eval_every=2", "train.val_rows=4", "train.log_every=1"]
+    tok = raw.get("tokenizer") or {}
+    if tok.get("kind") == "hf":
+        style = "mistral" if "mistral" in str(tok.get("name", "")).lower() else "llama3"
+        sets += [f"tokenizer.name={hf_tokenizer(style)}", "tokenizer.vocab_size=null"]
+    else:
+        sets += MICRO_BPE
     sets += [f"corpora.{c}={STORYBOOK}" for c, spec in (raw.get("corpora") or {}).items()
              if spec.get("source") in ("hf", "datatrove_hf")]
     for name, d in raw["data"].items():
         if d.get("kind"):  # derived: built from its source, no budget of its own
             continue
         sets += [f"data.{name}.tokens=8000", f"data.{name}.val_tokens={1024 if d.get('val_tokens') else 0}"]
-        if d.get("exact_fill"):  # a 300-token BPE does not give every integer symbol the same token count
+        if d.get("exact_fill"):  # a 300-400 token BPE does not give every integer symbol the same token count
             sets.append(f"data.{name}.exact_fill=false")
     if "similarity" in ((raw.get("report") or {}).get("sections") or {}):
         sets.append("report.sections.similarity.rows=4")
@@ -115,7 +123,7 @@ def hf_tokenizer(tmp_path_factory):
 
 
 @pytest.fixture
-def micro_run():
+def micro_run(hf_tokenizer):
     """``micro_run(path, out, extra=(), command="run")``: run the experiment YAML at ``path`` shrunk by
     :func:`micro_overrides` (plus ``extra``) into ``out`` with ``preschool <command>``; returns the report
     once every arm x seed finished and it is written."""
@@ -124,7 +132,7 @@ def micro_run():
 
     def run(path: Path, out: Path, extra=(), command: str = "run") -> str:
         raw = load_yaml(path)
-        sets = [*micro_overrides(raw, out), *extra]
+        sets = [*micro_overrides(raw, out, hf_tokenizer=hf_tokenizer), *extra]
         assert main([command, str(path), *[x for s in sets for x in ("--set", s)], "--no-progress"]) == 0
         check_evals(raw, out / "data")
         seeds = next((s.split("=", 1)[1] for s in extra if s.startswith("seeds=")), None)

@@ -53,3 +53,27 @@ def test_verify_ppt_configs_build_the_nanotron_model_and_optimizer_settings(name
     assert lm.params["num_fewshot"] == {"arc_easy": 5, "openbookqa": 5, "social_iqa": 5}
     assert {e.every_pt_tokens for e in cfg.evals} == {1000 * 512 * 4096}  # every 1K PT steps
     assert len(cfg.report.efficiency.downstream) == len(lm.params["tasks"])
+
+
+@pytest.mark.parametrize("name, hub, eos, vocab, rows", [
+    ("verify_ppt_500m", "HuggingFaceTB/SmolLM3-3B", "<|end_of_text|>", 128256, 128256),
+    ("verify_ppt_1b", "HuggingFaceTB/SmolLM3-3B", "<|end_of_text|>", 128256, 128256),
+    ("verify_ppt_3b", "HuggingFaceTB/SmolLM3-3B", "<|end_of_text|>", 128256, 128256),
+    ("l2t_paper", "mistralai/Mistral-7B-Instruct-v0.3", None, 32768, 32768),
+])
+def test_paper_configs_use_the_papers_tokenizers(name, hub, eos, vocab, rows):
+    """verify-ppt tokenizes with SmolLM3's tokenizer, documents ending with <|end_of_text|> as its DataTrove
+    shards; L2T with Mistral v0.3's, the embedding padded to a multiple of 128 (spec scale.md 1, 2). The
+    micro runs above swap in a local tokenizer of the same style (conftest.micro_overrides)."""
+    from preschool.experiment import load_experiment
+    from preschool.train.model import embedding_rows
+
+    cfg = load_experiment(PAPER / f"{name}.yaml")
+    tok = cfg.tokenizer
+    assert (tok.kind, tok.name, tok.eos_token, tok.vocab_size) == ("hf", hub, eos, vocab)
+    for arm in cfg.arms:
+        model = cfg.train_config(arm, cfg.seeds[0]).model
+        assert embedding_rows(model, vocab) == rows
+        assert model.vocab_multiple == (128 if name == "l2t_paper" else 1)
+    assert embedding_rows(cfg.train_config(cfg.arms[0], cfg.seeds[0]).model, vocab + 1) == rows + (
+        128 if name == "l2t_paper" else 1)
