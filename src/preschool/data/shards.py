@@ -18,9 +18,9 @@ and of the whole set (``max_token_id``), so a model's vocabulary can be checked
 against the data when the set is opened rather than deep inside an embedding.
 The manifest's word is not taken on trust where the ids are read anyway: a
 ``verify="full"`` open finds each file's largest id in its hash pass (a manifest
-that under-states it is caught before any step), and after :meth:`ShardSet.check_vocab`
-every tokens row read is checked against the vocabulary (``verify="size"``
-reads no file whole, so an id the manifest hides is caught at the row).
+that under-states it is caught before any step); ``verify="size"`` reads no file
+whole, so after :meth:`ShardSet.check_vocab` each tokens row read from such a file
+is checked against the vocabulary (an id the manifest hides is caught at its row).
 
 The writer builds everything in a temporary folder and renames it into place,
 so a set either exists whole or not at all. On open, every file's size is
@@ -200,6 +200,8 @@ class _Shard:
     start: int
     rows: int
     arrays: dict[str, np.memmap]
+    tokens_file: Path
+    max_read: bool = False  # its tokens file's max id was read from the file (checked whole by check_vocab)
 
 
 def content_sha256(dataset_dir: str | Path, verify: str = "full") -> str | None:
@@ -310,7 +312,8 @@ class ShardSet:
                             f"{', '.join(OPTIONAL_ARRAYS)}); {_rebuild_hint(self.path)}")
         self._shards: list[_Shard] = []
         self._max_ids: dict[Path, int | None] = {}  # per tokens file; None until read (old manifests)
-        self._vocab_limit: int | None = None  # set by check_vocab: every tokens row read is held to it
+        self._vocab_limit: int | None = None  # set by check_vocab: tokens rows read are held to it
+        self._max_read: set[Path] = set()  # tokens files whose max id was read from the file, not the manifest
         start, hashed, t0 = 0, 0, time.perf_counter()
         for k, entry in enumerate(shard_entries):
             arrays = {}
@@ -345,8 +348,9 @@ class ShardSet:
                                         f"manifest says {info['sha256'][:12]}...); {_rebuild_hint(self.path)}")
                     if want_max:
                         self._max_ids[f] = mx
+                        self._max_read.add(f)
                 arrays[name] = np.memmap(f, dtype=dt, mode="r", shape=(rows, self.row_len))
-            self._shards.append(_Shard(start, rows, arrays))
+            self._shards.append(_Shard(start, rows, arrays, self.path / files["tokens"]["name"]))
             start += rows
         self.n_rows = start
         if self.n_rows != self.manifest["n_rows"]:
@@ -362,18 +366,22 @@ class ShardSet:
         for f, mx in self._max_ids.items():
             if mx is None:
                 self._max_ids[f] = _scan(f, self.dtype, False, True)[1]
+                self._max_read.add(f)
         return dict(self._max_ids)  # type: ignore[arg-type]
 
     def check_vocab(self, vocab_size: int) -> None:
         """Raise DataError naming the first tokens file holding an id >= ``vocab_size`` (the model's).
 
         The per-file maxima are the file's own under ``verify="full"``, the manifest's under "size";
-        from here on every tokens row read (:meth:`row`, :meth:`rows`) is checked too, so an id a
-        manifest under-states stops the read naming the file and row instead of reaching an embedding.
+        for a file whose maximum is only the manifest's word, every tokens row read from here on
+        (:meth:`row`, :meth:`rows`) is checked too, so an id a manifest under-states stops the read
+        naming the file and row instead of reaching an embedding.
         """
         for f, mx in self.max_token_ids().items():
             if mx >= vocab_size:
                 raise DataError(f"{f}: token id {mx} >= the model's vocab_size {vocab_size}; {_WRONG_TOKENIZER}")
+        for shard in self._shards:
+            shard.max_read = shard.tokens_file in self._max_read
         self._vocab_limit = vocab_size
 
     def __len__(self) -> int:
@@ -392,8 +400,10 @@ class ShardSet:
     def row(self, i: int, name: str = "tokens") -> np.ndarray:
         shard, j = self._locate(int(i))
         out = np.asarray(shard.arrays[name][j])
-        # one max over a row already in memory: what keeps an id the manifest hid out of the model
-        if name == "tokens" and self._vocab_limit is not None and out.size and out.max() >= self._vocab_limit:
+        # one max over a row already in memory, for files whose max id is only the manifest's word: what
+        # keeps an id the manifest hid out of the model (files read whole on open were checked then)
+        if (name == "tokens" and self._vocab_limit is not None and not shard.max_read and out.size
+                and out.max() >= self._vocab_limit):
             raise DataError(f"{shard.arrays[name].filename}: row {j} holds token id {out.max()} >= the model's "
                             f"vocab_size {self._vocab_limit}, above the max_id its manifest records "
                             f"(the manifest was edited or written by other code); {_rebuild_hint(self.path)}")
