@@ -8,6 +8,14 @@ dataclass plus a class; a module registers it once at import time:
     class ShuffleDyck(Generator): ...
 
 and users build it by name: ``GENERATORS.build("shuffle_dyck", {"k": 64})``.
+
+Discovery: a registry made with ``packages`` finds its parts itself. On first
+use (a lookup, ``names()``, iteration, ``in``, ``len``) it imports every
+module of those packages (sub-packages too; names starting with ``_`` are
+skipped) and, in every plug-in package of ``plugins.PLUGINS``, the module or
+sub-package named ``plugin_module``. So a new part is one new file in the
+package, with nothing else to edit. A module that fails to import raises, so a
+broken part is never silently missing.
 """
 
 from __future__ import annotations
@@ -28,9 +36,29 @@ class Entry:
 
 
 class Registry:
-    def __init__(self, kind: str):
+    def __init__(self, kind: str, packages: tuple[str, ...] = (), plugin_module: str | None = None):
         self.kind = kind
+        self.packages = tuple(packages)
+        self.plugin_module = plugin_module
         self._entries: dict[str, Entry] = {}
+        self._discovered = not self.packages and plugin_module is None
+
+    def discover(self) -> None:
+        """Import the modules that hold this registry's parts (once; see the module docstring)."""
+        if self._discovered:
+            return
+        from .plugins import import_package, plugin_parts
+
+        # Marked first: a module being imported may look the registry up (it sees the parts found so far).
+        self._discovered = True
+        try:
+            for name in self.packages:
+                import_package(name)
+            if self.plugin_module is not None:
+                plugin_parts(self.plugin_module)
+        except BaseException:
+            self._discovered = False  # the next lookup raises again instead of missing parts
+            raise
 
     def register(self, name: str, config: type | None = None) -> Callable[[Any], Any]:
         def deco(cls: Any) -> Any:
@@ -44,6 +72,7 @@ class Registry:
         return deco
 
     def get(self, name: str, field: str = "") -> Entry:
+        self.discover()
         if name not in self._entries:
             close = difflib.get_close_matches(name, list(self._entries), n=3)
             hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
@@ -68,13 +97,16 @@ class Registry:
         return entry.cls(cfg) if entry.config is not None else entry.cls()
 
     def names(self) -> list[str]:
+        self.discover()
         return sorted(self._entries)
 
     def __iter__(self) -> Iterator[Entry]:
         return iter(self._entries[n] for n in self.names())
 
     def __contains__(self, name: str) -> bool:
+        self.discover()
         return name in self._entries
 
     def __len__(self) -> int:
+        self.discover()
         return len(self._entries)

@@ -4,8 +4,9 @@
 sections to ``report.md`` (after the standard tables) and their numbers to
 ``results.json`` under ``sections.<name>``. A section is a :class:`Section`
 subclass registered in :data:`SECTIONS` with its config dataclass, like an
-evaluator; plug-ins register theirs (``compartments/sections.py``: slowdown,
-plateau, similarity, audit_gap). A section reads result files only (each run's
+evaluator, in its own file in ``analysis/`` (the registry imports every module
+of ``analysis/`` on first use) or in a plug-in's ``sections`` module
+(``compartments/sections.py``: slowdown, plateau, similarity, audit_gap). A section reads result files only (each run's
 ``metrics.jsonl``, ``config.yaml``, checkpoints, the prepared data), through
 :class:`SectionContext`, so ``preschool report`` rebuilds it at any time.
 """
@@ -19,7 +20,7 @@ from typing import Any
 from ..layout import arm_runs, data_dir, metrics_path
 from ..registry import Registry
 
-SECTIONS = Registry("report section")
+SECTIONS = Registry("report section", packages=("preschool.analysis",), plugin_module="sections")
 
 
 @dataclass
@@ -65,8 +66,5 @@ class Section:
 
 
 def build_section(name: str, params: dict | None, field_prefix: str = "report.sections") -> Section:
-    """The configured section ``name`` (plug-ins loaded first; unknown names and bad params name the field)."""
-    from ..plugins import load_plugins
-
-    load_plugins()
+    """The configured section ``name`` (unknown names and bad params name the field)."""
     return SECTIONS.build(name, params or {}, f"{field_prefix}.{name}")

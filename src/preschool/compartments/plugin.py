@@ -1,24 +1,19 @@
-"""The compartmentalization plug-in: what ``compartments`` contributes to the core (see ``preschool.plugins``).
+"""The compartmentalization plug-in (see ``preschool.plugins``): what ``compartments`` contributes to the core.
+
+Its registry parts are found by the registries in their own modules:
 
 - dataset kinds ``compartmented`` and ``shifted`` (``kinds.py``), built by ``prepare``;
-- callbacks ``compartment_model`` (compartment embedding, init copies, c=1 -> c
-  expansion with ``init_from``) and ``infonce`` (the contrastive remedy), named per arm;
-- report sections ``plateau``, ``slowdown``, ``similarity``, ``audit_gap`` (``sections.py``);
-- checkpoint hook: models loaded by the evaluators get their compartment
-  embedding back (``model.restore_compartments``; a plain ``from_pretrained`` drops it).
+- callbacks ``compartment_model`` and ``infonce`` (``callbacks.py``), named per arm;
+- report sections ``plateau``, ``slowdown``, ``similarity``, ``audit_gap`` (``sections.py``).
+
+This module holds the rest: the checkpoint hook, so models loaded by the evaluators
+get their compartment embedding back (``model.restore_compartments``; a plain
+``from_pretrained`` drops it).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from pathlib import Path
-
-from ..errors import ConfigError, DataError
-from ..io import read_json
 from ..plugins import register_checkpoint_hook
-from ..train.callbacks.registry import CALLBACKS, CallbackContext
-from . import kinds, sections  # noqa: F401  (they register on import)
-from .configs import CompartmentModelConfig, InfoNCEConfig
 
 
 @register_checkpoint_hook
@@ -26,70 +21,3 @@ def _restore_compartment_embedding(model, path):
     from .model import restore_compartments
 
     return restore_compartments(model, path)
-
-
-def stage_compartments(ctx: CallbackContext) -> tuple[int, int, Path, str]:
-    """``(n_compartments, base vocabulary, source dataset folder, presentation mode)`` of the one compartmented dataset the
-    arm's stages train on (read from its prepared manifest)."""
-    found = []
-    for name in dict.fromkeys(ctx.stage_datasets):
-        folder = ctx.datasets[name]
-        info = read_json(folder / "dataset.json") if (folder / "dataset.json").is_file() else {}
-        if (info.get("spec") or {}).get("kind") == "compartmented":
-            pres = read_json(folder / "train" / "manifest.json")["compartments"]["presentation"]
-            found.append((int(pres["n_compartments"]), int(pres["base_vocab"]), ctx.data_dir / info["source"],
-                          pres["mode"]))
-    if len(found) != 1:
-        raise ConfigError(ctx.field, f"arm {ctx.arm}: needs its stages to train on exactly one `compartmented` "
-                          f"dataset, found {len(found)} among {sorted(set(ctx.stage_datasets))}")
-    return found[0]
-
-
-@dataclass
-class CompartmentModelOptions(CompartmentModelConfig):
-    """``compartment_model`` callback: the model options, and ``init_from`` (an earlier c=1 arm whose
-    final checkpoint, same seed, is expanded to this arm's compartments)."""
-
-    init_from: str | None = None
-
-    def arms_needed(self) -> list[str]:
-        return [self.init_from] if self.init_from else []
-
-    def extra_params(self, hidden_size: int, kinds: list) -> int:
-        """Parameters outside the HF model (for ``preschool plan``): one vector per compartment."""
-        c = max((k.cfg.n_compartments for k in kinds if hasattr(k.cfg, "n_compartments")), default=1)
-        return c * hidden_size if self.compartment_embedding else 0
-
-
-@CALLBACKS.register("compartment_model", config=CompartmentModelOptions)
-def compartment_model(cfg: CompartmentModelOptions, ctx: CallbackContext):
-    """The compartment model options applied to the fresh model (compartments/trainer.py)."""
-    from .trainer import CompartmentModel
-
-    c, V, _, mode = stage_compartments(ctx)
-    if mode != "offset" and cfg.compartment_embedding:
-        raise ConfigError(f"{ctx.field}.compartment_embedding", f"arm {ctx.arm}: needs the offset presentation "
-                          f"(compartments are read from ids); set false for {mode}")
-    init = None
-    if cfg.init_from:
-        try:
-            from ..layout import final_checkpoint
-
-            init = final_checkpoint(ctx.run_dir_of(cfg.init_from))
-        except DataError as e:
-            raise ConfigError(f"{ctx.field}.init_from", f"{e} (train arm {cfg.init_from} first)") from None
-    options = CompartmentModelConfig(**{k: getattr(cfg, k) for k in CompartmentModelConfig.__dataclass_fields__})
-    return CompartmentModel(c, V, options, init)
-
-
-@CALLBACKS.register("infonce", config=InfoNCEConfig)
-def infonce(cfg: InfoNCEConfig, ctx: CallbackContext):
-    """InfoNCE between the same span in two compartments (compartments/infonce.py); needs c >= 2."""
-    from .infonce import InfoNCECallback
-
-    c, V, source, mode = stage_compartments(ctx)
-    if mode != "offset":
-        raise ConfigError(ctx.field, f"arm {ctx.arm}: InfoNCE needs the offset presentation, got {mode}")
-    if c < 2:
-        raise ConfigError(ctx.field, f"arm {ctx.arm}: InfoNCE needs n_compartments >= 2, got {c}")
-    return InfoNCECallback(cfg, c, V, train_shards=source / "train")

@@ -8,8 +8,9 @@ built by ``prepare`` after the datasets it reads::
       c4: {kind: compartmented, source: base, params: {n_compartments: 4}}
 
 A kind is a :class:`DatasetKind` subclass registered in :data:`DATASET_KINDS`
-with its config dataclass (``params``); plug-ins register theirs
-(``compartments/kinds.py``: ``compartmented``, ``shifted``). ``build`` writes
+with its config dataclass (``params``), in its own file in ``data/`` (the
+registry imports every module of ``data/`` on first use) or in a plug-in's
+``kinds`` module (``compartments/kinds.py``: ``compartmented``, ``shifted``). ``build`` writes
 ``train/`` and/or ``val/`` shard sets into the dataset folder and may add
 **parts**: sub-folders ``<dataset>/<part>/val/`` that an arm training on the
 dataset scores as ``val/<part>`` (one val set per compartment, say). The
@@ -24,7 +25,7 @@ from typing import Any
 
 from ..registry import Registry
 
-DATASET_KINDS = Registry("dataset kind")
+DATASET_KINDS = Registry("dataset kind", packages=("preschool.data",), plugin_module="kinds")
 
 
 class DatasetKind:
@@ -48,11 +49,8 @@ class DatasetKind:
 
 
 def kind_of(spec, field: str = "") -> DatasetKind:
-    """The built :class:`DatasetKind` of a derived ``DatasetSpec`` (plug-ins loaded first); errors name
-    ``<field>.kind`` / ``<field>.params``."""
-    from ..plugins import load_plugins
-
-    load_plugins()
+    """The built :class:`DatasetKind` of a derived ``DatasetSpec``; errors name ``<field>.kind`` /
+    ``<field>.params``."""
     pre = f"{field}." if field else ""
     entry = DATASET_KINDS.get(spec.kind, pre + "kind")
     return entry.cls(DATASET_KINDS.build_config(spec.kind, spec.params, pre + "params"))

@@ -30,7 +30,7 @@ from typing import Any, ClassVar
 from ..io import provenance, write_json
 from ..registry import Registry
 
-EVALUATORS = Registry("evaluator")
+EVALUATORS = Registry("evaluator", packages=("preschool.evals",), plugin_module="evals")
 
 
 @dataclass

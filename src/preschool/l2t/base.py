@@ -28,7 +28,7 @@ import numpy as np
 from ..config import check
 from ..registry import Registry
 
-L2T_TASKS = Registry("l2t task")
+L2T_TASKS = Registry("l2t task", packages=("preschool.l2t.tasks",), plugin_module="l2t_tasks")
 
 # Mask strings shared by Masked Char, Masked Word and Last (reference code's list;
 # the paper's Table 5 prints the sixth as guillemets, the code uses "<<>>").

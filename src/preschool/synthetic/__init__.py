@@ -1,5 +1,20 @@
-"""Synthetic pre-pretraining generators. Importing this package registers them all."""
+"""Synthetic pre-pretraining generators, one per file (file stem = registry name).
 
-from .base import GENERATORS, PRESETS, Generator, GeneratorConfig, Item, render_text  # noqa: F401
-# one module per generator, named after its registry name
-from . import depo, mp_struct_core, nca, queue, retrieval, set, shuffle_dyck, stack  # noqa: F401
+``GENERATORS`` imports every module of this package on first use, so a new
+generator is one new file. ``PRESETS`` (named parameter sets, registered
+beside their generators) is read through this package, which finds the
+generators first.
+"""
+
+from typing import Any
+
+from .base import GENERATORS, Generator, GeneratorConfig, Item, render_text  # noqa: F401
+
+
+def __getattr__(name: str) -> Any:
+    if name == "PRESETS":
+        from . import base
+
+        GENERATORS.discover()
+        return base.PRESETS
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -17,8 +17,8 @@ How symbols reach the model is a separate choice (``render``):
 Adding a task: one file with a ``@dataclass`` config subclassing
 :class:`GeneratorConfig` (validate() names bad fields), one subclass of
 :class:`Generator` implementing ``vocab_size``, ``item`` and ``check``, and
-``@GENERATORS.register("name", config=YourConfig)``; then import the module
-in ``synthetic/__init__.py``.
+``@GENERATORS.register("name", config=YourConfig)``. The registry finds the
+file itself (every module of ``synthetic/`` is imported on first use).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from ..config import check
 from ..registry import Registry
 from ..seeds import salt
 
-GENERATORS = Registry("generator")
+GENERATORS = Registry("generator", packages=("preschool.synthetic",), plugin_module="synthetic")
 PRESETS: dict[str, tuple[str, dict]] = {}  # preset name -> (generator name, parameter overrides)
 
 

@@ -1,8 +1,9 @@
 """Callbacks an experiment YAML names per arm (``arms[i].callbacks: {name: {config}}``).
 
 A registered entry is a factory ``factory(cfg, ctx) -> Callback`` with its config
-dataclass; plug-ins register theirs (``compartments/plugin.py``:
-``compartment_model``, ``infonce``). ``ctx`` (:class:`CallbackContext`) tells the
+dataclass, in its own file in ``train/callbacks/`` (the registry imports every
+module there on first use) or in a plug-in's ``callbacks`` module
+(``compartments/callbacks.py``: ``compartment_model``, ``infonce``). ``ctx`` (:class:`CallbackContext`) tells the
 factory what the runner knows about the arm x seed being trained. A config may
 define ``arms_needed() -> list[str]``: arms whose runs (same seed) must be
 trained first (the runner checks they come earlier; ``preschool launch`` chains
@@ -17,7 +18,7 @@ from typing import Callable
 
 from ...registry import Registry
 
-CALLBACKS = Registry("callback")
+CALLBACKS = Registry("callback", packages=("preschool.train.callbacks",), plugin_module="callbacks")
 
 
 @dataclass
@@ -34,10 +35,7 @@ class CallbackContext:
 
 
 def build_callbacks(specs: dict[str, dict], ctx: CallbackContext, field_prefix: str = "callbacks") -> list:
-    """The callbacks of one arm x seed, in the order the YAML lists them (plug-ins loaded first)."""
-    from ...plugins import load_plugins
-
-    load_plugins()
+    """The callbacks of one arm x seed, in the order the YAML lists them."""
     out = []
     for name, params in specs.items():
         f = f"{field_prefix}.{name}"
@@ -50,7 +48,4 @@ def build_callbacks(specs: dict[str, dict], ctx: CallbackContext, field_prefix: 
 
 def callback_configs(specs: dict[str, dict], field_prefix: str = "callbacks") -> dict:
     """``{name: validated config}`` (what validation needs before any data exists)."""
-    from ...plugins import load_plugins
-
-    load_plugins()
     return {name: CALLBACKS.build_config(name, params, f"{field_prefix}.{name}") for name, params in specs.items()}

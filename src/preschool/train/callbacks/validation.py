@@ -18,7 +18,6 @@ import math
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from ...data.shards import ShardSet
 from ...errors import DataError
@@ -58,8 +57,14 @@ class ValidationCallback(Callback):
         if cfg.eval_schedule == "log":
             self._log_steps = log_spaced_steps(trainer.total_steps, cfg.evals_per_decade) | {trainer.total_steps}
 
-    @torch.no_grad()
     def evaluate(self, trainer) -> dict[str, float]:
+        # torch is imported here, not at module level: the callbacks registry imports this module to find parts
+        import torch
+
+        with torch.no_grad():
+            return self._evaluate(trainer, torch)
+
+    def _evaluate(self, trainer, torch) -> dict[str, float]:
         model = trainer.model
         was_training = model.training
         model.eval()

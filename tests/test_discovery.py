@@ -1,0 +1,187 @@
+"""One discovery rule: a part is one new file. Each recipe of CONTRIBUTING.md ("Where a new part goes") is
+written into its real package under a fresh name; its registry must find it on first use (nothing else
+edited, nothing imported by the test) and the part must work. Plug-in parts are found the same way."""
+
+import importlib
+import re
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import preschool
+from preschool.errors import ConfigError
+
+SRC = Path(preschool.__file__).resolve().parent
+CONTRIBUTING = SRC.parents[1] / "CONTRIBUTING.md"
+RECIPE = re.compile(r"^(?P<kind>[^\n`]+?) — `src/preschool/(?P<path>[\w/]+)\.py`:\n\n```python\n(?P<code>.*?)^```",
+                    re.M | re.S)
+
+
+def recipes() -> dict[str, tuple[str, str]]:
+    """``{kind: (path under src/preschool without .py, code)}`` as CONTRIBUTING.md gives them."""
+    return {m["kind"]: (m["path"], m["code"]) for m in RECIPE.finditer(CONTRIBUTING.read_text(encoding="utf-8"))}
+
+
+def registry_of(kind: str):
+    from preschool.analysis.sections import SECTIONS
+    from preschool.data.derived import DATASET_KINDS
+    from preschool.evals import EVALUATORS
+    from preschool.l2t.base import L2T_TASKS
+    from preschool.synthetic import GENERATORS
+    from preschool.train.callbacks.registry import CALLBACKS
+
+    return {"Generator": GENERATORS, "L2T task": L2T_TASKS, "Evaluator": EVALUATORS,
+            "Derived dataset kind": DATASET_KINDS, "Report section": SECTIONS, "Trainer callback": CALLBACKS}[kind]
+
+
+@pytest.fixture
+def drop(monkeypatch):
+    """``drop(registry, rel_path, code) -> name``: write ``code`` as a new module of the real package (a fresh
+    stem replacing the file's own), make the registry look again; everything is removed afterwards."""
+    dropped: list[tuple[Path, str]] = []
+
+    def put(registry, rel: str, code: str) -> str:
+        registry.discover()  # the modules already there stay imported, so the copy below must hold their parts
+        stem = rel.rsplit("/", 1)[-1]
+        name = f"{stem}_{uuid.uuid4().hex[:8]}"
+        path = SRC / f"{rel.rsplit('/', 1)[0]}/{name}.py"
+        module = "preschool." + str(path.relative_to(SRC).with_suffix("")).replace("/", ".")
+        dropped.append((path, module))
+        path.write_text(code.replace(stem, name), encoding="utf-8")
+        importlib.invalidate_caches()
+        # a fresh view of the registry: forgets what this test adds, looks at the package's modules again
+        monkeypatch.setattr(registry, "_entries", dict(registry._entries))
+        monkeypatch.setattr(registry, "_discovered", False)
+        assert module not in sys.modules  # only the registry's own discovery may import it
+        return name
+
+    yield put
+    for path, module in dropped:
+        path.unlink(missing_ok=True)
+        for pyc in (path.parent / "__pycache__").glob(f"{path.stem}.*.pyc"):
+            pyc.unlink(missing_ok=True)
+        sys.modules.pop(module, None)
+    importlib.invalidate_caches()
+
+
+def test_contributing_has_a_one_file_recipe_for_every_kind_of_part():
+    assert set(recipes()) == {"Generator", "L2T task", "Evaluator", "Derived dataset kind", "Report section",
+                              "Trainer callback"}
+
+
+def test_a_new_generator_file_is_found_and_generates(drop):
+    reg = registry_of("Generator")
+    name = drop(reg, *recipes()["Generator"])
+    assert name in reg.names()
+    gen = reg.build(name, {"length": 33, "values": 5})
+    items = [gen.item(i) for i in range(6)]
+    for it in items:
+        assert len(it.symbols) == 33 and it.symbols.max() < gen.vocab_size
+        gen.check(it)
+    assert gen.item(2).symbols.tobytes() == items[2].symbols.tobytes()
+    bad = items[0]
+    bad.symbols[-2] = (bad.symbols[-2] + 1) % 5
+    with pytest.raises(AssertionError):
+        gen.check(bad)
+    with pytest.raises(ConfigError, match="length"):
+        reg.build(name, {"length": 2})
+
+
+def test_a_new_l2t_task_file_is_found_and_makes_pairs(drop):
+    from preschool.config import from_dict
+    from preschool.l2t.base import Chunk, Context
+    from preschool.l2t.transform import L2TConfig
+
+    reg = registry_of("L2T task")
+    name = drop(reg, *recipes()["L2T task"])
+    pair = reg.build(name, {"min_num_words": 0}).make(Chunk(["The cat sat.", "A dog ran."]),
+                                                     np.random.default_rng(0), Context())
+    assert (pair.prompt, pair.completion) == ("ran. dog A sat. cat The", "The cat sat. A dog ran.")
+    assert from_dict(L2TConfig, {"tasks": [name, "one"]}).tasks == [name, "one"]  # a YAML can name it
+
+
+def test_a_new_evaluator_file_is_found_and_scores_a_model(drop):
+    import torch
+
+    reg = registry_of("Evaluator")
+    name = drop(reg, *recipes()["Evaluator"])
+    model = torch.nn.Linear(4, 3)
+    assert reg.build(name, {}).evaluate(model, None).metrics == {"params_m": 15 / 1e6}
+    model.bias.requires_grad_(False)
+    assert reg.build(name, {"trainable_only": True}).evaluate(model, None).metrics == {"params_m": 12 / 1e6}
+
+
+def test_a_new_dataset_kind_file_is_found_and_builds(drop, tmp_path):
+    from preschool.data.prepare import DatasetSpec
+    from preschool.data.shards import ShardSet, ShardWriter
+
+    reg = registry_of("Derived dataset kind")
+    name = drop(reg, *recipes()["Derived dataset kind"])
+    src = tmp_path / "base"
+    rows = np.arange(24).reshape(6, 4) % 10
+    for split, n in (("train", 6), ("val", 2)):
+        with ShardWriter(src / split, 4, 10, arrays=["loss_mask"]) as w:
+            w.add_rows(rows[:n], loss_mask=np.ones((n, 4), np.uint8))
+    from preschool.data.derived import kind_of
+
+    kind = kind_of(DatasetSpec(kind=name, source="base", params={"rows": 3}), "data.small")
+    written = kind.build(src, tmp_path / "small")
+    assert sorted(written) == ["train", "val"]
+    assert np.array_equal(ShardSet(tmp_path / "small" / "train").rows(range(3)), rows[:3])
+    assert len(ShardSet(tmp_path / "small" / "train")) == 3 and len(ShardSet(tmp_path / "small" / "val")) == 2
+    with pytest.raises(ConfigError, match=r"data\.small\.params\.rows"):
+        kind_of(DatasetSpec(kind=name, source="base", params={"rows": 0}), "data.small")
+
+
+def test_a_new_report_section_file_is_found_and_writes(drop, tmp_path):
+    from preschool.analysis.sections import SectionContext, build_section
+
+    reg = registry_of("Report section")
+    name = drop(reg, *recipes()["Report section"])
+    for arm, seed, last in (("a", 0, 7), ("a", 1, 5), ("b", 0, 3)):
+        run = tmp_path / "arms" / arm / f"seed{seed}"
+        run.mkdir(parents=True)
+        (run / "metrics.jsonl").write_text(f'{{"event": "train", "step": 1}}\n{{"event": "val", "step": {last}}}\n')
+    ctx = SectionContext(tmp_path, {"arms": [{"name": "a"}, {"name": "b"}]}, ["a", "b"], [0, 1], "a")
+    results, lines = build_section(name, {"min_runs": 2}).write(ctx)
+    assert results == {"a": {"runs": 2, "last_step": 7}, "b": {"runs": 1, "last_step": 3}}
+    assert lines[-1] == "| b | 1 (too few) | 3 |"
+
+
+def test_a_new_callback_file_is_found_and_an_arm_can_name_it(drop, tmp_path):
+    from preschool.train.callbacks.registry import CallbackContext, build_callbacks
+
+    reg = registry_of("Trainer callback")
+    name = drop(reg, *recipes()["Trainer callback"])
+    ctx = CallbackContext(arm="a", seed=3, datasets={}, stage_datasets=[], data_dir=tmp_path)
+    (cb,) = build_callbacks({name: {"prefix": "run_"}}, ctx, "arms[0].callbacks")
+    row = {"step": 1}
+    cb.on_log(None, row)
+    assert row == {"step": 1, "run_arm": "a", "run_seed": 3}
+
+
+def test_a_module_that_fails_to_import_raises_every_time_and_private_ones_are_skipped(drop):
+    reg = registry_of("Report section")
+    drop(reg, "analysis/_my_helper", "raise RuntimeError('a private helper is never imported')\n")
+    assert "plateau" in reg.names()  # the plug-in's sections are found too
+    drop(reg, "analysis/my_broken", "raise RuntimeError('broken part')\n")
+    for _ in range(2):  # a broken part is never silently missing, not even on the next lookup
+        with pytest.raises(RuntimeError, match="broken part"):
+            reg.get("plateau")
+
+
+def test_plugin_parts_are_found_without_importing_the_plugins_heavy_modules():
+    code = ("import sys\n"
+            "from preschool.analysis.sections import SECTIONS\n"
+            "from preschool.data.derived import DATASET_KINDS\n"
+            "from preschool.train.callbacks.registry import CALLBACKS\n"
+            "from preschool.plugins import checkpoint_hooks\n"
+            "print(sorted(SECTIONS.names()), sorted(DATASET_KINDS.names()), sorted(CALLBACKS.names()),\n"
+            "      len(checkpoint_hooks()), 'torch' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split("\n")[0] == ("['audit_gap', 'plateau', 'similarity', 'slowdown'] ['compartmented', 'shifted'] "
+                                  "['compartment_model', 'infonce'] 1 False")
