@@ -191,3 +191,15 @@ def test_cli_and_errors(data, tmp_path, capsys):
     assert main(["export", str(bad), "--format", "hf", "--out", str(tmp_path / "y")]) == 2
     assert "checksum mismatch" in capsys.readouterr().err
     assert not (tmp_path / "y").exists()
+
+
+def test_export_names_the_tokenizers_special_ids(tmp_path, hf_tokenizer):
+    """An export of data tokenized with a Mistral-style HF tokenizer says EOS is </s> = 2, not id 0."""
+    corpora = {"sb": CorpusConfig(source="storybook", seed=0)}
+    datasets = {"pt": DatasetSpec(corpus="sb", tokens=8 * (SEQ + 1), unit_tokens=1024)}
+    prepare_data(tmp_path / "prep", TokenizerConfig(kind="hf", name=str(hf_tokenizer("mistral"))), corpora,
+                 datasets, seq_len=SEQ, seed=0, progress=False)
+    info = export_dataset(tmp_path / "prep" / "pt", "numpy", tmp_path / "out")
+    assert info["tokenizer"]["special_ids"] == {"bos": 1, "eos": 2, "pad": 2}
+    assert json.loads((tmp_path / "out" / "export.json").read_text())["tokenizer"]["special_ids"]["eos"] == 2
+    assert "documents end with EOS id 2" in (tmp_path / "out" / "README.md").read_text()

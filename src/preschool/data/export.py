@@ -379,7 +379,11 @@ def _export(dataset_dir: Path, fmt: str, out: Path, sets: dict[str, ShardSet], t
         exporter.finish(tmp, list(sets))
         if tok is not None:
             shutil.copytree(tok, tmp / "tokenizer")
-            info["tokenizer"] = {"path": "tokenizer", "sha256": sha256_file(tok / "tokenizer.json")}
+            from .tokenizer import load_special_ids
+
+            # which ids end documents, start and pad them: the tokenizer's (an HF tokenizer's are not id 0)
+            info["tokenizer"] = {"path": "tokenizer", "sha256": sha256_file(tok / "tokenizer.json"),
+                                 "special_ids": load_special_ids(tok).as_dict()}
         write_json(tmp / "export.json", info)
         write_text(tmp / "README.md", _readme(info))
     return info
@@ -391,4 +395,7 @@ def _readme(info: dict) -> str:
     for s, m in info["splits"].items():
         lines.append(f"- `{s}/`: {m['n_rows']} rows of {m['row_len']} tokens ({m['dtype']}, vocab {m['vocab_size']}"
                      f"{', with loss mask' if m['has_loss_mask'] else ''})")
+    if "tokenizer" in info:
+        sp = info["tokenizer"]["special_ids"]
+        lines += ["", f"Tokenizer: `tokenizer/` (documents end with EOS id {sp['eos']}; BOS {sp['bos']}, PAD {sp['pad']})"]
     return "\n".join(lines) + "\n"
