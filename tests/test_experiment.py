@@ -254,7 +254,11 @@ def test_report_has_token_efficiency_and_verbatim_positions(tmp_path):
     run_experiment(cfg, progress=False)
     res = json.loads((out / "results.json").read_text())
     assert {e["arm"] for e in res["token_efficiency"]} == {"ppt_dyck", "ppt_dyck_reinit"}
-    assert all(e["ppt_tokens"] == 768 for e in res["token_efficiency"])
+    # PPT tokens are charged on the language axis only
+    assert all(e["ppt_tokens"] == (768 if e["axis"] == "pt" else 0) for e in res["token_efficiency"])
+    # val/dyck is read on Dyck tokens, which pt_only never trains: not comparable, not "saved 100 %"
+    dyck = [e for e in res["token_efficiency"] if e["metric"] == "val/dyck"]
+    assert dyck and all(e["axis"] == "dyck" and e["reached"] == 0 and e["not_comparable"] == 2 for e in dyck)
     # each seed is measured against the baseline run of the same seed, and every target is reported
     base = res["arms"]["pt_only"]["seeds"]
     for e in res["token_efficiency"]:
