@@ -126,3 +126,25 @@ def test_scaled_init_gives_residual_projections_std_over_sqrt_two_layers():
             assert p.std().item() == pytest.approx(0.02, rel=0.05), name
     plain = build_model(ModelConfig(**{**cfg.__dict__, "scaled_init": False}), 512, seed=0)
     assert plain.model.layers[0].self_attn.o_proj.weight.std().item() == pytest.approx(0.02, rel=0.05)
+
+
+def test_model_config_records_the_tokenizers_special_ids():
+    from preschool.data.tokenizer import SpecialIds
+
+    cfg = ModelConfig(preset="micro")
+    hf = hf_config(cfg, 403, SpecialIds(eos=401, bos=400, pad=402))  # Llama-3 style: specials after the vocabulary
+    assert (hf.bos_token_id, hf.eos_token_id, hf.pad_token_id) == (400, 401, 402)
+    m = build_model(cfg, 403, special=SpecialIds(eos=2, bos=None, pad=2))  # Mistral style without a PAD
+    assert (m.config.bos_token_id, m.config.eos_token_id, m.config.pad_token_id) == (None, 2, 2)
+    assert hf_config(cfg, 300).eos_token_id == 0  # no tokenizer folder: our BPE's <|endoftext|>
+
+
+def test_vocab_multiple_pads_the_embedding():
+    from preschool.config import from_dict
+    from preschool.train.model import embedding_rows
+
+    l2t = ModelConfig(vocab_multiple=128)
+    assert embedding_rows(l2t, 32768) == 32768 and embedding_rows(l2t, 32769) == 32896  # L2T: Mistral v0.3
+    assert embedding_rows(ModelConfig(), 403) == 403
+    with pytest.raises(ConfigError, match="vocab_multiple"):
+        from_dict(ModelConfig, {"vocab_multiple": 0}, "model")
