@@ -47,3 +47,17 @@ def test_user_errors_name_the_field(tmp_path, capsys):
     assert main(["generate", "set", "--out", str(tmp_path / "z")]) == 2
     assert "tokens" in capsys.readouterr().err
     assert not any(p.name in ("x", "y", "z") for p in tmp_path.iterdir())
+
+
+def test_generate_with_an_hf_tokenizer_folder_uses_its_eos_and_size(tmp_path, hf_tokenizer):
+    """--tokenizer pointing at an HF tokenizer (Mistral style: </s> = 2 ends documents, <unk> = 0 does not):
+    symbols go after len(tokenizer) and every document ends with its EOS."""
+    from transformers import PreTrainedTokenizerFast
+
+    folder = hf_tokenizer("mistral")
+    n = len(PreTrainedTokenizerFast.from_pretrained(str(folder)))
+    out = tmp_path / "d"
+    assert main(["generate", "shuffle_dyck", "--tokens", "2k", "--out", str(out), "--seq-len", "64", "--quiet",
+                 "--set", "k=4", "--tokenizer", str(folder), "--render", "reserved"]) == 0
+    rows = ShardSet(out).rows(range(len(ShardSet(out))))
+    assert set(np.unique(rows[rows < n])) == {2} and rows.max() == n + 7 and (rows[:, -1] == 2).all()

@@ -203,6 +203,15 @@ def open_tokenizer(cfg: TokenizerConfig, folder: str | Path):
     return load_tokenizer(folder)
 
 
+def load_saved(path: str | Path):
+    """A saved tokenizer given by path (a command's ``--tokenizer``): a folder with HF files as its HF
+    tokenizer (its own special ids; a run's ``data/tokenizer`` of any kind), else the ``tokenizer.json``."""
+    p = Path(path)
+    if p.is_dir() and (p / "tokenizer_config.json").is_file() and (p / "tokenizer.json").is_file():
+        return load_hf_tokenizer(p, field="tokenizer")
+    return load_tokenizer(p)
+
+
 def load_special_ids(folder: str | Path) -> SpecialIds:
     """The special ids of a saved tokenizer folder: its HF files' (``tokenizer_config.json``), else
     ``<|endoftext|>`` of its ``tokenizer.json`` (a bare file of our BPE)."""

@@ -155,18 +155,18 @@ def run(args: argparse.Namespace) -> int:
 
 def _build(args: argparse.Namespace, cfg) -> int:
     from ..corpora import ReadStats
-    from ..data.tokenizer import iter_sample, load_tokenizer, train_bpe
+    from ..data.tokenizer import backend, iter_sample, load_saved, train_bpe
     from .build import build_l2t
     from .text import corpus_pool
 
     pool = None
     if args.tokenizer:
-        tok = load_tokenizer(args.tokenizer)
+        tok = load_saved(args.tokenizer)  # a folder with HF files: its own BOS/PAD
         source_tok = {"kind": "load", "path": str(args.tokenizer)}
     else:
         tok = train_bpe(iter_sample(_texts(args), args.tokenizer_documents), args.vocab_size)
         source_tok = {"kind": "train", "vocab_size": args.vocab_size, "documents": args.tokenizer_documents}
-    cpt = chars_per_token(tok, _texts(args))
+    cpt = chars_per_token(backend(tok), _texts(args))
     cfg = build_config(args, cpt)
     if cfg.l2t.word_pool == "corpus":
         pool = corpus_pool(iter_sample(_texts(args), args.tokenizer_documents))

@@ -128,20 +128,20 @@ def _params(args) -> tuple[str, dict, set]:
 
 
 def _encoder(args):
-    from ..data.tokenizer import eos_id, load_tokenizer
+    from ..data.tokenizer import backend, eos_id, load_saved, tokenizer_size
     from ..errors import ConfigError
     from .write import SymbolEncoder
 
-    tok = load_tokenizer(args.tokenizer) if args.tokenizer else None
+    tok = load_saved(args.tokenizer) if args.tokenizer else None
     render = args.render or ("text" if tok is not None else "reserved")
     if render == "text":
         if tok is None:
             raise ConfigError("tokenizer", "--render text needs --tokenizer PATH (tokenizer.json); "
                               "without one use --render reserved")
-        return SymbolEncoder.text(tok, max_digits=args.max_digits), eos_id(tok), tok
+        return SymbolEncoder.text(backend(tok), max_digits=args.max_digits), eos_id(tok), tok
     offset = args.reserved_offset
     if offset is None:
-        offset = tok.get_vocab_size(with_added_tokens=True) if tok is not None else 0
+        offset = tokenizer_size(tok) if tok is not None else 0
     return SymbolEncoder("reserved", reserved_offset=offset), (eos_id(tok) if tok is not None else None), tok
 
 
