@@ -1,3 +1,7 @@
+import importlib
+import subprocess
+import sys
+
 import pytest
 
 from preschool.cli import COMMANDS, main
@@ -24,3 +28,27 @@ def test_bad_config_is_a_one_line_error_naming_the_field(tmp_path, capsys):
 def test_missing_config_file(tmp_path, capsys):
     assert main(["run", str(tmp_path / "nope.yaml")]) == 2
     assert "config file not found" in capsys.readouterr().err
+
+
+def _modules_after(argv: list[str]) -> list[str]:
+    """The preschool modules a fresh interpreter has imported after ``main(argv)`` (help exits 0)."""
+    code = ("import contextlib, io, sys\nfrom preschool.cli import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()):\n"
+            f"    try:\n        main({argv!r})\n    except SystemExit as e:\n        assert e.code == 0, e.code\n"
+            "print(' '.join(sorted(m for m in sys.modules if m.split('.')[0] == 'preschool')))\n")
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+
+
+def test_help_imports_no_command_module_and_shows_each_commands_help_line(capsys):
+    assert _modules_after(["--help"]) == ["preschool", "preschool.cli", "preschool.errors"]
+    with pytest.raises(SystemExit) as e:
+        main(["--help"])
+    assert e.value.code == 0
+    out = " ".join(capsys.readouterr().out.split())
+    for name, module in COMMANDS.items():
+        assert f"{name} {' '.join(importlib.import_module(module).HELP.split())}" in out
+
+
+def test_a_command_imports_its_own_module_not_the_others():
+    loaded = set(_modules_after(["plan", "--help"]))
+    assert "preschool.plan" in loaded and loaded.isdisjoint(set(COMMANDS.values()) - {"preschool.plan"})

@@ -1,16 +1,19 @@
 """``preschool`` command line. Each subcommand lives beside the code it drives.
 
-A subcommand module exposes ``HELP`` (one line), ``add_arguments(parser)`` and
-``run(args) -> int``. Modules are imported only when their command runs, so
-``preschool --help`` stays fast and a broken optional dependency in one
-command does not break the others.
+A subcommand module exposes ``HELP`` (one line, a string literal),
+``add_arguments(parser)`` and ``run(args) -> int``. A module is imported only
+when its command is the one on the command line: ``preschool --help`` reads
+each ``HELP`` from the module's source and imports none of them, so it stays
+fast and a broken optional dependency in one command does not break the others.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import importlib
 import sys
+from pathlib import Path
 
 from .errors import PreschoolError
 
@@ -30,10 +33,26 @@ COMMANDS: dict[str, str] = {
 }
 
 
-def add_commands(sub, commands: dict[str, str], run_attr: str) -> None:
+def help_line(modname: str) -> str:
+    """The module's ``HELP`` read from its source without importing it (imported when not a literal there)."""
+    parts = modname.split(".")
+    path = Path(__file__).resolve().parent.joinpath(*parts[1:]).with_suffix(".py")
+    if parts[0] == __package__ and path.is_file():
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if (isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["HELP"]
+                    and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)):
+                return node.value.value
+    return importlib.import_module(modname).HELP
+
+
+def add_commands(sub, commands: dict[str, str], run_attr: str, only: str | None = None) -> None:
     """One sub-parser per ``name -> module`` (the module's ``HELP``, ``DESCRIPTION``, ``add_arguments``);
-    the parsed namespace gets the module's ``run`` as ``run_attr``. Used for commands and ``transform`` kinds."""
+    the parsed namespace gets the module's ``run`` as ``run_attr``. Used for commands and ``transform`` kinds.
+    With ``only``, the other names get their help line alone and their modules are not imported."""
     for name, modname in commands.items():
+        if only is not None and name != only:
+            sub.add_parser(name, help=help_line(modname))
+            continue
         mod = importlib.import_module(modname)
         p = sub.add_parser(name, help=mod.HELP, description=getattr(mod, "DESCRIPTION", mod.HELP),
                            formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -41,7 +60,14 @@ def add_commands(sub, commands: dict[str, str], run_attr: str) -> None:
         p.set_defaults(**{run_attr: mod.run})
 
 
-def build_parser() -> argparse.ArgumentParser:
+def command_of(argv: list[str]) -> str:
+    """The command ``argv`` names: its first argument that is not an option ("" when none; the top-level
+    options take no value)."""
+    return next((a for a in argv if not a.startswith("-")), "")
+
+
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The full parser; given ``argv``, only the command it names is imported and built in full."""
     parser = argparse.ArgumentParser(
         prog="preschool",
         description="Pre-pretraining, language-learning tasks and compartmentalization experiments "
@@ -51,12 +77,14 @@ def build_parser() -> argparse.ArgumentParser:
     from . import __version__
 
     parser.add_argument("--version", action="version", version=f"preschool {__version__}")
-    add_commands(parser.add_subparsers(dest="command", metavar="COMMAND"), COMMANDS, "_run")
+    add_commands(parser.add_subparsers(dest="command", metavar="COMMAND"), COMMANDS, "_run",
+                 None if argv is None else command_of(argv))
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     if not getattr(args, "_run", None):
         parser.print_help()
