@@ -69,6 +69,7 @@ def test_lm_eval_evaluator(setup):
     res = ev.evaluate(model, tok)
     assert 0.0 <= res.metrics["mp_test/acc"] <= 1.0
     assert res.extra["n_samples"]["mp_test"]["effective"] == 4
+    assert res.extra["prefix_token_id"] == 0  # our BPE: <|endoftext|>
     with pytest.raises(ConfigError, match="tasks"):
         EVALUATORS.build("lm_eval", {"tasks": []})
 
@@ -90,3 +91,31 @@ def test_per_task_num_fewshot_runs_each_task_with_its_shots(setup, shared_data, 
         EVALUATORS.build("lm_eval", {"tasks": ["mp_a"], "num_fewshot": {"mp_c": 5}})
     with pytest.raises(ConfigError, match=r"num_fewshot\.mp_a"):
         EVALUATORS.build("lm_eval", {"tasks": ["mp_a"], "num_fewshot": {"mp_a": -1}})
+
+
+def test_minimal_pairs_match_lm_eval_with_an_hf_tokenizers_bos(shared_data, hf_tokenizer, tmp_path):
+    """A Mistral-style tokenizer (BOS <s> = 1, EOS </s> = 2, a post-processor that prepends BOS): lm-eval
+    conditions each sentence on BOS, and so does minimal_pairs (bos=prepend), with equal log-probs."""
+    from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+
+    from preschool.evals.minimal_pairs import prefix_token_id
+
+    tok = PreTrainedTokenizerFast.from_pretrained(str(hf_tokenizer("mistral")))
+    assert prefix_token_id(tok) == 1
+    pairs, _ = load_pairs(shared_data / "blimp", PARADIGMS, max_pairs_per_paradigm=5)
+    cfg = Qwen2Config(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=128,
+                      bos_token_id=1, eos_token_id=2, pad_token_id=2)
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        model = Qwen2ForCausalLM(cfg).eval()
+    write_minimal_pair_task(shared_data / "blimp", tmp_path, task="mp_bos", paradigms=PARADIGMS,
+                            max_pairs_per_paradigm=5)
+    res = run_lm_eval(model, tok, ["mp_bos"], include_path=tmp_path, batch_size=8, log_samples=True,
+                      include_defaults=False)
+    theirs = pair_scores(res, "mp_bos")
+    ours = score_pairs(model, tok, pairs, bos="prepend", batch_size=4, prefix=" ")
+    assert len(theirs) == len(ours) == 10
+    for a, b in zip(ours, theirs):
+        assert a["logp_good"] == pytest.approx(b["logp_good"], abs=1e-4)
+        assert a["logp_bad"] == pytest.approx(b["logp_bad"], abs=1e-4)

@@ -258,7 +258,10 @@ class LmEval(Evaluator):
         res = run_shot_groups(model, tokenizer, cfg)
         extra: dict[str, Any] = {"lm_eval_version": getattr(lm_eval, "__version__", None),
                                  "versions": res.get("versions"), "n_samples": res.get("n-samples"),
-                                 "n_shot": res.get("n-shot")}
+                                 "n_shot": res.get("n-shot"),
+                                 # the token an empty context is conditioned on (lm-eval's rule: BOS, else EOS)
+                                 "prefix_token_id": tokenizer.bos_token_id if tokenizer.bos_token_id is not None
+                                 else tokenizer.eos_token_id}
         metrics = flatten_metrics(res)
         return EvalResult(metrics=metrics, extra=json.loads(json.dumps(extra, default=str)),
                           higher_is_better=lm_eval_directions(res, metrics))
