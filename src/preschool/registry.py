@@ -21,6 +21,7 @@ broken part is never silently missing.
 from __future__ import annotations
 
 import difflib
+import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
@@ -42,6 +43,8 @@ class Registry:
         self.plugin_module = plugin_module
         self._entries: dict[str, Entry] = {}
         self._discovered = not self.packages and plugin_module is None
+        self._discovering = False
+        self._lock = threading.RLock()
 
     def discover(self) -> None:
         """Import the modules that hold this registry's parts (once; see the module docstring)."""
@@ -49,16 +52,18 @@ class Registry:
             return
         from .plugins import import_package, plugin_parts
 
-        # Marked first: a module being imported may look the registry up (it sees the parts found so far).
-        self._discovered = True
-        try:
-            for name in self.packages:
-                import_package(name)
-            if self.plugin_module is not None:
-                plugin_parts(self.plugin_module)
-        except BaseException:
-            self._discovered = False  # the next lookup raises again instead of missing parts
-            raise
+        with self._lock:  # another thread waits here until the parts are all found
+            if self._discovered or self._discovering:
+                return  # a module this thread is importing looked the registry up: it sees the parts found so far
+            self._discovering = True
+            try:
+                for name in self.packages:
+                    import_package(name)
+                if self.plugin_module is not None:
+                    plugin_parts(self.plugin_module)
+                self._discovered = True  # not on error: the next lookup raises again instead of missing parts
+            finally:
+                self._discovering = False
 
     def register(self, name: str, config: type | None = None) -> Callable[[Any], Any]:
         def deco(cls: Any) -> Any:

@@ -8,8 +8,8 @@ built by ``prepare`` after the datasets it reads::
       c4: {kind: compartmented, source: base, params: {n_compartments: 4}}
 
 A kind is a :class:`DatasetKind` subclass registered in :data:`DATASET_KINDS`
-with its config dataclass (``params``), in its own file in ``data/`` (the
-registry imports every module of ``data/`` on first use) or in a plug-in's
+with its config dataclass (``params``), in its own file in ``data/kinds/`` (the
+registry imports every module there on first use) or in a plug-in's
 ``kinds`` module (``compartments/kinds.py``: ``compartmented``, ``shifted``). ``build`` writes
 ``train/`` and/or ``val/`` shard sets into the dataset folder and may add
 **parts**: sub-folders ``<dataset>/<part>/val/`` that an arm training on the
@@ -25,7 +25,7 @@ from typing import Any
 
 from ..registry import Registry
 
-DATASET_KINDS = Registry("dataset kind", packages=("preschool.data",), plugin_module="kinds")
+DATASET_KINDS = Registry("dataset kind", packages=("preschool.data.kinds",), plugin_module="kinds")
 
 
 class DatasetKind:
