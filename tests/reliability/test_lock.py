@@ -93,23 +93,6 @@ def test_lock_from_another_host_is_not_taken_over(tmp_path):
             pass
 
 
-# A whole experiment that prepares in about a second: a 400-line text corpus, one dataset.
-TINY = """
-name: locktest
-seq_len: 16
-corpora:
-  txt: {{source: text, path: {corpus}, split_documents: lines}}
-tokenizer: {{kind: train, vocab_size: 300, sample_documents: 100}}
-data:
-  pt: {{corpus: txt, tokens: 2000, val_tokens: 64}}
-minimal_pairs: {{per_paradigm: 0}}
-model: {{preset: micro}}
-train: {{batch_size: 4, val: [pt]}}
-arms:
-  - name: a
-    stages: [{{name: pt, data: pt, tokens: 256}}]
-"""
-
 # Prepares the tiny experiment (as `preschool prepare` does: launch.prepare under the output lock, its config
 # key recorded), then keeps the lock until told to let go.
 HOLD_PREPARED = """
@@ -139,16 +122,9 @@ def _wait_for(cond, what: str, timeout: float = 120) -> None:
 
 
 @pytest.fixture
-def prepared_holder(tmp_path):
+def prepared_holder(tmp_path, tiny_experiment):
     """(experiment yaml, out, holder process, release file): a process that prepared ``out`` and still holds it."""
-    import random
-
-    rng = random.Random(0)
-    words = "the cat dog sat ran on a mat big small red blue and then it was".split()
-    corpus = tmp_path / "corpus.txt"
-    corpus.write_text("\n".join(" ".join(rng.choice(words) for _ in range(rng.randint(5, 15))) for _ in range(400)))
-    exp = tmp_path / "exp.yaml"
-    exp.write_text(TINY.format(corpus=corpus))
+    exp = tiny_experiment
     out, ready, release = tmp_path / "out", tmp_path / "ready", tmp_path / "release"
     p = subprocess.Popen([sys.executable, "-c", HOLD_PREPARED, str(exp), str(out), str(ready), str(release)],
                          env=_env())

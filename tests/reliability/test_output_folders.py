@@ -45,14 +45,6 @@ def _wait_for(cond, what: str, timeout: float = 120) -> None:
         time.sleep(0.02)
 
 
-def _one_line_error(capsys, *names) -> str:
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1, err
-    for n in names:
-        assert str(n) in err, err
-    return err
-
-
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
     """A run folder as `preschool prepare` leaves it: <run>/data/{tokenizer, pt, manifest.json}."""
@@ -78,23 +70,23 @@ L2T = ["--seq-len", "63", "--vocab-size", "300", "--min-words", "10", "--val-fra
 # ---------------------------------------------------------------------------------------------- item 2
 
 
-def test_export_into_the_run_it_reads_is_refused_and_the_run_is_kept(run_dir, capsys):
+def test_export_into_the_run_it_reads_is_refused_and_the_run_is_kept(run_dir, capsys, one_line_error):
     data = run_dir / "data"
     before = _snapshot(run_dir)
     for out in (data, run_dir, data / "pt", data / "pt" / "exported"):
         assert main(["export", str(data / "pt"), "--format", "numpy", "--out", str(out)]) == 2, out
-        _one_line_error(capsys, out, "--out")
+        one_line_error(out, "--out")
         assert _snapshot(run_dir) == before
     assert not (data / "pt" / "exported").exists()
 
 
-def test_export_writes_only_into_an_empty_or_its_own_folder(run_dir, tmp_path, capsys):
+def test_export_writes_only_into_an_empty_or_its_own_folder(run_dir, tmp_path, capsys, one_line_error):
     pt = run_dir / "data" / "pt"
     mine = tmp_path / "mine"
     mine.mkdir()
     (mine / "notes.txt").write_text("my notes")
     assert main(["export", str(pt), "--format", "numpy", "--out", str(mine)]) == 2
-    _one_line_error(capsys, mine, "notes.txt")
+    one_line_error(mine, "notes.txt")
     assert (mine / "notes.txt").read_text() == "my notes" and len(list(mine.iterdir())) == 1
 
     empty = tmp_path / "empty"
@@ -109,29 +101,29 @@ def test_export_writes_only_into_an_empty_or_its_own_folder(run_dir, tmp_path, c
     before = _snapshot(empty)
     capsys.readouterr()
     assert main(["export", str(pt), "--format", "numpy", "--out", str(empty)]) == 2
-    _one_line_error(capsys, empty, "notes.txt")
+    one_line_error(empty, "notes.txt")
     assert _snapshot(empty) == before
     a_file = tmp_path / "a_file"
     a_file.write_text("x")
     assert main(["export", str(pt), "--format", "numpy", "--out", str(a_file)]) == 2
-    _one_line_error(capsys, a_file)
+    one_line_error(a_file)
     assert a_file.read_text() == "x"
 
 
-def test_transform_l2t_never_replaces_its_input_or_a_foreign_folder(tmp_path, capsys):
+def test_transform_l2t_never_replaces_its_input_or_a_foreign_folder(tmp_path, capsys, one_line_error):
     inp = tmp_path / "corpus"
     inp.mkdir()
     _corpus(inp / "a.jsonl")
     before = _snapshot(inp)
     for out in (inp, inp / "l2t", tmp_path):
         assert main(["transform", "l2t", "--input", str(inp), "--out", str(out), *L2T]) == 2, out
-        _one_line_error(capsys, out, inp)
+        one_line_error(out, inp)
         assert _snapshot(inp) == before
     foreign = tmp_path / "foreign"
     foreign.mkdir()
     (foreign / "notes.txt").write_text("mine")
     assert main(["transform", "l2t", "--input", str(inp), "--out", str(foreign), *L2T]) == 2
-    _one_line_error(capsys, foreign, "notes.txt")
+    one_line_error(foreign, "notes.txt")
     assert (foreign / "notes.txt").read_text() == "mine"
     # its own earlier output is replaced
     out = tmp_path / "l2t"
@@ -140,22 +132,22 @@ def test_transform_l2t_never_replaces_its_input_or_a_foreign_folder(tmp_path, ca
     assert json.loads((out / "manifest.json").read_text())["config"]["l2t"]["seed"] == 1
 
 
-def test_generate_never_replaces_a_foreign_folder_or_a_prepared_dataset(run_dir, tmp_path, capsys):
+def test_generate_never_replaces_a_foreign_folder_or_a_prepared_dataset(run_dir, tmp_path, capsys, one_line_error):
     gen = ["generate", "stack", "--tokens", "400", "--seq-len", "32", "--quiet", "--set", "n_ops=8",
            "--set", "n_symbols=10"]
     foreign = tmp_path / "foreign"
     foreign.mkdir()
     (foreign / "notes.txt").write_text("mine")
     assert main([*gen, "--out", str(foreign)]) == 2
-    _one_line_error(capsys, foreign, "notes.txt")
+    one_line_error(foreign, "notes.txt")
     assert (foreign / "notes.txt").read_text() == "mine"
     before = _snapshot(run_dir)
     train = run_dir / "data" / "pt" / "train"  # a shard set, but not one `generate` wrote
     assert main([*gen, "--out", str(train)]) == 2
-    _one_line_error(capsys, train)
+    one_line_error(train)
     tok = run_dir / "data" / "tokenizer"
     assert main([*gen, "--out", str(tok / "dyck"), "--tokenizer", str(tok)]) == 2  # output inside an input
-    _one_line_error(capsys, tok / "dyck", tok)
+    one_line_error(tok / "dyck", tok)
     assert _snapshot(run_dir) == before
     out = tmp_path / "stack"
     assert main([*gen, "--out", str(out)]) == 0
@@ -166,7 +158,7 @@ def test_generate_never_replaces_a_foreign_folder_or_a_prepared_dataset(run_dir,
 # ---------------------------------------------------------------------------------------------- item 5
 
 
-def test_export_of_a_dataset_missing_a_split_manifest_is_refused(run_dir, tmp_path, capsys):
+def test_export_of_a_dataset_missing_a_split_manifest_is_refused(run_dir, tmp_path, capsys, one_line_error):
     import shutil
 
     broken = tmp_path / "pt"
@@ -174,7 +166,7 @@ def test_export_of_a_dataset_missing_a_split_manifest_is_refused(run_dir, tmp_pa
     (broken / "train" / "manifest.json").unlink()
     out = tmp_path / "exp"
     assert main(["export", str(broken), "--format", "numpy", "--out", str(out)]) == 2
-    _one_line_error(capsys, broken / "train" / "manifest.json")
+    one_line_error(broken / "train" / "manifest.json")
     assert not out.exists()
 
 
@@ -190,7 +182,7 @@ with output_lock(sys.argv[1], "preschool train held.yaml"):
 """
 
 
-def test_two_transforms_into_one_out_do_not_both_run(tmp_path, capsys):
+def test_two_transforms_into_one_out_do_not_both_run(tmp_path, capsys, one_line_error):
     inp = _corpus(tmp_path / "big.jsonl", n=3000)
     out = tmp_path / "l2t"
     err = tmp_path / "first.err"
@@ -212,12 +204,12 @@ def test_two_transforms_into_one_out_do_not_both_run(tmp_path, capsys):
             first.wait()
     assert rc == 2  # today: 0, and one of the two outputs silently replaced the other
     assert running, "the first transform finished before the second started: make the input larger"
-    _one_line_error(capsys, out, f"pid {first.pid} on {socket.gethostname()}")
+    one_line_error(out, f"pid {first.pid} on {socket.gethostname()}")
     assert first.returncode == 0, err.read_text()
     assert json.loads((out / "manifest.json").read_text())["config"]["l2t"]["seed"] == 0  # the first's output
 
 
-def test_train_into_a_run_folder_another_process_holds_is_refused(tmp_path, capsys, write_dataset, micro_cfg):
+def test_train_into_a_run_folder_another_process_holds_is_refused(tmp_path, capsys, write_dataset, micro_cfg, one_line_error):
     import yaml
 
     data = write_dataset(tmp_path / "data", "text", stride=1, seed=1)
@@ -228,7 +220,7 @@ def test_train_into_a_run_folder_another_process_holds_is_refused(tmp_path, caps
     try:
         _wait_for(lambda: ready.exists() or holder.poll() is not None, "the holder")
         assert main(["train", str(cfg), "--out", str(run), "--no-progress"]) == 2
-        _one_line_error(capsys, run, f"pid {holder.pid}", "preschool train held.yaml")
+        one_line_error(run, f"pid {holder.pid}", "preschool train held.yaml")
         assert not (run / "config.yaml").exists()
     finally:
         holder.kill()

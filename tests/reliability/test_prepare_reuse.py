@@ -4,40 +4,20 @@ unless asked to `--rebuild`; and `run --rebuild` still refuses to replace data t
 before any of it is rebuilt."""
 
 import hashlib
-import random
 from pathlib import Path
 
 import pytest
 
 from preschool.cli import main
 
-TINY = """
-name: reuse
-seq_len: 16
-corpora:
-  txt: {{source: text, path: {corpus}, split_documents: lines}}
-tokenizer: {{kind: train, vocab_size: 300, sample_documents: 100}}
-data:
-  pt: {{corpus: txt, tokens: 2000, val_tokens: 64}}
-  extra: {{corpus: txt, tokens: 600}}
-model: {{preset: micro, overrides: {{hidden_size: 32, intermediate_size: 64}}}}
-train: {{batch_size: 4, val: [pt], checkpoint_every: 2, eval_every: 2, log_every: 1}}
-arms:
-  - name: a
-    stages: [{{name: pt, data: pt, tokens: 256}}]
-"""
+# the tiny experiment (conftest) with a second dataset that no arm trains on
+EXTRA = ["--set", "data.extra={corpus: txt, tokens: 600}"]
 
 
 @pytest.fixture
-def experiment(tmp_path):
-    rng = random.Random(0)
-    words = "the cat dog sat ran on a mat big small red blue and then it was".split()
-    corpus = tmp_path / "corpus.txt"
-    corpus.write_text("\n".join(" ".join(rng.choice(words) for _ in range(rng.randint(5, 15))) for _ in range(400)))
-    exp = tmp_path / "exp.yaml"
-    exp.write_text(TINY.format(corpus=corpus))
-    (tmp_path / "other.txt").write_text(corpus.read_text())  # the same text under another path
-    return exp, tmp_path / "out"
+def experiment(tiny_experiment):
+    (tiny_experiment.parent / "other.txt").write_text((tiny_experiment.parent / "corpus.txt").read_text())
+    return tiny_experiment, tiny_experiment.parent / "out"
 
 
 def _snapshot(folder: Path) -> dict[str, tuple[str, int]]:
@@ -46,17 +26,9 @@ def _snapshot(folder: Path) -> dict[str, tuple[str, int]]:
             for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
-def _refusal(capsys, *names) -> str:
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1, err
-    for n in names:
-        assert str(n) in err, err
-    return err
-
-
-def test_prepare_with_a_changed_spec_is_refused_unless_rebuild(experiment, capsys):
+def test_prepare_with_a_changed_spec_is_refused_unless_rebuild(experiment, capsys, one_line_error):
     exp, out = experiment
-    base = ["prepare", str(exp), "--out", str(out), "--no-progress"]
+    base = ["prepare", str(exp), "--out", str(out), "--no-progress", *EXTRA]
     assert main(base) == 0
     before = _snapshot(out)
     for change, names in (("data.pt.tokens=3000", ("data.pt.tokens", "'pt'", out / "data" / "pt", "--rebuild")),
@@ -64,7 +36,7 @@ def test_prepare_with_a_changed_spec_is_refused_unless_rebuild(experiment, capsy
                           (f"corpora.txt.path={exp.parent / 'other.txt'}", ("corpora.txt.path", "'pt'"))):
         capsys.readouterr()
         assert main([*base, "--set", change]) == 2, change
-        _refusal(capsys, *names)
+        one_line_error(*names)
         assert _snapshot(out) == before, change
     assert main([*base, "--set", "data.pt.tokens=3000"] + ["--rebuild"]) == 0
     after = _snapshot(out)
@@ -73,27 +45,27 @@ def test_prepare_with_a_changed_spec_is_refused_unless_rebuild(experiment, capsy
     assert main([*base, "--set", "data.pt.tokens=3000"]) == 0  # now up to date
 
 
-def test_run_refuses_a_changed_spec_before_writing_anything(experiment, capsys):
+def test_run_refuses_a_changed_spec_before_writing_anything(experiment, capsys, one_line_error):
     exp, out = experiment
-    base = ["run", str(exp), "--out", str(out), "--no-progress", "--only", "train"]
+    base = ["run", str(exp), "--out", str(out), "--no-progress", "--only", "train", *EXTRA]
     assert main(base) == 0
     assert (out / "arms" / "a" / "seed0" / "DONE").is_file()
     before = _snapshot(out)
     capsys.readouterr()
     # the data spec changed: refused naming it, before the data (or experiment.yaml) is touched
     assert main([*base, "--set", "data.pt.tokens=3000"]) == 2
-    _refusal(capsys, "data.pt.tokens", "'pt'", "--rebuild")
+    one_line_error("data.pt.tokens", "'pt'", "--rebuild")
     assert _snapshot(out) == before
     # asked to rebuild: the finished arm trained on pt still stops it, before anything is rebuilt
     assert main([*base, "--set", "data.pt.tokens=3000", "--rebuild"]) == 2
-    _refusal(capsys, "arm a seed 0", out / "arms" / "a" / "seed0", "'pt'")
+    one_line_error("arm a seed 0", out / "arms" / "a" / "seed0", "'pt'")
     assert _snapshot(out) == before
     # a dataset no arm trains on may be rebuilt under a finished arm
-    assert main([*base, "--set", "data.extra.tokens=700", "--rebuild"]) == 0
+    assert main([*base, "--set", "data.extra={corpus: txt, tokens: 700}", "--rebuild"]) == 0
     assert _snapshot(out)["data/pt/dataset.json"] == before["data/pt/dataset.json"]
     before = _snapshot(out)
     capsys.readouterr()
     # a training change the finished arm cannot take: refused without rewriting experiment.yaml
-    assert main([*base, "--set", "data.extra.tokens=700", "--set", "train.lr=0.01"]) == 2
-    _refusal(capsys, "train.lr")
+    assert main([*base, "--set", "data.extra={corpus: txt, tokens: 700}", "--set", "train.lr=0.01"]) == 2
+    one_line_error("train.lr")
     assert _snapshot(out) == before

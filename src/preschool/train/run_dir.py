@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from .. import config as C
+from ..data.prepare import first_difference as _diff  # "path (was a, now b)" of two plain-data trees
 from ..data.shards import content_sha256
 from ..errors import ConfigError
 from .configs import TrainConfig, resolve_reserved_ids
@@ -23,25 +24,6 @@ _RESUME_FREE = {"progress", "tensorboard", "wandb", "cpu_heap", "activation_chec
                 "eval_schedule", "evals_per_decade", "val", "val_rows", "log_every", "checkpoint_every",
                 "checkpoint_schedule", "checkpoints_per_decade", "keep_optimizer_state", "verify",
                 "nonfinite", "nonfinite_limit"}
-
-
-def _diff(a: Any, b: Any, path: str) -> str | None:
-    """Dotted path of the first difference between two plain-data trees (None if equal)."""
-    if isinstance(a, dict) and isinstance(b, dict):
-        for k in list(a) + [k for k in b if k not in a]:
-            d = _diff(a.get(k), b.get(k), f"{path}.{k}" if path else str(k))
-            if d:
-                return d
-        return None
-    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)) and len(a) == len(b):
-        for i, (x, y) in enumerate(zip(a, b)):
-            d = _diff(x, y, f"{path}[{i}]")
-            if d:
-                return d
-        return None
-    if a != b:
-        return f"{path} (was {a!r}, now {b!r})"
-    return None
 
 
 def _trained_on(cfg: TrainConfig) -> list[str]:
