@@ -119,6 +119,11 @@ def test_transform_l2t_never_replaces_its_input_or_a_foreign_folder(tmp_path, ca
         assert main(["transform", "l2t", "--input", str(inp), "--out", str(out), *L2T]) == 2, out
         one_line_error(out, inp)
         assert _snapshot(inp) == before
+    spec = tmp_path / "corpus.yaml"  # a corpus YAML: the folder it names is an input too
+    spec.write_text(f"source: jsonl\npath: {inp}\n")
+    assert main(["transform", "l2t", "--input", str(spec), "--out", str(inp / "l2t"), *L2T]) == 2
+    one_line_error(inp / "l2t", inp)
+    assert _snapshot(inp) == before
     foreign = tmp_path / "foreign"
     foreign.mkdir()
     (foreign / "notes.txt").write_text("mine")

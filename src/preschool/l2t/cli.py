@@ -145,11 +145,15 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("workers", f"must be >= 1, got {args.workers}")
     from ..outdir import claim_output
     from .build import l2t_entries
+    from .inputs import corpus_config
 
+    # what is read: --input, the files a corpus YAML names, the tokenizer
+    read = [args.input, getattr(corpus_config(args.input, args.text_field, args.max_documents or None), "path", None),
+            args.tokenizer]
     # --out is replaced whole: refuse a folder that holds anything else (or an input) before any slow work,
     # and keep a second transform out of it while this one runs
     with claim_output(args.out, f"preschool transform l2t --input {args.input} --out {args.out}", l2t_entries,
-                      "transform l2t", inputs=[args.input, args.tokenizer]):
+                      "transform l2t", inputs=read):
         return _build(args, cfg)
 
 
