@@ -12,7 +12,7 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "ppt_timing_stack.y
 STEP = 16 * 128  # batch 16 x seq_len 128 tokens
 
 
-def _micro(out: Path):
+def _micro(out: Path, extra=()):
     """The example, unchanged but for --set overrides: a micro model, one STACK step, three of its arms."""
     raw = yaml.safe_load(EXAMPLE.read_text())
     arms = [a for a in raw["arms"] if a["name"] in ("pt_only", "before", "mixed")]
@@ -24,14 +24,21 @@ def _micro(out: Path):
             "data.pt.tokens=24000", "data.pt.val_tokens=1032", "data.stack.tokens=4128",
             "data.stack.val_tokens=1032", "data.depo.tokens=12384", "data.depo.val_tokens=1032",
             "train.batch_size=16", "train.eval_every=3", "train.checkpoint_every=3", "train.val_rows=4",
-            "evals.0.params.instances=2", f"arms={json.dumps(arms)}", f"out={out}"]
+            "evals.0.params.instances=2", f"arms={json.dumps(arms)}", f"out={out}", *extra]
     return load_experiment(EXAMPLE, over)
 
 
-@pytest.mark.slow
-def test_mixed_arm_on_language_tokens_and_depo_on_depo_tokens(tmp_path):
-    out = tmp_path / "timing"
+@pytest.fixture(scope="module")
+def timing(tmp_path_factory):
+    """The micro experiment, run once for the tests of this module (they only read it)."""
+    out = tmp_path_factory.mktemp("ppt_timing") / "timing"
     run_experiment(_micro(out), progress=False)
+    return out
+
+
+@pytest.mark.slow
+def test_mixed_arm_on_language_tokens_and_depo_on_depo_tokens(timing):
+    out = timing
     res = json.loads((out / "results.json").read_text())
     assert res["axes"]["val/pt"]["axis"] == "pt" and res["axes"]["depo/acc"]["axis"] == "depo"
     assert res["axes"]["depo/acc"]["label"] == "depo tokens"
@@ -61,10 +68,9 @@ def test_mixed_arm_on_language_tokens_and_depo_on_depo_tokens(tmp_path):
 
 
 @pytest.mark.slow
-def test_end_of_stage_values_and_exact_doses(tmp_path):
+def test_end_of_stage_values_and_exact_doses(timing):
     """Issue #23.1/.3: DEPO after PT does not replace the end-of-PT value; each stage's doses are exact."""
-    out = tmp_path / "timing"
-    run_experiment(_micro(out), progress=False)
+    out = timing
     res = json.loads((out / "results.json").read_text())
     table = {r["arm"]: r for r in res["table"]}
     for arm, pt_stage in (("pt_only", "pt"), ("before", "pt"), ("mixed", "pt_mixed")):
@@ -92,3 +98,47 @@ def test_end_of_stage_values_and_exact_doses(tmp_path):
     text = (out / "report.md").read_text()
     assert "## Doses" in text and "| mixed | pt_mixed | stack | 2,048 | 2,048 |" in text
     assert "## After later stages" in text and "after depo" in text
+
+
+@pytest.mark.slow
+def test_downstream_metrics_reach_the_report_in_their_own_direction(timing, tmp_path):
+    """Issue #23.2: lm_eval/<task>/<metric> gets its table column, plot, gain and efficiency rows, compared in
+    the direction lm-eval gives it (a perplexity: lower is better), and downstream/avg in its components'."""
+    import shutil
+
+    from preschool.analysis.report import write_report
+    from preschool.evals.base import EvalResult
+    from preschool.evals.lm_eval import LmEval
+    from preschool.layout import evals_dir, list_checkpoints
+
+    out = tmp_path / "timing"
+    shutil.copytree(timing, out)
+
+    class Scored(LmEval):  # what lm_eval writes, without running lm-eval: scores by PT tokens, mixed ahead
+        def evaluate(self, model, tokenizer):
+            return EvalResult(metrics={"piqa/acc": 0.5 + self.pt / 1e6 + self.ahead / 10, "piqa/acc_stderr": 0.01,
+                                       "arc_easy/acc": 0.3 + self.pt / 2e6 + self.ahead / 10,
+                                       "wikitext/word_perplexity": 900.0 - self.pt / 100 - 50 * self.ahead},
+                              higher_is_better={"piqa/acc": True, "arc_easy/acc": True,
+                                                "wikitext/word_perplexity": False})
+
+    for run in sorted((out / "arms").glob("*/seed0")):
+        for step, ckpt in list_checkpoints(run):
+            ev = Scored(None)
+            ev.pt = json.loads((ckpt / "meta.json").read_text())["pt_tokens"]
+            ev.ahead = float(run.parent.name == "mixed")
+            ev.run(None, None, evals_dir(run, step) / "lm_eval")
+    write_report(_micro(out, ["report.efficiency.downstream=[lm_eval/arc_easy/acc, lm_eval/piqa/acc]"]))
+    res = json.loads((out / "results.json").read_text())
+    for m in ("lm_eval/piqa/acc", "lm_eval/wikitext/word_perplexity", "downstream/avg"):
+        assert m in res["table"][0] and (out / "plots" / (m.replace("/", "_") + ".png")).is_file()
+        assert any(g["metric"] == m for g in res["stable_gain"]) and any(e["metric"] == m for e in res["token_efficiency"])
+    assert "lm_eval/piqa/acc_stderr" not in res["table"][0]
+    assert res["directions"]["lm_eval/wikitext/word_perplexity"] == "lower"
+    assert res["directions"]["lm_eval/piqa/acc"] == "higher" == res["directions"]["downstream/avg"]
+    # the mixed arm is ahead: higher accuracy, lower perplexity; both are gains, so each was read its own way
+    gain = {g["metric"]: g for g in res["stable_gain"] if g["arm"] == "mixed"}
+    assert gain["lm_eval/piqa/acc"]["mean"] == pytest.approx(0.1) and gain["lm_eval/piqa/acc"]["stable"]
+    assert gain["lm_eval/wikitext/word_perplexity"]["mean"] == pytest.approx(50)
+    assert gain["lm_eval/wikitext/word_perplexity"]["stable"] and gain["downstream/avg"]["stable"]
+    assert "| lm_eval/wikitext/word_perplexity | language (PT) tokens |" in (out / "report.md").read_text()
