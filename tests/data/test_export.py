@@ -108,7 +108,7 @@ def test_megatron_round_trip_with_megatron_core(data, tmp_path):
     from megatron.core.datasets.indexed_dataset import IndexedDataset
 
     for name in ("stack", "pt"):
-        export_dataset(data / name, "megatron", tmp_path / name)
+        export_dataset(data / name, "megatron", tmp_path / name, allow_unread_loss_mask=True)
         ref = _rows(data / name / "train")
         segments = _rows(data / name / "train", "segments")
         ds = IndexedDataset(str(tmp_path / name / "train" / "text_document"))
@@ -147,7 +147,7 @@ def test_nanotron_round_trip_with_datatrove(data, tmp_path):
 
     assert AutoTokenizer.from_pretrained(str(split / name)).eos_token == "<|endoftext|>"
     # a masked set also writes datatrove's .ds.loss (one bool per token)
-    export_dataset(data / "stack", "nanotron", tmp_path / "nt_stack")
+    export_dataset(data / "stack", "nanotron", tmp_path / "nt_stack", allow_unread_loss_mask=True)
     loss = np.fromfile(tmp_path / "nt_stack" / "train" / "00000.ds.loss", np.bool_)
     assert np.array_equal(loss.reshape(-1, SEQ + 1), _rows(data / "stack" / "train", "loss_mask").astype(bool))
 
@@ -203,3 +203,125 @@ def test_export_names_the_tokenizers_special_ids(tmp_path, hf_tokenizer):
     assert info["tokenizer"]["special_ids"] == {"bos": 1, "eos": 2, "pad": 2}
     assert json.loads((tmp_path / "out" / "export.json").read_text())["tokenizer"]["special_ids"]["eos"] == 2
     assert "documents end with EOS id 2" in (tmp_path / "out" / "README.md").read_text()
+
+
+@pytest.mark.parametrize("fmt", ["nanotron", "megatron"])
+def test_a_loss_mask_the_readers_ignore_is_refused_unless_allowed(data, tmp_path, capsys, fmt):
+    """datatrove's DatatroveFolderDataset (Nanotron) reads no .ds.loss and Megatron's GPTDataset no
+    loss_mask_document: a masked set would train on every token there, so the export refuses it
+    (one line naming the flag, nothing written) until --allow-unread-loss-mask says so."""
+    out = tmp_path / "x"
+    with pytest.raises(ConfigError, match="allow_unread_loss_mask: .*loss mask.*not read"):
+        export_dataset(data / "stack", fmt, out)
+    assert not out.exists()
+    assert main(["export", str(data / "stack"), "--format", fmt, "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "--allow-unread-loss-mask" in err and len(err.strip().splitlines()) == 1 and not out.exists()
+    assert main(["export", str(data / "stack"), "--format", fmt, "--out", str(out),
+                 "--allow-unread-loss-mask"]) == 0
+    info = json.loads((out / "export.json").read_text())
+    assert info["loss_mask"]["read"] is False and info["loss_mask"]["by"]
+    assert "NOT read" in (out / "README.md").read_text()
+    # an unmasked set needs no flag, and the formats whose readers take the mask need none either
+    export_dataset(data / "pt", fmt, tmp_path / "pt")
+    assert "loss_mask" not in json.loads((tmp_path / "pt" / "export.json").read_text())
+    for ok in ("hf", "numpy"):
+        assert export_dataset(data / "stack", ok, tmp_path / ok)["loss_mask"]["read"] is True
+
+
+def test_masked_datatrove_reader_yields_the_loss_mask(data, tmp_path):
+    """preschool's DatatroveFolderDataset subclass: datatrove's windows and positions, plus each
+    window's .ds.loss as `loss_mask`."""
+    from datatrove.utils.dataset import DatatroveFolderDataset
+
+    from preschool.data.datatrove_reader import MaskedDatatroveFolderDataset
+
+    export_dataset(data / "stack", "nanotron", tmp_path / "nt", allow_unread_loss_mask=True)
+    split = str(tmp_path / "nt" / "train")
+    plain = DatatroveFolderDataset(split, seq_len=SEQ, token_size=2, return_positions=True)
+    ds = MaskedDatatroveFolderDataset(split, seq_len=SEQ, token_size=2, return_positions=True)
+    assert len(ds) == len(plain) == len(_rows(data / "stack" / "train"))
+    order = list(range(len(ds))) + [3, 0]  # random access goes back too
+    items = [ds[i] for i in order]
+    assert np.array_equal(np.stack([it["input_ids"].numpy() for it in items]), _rows(data / "stack" / "train")[order])
+    assert np.array_equal(np.stack([it["positions"].numpy() for it in items]),
+                          np.stack([plain[i]["positions"].numpy() for i in order]))
+    masks = np.stack([it["loss_mask"].numpy() for it in items])
+    assert masks.dtype == np.bool_
+    assert np.array_equal(masks, _rows(data / "stack" / "train", "loss_mask").astype(bool)[order])
+    # an export without .ds.loss: a one-line DataError naming the missing file
+    export_dataset(data / "pt", "nanotron", tmp_path / "pt")
+    with pytest.raises(DataError, match=r"00000\.ds\.loss: missing"):
+        MaskedDatatroveFolderDataset(str(tmp_path / "pt" / "train"), seq_len=SEQ, token_size=2)[0]
+
+
+def _run_lengths(segments):
+    """Per row, the lengths of its runs of one segment number (our documents, cut at the row end)."""
+    return [np.diff(np.r_[0, np.nonzero(seg[1:] != seg[:-1])[0] + 1, len(seg)]).tolist() for seg in segments]
+
+
+def test_numpy_round_trip_with_olmo_core(data, tmp_path):
+    """OLMo-core's own NumpyFSLDataset reads the numpy export: instance i = row i, the label mask
+    through label_mask_paths, and its EOS-derived doc_lens = our documents within the row."""
+    pytest.importorskip("olmo_core.data", reason="ai2-olmo-core is not in the lock: OLMo-core 3.0 requires "
+                        "cached-path, whose caps (huggingface-hub<2, rich<14, filelock<4) would downgrade the "
+                        "locked huggingface-hub 2.4, rich 15 and filelock 4")
+    from olmo_core.data import NumpyFSLDataset
+
+    from preschool.data.tokenizer import load_special_ids
+
+    sp = load_special_ids(data / "tokenizer")
+    for name in ("stack", "pt"):
+        m = export_dataset(data / name, "numpy", tmp_path / name)["splits"]["train"]
+        d = tmp_path / name / "train"
+        masks = {"label_mask_paths": [d / f for f in m["files"]["label_mask"]]} if m["has_loss_mask"] else {}
+        ds = NumpyFSLDataset(*[d / f for f in m["files"]["tokens"]], sequence_length=m["sequence_length"],
+                             pad_token_id=sp.pad, eos_token_id=sp.eos, vocab_size=m["vocab_size"],
+                             dtype=np.dtype(m["dtype"]).type, generate_doc_lengths=True, **masks)
+        ds.work_dir = tmp_path / "olmo_work"
+        items = [ds[i] for i in range(len(ds))]
+        assert np.array_equal(np.stack([it["input_ids"].numpy() for it in items]), _rows(data / name / "train"))
+        assert [it["doc_lens"].tolist() for it in items] == _run_lengths(_rows(data / name / "train", "segments"))
+        if m["has_loss_mask"]:
+            assert np.array_equal(np.stack([it["label_mask"].numpy() for it in items]),
+                                  _rows(data / name / "train", "loss_mask").astype(bool))
+
+
+@pytest.mark.slow  # importing megatron.core takes ~10-20 s here
+def test_megatron_gpt_dataset_windows_our_documents(data, tmp_path):
+    """Megatron-core's GPTDataset on the export (its compiled helpers ship in the wheel): one epoch
+    shuffles each of our documents exactly once, every sample is a seq_len + 1 window of those
+    documents concatenated in its order, and its loss_mask ignores ours (the export refuses a masked
+    set without --allow-unread-loss-mask)."""
+    from megatron.core.datasets.gpt_dataset import GPTDataset, GPTDatasetConfig
+    from megatron.core.datasets.indexed_dataset import IndexedDataset
+    from megatron.core.datasets.utils import Split
+
+    from preschool.data.tokenizer import load_special_ids
+
+    class Tokenizer:  # what GPTDataset asks of a tokenizer: eod, pad, vocab_size (+ its cache key)
+        def __init__(self, eod, vocab_size):
+            self.eod, self.pad, self.vocab_size = eod, -1, vocab_size
+            self.unique_identifiers = {"class": "Tokenizer", "eod": eod}
+
+    eod = load_special_ids(data / "tokenizer").eos
+    for name in ("pt", "stack"):
+        info = export_dataset(data / name, "megatron", tmp_path / name, allow_unread_loss_mask=True)
+        prefix = str(tmp_path / name / "train" / "text_document")
+        ds = IndexedDataset(prefix)
+        cfg = GPTDatasetConfig(random_seed=1, sequence_length=SEQ, split="1,0,0",
+                               tokenizer=Tokenizer(eod, info["splits"]["train"]["vocab_size"]),
+                               reset_position_ids=True, reset_attention_mask=False, eod_mask_loss=False,
+                               create_attention_mask=False, path_to_cache=str(tmp_path / "cache"))
+        gpt = GPTDataset(ds, prefix, np.arange(len(ds)), None, Split.train, cfg)
+        assert sorted(gpt.document_index.tolist()) == list(range(len(ds)))  # each document once per epoch
+        docs = [np.asarray(ds[int(k)]) for k in gpt.document_index]
+        starts = np.r_[0, np.cumsum([len(x) for x in docs])]
+        stream = np.concatenate(docs)
+        assert sorted(stream.tolist()) == sorted(_rows(data / name / "train").ravel().tolist())
+        for i in range(len(gpt)):
+            k = gpt.shuffle_index[i]
+            a = starts[gpt.sample_index[k][0]] + gpt.sample_index[k][1]
+            s = gpt[i]
+            assert np.array_equal(np.r_[s["tokens"].numpy(), s["labels"].numpy()[-1:]], stream[a:a + SEQ + 1])
+            assert bool((s["loss_mask"] == 1).all())  # Megatron's own mask: every token, ours is not read

@@ -52,7 +52,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from ..errors import DataError
+from ..errors import ConfigError, DataError
 from ..io import atomic_dir, code_version, read_json, sha256_file, write_json, write_text
 from ..outdir import claim_output, read_manifest
 from ..registry import Registry
@@ -119,6 +119,10 @@ class Exporter:
 
     registry_name: str
     read_hint: str = ""
+    # whether the format's usual reader (``mask_reader``) yields a set's loss mask; where it does not, a
+    # masked set is refused unless the user allows it (training there would count every token's loss)
+    mask_read: bool = True
+    mask_reader: str = ""
 
     def write(self, ss: ShardSet, out: Path) -> dict[str, Any]:
         raise NotImplementedError
@@ -132,6 +136,7 @@ class HFExporter(Exporter):
     """Hugging Face ``datasets`` folder (``load_from_disk``): input_ids (+ loss_mask)."""
 
     read_hint = "datasets.load_from_disk(OUT)[split]"
+    mask_reader = "datasets.load_from_disk (its loss_mask column; your collator turns it into labels)"
 
     def write(self, ss: ShardSet, out: Path) -> dict[str, Any]:
         import pyarrow as pa
@@ -183,6 +188,9 @@ class MegatronExporter(Exporter):
     """
 
     read_hint = "megatron.core.datasets.indexed_dataset.IndexedDataset('OUT/<split>/text_document')"
+    mask_read = False
+    mask_reader = ("Megatron-core's GPTDataset (its loss_mask marks EOD/pad tokens only; loss_mask_document "
+                   "is written for a dataset class of your own)")
 
     def write(self, ss: ShardSet, out: Path) -> dict[str, Any]:
         out.mkdir(parents=True, exist_ok=True)
@@ -240,6 +248,9 @@ class NanotronExporter(Exporter):
     """datatrove tokenized files (``.ds`` + ``.ds.index`` [+ ``.ds.loss``] + ``.ds.metadata``) for Nanotron."""
 
     read_hint = "datatrove.utils.dataset.DatatroveFolderDataset('OUT/<split>', seq_len=SEQ_LEN, token_size=TOKEN_SIZE)"
+    mask_read = False
+    mask_reader = ("datatrove's DatatroveFolderDataset, which Nanotron reads (.ds.loss is written; "
+                   "preschool.data.datatrove_reader.MaskedDatatroveFolderDataset yields it as loss_mask)")
 
     def __init__(self, tokenizer_name: str = "unknown"):
         self.tokenizer_name = tokenizer_name
@@ -286,6 +297,7 @@ class NumpyExporter(Exporter):
     """Flat headerless uint16/uint32 token files as OLMo-core memory-maps them (+ bool label masks)."""
 
     read_hint = "olmo_core.data.NumpyFSLDataset(*files, sequence_length=ROW_LEN, dtype=DTYPE, ...)"
+    mask_reader = "OLMo-core's NumpyFSLDataset(label_mask_paths=<the label_mask files>), as label_mask"
 
     def write(self, ss: ShardSet, out: Path) -> dict[str, Any]:
         out.mkdir(parents=True, exist_ok=True)
@@ -329,22 +341,33 @@ def export_entries(folder: Path) -> set[str] | None:
 
 
 def export_dataset(dataset_dir: str | Path, fmt: str, out: str | Path, splits: list[str] | None = None,
-                   verify: str = "full", command: str | None = None) -> dict:
+                   verify: str = "full", command: str | None = None, allow_unread_loss_mask: bool = False) -> dict:
     """Write ``dataset_dir``'s splits in format ``fmt`` under ``out/<split>/``; return export.json's content.
 
     The shard sets are checked (``verify``: "full" = sizes and sha256, or "size") before anything is written;
     ``out`` appears whole or not at all. ``out`` must be missing, empty or an earlier export (nothing
     else in it) and may not overlap the dataset (``outdir.claim_output``, ConfigError on ``--out``);
     it is locked while the export runs (``command``: what a second writer is told is running).
+    A split with a loss mask is refused (ConfigError on ``allow_unread_loss_mask``) when the format's
+    reader ignores the mask (Megatron, Nanotron), unless ``allow_unread_loss_mask``; export.json's
+    ``loss_mask`` says whether and by what the mask is read.
     """
     dataset_dir = Path(dataset_dir)
-    EXPORTERS.get(fmt, "format")  # an unknown format fails first
+    exporter_cls = EXPORTERS.get(fmt, "format").cls  # an unknown format fails first
     found = dataset_splits(dataset_dir)
     if splits:
         missing = [s for s in splits if s not in found]
         if missing:
             raise DataError(f"{dataset_dir}: no split {', '.join(missing)} (have {', '.join(found)})")
         found = {s: found[s] for s in splits}
+    masked = [s for s, p in found.items()
+              if "loss_mask" in ((read_manifest(p / "manifest.json") or {}).get("arrays") or [])]
+    if masked and not exporter_cls.mask_read and not allow_unread_loss_mask:
+        # checked from the manifests, before the (long) checksum pass and before --out is touched
+        raise ConfigError("allow_unread_loss_mask",
+                          f"{dataset_dir}: split {', '.join(masked)} has a loss mask that is not read by "
+                          f"{exporter_cls.mask_reader}, so training would count every token; export as hf or "
+                          f"numpy, or pass --allow-unread-loss-mask to export it anyway")
     tok = find_tokenizer(dataset_dir)
     command = command or f"preschool export {dataset_dir} --format {fmt} --out {out}"
     # the output folder is checked (and locked) before the shards are verified, which reads every byte
@@ -377,6 +400,8 @@ def _export(dataset_dir: Path, fmt: str, out: Path, sets: dict[str, ShardSet], t
                                  "dtype": ss.dtype.name, "vocab_size": ss.vocab_size,
                                  "has_loss_mask": ss.has_loss_mask, **wrote}
         exporter.finish(tmp, list(sets))
+        if any(ss.has_loss_mask for ss in sets.values()):
+            info["loss_mask"] = {"read": exporter.mask_read, "by": exporter.mask_reader}
         if tok is not None:
             shutil.copytree(tok, tmp / "tokenizer")
             from .tokenizer import load_special_ids
@@ -395,6 +420,9 @@ def _readme(info: dict) -> str:
     for s, m in info["splits"].items():
         lines.append(f"- `{s}/`: {m['n_rows']} rows of {m['row_len']} tokens ({m['dtype']}, vocab {m['vocab_size']}"
                      f"{', with loss mask' if m['has_loss_mask'] else ''})")
+    if "loss_mask" in info:
+        lm = info["loss_mask"]
+        lines += ["", f"Loss mask: {'read' if lm['read'] else '**NOT read**'} by {lm['by']}."]
     if "tokenizer" in info:
         sp = info["tokenizer"]["special_ids"]
         lines += ["", f"Tokenizer: `tokenizer/` (documents end with EOS id {sp['eos']}; BOS {sp['bos']}, PAD {sp['pad']})"]

@@ -12,6 +12,11 @@ shard set folder) in another trainer's format, row for row:
   nanotron  datatrove tokenized files <split>/NNNNN.ds(.index/.loss/.metadata)
   numpy     flat uint16/uint32 token files as OLMo-core memory-maps them
 
+A loss mask (Dyck, L2T answers) is read by the hf and numpy readers (datasets,
+OLMo-core's label_mask_paths); Megatron's GPTDataset and datatrove's reader
+(Nanotron) ignore it, so a masked set is refused for them unless
+--allow-unread-loss-mask (preschool.data.datatrove_reader yields .ds.loss).
+
 --out is replaced whole, so it must be missing, an empty folder or an earlier
 export holding nothing else, and may not overlap the dataset; it is locked
 while the export runs. A temp folder a killed export left beside it is removed.
@@ -32,13 +37,22 @@ def add_arguments(p) -> None:
                    help="export only this split (repeatable; default: all)")
     p.add_argument("--verify", choices=["full", "size"], default="full",
                    help="check the shards' checksums (default) or only their sizes before exporting")
+    p.add_argument("--allow-unread-loss-mask", action="store_true",
+                   help="export a loss-masked set as megatron or nanotron although their trainers' readers "
+                   "ignore the mask (it is written beside the tokens; see export.json's loss_mask)")
 
 
 def run(args) -> int:
     from .export import export_dataset
 
-    info = export_dataset(args.dataset, args.format, args.out, args.splits, verify=args.verify)
+    info = export_dataset(args.dataset, args.format, args.out, args.splits, verify=args.verify,
+                         allow_unread_loss_mask=args.allow_unread_loss_mask)
     for s, m in info["splits"].items():
         print(f"{s}: {m['n_rows']} rows x {m['row_len']} tokens ({m['dtype']})")
     print(f"{info['format']} export: {args.out}  (read with: {info['read']})")
+    lm = info.get("loss_mask")
+    if lm and not lm["read"]:
+        import sys
+
+        print(f"warning: the loss mask is written but NOT read by {lm['by']}", file=sys.stderr)
     return 0
