@@ -37,6 +37,12 @@ documents) come from the ``segments`` array: a document ends where the segment
 number changes and at every row end, which is where our trainer resets
 positions too.
 
+A loss mask (Dyck, L2T answers) is yielded by the hf and numpy readers
+(``load_from_disk``'s ``loss_mask`` column, OLMo-core's ``label_mask_paths``). Megatron's
+GPTDataset and datatrove's reader (Nanotron) never read theirs, so a masked set is refused
+for those formats unless ``allow_unread_loss_mask`` (``Exporter.mask_read``);
+:mod:`preschool.data.datatrove_reader` reads ``.ds.loss``.
+
 The export folder is written atomically and carries ``export.json`` (format,
 source dataset and its ``content_sha256``, per-split files, row_len, dtype,
 vocab size, how to read it) and a copy of the tokenizer when one is found
