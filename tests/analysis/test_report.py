@@ -212,3 +212,19 @@ def test_the_l2t_three_field_accuracies_get_their_own_report_table():
     lines = breakdown_lines("Minimal pairs by field", "field", fields)
     assert lines[0] == "## Minimal pairs by field" and "| field | raw | l2t |" in lines
     assert "| syntax | 0.700 | 0.900 |" in lines
+
+
+def test_verbatim_positions_come_from_the_checkpoint_of_the_final_value(tmp_path):
+    from preschool.analysis.report import _verbatim_positions
+    from preschool.io import write_json
+    from preschool.layout import evals_dir, run_dir
+
+    cfg = SimpleNamespace(out_dir=tmp_path, arms=[SimpleNamespace(name="a")], seeds=[0])
+    run = run_dir(tmp_path, "a", 0)
+    for step, v in ((4, 1.0), (8, 2.0), (12, 3.0)):  # step 12 ends a DEPO stage after PT (steps 1-8)
+        write_json(evals_dir(run, step) / "verbatim" / "summary.json",
+                   {"extra": {"positions": {"repeat": {"n3": {"list1": [v], "list2": [v]}}}}})
+    arms = {"a": {"seeds": {0: {"final_step": {"verbatim/x_perc": 8, "val/pt": 8}}}}}
+    assert _verbatim_positions(cfg, ["a"], arms) == {"a": {"list1": [2.0], "list2": [2.0]}}
+    arms["a"]["seeds"][0]["final_step"] = {}  # no stage information: the last checkpoint, as before
+    assert _verbatim_positions(cfg, ["a"], arms) == {"a": {"list1": [3.0], "list2": [3.0]}}

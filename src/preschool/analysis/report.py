@@ -232,9 +232,9 @@ def build_curves(arms: dict, axes: dict[str, str], stages: dict[str, list] | Non
     trains on the metric's axis (:func:`axis_stage_end`): a later stage (DEPO after pretraining)
     changes the value at an unchanged x, and is reported as its own "after <stage>" value, never
     as the curve's end. Each seed also gets ``stage_ends[metric] = {stage: value at its end}``
-    (every stage that logged the metric, in stage order) and ``final_stage[metric]``, the stage
+    (every stage that logged the metric, in stage order), ``final_stage[metric]``, the stage
     whose end gives the curve's last value (None: the run predates stage names, or no stage trains
-    on the axis and the whole curve is kept).
+    on the axis and the whole curve is kept), and ``final_step[metric]``, the step of that value.
 
     A task axis needs every point's per-source counts; runs written before they
     existed fall back to language tokens for that metric.
@@ -249,7 +249,7 @@ def build_curves(arms: dict, axes: dict[str, str], stages: dict[str, list] | Non
     for name, a in arms.items():
         names = [st.name for st in (stages or {}).get(name, [])]
         for s in a["seeds"].values():
-            s["curves"], s["stage_ends"], s["final_stage"] = {}, {}, {}
+            s["curves"], s["stage_ends"], s["final_stage"], s["final_step"] = {}, {}, {}, {}
             for m, pts in s["points"].items():
                 axis = used.get(m, "pt")
                 ends = {p["stage"]: p["value"] for p in pts if p.get("stage") in names}  # the last of each stage
@@ -262,6 +262,7 @@ def build_curves(arms: dict, axes: dict[str, str], stages: dict[str, list] | Non
                     s["final_stage"][m] = None
                 s["curves"][m] = [[p["pt"] if axis == "pt" else int(p["sources"].get(axis, 0)), p["value"]]
                                   for p in pts]
+                s["final_step"][m] = pts[-1]["step"] if pts else None
     return used
 
 
@@ -497,7 +498,7 @@ def write_report(cfg) -> Path:
         plots.plot_phenomenon_bars(phen, pdir / "minimal_pairs_by_phenomenon.png")
         figures.append(("minimal-pair accuracy by phenomenon (final checkpoint)", "plots/minimal_pairs_by_phenomenon.png"))
 
-    verbatim = _verbatim_positions(cfg, names)
+    verbatim = _verbatim_positions(cfg, names, arms)
     if verbatim:
         plots.plot_verbatim_positions(verbatim, pdir / "verbatim_positions.png",
                                       title="verbatim retrieval: surprisal by list position (final checkpoint)")
@@ -690,13 +691,21 @@ def _target(spec, base_points: list, metric: str) -> float | None:
     return at[-1]
 
 
-def _verbatim_positions(cfg, names: list[str]) -> dict:
-    """Per arm, the repeat-condition surprisal by list position of the longest lists, final checkpoint, first seed."""
+def _verbatim_positions(cfg, names: list[str], arms: dict) -> dict:
+    """Per arm, the repeat-condition surprisal by list position of the longest lists, first seed, at the
+    checkpoint that gives the verbatim metrics' final value (``final_step``: a later stage off their axis,
+    DEPO after pretraining, does not replace it)."""
+    from ..layout import step_of
+
     out: dict = {}
     for arm, seed, run_dir in arm_runs(cfg.out_dir, cfg.arms, cfg.seeds):
         if arm.name in out or seed != cfg.seeds[0]:
             continue
-        found = sorted(evals_dir(run_dir).glob("step-*/verbatim*/summary.json"))
+        final = arms.get(arm.name, {}).get("seeds", {}).get(seed, {}).get("final_step", {})
+        found = sorted(p for p in evals_dir(run_dir).glob("step-*/verbatim*/summary.json")
+                       if (last := max((st for m, st in final.items() if m.startswith(p.parent.name + "/")
+                                        and st is not None), default=None)) is None
+                       or step_of(p.parent.parent) <= last)
         if not found:
             continue
         pos = (read_json(found[-1]).get("extra") or {}).get("positions") or {}
