@@ -54,6 +54,7 @@ from ..errors import DataError
 from .base import EVALUATORS, EvalResult, Evaluator, max_positions
 from ..train.optim import adamw
 from ..train.schedules import ScheduleConfig, lr_at
+from ..train.step import TrainStep
 from ..io import iter_jsonl
 from ..seeds import QA_FINETUNE
 
@@ -290,7 +291,9 @@ def finetune(model, tokenizer, examples: list[QAExample], cfg: QAConfig, max_len
     """Train ``model`` in place on "prompt -> answer" with the loss on answer tokens only.
 
     Returns ``{losses (per step), n_train, n_dropped, steps}``. Shuffling and
-    dropout draw from ``cfg.seed`` inside a forked RNG, so global state is untouched.
+    dropout draw from ``cfg.seed`` inside a forked RNG, so global state is untouched. Each batch is
+    one :class:`~preschool.train.step.TrainStep` (the trainer's step): a batch whose loss or gradient
+    norm is not finite is not applied (its loss is still listed).
     """
     import torch
 
@@ -311,6 +314,16 @@ def finetune(model, tokenizer, examples: list[QAExample], cfg: QAConfig, max_len
     # the trainer's optimizer recipe and schedule functions (train/optim.py, train/schedules.py); every
     # matrix decays here, embeddings included, as in the HF Trainer the QA papers fine-tune with
     opt = adamw(model, cfg.lr, cfg.weight_decay, decay_embeddings=True)
+    # the trainer's step too (train/step.py): clipping, and no update from a non-finite loss or gradient
+    train_step = TrainStep(model, opt, cfg.grad_clip)
+
+    def _answer_loss(b):
+        ids, att, lab = b
+        logits = model(input_ids=ids, attention_mask=att).logits[:, :-1].float()
+        target = lab[:, 1:]
+        loss = torch.nn.functional.cross_entropy(
+            logits.reshape(-1, logits.shape[-1]), target.reshape(-1), ignore_index=-100)
+        return loss, loss
     total = math.ceil(len(rows) / cfg.batch_size) * cfg.epochs
     sched = ScheduleConfig(name=cfg.schedule, lr=cfg.lr, warmup=float(cfg.warmup_steps), min_lr_ratio=0.0)
 
@@ -335,19 +348,9 @@ def finetune(model, tokenizer, examples: list[QAExample], cfg: QAConfig, max_len
                     ids[r, : len(seq)] = torch.tensor(seq)
                     att[r, : len(seq)] = 1
                     lab[r, len(p): len(seq)] = torch.tensor(a)
-                ids, att, lab = ids.to(device), att.to(device), lab.to(device)
-                logits = model(input_ids=ids, attention_mask=att).logits[:, :-1].float()
-                target = lab[:, 1:]
-                loss = torch.nn.functional.cross_entropy(
-                    logits.reshape(-1, logits.shape[-1]), target.reshape(-1), ignore_index=-100)
-                for g in opt.param_groups:
-                    g["lr"] = lr_at(step, total, sched)
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                if cfg.grad_clip > 0:
-                    torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-                opt.step()
-                losses.append(float(loss.detach()))
+                res = train_step([(ids.to(device), att.to(device), lab.to(device))], _answer_loss,
+                                 lr_at(step, total, sched))
+                losses.append(float(res.loss))
                 step += 1
     model.eval()
     return {"losses": losses, "n_train": len(rows), "n_dropped": dropped, "steps": step}

@@ -16,7 +16,9 @@ batch (labels -100 where the shard's loss_mask is 0), normalised by the
 global count of loss tokens so the gradient does not depend on micro-batch
 size or world size. A step whose loss or gradient norm is not finite is never
 applied: ``nonfinite`` says whether the run stops there, skips the batch or
-rewinds to the last checkpoint (:meth:`Trainer._nonfinite_step`).
+rewinds to the last checkpoint (:meth:`Trainer._nonfinite_step`). The step itself
+(accumulate, clip, guarded update) is :class:`.step.TrainStep`, which the QA
+fine-tune shares; this module is the loop around it.
 
 Under ``torchrun`` (WORLD_SIZE > 1) the same code runs DDP or, with
 ``parallel: fsdp``, FSDP2 (gloo on CPU, NCCL on GPU; :mod:`.parallel`); rank r
@@ -62,6 +64,7 @@ from .precision import param_dtype
 from .run_dir import check_run_dir, run_config_tree
 from .schedules import ScheduleConfig, lr_at
 from .stages import StagePlan, model_special_ids, model_vocab_size
+from .step import TrainStep
 from ..seeds import EMBEDDING_REINIT, TRAIN_SAMPLING
 
 
@@ -154,6 +157,15 @@ class Trainer:
         if dist:
             dist.barrier()
 
+    @property
+    def optimizer(self) -> torch.optim.Optimizer:
+        """The live optimizer (the step's; a stage that resets it replaces it there)."""
+        return self.train_step.optimizer
+
+    @optimizer.setter
+    def optimizer(self, opt: torch.optim.Optimizer) -> None:
+        self.train_step.optimizer = opt
+
     # -- checkpoints -------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
         """What ``trainer_state.pt`` holds (:data:`.checkpoint.STATE_KEYS` and the callbacks' states).
@@ -230,7 +242,8 @@ class Trainer:
         self.model.train()
         self.parallel.prepare(self.model)  # FSDP shards here, before the optimizer sees the parameters
         self.fused_loss = FusedLoss(self.model, self.loss_path) if self.loss_path != "off" else None
-        self.optimizer = self._make_optimizer()
+        self.train_step = TrainStep(self.model, self._make_optimizer(), cfg.grad_clip,
+                                    no_sync=self.parallel.no_sync, all_reduce=self.all_reduce)
         # ops that sample from torch's global RNG (dropout) start from the run's seed, not from whatever the
         # process drew before; the same on every rank, so the rank-0 state a checkpoint keeps resumes them all
         torch.manual_seed(int(np.random.default_rng([cfg.seed, TRAIN_SAMPLING]).integers(2**62)))
@@ -324,8 +337,6 @@ class Trainer:
 
     def _train_step(self, mix: Mixture, sched: ScheduleConfig, sched_total: int) -> None:
         self.lr = lr_at(self.sched_base + self.stage_step, sched_total, sched)
-        for g in self.optimizer.param_groups:
-            g["lr"] = self.lr
         idx = rank_indices(self.data_base + self.stage_step, self.cfg.batch_size, self.rank, self.world)
         np_batch = mix.load(idx)
         n_loss = int((np_batch["labels"] != IGNORE_INDEX).sum())
@@ -338,31 +349,14 @@ class Trainer:
         scale = self.world / max(n_loss, 1)
         batch = {k: torch.from_numpy(v).to(self.device, non_blocking=True) for k, v in np_batch.items()}
         n_micro = self.local_batch // self.micro
-        ce_total = torch.zeros((), dtype=torch.float32, device=self.device)
-        for m in range(n_micro):
-            sl = slice(m * self.micro, (m + 1) * self.micro)
-            mb = {k: v[sl] for k, v in batch.items()}
-            with self.parallel.no_sync(last_micro=m == n_micro - 1):
-                loss, ce = self._forward_loss(mb, scale, 1.0 / n_micro)
-                loss.backward()
-            ce_total += ce.detach()
-        params = [p for p in self.model.parameters() if p.grad is not None]
-        if self.cfg.grad_clip > 0:
-            norm = torch.nn.utils.clip_grad_norm_(params, self.cfg.grad_clip, foreach=True)
-        else:
-            norm = torch.nn.utils.get_total_norm([p.grad for p in params], foreach=True)
-        norm = norm.full_tensor() if hasattr(norm, "full_tensor") else norm  # FSDP: the global norm
-        if dist:
-            dist.all_reduce(ce_total)
-        # one host sync per step: every rank sees the same global loss and norm, so all decide alike
-        if not bool(torch.isfinite(ce_total) & torch.isfinite(norm)):
-            self.optimizer.zero_grad(set_to_none=True)
-            self._nonfinite_step(mix, float(ce_total) / max(n_loss, 1), float(norm))
+        micro = [{k: v[m * self.micro:(m + 1) * self.micro] for k, v in batch.items()} for m in range(n_micro)]
+        res = self.train_step(micro, lambda mb: self._forward_loss(mb, scale, 1.0 / n_micro), self.lr)
+        if not res.applied:
+            self._nonfinite_step(mix, float(res.loss) / max(n_loss, 1), float(res.grad_norm))
             return
-        self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
         # the global token-mean CE of this step, accumulated without a host sync
-        self._acc_loss = self._acc_loss + (ce_total.double().cpu() if self.device.type == "cpu" else ce_total.double()) / max(n_loss, 1)
+        ce = res.loss.double().cpu() if self.device.type == "cpu" else res.loss.double()
+        self._acc_loss = self._acc_loss + ce / max(n_loss, 1)
         self._advance(mix, trained=True)
 
     def _advance(self, mix: Mixture, trained: bool) -> None:
