@@ -54,7 +54,6 @@ from ..errors import DataError
 from .base import EVALUATORS, EvalResult, Evaluator, max_positions
 from ..train.optim import adamw
 from ..train.schedules import ScheduleConfig, lr_at
-from ..train.step import TrainStep
 from ..io import iter_jsonl
 from ..seeds import QA_FINETUNE
 
@@ -296,6 +295,8 @@ def finetune(model, tokenizer, examples: list[QAExample], cfg: QAConfig, max_len
     norm is not finite is not applied (its loss is still listed).
     """
     import torch
+
+    from ..train.step import TrainStep  # imports torch: not at module level (finding evaluators stays light)
 
     eos = tokenizer.eos_token_id
     if eos is None:
