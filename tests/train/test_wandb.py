@@ -11,7 +11,8 @@ wandb = pytest.importorskip("wandb", reason="the `wandb` extra (pip install 'pre
 
 from preschool.config import from_dict  # noqa: E402
 from preschool.errors import ConfigError  # noqa: E402
-from preschool.train.callbacks.wandb import WandbConfig, run_identity  # noqa: E402
+from preschool.train.callbacks.wandb import run_identity  # noqa: E402
+from preschool.train.configs import WandbConfig  # noqa: E402
 from preschool.train.trainer import TrainConfig, train  # noqa: E402
 
 

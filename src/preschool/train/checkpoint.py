@@ -45,7 +45,7 @@ from ..layout import checkpoint_dir, checkpoint_temp_dirs, checkpoints_dir, list
 from . import sharded_checkpoint
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .trainer import Trainer
+    from .protocol import CheckpointedTrainer
 
 STATE_FILE = "trainer_state.pt"
 CHECKSUMS = "checksums.json"
@@ -68,7 +68,7 @@ def quiet_hf_progress():
             hf_logging.enable_progress_bar()
 
 
-def save_checkpoint(trainer: Trainer) -> Path:
+def save_checkpoint(trainer: CheckpointedTrainer) -> Path:
     """Write ``checkpoints/step-XXXXXXXX`` of the trainer's current step atomically; returns its path.
 
     Collective: every rank calls it (rank 0 writes the files, every rank its part of ``sharded/``).
@@ -105,7 +105,7 @@ def save_checkpoint(trainer: Trainer) -> Path:
     return path
 
 
-def resume(trainer: Trainer, upto: int | None = None) -> Path | None:
+def resume(trainer: CheckpointedTrainer, upto: int | None = None) -> Path | None:
     """Load the newest intact checkpoint of ``trainer.out_dir`` (up to step ``upto``) into the trainer;
     returns it (None: none yet).
 

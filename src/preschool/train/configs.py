@@ -44,9 +44,23 @@ from .. import config as C
 from ..config import check
 from ..errors import ConfigError
 from ..io import read_json
-from .callbacks.wandb import WandbConfig
 from .model import ModelConfig
 from .schedules import ScheduleConfig
+
+
+@dataclass
+class WandbConfig:
+    """Where and how a run is logged to Weights & Biases (``train.wandb``; the logger is callbacks/wandb.py)."""
+
+    project: str = "preschool"
+    entity: str | None = None
+    name: str | None = None  # default: <experiment>/<arm>/seed<k> from the run folder
+    group: str | None = None  # default: the experiment (the run folder's <out>)
+    tags: list[str] = field(default_factory=list)
+    mode: Literal["online", "offline", "disabled"] | None = None  # None: W&B's default / WANDB_MODE
+
+    def validate(self) -> None:
+        check(bool(self.project), "project", "must be a non-empty W&B project name")
 
 
 # the schedule keys a stage carried flat before they moved into `schedule:` (the same names there;

@@ -2,11 +2,12 @@
 
 Everything beyond "forward, backward, step" (validation, checkpoints, metrics
 files, the progress bar, extra loss terms from other packages) is a
-:class:`Callback`. Hooks receive the :class:`~preschool.train.trainer.Trainer`,
-which exposes ``step``, ``stage``, ``stage_index``, ``stage_step``,
-``stage_steps``, ``tokens``, ``pt_tokens``, ``stage_tokens``, ``lr``,
+:class:`Callback`. Hooks receive the trainer as a
+:class:`~preschool.train.protocol.TrainerView` (``step``, ``stage``, ``stage_index``,
+``stage_step``, ``stage_steps``, ``tokens``, ``pt_tokens``, ``stage_tokens``, ``lr``,
 ``model`` (the unwrapped HF model), ``cfg``, ``out_dir``, ``is_main``,
-``rank``/``world``, ``plan`` (the :class:`~preschool.train.stages.StagePlan`) and ``log(row)``.
+``rank``/``world``, ``plan`` (the :class:`~preschool.train.stages.StagePlan`), ``log(row)``,
+``all_reduce``, ``barrier``, ``save_checkpoint``); callbacks never import the trainer module.
 
 Order per optimizer step: forward/backward of every micro-batch (calling
 ``extra_loss``), optimizer step, then ``on_step_end``.
@@ -30,7 +31,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
     import torch
 
-    from ..trainer import StageConfig, Trainer
+    from ..configs import StageConfig
+    from ..protocol import TrainerView
 
 
 class Callback:
@@ -39,25 +41,25 @@ class Callback:
     #: set True to receive ``outputs.hidden_states`` in ``extra_loss`` (costs memory)
     needs_hidden_states: bool = False
 
-    def on_model_built(self, trainer: "Trainer") -> None:
+    def on_model_built(self, trainer: "TrainerView") -> None:
         """After the fresh model is built and moved to the device, before the optimizer is made and any
         checkpoint is loaded: edit ``trainer.model`` in place or replace it (same parameter names as
         its checkpoints), e.g. to add parameters or load other weights."""
 
-    def on_train_start(self, trainer: "Trainer") -> None: ...
+    def on_train_start(self, trainer: "TrainerView") -> None: ...
 
-    def on_stage_start(self, trainer: "Trainer", stage: "StageConfig") -> None: ...
+    def on_stage_start(self, trainer: "TrainerView", stage: "StageConfig") -> None: ...
 
-    def on_step_end(self, trainer: "Trainer") -> None: ...
+    def on_step_end(self, trainer: "TrainerView") -> None: ...
 
-    def on_stage_end(self, trainer: "Trainer", stage: "StageConfig") -> None: ...
+    def on_stage_end(self, trainer: "TrainerView", stage: "StageConfig") -> None: ...
 
-    def on_train_end(self, trainer: "Trainer") -> None: ...
+    def on_train_end(self, trainer: "TrainerView") -> None: ...
 
-    def on_log(self, trainer: "Trainer", row: dict[str, Any]) -> None:
+    def on_log(self, trainer: "TrainerView", row: dict[str, Any]) -> None:
         """Phase 1 of a log row: add keys to ``row`` (``row.setdefault(key, value)``); write nothing here."""
 
-    def write_log(self, trainer: "Trainer", row: "Mapping[str, Any]") -> None:
+    def write_log(self, trainer: "TrainerView", row: "Mapping[str, Any]") -> None:
         """Phase 2 of a log row: ``row`` is complete (every ``on_log`` has run) and read-only; write it out."""
 
     def extra_loss(self, model: Any, batch: dict[str, "torch.Tensor"], outputs: Any) -> "torch.Tensor | None":

@@ -27,28 +27,14 @@ Only rank 0 talks to W&B; other ranks do nothing.
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
-from ...config import check
 from ...errors import MissingDependency
 from .base import Callback
 
-
-@dataclass
-class WandbConfig:
-    """Where and how a run is logged to Weights & Biases."""
-
-    project: str = "preschool"
-    entity: str | None = None
-    name: str | None = None  # default: <experiment>/<arm>/seed<k> from the run folder
-    group: str | None = None  # default: the experiment (the run folder's <out>)
-    tags: list[str] = field(default_factory=list)
-    mode: Literal["online", "offline", "disabled"] | None = None  # None: W&B's default / WANDB_MODE
-
-    def validate(self) -> None:
-        check(bool(self.project), "project", "must be a non-empty W&B project name")
+if TYPE_CHECKING:  # pragma: no cover
+    from ..configs import WandbConfig  # with the other train configs (importing them here would load torch)
 
 
 def run_identity(out_dir: Path) -> tuple[str, str | None]:
