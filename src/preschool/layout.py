@@ -9,14 +9,18 @@ An experiment folder (``preschool run``)::
 
 A run folder (written by the trainer, read by evaluators and the report)::
 
-    <run>/config.yaml
+    <run>/config.yaml                     what the run was started with (train/run_dir.py)
     <run>/metrics.jsonl                   one JSON row per log event (read with :func:`read_metrics`)
-    <run>/checkpoints/step-00000120/      HF folder + meta.json + trainer_state.pt
+    <run>/checkpoints/step-00000120/      HF folder (model.safetensors, config.json, tokenizer files)
+                                          + meta.json; resumable ones also trainer_state.pt +
+                                          checksums.json (+ sharded/ with its manifest.json under FSDP)
     <run>/evals/step-00000120/<label>/    summary.json (+ items.jsonl) per evaluator
-    <run>/DONE
+    <run>/wandb_id.txt                    the W&B run id (with ``train.wandb``)
+    <run>/DONE                            the trainer's summary, written when every stage is done
 
-Nothing else in ``preschool`` formats a step folder name or parses
-``metrics.jsonl``: import the helpers from here.
+Nothing else in ``preschool`` spells one of these names, formats a step folder
+name or parses ``metrics.jsonl``: import the names and helpers from here
+(``tests/test_layout.py`` greps the package for the literals).
 """
 
 from __future__ import annotations
@@ -33,6 +37,19 @@ CHECKPOINTS = "checkpoints"
 EVALS = "evals"
 METRICS = "metrics.jsonl"
 DONE = "DONE"
+RUN_CONFIG = "config.yaml"
+DATA_MANIFEST = "manifest.json"  # <out>/data/manifest.json: what prepare built
+WANDB_ID = "wandb_id.txt"
+# inside a checkpoint folder (beside the HF files)
+CKPT_META = "meta.json"  # position and token account of the step
+CKPT_WEIGHTS = "model.safetensors"  # HF's name for the weights, which the trainer writes and reads
+CKPT_STATE = "trainer_state.pt"  # optimizer, RNG, counters: what a resume needs beyond the weights
+CKPT_CHECKSUMS = "checksums.json"  # sha256 of the files a resume reads
+CKPT_SHARDED = "sharded"  # FSDP: the per-rank DCP folder of the training state
+CKPT_SHARDED_MANIFEST = "manifest.json"  # inside sharded/: its files and their checksums
+# inside an evaluator's result folder
+EVAL_SUMMARY = "summary.json"
+EVAL_ITEMS = "items.jsonl"
 STEP_DIR = re.compile(r"^step-(\d+)$")
 # io.atomic_dir's temp folder beside a step folder while it is written: "." + name + "." + random + ".tmp"
 STEP_TEMP_DIR = re.compile(r"^\.step-\d+\.[A-Za-z0-9_]+\.tmp$")
@@ -49,6 +66,11 @@ def data_dir(out: str | Path) -> Path:
 def run_dir(out: str | Path, arm: str, seed: int) -> Path:
     """``<out>/arms/<arm>/seed<k>``: the trainer run folder of one arm and training seed."""
     return Path(out) / ARMS / arm / f"seed{seed}"
+
+
+def data_manifest_path(out: str | Path) -> Path:
+    """``<out>/data/manifest.json``: what ``prepare`` built (datasets, tokenizer, content hashes)."""
+    return data_dir(out) / DATA_MANIFEST
 
 
 def arm_runs(out: str | Path, arms, seeds) -> list:
@@ -83,9 +105,19 @@ def metrics_path(run: str | Path) -> Path:
     return Path(run) / METRICS
 
 
+def run_config_path(run: str | Path) -> Path:
+    """``<run>/config.yaml``: the config tree the run was started with."""
+    return Path(run) / RUN_CONFIG
+
+
+def done_path(run: str | Path) -> Path:
+    """``<run>/DONE``: the trainer's summary, present once every stage is trained."""
+    return Path(run) / DONE
+
+
 def is_done(run: str | Path) -> bool:
     """True when the trainer finished every stage of this run (``DONE`` written)."""
-    return (Path(run) / DONE).is_file()
+    return done_path(run).is_file()
 
 
 def step_of(folder: str | Path) -> int | None:

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from ..io import provenance, write_json
+from ..layout import EVAL_ITEMS, EVAL_SUMMARY
 from ..registry import Registry
 
 EVALUATORS = Registry("evaluator", packages=("preschool.evals",), plugin_module="evals")
@@ -92,10 +93,10 @@ class Evaluator:
             out = Path(out_dir)
             out.mkdir(parents=True, exist_ok=True)
             if res.items is not None:
-                with atomic_path(out / "items.jsonl") as tmp, open(tmp, "w", encoding="utf-8") as fh:
+                with atomic_path(out / EVAL_ITEMS) as tmp, open(tmp, "w", encoding="utf-8") as fh:
                     for row in res.items:
                         fh.write(json.dumps(row) + "\n")
-            write_json(out / "summary.json", summary)
+            write_json(out / EVAL_SUMMARY, summary)
         return summary
 
 

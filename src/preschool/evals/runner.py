@@ -38,6 +38,7 @@ from ..config import to_dict
 from ..errors import ConfigError, DataError
 from ..io import read_json
 from ..device import resolve_device
+from ..layout import CKPT_META, CKPT_STATE, EVAL_SUMMARY
 from ..layout import checkpoint_dir, evals_dir, list_checkpoints, step_dirname, step_of  # noqa: F401 (re-exported)
 from . import EVALUATORS
 
@@ -47,7 +48,7 @@ EvaluatorSpec = tuple  # (name, config dict) or (name, config dict, label)
 
 def read_meta(ckpt: str | Path) -> dict:
     """``meta.json`` of a checkpoint ({} when absent, e.g. a plain HF folder)."""
-    p = Path(ckpt) / "meta.json"
+    p = Path(ckpt) / CKPT_META
     if not p.is_file():
         return {}
     try:
@@ -79,10 +80,10 @@ def checkpoint_fingerprint(ckpt: str | Path) -> str:
     """Cheap identity of a checkpoint's contents: meta + config text and each weight file's name/size/mtime."""
     ckpt = Path(ckpt)
     h = hashlib.sha256()
-    for name in ("meta.json", "config.json"):
+    for name in (CKPT_META, "config.json"):
         p = ckpt / name
         h.update(name.encode() + b"\0" + (p.read_bytes() if p.is_file() else b"-") + b"\0")
-    weights = sorted(p for p in ckpt.iterdir() if p.suffix in WEIGHT_SUFFIXES and p.name != "trainer_state.pt")
+    weights = sorted(p for p in ckpt.iterdir() if p.suffix in WEIGHT_SUFFIXES and p.name != CKPT_STATE)
     if not weights:
         raise DataError(f"{ckpt}: no model weights (*.safetensors / *.bin) in this checkpoint")
     for p in weights:
@@ -216,7 +217,7 @@ def evaluate_checkpoint(
     results, cached, todo = {}, [], []
     for label, name, cfg in specs:
         cache = _cache_block(fingerprint, name, cfg)
-        hit = None if force else _cached_summary(out / label / "summary.json", cache)
+        hit = None if force else _cached_summary(out / label / EVAL_SUMMARY, cache)
         if hit is not None:
             results[label] = hit
             cached.append(label)
@@ -310,7 +311,7 @@ def collect_results(run_dir: str | Path) -> list[dict]:
             continue
         ckpt_meta = read_meta(checkpoint_dir(run_dir, step))
         for edir in sorted(sdir.iterdir()):
-            spath = edir / "summary.json"
+            spath = edir / EVAL_SUMMARY
             if edir.name.startswith(".") or not spath.is_file():
                 continue
             try:

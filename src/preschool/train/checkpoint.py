@@ -41,14 +41,15 @@ import torch
 
 from ..errors import DataError
 from ..io import PARTIAL_MARK, read_json, remove_dead_temps, sha256_file, torch_save, write_json
-from ..layout import checkpoint_dir, checkpoint_temp_dirs, checkpoints_dir, list_checkpoints
+from ..layout import (CKPT_CHECKSUMS, CKPT_META, CKPT_STATE, CKPT_WEIGHTS, checkpoint_dir, checkpoint_temp_dirs,
+                      checkpoints_dir, list_checkpoints)
 from . import sharded_checkpoint
 
 if TYPE_CHECKING:  # pragma: no cover
     from .protocol import CheckpointedTrainer
 
-STATE_FILE = "trainer_state.pt"
-CHECKSUMS = "checksums.json"
+STATE_FILE = CKPT_STATE
+CHECKSUMS = CKPT_CHECKSUMS
 # what every trainer_state.pt holds (Trainer.state_dict); a file without one of them is not a trainer state
 STATE_KEYS = ("step", "stage_index", "stage_step", "tokens", "pt_tokens", "sched_base", "data_base",
               "optimizer", "groups", "acc", "rng")
@@ -88,7 +89,7 @@ def save_checkpoint(trainer: CheckpointedTrainer) -> Path:
                 for f in trainer.tokenizer_dir.iterdir():
                     if f.is_file():
                         shutil.copy2(f, tmp / f.name)
-            write_json(tmp / "meta.json", {"step": trainer.step, "stage": trainer.stage.name,
+            write_json(tmp / CKPT_META, {"step": trainer.step, "stage": trainer.stage.name,
                                            "stage_index": trainer.stage_index, "tokens": trainer.tokens,
                                            "pt_tokens": trainer.pt_tokens, "stage_tokens": trainer.stage_tokens,
                                            **trainer.token_account()})
@@ -160,7 +161,7 @@ def read_checkpoint(ckpt: Path, sharded: bool = False) -> tuple[dict[str, torch.
     from safetensors.torch import load_file
 
     verify_checkpoint(ckpt, sharded)
-    wpath, spath = ckpt / "model.safetensors", ckpt / STATE_FILE
+    wpath, spath = ckpt / CKPT_WEIGHTS, ckpt / STATE_FILE
     weights = None
     if sharded:  # refused here, where a damaged checkpoint is passed over, rather than inside DCP's load
         sharded_checkpoint.read_metadata(ckpt / sharded_checkpoint.SHARDED_DIR / ".metadata")

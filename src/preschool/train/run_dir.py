@@ -18,6 +18,7 @@ from .. import config as C
 from ..data.prepare import first_difference as _diff  # "path (was a, now b)" of two plain-data trees
 from ..data.shards import content_sha256
 from ..errors import ConfigError
+from ..layout import run_config_path
 from .configs import TrainConfig, resolve_reserved_ids
 
 _RESUME_FREE = {"progress", "tensorboard", "wandb", "cpu_heap", "activation_checkpointing", "eval_every",
@@ -75,7 +76,7 @@ def check_run_dir(cfg: TrainConfig, out_dir: str | Path, datasets: Mapping[str, 
     trained-on datasets' bytes are compared by ``content_sha256``; runs written
     before that fingerprint existed are checked on config and dataset names only.
     """
-    path = Path(out_dir) / "config.yaml"
+    path = run_config_path(out_dir)
     if not path.is_file():
         return
     cfg = resolve_reserved_ids(cfg, datasets)

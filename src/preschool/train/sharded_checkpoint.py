@@ -40,10 +40,11 @@ import torch
 
 from ..errors import DataError
 from ..io import atomic_dir, read_json, sha256_file, write_json
+from ..layout import CKPT_SHARDED, CKPT_SHARDED_MANIFEST
 from .parallel import _dist
 
-SHARDED_DIR = "sharded"
-MANIFEST = "manifest.json"
+SHARDED_DIR = CKPT_SHARDED
+MANIFEST = CKPT_SHARDED_MANIFEST
 
 
 @contextlib.contextmanager

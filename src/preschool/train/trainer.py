@@ -49,7 +49,7 @@ from ..data.mixture import IGNORE_INDEX, Mixture, rank_indices
 from ..errors import ConfigError, TrainingError
 from ..io import read_json, write_json, write_text
 from ..device import resolve_device
-from ..layout import checkpoint_dir
+from ..layout import checkpoint_dir, done_path, run_config_path
 from . import checkpoint
 from .attention import doc_attention_kwargs, enable_doc_attention, resolve_doc_attention
 from .callbacks import Callback, with_builtins
@@ -213,11 +213,11 @@ class Trainer:
         cfg = self.cfg
         if self.is_main:
             self.out_dir.mkdir(parents=True, exist_ok=True)
-            if not (self.out_dir / "config.yaml").is_file():
+            if not run_config_path(self.out_dir).is_file():
                 import yaml
 
                 tree = run_config_tree(cfg, self.datasets, self.tokenizer_dir)
-                write_text(self.out_dir / "config.yaml", yaml.safe_dump(tree, sort_keys=False))
+                write_text(run_config_path(self.out_dir), yaml.safe_dump(tree, sort_keys=False))
             checkpoint.remove_interrupted_writes(self.out_dir)  # a rerun cleans up after a killed one
         self.barrier()
 
@@ -262,7 +262,7 @@ class Trainer:
     def run(self) -> dict[str, Any]:
         """Train the stages not yet done (resuming from the newest checkpoint); returns the summary (DONE)."""
         cfg = self.cfg
-        done = self.out_dir / "DONE"
+        done = done_path(self.out_dir)
         # checked for finished runs too: a changed config or rebuilt data must not reuse old results
         check_run_dir(cfg, self.out_dir, self.datasets, self.tokenizer_dir)
         if done.is_file():

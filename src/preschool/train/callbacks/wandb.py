@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
 from ...errors import MissingDependency
+from ...layout import ARMS, WANDB_ID, data_manifest_path, run_config_path
 from .base import Callback
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -64,11 +65,11 @@ class WandbLogger(Callback):
         from ...config import load_yaml
 
         out = trainer.out_dir
-        id_file = out / "wandb_id.txt"
+        id_file = out / WANDB_ID
         run_id = id_file.read_text().strip() if id_file.is_file() else uuid.uuid4().hex[:16]
         id_file.write_text(run_id + "\n")
         name, experiment = run_identity(out)
-        config = load_yaml(out / "config.yaml") if (out / "config.yaml").is_file() else {}
+        config = load_yaml(run_config_path(out)) if run_config_path(out).is_file() else {}
         self.run = wandb.init(project=self.cfg.project, entity=self.cfg.entity, name=self.cfg.name or name,
                               group=self.cfg.group or experiment, tags=list(self.cfg.tags), mode=self.cfg.mode,
                               id=run_id, resume="allow", dir=str(out), config=config)
@@ -77,11 +78,11 @@ class WandbLogger(Callback):
 
     @staticmethod
     def _attachments(out: Path) -> list[Path]:
-        files = [out / "config.yaml"]
+        files = [run_config_path(out)]
         parts = out.resolve().parts
-        if "arms" in parts:  # an experiment run: its data manifest too
-            exp = Path(*parts[:len(parts) - 1 - parts[::-1].index("arms")])
-            files.append(exp / "data" / "manifest.json")
+        if ARMS in parts:  # an experiment run: its data manifest too
+            exp = Path(*parts[:len(parts) - 1 - parts[::-1].index(ARMS)])
+            files.append(data_manifest_path(exp))
         return [f for f in files if f.is_file()]
 
     def write_log(self, trainer, row: Mapping[str, Any]) -> None:
