@@ -159,3 +159,17 @@ def test_renaming_the_eos_rebuilds_the_data_in_a_new_folder(tmp_path, hf_tokeniz
     end = b["tokenizer"]["special_ids"]["eos"]
     assert (_rows(tmp_path / "b" / "pt" / "train") == end).any()
     assert not (_rows(tmp_path / "a" / "pt" / "train") == end).any()
+
+
+def test_a_checkpoint_folder_keeps_the_tokenizers_own_ids(tmp_path, hf_tokenizer):
+    """Beside a model's config.json (a checkpoint, or `preschool train`'s tokenizer: pointing at one) the
+    tokenizer is read as its files say: AutoTokenizer's Qwen2Tokenizer would add a PAD after the vocabulary."""
+    import shutil
+
+    from transformers import Qwen2Config
+
+    ckpt = tmp_path / "ckpt"
+    shutil.copytree(hf_tokenizer("mistral"), ckpt)
+    Qwen2Config(vocab_size=448).save_pretrained(str(ckpt))
+    assert load_special_ids(ckpt).as_dict() == {"bos": 1, "eos": 2, "pad": 2}
+    assert len(load_hf_tokenizer(ckpt)) == len(load_hf_tokenizer(hf_tokenizer("mistral")))

@@ -175,7 +175,7 @@ def load_hf_tokenizer(name: str | Path, eos_token: str | None = None, bos_token:
 
     renames = {k: v for k, v in zip(SPECIAL_FIELDS, (eos_token, bos_token, pad_token)) if v is not None}
     try:
-        tok = AutoTokenizer.from_pretrained(str(name))
+        tok = from_saved_files(name) if _holds_model(name) else AutoTokenizer.from_pretrained(str(name))
     except Exception as e:  # OSError (not found / offline), ValueError, or a parse error of a damaged file
         first = (str(e).strip().splitlines() or [type(e).__name__])[0]
         offline = os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on")
@@ -194,6 +194,20 @@ def load_hf_tokenizer(name: str | Path, eos_token: str | None = None, bos_token:
         raise ConfigError(field.rsplit(".", 1)[0] + ".vocab_size",
                           f"{vocab} given, but tokenizer {str(name)!r} has {tokenizer_size(tok)} tokens")
     return tok
+
+
+def _holds_model(folder) -> bool:
+    p = Path(str(folder))
+    return all((p / f).is_file() for f in ("config.json", "tokenizer.json", "tokenizer_config.json"))
+
+
+def from_saved_files(folder: str | Path):
+    """The HF tokenizer of a folder exactly as its ``tokenizer.json`` + ``tokenizer_config.json`` say. In a
+    checkpoint (a ``config.json`` beside them) ``AutoTokenizer`` picks the model type's class instead, whose
+    defaults can add tokens (Qwen2Tokenizer: a PAD ``<|endoftext|>`` after the vocabulary when there is none)."""
+    from transformers import PreTrainedTokenizerFast
+
+    return PreTrainedTokenizerFast.from_pretrained(str(folder))
 
 
 def open_tokenizer(cfg: TokenizerConfig, folder: str | Path):

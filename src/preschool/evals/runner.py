@@ -133,9 +133,9 @@ def load_checkpoint(path: str | Path, device: str = "cpu"):
     model = model.float().to(resolve_device(device)).eval()
     try:
         if (p / "tokenizer.json").is_file() and (p / "tokenizer_config.json").is_file():
-            # the saved files as they are: AutoTokenizer picks the model type's class (Qwen2Tokenizer), whose
-            # defaults add tokens (a PAD <|endoftext|> after the vocabulary when the tokenizer has none)
-            tok = PreTrainedTokenizerFast.from_pretrained(str(p))
+            from ..data.tokenizer import from_saved_files
+
+            tok = from_saved_files(p)  # not AutoTokenizer: see from_saved_files
         else:
             tok = AutoTokenizer.from_pretrained(str(p))
     except (OSError, ValueError, TypeError):
