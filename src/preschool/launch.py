@@ -131,8 +131,11 @@ def rank_threads() -> int | None:
         return None
     import torch
 
-    n = max(1, len(os.sched_getaffinity(0)) // max(1, int(local)))
+    cpus = len(os.sched_getaffinity(0))
+    n = max(1, cpus // max(1, int(local)))
     torch.set_num_threads(n)
+    if os.environ.get("LOCAL_RANK", "0") == "0":  # once per node, in the job log
+        print(f"[preschool] torch threads per rank: {n} ({cpus} CPUs / {local} local ranks)", flush=True)
     return n
 
 
