@@ -277,25 +277,11 @@ def test_a_script_that_does_not_parse_is_refused_before_submitting(tmp_path, mon
     assert not log.exists()
 
 
-ONE_ARM = """\
-name: tiny
-seq_len: 32
-corpora: {sb: {source: storybook, seed: 0}}
-tokenizer: {vocab_size: 300, sample_documents: 200}
-data: {pt: {corpus: sb, tokens: 6000, val_tokens: 1024}}
-minimal_pairs: {per_paradigm: 0}
-model: {preset: micro}
-train: {batch_size: 4, checkpoint_every: 20, eval_every: 20, val: [pt], val_rows: 4}
-arms:
-  - name: a
-    stages: [{name: pt, data: pt, tokens: 2048}]
-report: {baseline: a}
-"""
+MICRO_YAML = ROOT / "tests" / "launch_micro.yaml"  # two micro arms, a and b
 
 
 def test_a_launch_after_prepare_submits_no_prepare_job(tmp_path, monkeypatch, capsys):
-    cfg, out = tmp_path / "tiny.yaml", tmp_path / "out"
-    cfg.write_text(ONE_ARM)
+    cfg, out = MICRO_YAML, tmp_path / "out"
     assert main(["prepare", str(cfg), "--set", f"out={out}", "--no-progress"]) == 0
     log = _fake_slurm(tmp_path / "bin", tmp_path / "sbatch.log")
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
@@ -303,22 +289,20 @@ def test_a_launch_after_prepare_submits_no_prepare_job(tmp_path, monkeypatch, ca
     capsys.readouterr()
     assert _launch(cfg, "--gpus-per-node", "0", "--cpus-per-task", "1", "--dry-run", out=out) == 0
     text = capsys.readouterr().out
-    assert "skip prepare: data prepared" in text and "would run: a-seed0, report" in text
+    assert "skip prepare: data prepared" in text and "would run: a-seed0, b-seed0, report" in text
     assert "afterok" not in text and not log.exists()
     assert _launch(cfg, "--gpus-per-node", "0", "--cpus-per-task", "1", out=out) == 0
     rows = log.read_text().splitlines()
-    assert [Path(r.split()[-1]).stem for r in rows] == ["a-seed0", "report"]
-    assert "--dependency" not in rows[0] and "--dependency=afterany:1001 " in rows[1]
+    assert [Path(r.split()[-1]).stem for r in rows] == ["a-seed0", "b-seed0", "report"]
+    assert "--dependency" not in rows[0] + rows[1] and "--dependency=afterany:1001:1002 " in rows[2]
 
 
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory):
-    """A one-arm micro experiment run to the end with `preschool run` (config path, out folder)."""
+    """The micro experiment run to the end with `preschool run` (config path, out folder)."""
     d = tmp_path_factory.mktemp("finished")
-    cfg = d / "tiny.yaml"
-    cfg.write_text(ONE_ARM)
-    assert main(["run", str(cfg), "--set", f"out={d / 'out'}", "--no-progress"]) == 0
-    return cfg, d / "out"
+    assert main(["run", str(MICRO_YAML), "--set", f"out={d / 'out'}", "--no-progress"]) == 0
+    return MICRO_YAML, d / "out"
 
 
 def _run_script(path: Path, bin_dir: Path) -> None:
@@ -339,7 +323,7 @@ def test_a_second_launch_submits_only_what_is_not_current(finished, tmp_path, mo
     # data and the arm are done: only the report (never written by a report job) is submitted, with no dependency
     assert _launch(cfg, "--gpus-per-node", "0", "--cpus-per-task", "1", out=out) == 0
     text = capsys.readouterr().out
-    assert "skip prepare" in text and "skip a-seed0: finished with this config" in text
+    assert "skip prepare" in text and "skip a-seed0: finished with this config" in text and "skip b-seed0" in text
     rows = log.read_text().splitlines()
     assert len(rows) == 1 and rows[0].endswith("report.sbatch") and "--dependency" not in rows[0]
     # the report job runs (eval + report) and records it; then nothing is left to submit, dry or not
@@ -356,4 +340,4 @@ def test_a_second_launch_submits_only_what_is_not_current(finished, tmp_path, mo
     # another eval/report config: the report runs again, the arm does not
     assert _launch(cfg, "--gpus-per-node", "0", "--set", "report.window=0.25", "--dry-run", out=out) == 0
     text = capsys.readouterr().out
-    assert "would run: report" in text and "skip a-seed0" in text
+    assert "would run: report" in text and "skip a-seed0" in text and "skip b-seed0" in text

@@ -21,23 +21,7 @@ pytestmark = pytest.mark.slurm
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "local_slurm.sh"
 
-MICRO = """\
-name: micro
-seq_len: 32
-corpora: {sb: {source: storybook, seed: 0}}
-tokenizer: {vocab_size: 300, sample_documents: 200}
-data: {pt: {corpus: sb, tokens: 6000, val_tokens: 1024}}
-minimal_pairs: {per_paradigm: 0}
-model: {preset: micro}
-train: {batch_size: 4, checkpoint_every: 20, eval_every: 20, val: [pt], val_rows: 4}
-arms:
-  - name: a
-    stages: [{name: pt, data: pt, tokens: 2048}]
-  - name: b
-    train: {lr: 1.0e-3}
-    stages: [{name: pt, data: pt, tokens: 2048}]
-report: {baseline: a}
-"""
+MICRO_YAML = ROOT / "tests" / "launch_micro.yaml"  # two micro arms, a and b
 
 FINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED", "BOOT_FAIL",
          "DEADLINE"}
@@ -72,8 +56,7 @@ def test_launch_on_a_local_slurm_then_a_second_launch_submits_nothing(tmp_path):
     env = {**os.environ, "SLURM_CONF": str(state / "slurm.conf"), "HF_HUB_OFFLINE": "1",
            "HF_DATASETS_OFFLINE": "1", "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     try:
-        cfg, out = tmp_path / "micro.yaml", tmp_path / "out"
-        cfg.write_text(MICRO)
+        cfg, out = MICRO_YAML, tmp_path / "out"
         launch = [sys.executable, "-m", "preschool.cli", "launch", str(cfg), "--slurm", "--gpus-per-node", "0",
                   "--procs-per-node", "2", "--cpus-per-task", "2", "--time", "00:20:00", "--set", f"out={out}"]
         first = subprocess.run(launch, env=env, cwd=tmp_path, capture_output=True, text=True)
