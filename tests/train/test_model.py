@@ -148,3 +148,11 @@ def test_vocab_multiple_pads_the_embedding():
     assert embedding_rows(ModelConfig(), 403) == 403
     with pytest.raises(ConfigError, match="vocab_multiple"):
         from_dict(ModelConfig, {"vocab_multiple": 0}, "model")
+
+
+@pytest.mark.parametrize("family", ["qwen2", "llama"])
+def test_overrides_checked_without_transformers_are_fields_of_every_family(family):
+    """COMMON_FIELDS skips the HF config import: each must really be a field of the family's config."""
+    from preschool.train.model import COMMON_FIELDS, _known_fields
+
+    assert COMMON_FIELDS <= _known_fields(family)

@@ -165,6 +165,15 @@ def _config_class(family: str):
     raise ConfigError("family", f"must be 'qwen2' or 'llama', got {family!r}")
 
 
+# fields every supported family's HF config has (checked in tests against Qwen2Config and LlamaConfig):
+# overrides among these are validated without importing transformers, so `preschool plan` of a paper
+# config that sets, e.g., rms_norm_eps stays arithmetic only
+COMMON_FIELDS = frozenset({
+    "hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "intermediate_size",
+    "rope_theta", "max_position_embeddings", "rms_norm_eps", "attention_dropout", "hidden_act",
+})
+
+
 def _known_fields(family: str) -> set[str]:
     cls = _config_class(family)
     fields = set(cls().to_dict())
@@ -198,7 +207,7 @@ class ModelConfig:
         check(self.vocab_multiple >= 1, "vocab_multiple", f"must be >= 1, got {self.vocab_multiple}")
         # only overrides need the HF config's field list: importing it costs seconds (transformers), which
         # `preschool plan` on a laptop should not pay for a preset-only config
-        known = _known_fields(self.family) if self.overrides else set()
+        known = COMMON_FIELDS if set(self.overrides) <= COMMON_FIELDS else _known_fields(self.family)
         for k in self.overrides:
             if k not in known:
                 import difflib
