@@ -41,9 +41,9 @@ if TYPE_CHECKING:  # pragma: no cover
 def run_identity(out_dir: Path) -> tuple[str, str | None]:
     """(name, experiment) for a run folder: ``<exp>/<arm>/seed<k>`` under ``<exp>/arms/``, else its own name."""
     parts = out_dir.resolve().parts
-    if len(parts) >= 4 and parts[-3] == "arms" and parts[-1].startswith("seed"):
+    if len(parts) >= 4 and parts[-3] == ARMS and parts[-1].startswith("seed"):
         return f"{parts[-4]}/{parts[-2]}/{parts[-1]}", parts[-4]
-    if len(parts) >= 3 and parts[-2] == "arms":  # compartments: <out>/arms/<arm>
+    if len(parts) >= 3 and parts[-2] == ARMS:  # compartments: <out>/arms/<arm>
         return f"{parts[-3]}/{parts[-1]}", parts[-3]
     return out_dir.name, None
 
