@@ -35,7 +35,8 @@ def registry_of(kind: str):
     from preschool.train.callbacks.registry import CALLBACKS
 
     return {"Generator": GENERATORS, "L2T task": L2T_TASKS, "Evaluator": EVALUATORS,
-            "Derived dataset kind": DATASET_KINDS, "Report section": SECTIONS, "Trainer callback": CALLBACKS}[kind]
+            "Derived dataset kind": DATASET_KINDS, "Report section": SECTIONS,
+            "Report section for an evaluator": SECTIONS, "Trainer callback": CALLBACKS}[kind]
 
 
 @pytest.fixture
@@ -70,7 +71,7 @@ def drop(monkeypatch):
 
 def test_contributing_has_a_one_file_recipe_for_every_kind_of_part():
     assert set(recipes()) == {"Generator", "L2T task", "Evaluator", "Derived dataset kind", "Report section",
-                              "Trainer callback"}
+                              "Report section for an evaluator", "Trainer callback"}
 
 
 def test_a_new_generator_file_is_found_and_generates(drop):
@@ -152,6 +153,46 @@ def test_a_new_report_section_file_is_found_and_writes(drop, tmp_path):
     assert lines[-1] == "| b | 1 (too few) | 3 |"
 
 
+def test_a_new_report_section_for_an_evaluator_appears_once_it_has_results(drop, tmp_path):
+    """The recipe's section file joins write_report (report.py untouched) exactly when its evaluator ran."""
+    import json
+
+    from preschool.analysis.report import write_report
+    from preschool.evals.base import EvalResult
+    from preschool.evals.depo import DepoEval
+    from preschool.experiment import load_experiment
+    from preschool.layout import checkpoint_dir, evals_dir, metrics_path, run_dir
+
+    name = drop(registry_of("Report section for an evaluator"), *recipes()["Report section for an evaluator"])
+    cfg = load_experiment(SRC.parents[1] / "examples" / "quickstart.yaml", [f"out={tmp_path}", "evals=[]"])
+    runs = {arm.name: run_dir(tmp_path, arm.name, 0) for arm in cfg.arms}
+    for run in runs.values():
+        metrics_path(run).parent.mkdir(parents=True)
+        metrics_path(run).write_text(json.dumps({"event": "val", "step": 2, "tokens": 64, "pt_tokens": 64,
+                                                 "stage": "pt", "val/pt": 4.0}) + "\n")
+    write_report(cfg)
+    assert "## DEPO at the end" not in (tmp_path / "report.md").read_text()  # depo never ran: no section
+    assert json.loads((tmp_path / "results.json").read_text())["sections"] == {}
+
+    class Scored(DepoEval):  # what depo writes, without a model
+        def setup(self):
+            return ""
+
+        def evaluate(self, model, tokenizer):
+            return EvalResult(metrics={"acc": self.acc})
+
+    for i, run in enumerate(runs.values()):
+        checkpoint_dir(run, 2).mkdir(parents=True)
+        ev = Scored(None)
+        ev.acc = 0.25 * i
+        ev.run(None, None, evals_dir(run, 2) / "depo")
+    write_report(cfg)
+    text = (tmp_path / "report.md").read_text()
+    assert "## DEPO at the end" in text and "| ppt_dyck | depo/acc | 0.250 |" in text
+    assert json.loads((tmp_path / "results.json").read_text())["sections"][name] == {
+        "pt_only": {"depo/acc": 0.0}, "ppt_dyck": {"depo/acc": 0.25}, "ppt_dyck_reinit": {"depo/acc": 0.5}}
+
+
 def test_a_new_callback_file_is_found_and_an_arm_can_name_it(drop, tmp_path):
     from preschool.train.callbacks.registry import CallbackContext, build_callbacks
 
@@ -189,7 +230,8 @@ def test_every_registry_finds_its_parts_and_the_plugins_without_importing_torch(
             "print(len(checkpoint_hooks()), sorted(m for m in ('torch', 'transformers') if m in sys.modules))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     sections, kinds, callbacks, generators, tasks, evaluators, last = out.strip().split("\n")
-    assert sections == "audit_gap plateau similarity slowdown"  # the plug-in's, found by module name
+    # the core's evaluator sections and the plug-in's (found by module name)
+    assert sections == "audit_gap fields3 phenomena plateau similarity slowdown verbatim_positions"
     assert kinds == "compartmented shifted" and callbacks == "compartment_model infonce"
     assert {"shuffle_dyck", "nca", "stack"} <= set(generators.split()) and len(tasks.split()) >= 14
     assert {"minimal_pairs", "heldout", "lm_eval"} <= set(evaluators.split())

@@ -199,7 +199,7 @@ def test_an_arm_already_past_the_target_at_its_first_checkpoint_is_not_comparabl
 
 def test_the_l2t_three_field_accuracies_get_their_own_report_table():
     """acc/field3/* (the L2T paper's semantics / morphology / syntax) reach report.md beside the phenomena."""
-    from preschool.analysis.report import breakdown_lines, final_breakdown
+    from preschool.analysis.minimal_pairs_tables import breakdown_lines, final_breakdown
 
     def seed(syntax, island):
         return {"curves": {"minimal_pairs/acc/field3/syntax": [(1, 0.1), (2, syntax)],
@@ -215,16 +215,21 @@ def test_the_l2t_three_field_accuracies_get_their_own_report_table():
 
 
 def test_verbatim_positions_come_from_the_checkpoint_of_the_final_value(tmp_path):
-    from preschool.analysis.report import _verbatim_positions
+    from preschool.analysis.sections import SectionContext
+    from preschool.analysis.verbatim_positions import verbatim_positions
     from preschool.io import write_json
     from preschool.layout import evals_dir, run_dir
 
-    cfg = SimpleNamespace(out_dir=tmp_path, arms=[SimpleNamespace(name="a")], seeds=[0])
     run = run_dir(tmp_path, "a", 0)
     for step, v in ((4, 1.0), (8, 2.0), (12, 3.0)):  # step 12 ends a DEPO stage after PT (steps 1-8)
-        write_json(evals_dir(run, step) / "verbatim" / "summary.json",
-                   {"extra": {"positions": {"repeat": {"n3": {"list1": [v], "list2": [v]}}}}})
-    arms = {"a": {"seeds": {0: {"final_step": {"verbatim/x_perc": 8, "val/pt": 8}}}}}
-    assert _verbatim_positions(cfg, ["a"], arms) == {"a": {"list1": [2.0], "list2": [2.0]}}
-    arms["a"]["seeds"][0]["final_step"] = {}  # no stage information: the last checkpoint, as before
-    assert _verbatim_positions(cfg, ["a"], arms) == {"a": {"list1": [3.0], "list2": [3.0]}}
+        for label in ("verbatim", "verbatim_b"):
+            write_json(evals_dir(run, step) / label / "summary.json",
+                       {"extra": {"positions": {"repeat": {"n3": {"list1": [v], "list2": [v + (label != "verbatim")]}}}}})
+    seed = {"run_dir": str(run), "final_step": {"verbatim/x_perc": 8, "verbatim_b/x_perc": 4, "val/pt": 8}}
+    ctx = SectionContext(tmp_path, {}, ["a", "b"], [0], "a", results={"arms": {"a": {"seeds": {0: seed}}}},
+                         evaluators={"verbatim": "verbatim", "verbatim_b": "verbatim", "val": "val"})
+    assert verbatim_positions(ctx) == {"a": {"list1": [2.0], "list2": [2.0]}}
+    seed["final_step"]["verbatim_b/x_perc"] = 8  # two labels end at the same step: the last label by name
+    assert verbatim_positions(ctx) == {"a": {"list1": [2.0], "list2": [3.0]}}
+    seed["final_step"] = {"val/pt": 12}  # no verbatim metric reached the report: nothing to draw
+    assert verbatim_positions(ctx) == {}

@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from ..io import provenance, read_json, write_json, write_text
-from ..layout import arm_runs, checkpoints_dir, evals_dir, is_done, read_metrics
+from ..layout import arm_runs, checkpoints_dir, data_manifest_path, is_done, read_metrics
+from .sections import SectionContext, run_sections
 
 
 def _point(row: dict, value: float) -> dict:
@@ -340,38 +341,25 @@ def _dose_lines(cfg, arms: dict, stages: dict[str, list]) -> list[str]:
             "| arm | stage | source | planned | trained |", "|---|---|---|---|---|", *rows, ""]
 
 
-def final_breakdown(arms: dict, names: list[str], group: str) -> dict[str, dict[str, float]]:
-    """Per arm, each ``<evaluator>/acc/<group>/<name>`` minimal-pair accuracy at the final checkpoint, mean over
-    seeds (``group`` ``term``: BLiMP's phenomena; ``field3``: the L2T paper's three fields); arms without any left out."""
-    out = {}
-    for name in names:
-        acc = defaultdict(list)
-        for s in arms[name]["seeds"].values():
-            for m, pts in s["curves"].items():
-                if f"/acc/{group}/" in m and pts:
-                    acc[m.rsplit("/", 1)[-1]].append(pts[-1][1])
-        if acc:
-            out[name] = {k: sum(v) / len(v) for k, v in sorted(acc.items())}
-    return out
-
-
-def breakdown_lines(title: str, what: str, table: dict[str, dict[str, float]]) -> list[str]:
-    """A report.md section: one row per group name of ``table`` ({arm: {name: value}}), one column per arm."""
-    rows = sorted({k for v in table.values() for k in v})
-    lines = [f"## {title}", "", f"| {what} | " + " | ".join(table) + " |", "|---|" + "---|" * len(table)]
-    lines += [f"| {r} | " + " | ".join(f"{table[a].get(r, float('nan')):.3f}" for a in table) + " |" for r in rows]
-    return lines + [""]
-
-
 def write_report(cfg) -> Path:
-    """Write ``report.md``, ``results.json`` and ``plots/*.png`` under the experiment folder."""
-    from . import plots
-    from .efficiency import token_efficiency
-    from .stats import format_mean_sd, mean_sd, one_sd_verdict, stable_gain
+    """Write ``report.md``, ``results.json`` and ``plots/*.png`` under the experiment folder.
 
-    out = cfg.out_dir
+    Collect (:func:`collect`: every run's logged and evaluated numbers) → compute (:func:`compute`: the
+    standard tables) → sections (analysis/sections.py: those their evaluator's results switch on, then
+    those ``report.sections`` names) → render (:func:`render`)."""
     arms = collect(cfg)
     add_downstream_average(arms, cfg.report.efficiency.downstream)
+    rep = compute(cfg, arms)
+    ctx = section_context(cfg, rep)
+    ctx.plots.mkdir(parents=True, exist_ok=True)
+    return render(cfg, rep, ctx, run_sections(ctx, cfg.report.sections))
+
+
+def compute(cfg, arms: dict) -> dict[str, Any]:
+    """The standard tables from :func:`collect`'s ``arms``: curves on each metric's axis, final values
+    (mean ± SD over seeds), values after later stages, stable gain and token efficiency against the
+    baseline. Returns what ``results.json`` holds (``arms``, ``table``, ``axes``, ...) plus the names
+    the rendering needs (``names``, ``baseline``, ``stages``, ``headline``, ``higher``)."""
     names = [a.name for a in cfg.arms]
     baseline = cfg.report.baseline or names[0]
     metric_names = sorted({k for a in arms.values() for s in a["seeds"].values() for k in s["points"]})
@@ -382,11 +370,23 @@ def write_report(cfg) -> Path:
         for s in a["seeds"].values():
             for label, setup in s["setups"].items():
                 setups[label].add(setup)
-    setup_of = {label: " / ".join(sorted(v)) for label, v in setups.items()}
     headline, higher = headline_metrics(arms, metric_names)
-    lower_better = lambda m: not higher.get(m, True)  # noqa: E731
+    table = final_table(arms, names, headline, stages)
+    return {"names": names, "baseline": baseline, "stages": stages, "metric_names": metric_names,
+            "headline": headline, "higher": higher,
+            "arms": arms, "table": table, "axes": axes,
+            "setups": {label: " / ".join(sorted(v)) for label, v in setups.items()},
+            "directions": {m: "higher" if higher.get(m, True) else "lower" for m in headline},
+            "after_stages": after_stage_rows(table, headline, stages),
+            "stable_gain": stable_gains(arms, names, baseline, headline, axes, higher, cfg.report.window),
+            "token_efficiency": efficiency_rows(cfg, arms, baseline, headline, axes, higher)}
 
-    # --- final values, mean ± SD over seeds
+
+def final_table(arms: dict, names: list[str], headline: list[str], stages: dict[str, list]) -> list[dict]:
+    """One row per arm: each headline metric's final value as ``(mean, sd, n)`` over seeds, the stage it
+    comes from (``final_stage``, when the seeds agree) and every stage's end (``stage_ends``)."""
+    from .stats import mean_sd
+
     table = []
     for name in names:
         seeds = arms[name]["seeds"]
@@ -402,8 +402,11 @@ def write_report(cfg) -> Path:
                                   if any(st in s["stage_ends"].get(m, {}) for s in seeds.values())}
                              for m in headline}
         table.append(row)
+    return table
 
-    # --- a stage after a metric's last axis stage: its own value, beside the headline one
+
+def after_stage_rows(table: list[dict], headline: list[str], stages: dict[str, list]) -> list[dict]:
+    """A stage after a metric's final stage (the last one on its axis): its own value, beside the headline one."""
     after = []
     for row in table:
         names_ = [x.name for x in stages[row["arm"]]]
@@ -415,8 +418,15 @@ def write_report(cfg) -> Path:
                 if names_.index(st) > names_.index(fin):
                     after.append({"arm": row["arm"], "metric": m, "final_stage": fin, "stage": st,
                                   "final": list(row[m]), "value": list(v), "change": v[0] - row[m][0]})
+    return after
 
-    # --- stable gain vs baseline over the last `window` of PT checkpoints (per seed, then pooled)
+
+def stable_gains(arms: dict, names: list[str], baseline: str, headline: list[str], axes: dict[str, str],
+                 higher: dict[str, bool], window: float) -> list[dict]:
+    """Per arm and metric, the difference from the baseline over the last ``window`` of the metric's axis
+    (per seed at the baseline's checkpoints, then pooled) with the one-SD verdict."""
+    from .stats import mean_sd, one_sd_verdict, stable_gain
+
     gains = []
     for name in names:
         if name == baseline:
@@ -430,8 +440,8 @@ def write_report(cfg) -> Path:
                 xs, av, bv = _on_base_grid(s["curves"][m], b["curves"][m])
                 if not xs:
                     continue
-                lo = xs[-1] * (1 - cfg.report.window)  # the last `window` of this metric's own axis
-                g = stable_gain(xs, av, bv, window=(lo, xs[-1]), higher_is_better=not lower_better(m))
+                lo = xs[-1] * (1 - window)  # the last `window` of this metric's own axis
+                g = stable_gain(xs, av, bv, window=(lo, xs[-1]), higher_is_better=higher.get(m, True))
                 per_seed.append(g)
                 deltas_all += list(g["deltas"])
             if per_seed:
@@ -440,11 +450,19 @@ def write_report(cfg) -> Path:
                 gains.append({"arm": name, "metric": m, "axis": axes.get(m, "pt"), "mean": mean, "sd": sd, "n": n,
                               "stable": verdict == "above", "stable_harm": verdict == "below",
                               "seeds": len(per_seed)})
+    return gains
 
-    # --- token efficiency: tokens (on the metric's axis) each arm needs to reach the target
+
+def efficiency_rows(cfg, arms: dict, baseline: str, headline: list[str], axes: dict[str, str],
+                    higher: dict[str, bool]) -> list[dict]:
+    """Per arm and metric, the tokens (on the metric's axis) it needs to reach the target
+    (``report.efficiency.targets``; default the baseline's final value), each seed against the baseline's
+    run of the same seed, and the tokens saved (charging PPT tokens on the language axis)."""
+    from .efficiency import token_efficiency
+
     efficiency = []
     targets = cfg.report.efficiency.targets
-    for i, arm in enumerate(cfg.arms):
+    for arm in cfg.arms:
         if arm.name == baseline:
             continue
         for m in headline:
@@ -460,7 +478,7 @@ def write_report(cfg) -> Path:
                 charged.append(extra)
                 target = _target(targets.get(m), b["points"][m], m)
                 e = token_efficiency(_last_per_x(b["curves"][m]), _last_per_x(sdata["curves"][m]), target=target,
-                                     extra_tokens=extra, higher_is_better=not lower_better(m))
+                                     extra_tokens=extra, higher_is_better=higher.get(m, True))
                 per_seed.append(e)
             if per_seed:
                 reached = [e for e in per_seed if e["reached"]]
@@ -477,34 +495,91 @@ def write_report(cfg) -> Path:
                                    "saved_fraction": _mean_of(reached, "saved_fraction"),
                                    "saved_fraction_incl_ppt": _mean_of(reached, "saved_fraction_incl_ppt")
                                    if axis == "pt" else None})
+    return efficiency
 
-    # --- plots
+
+# what compute() returns for rendering only, not for results.json
+_RENDER_ONLY = ("names", "baseline", "stages", "metric_names", "headline", "higher")
+
+
+def section_context(cfg, rep: dict) -> SectionContext:
+    """What the sections see: the experiment, the computed numbers and the evaluators that have results
+    (label -> evaluator name: the experiment's ``evals`` name it, a label it does not list is its own name)."""
+    from ..config import to_dict
+
+    name_of = {spec.key: spec.name for spec in cfg.evals}
+    labels = {m.split("/", 1)[0] for m in rep["metric_names"] if not m.startswith("val/") and m != DOWNSTREAM}
+    return SectionContext(cfg.out_dir, to_dict(cfg), rep["names"], list(cfg.seeds), rep["baseline"],
+                          [list(p) for p in cfg.report.compare],
+                          results={k: v for k, v in rep.items() if k not in _RENDER_ONLY},
+                          evaluators={label: name_of.get(label, label) for label in sorted(labels)})
+
+
+def render(cfg, rep: dict, ctx, sections: list) -> Path:
+    """Write the headline plots, ``report.md`` (standard tables, then each section's lines, the plots,
+    the provenance) and ``results.json``; returns the report's path."""
+    out = cfg.out_dir
+    figures = _headline_plots(out, rep) + ctx.figures
+    lines = _standard_lines(cfg, rep)
+    results_of: dict[str, Any] = {}
+    top: dict[str, Any] = {}
+    for name, section, results, md in sections:
+        if section.results_key is not None:
+            top[section.results_key] = results
+        elif results is not None:
+            results_of[name] = results
+        if md:
+            lines += md + [""]
+    if figures:
+        lines += ["## Plots", ""]
+        for title, path in figures:
+            lines += [f"**{title}**", "", f"![{title}]({path})", ""]
+    prov = provenance(cfg, data_manifests=_data_manifest(out))
+    lines += ["## Provenance", "",
+              f"- code: preschool {prov['code_version'].get('preschool')} "
+              f"commit {prov['code_version'].get('git_commit', 'unknown')[:12]}"
+              f"{' (dirty)' if prov['code_version'].get('git_dirty') else ''}",
+              "- config: `experiment.yaml`; data manifest: `data/manifest.json`; every number: `results.json`", ""]
+    for a in rep["arms"].values():  # curves carry the numbers; the raw points were only the means to them
+        for sd in a["seeds"].values():
+            sd.pop("points", None)
+    results = {k: v for k, v in rep.items() if k not in _RENDER_ONLY}
+    results["table"] = [{k: (list(v) if isinstance(v, tuple) else v) for k, v in r.items()} for r in rep["table"]]
+    results["axes"] = {m: {"axis": rep["axes"].get(m, "pt"), "label": axis_label(rep["axes"].get(m, "pt"))}
+                       for m in rep["metric_names"]}
+    write_json(out / "results.json", {**results, **top, "sections": results_of, **prov})
+    path = out / "report.md"
+    write_text(path, "\n".join(lines))
+    return path
+
+
+def _headline_plots(out: Path, rep: dict) -> list[tuple[str, str]]:
+    """One plot per headline metric with a curve (each arm's seeds on the metric's axis); ``(title, path)``."""
+    from . import plots
+
     pdir = out / "plots"
-    pdir.mkdir(parents=True, exist_ok=True)
     figures = []
-    for m in headline:
-        curves = {name: [s["curves"].get(m, []) for s in arms[name]["seeds"].values()] for name in names}
+    arms, axes = rep["arms"], rep["axes"]
+    for m in rep["headline"]:
+        curves = {name: [s["curves"].get(m, []) for s in arms[name]["seeds"].values()] for name in rep["names"]}
         if not any(any(c) for c in curves.values()):
             continue
         fname = m.replace("/", "_") + ".png"
-        ylim = _focus_ylim(curves) if lower_better(m) else None
-        setup = setup_of.get(m.split("/", 1)[0])
+        ylim = _focus_ylim(curves) if not rep["higher"].get(m, True) else None
+        setup = rep["setups"].get(m.split("/", 1)[0])
         plots.plot_metric_vs_tokens(curves, pdir / fname, title=m + (f" [{setup}]" if setup else ""), ylabel=m,
                                     xlabel=axis_label(axes.get(m, "pt")), ylim=ylim)
         figures.append((m, f"plots/{fname}"))
-    phen = final_breakdown(arms, names, "term")
-    fields3 = final_breakdown(arms, names, "field3")
-    if phen:
-        plots.plot_phenomenon_bars(phen, pdir / "minimal_pairs_by_phenomenon.png")
-        figures.append(("minimal-pair accuracy by phenomenon (final checkpoint)", "plots/minimal_pairs_by_phenomenon.png"))
+    return figures
 
-    verbatim = _verbatim_positions(cfg, names, arms)
-    if verbatim:
-        plots.plot_verbatim_positions(verbatim, pdir / "verbatim_positions.png",
-                                      title="verbatim retrieval: surprisal by list position (final checkpoint)")
-        figures.append(("verbatim retrieval by list position (final checkpoint)", "plots/verbatim_positions.png"))
 
-    # --- markdown
+def _standard_lines(cfg, rep: dict) -> list[str]:
+    """report.md up to the sections: arms, doses, axes, results, after later stages, gains, efficiency."""
+    from .stats import format_mean_sd
+
+    names, baseline, headline, axes = rep["names"], rep["baseline"], rep["headline"], rep["axes"]
+    setup_of, table, after = rep["setups"], rep["table"], rep["after_stages"]
+    gains, efficiency = rep["stable_gain"], rep["token_efficiency"]
     lines = [f"# {cfg.name}: report", ""]
     lines += [f"Arms: {', '.join(names)}; baseline for comparisons: **{baseline}**; training seeds: {list(cfg.seeds)}.",
               "Values are at the end of the last stage that trains on each metric's axis (its final stage: the "
@@ -531,7 +606,7 @@ def write_report(cfg) -> Path:
             steps.append(f"**{st.name}** ({', '.join(bits)})")
         lines.append(f"- `{arm.name}`: " + " → ".join(steps))
     lines.append("")
-    lines += _dose_lines(cfg, arms, stages)
+    lines += _dose_lines(cfg, rep["arms"], rep["stages"])
     lines += ["## Axes and evaluation setups",
               "Each metric is compared on its own token axis: language metrics against language (PT) tokens "
               "(a mixture counts only its language share), a synthetic task's metrics against that task's own "
@@ -599,55 +674,8 @@ def write_report(cfg) -> Path:
                          f"{f(e['base_tokens'])} | {f(e['arm_tokens'])} | {f(e['saved_tokens'])} | "
                          f"{f(e['saved_fraction'], True)} | {incl} |")
         lines.append("")
-    if phen:
-        lines += breakdown_lines("Minimal pairs by phenomenon (final checkpoint)", "phenomenon", phen)
-    if fields3:
-        lines += breakdown_lines("Minimal pairs by field, the L2T paper's three (final checkpoint)", "field", fields3)
-    sections = _write_sections(cfg, names, baseline, lines)
-    if figures:
-        lines += ["## Plots", ""]
-        for title, path in figures:
-            lines += [f"**{title}**", "", f"![{title}]({path})", ""]
-    prov = provenance(cfg, data_manifests=_data_manifest(out))
-    lines += ["## Provenance", "",
-              f"- code: preschool {prov['code_version'].get('preschool')} "
-              f"commit {prov['code_version'].get('git_commit', 'unknown')[:12]}"
-              f"{' (dirty)' if prov['code_version'].get('git_dirty') else ''}",
-              "- config: `experiment.yaml`; data manifest: `data/manifest.json`; every number: `results.json`", ""]
-    for a in arms.values():  # curves carry the numbers; the raw points were only the means to them
-        for sd in a["seeds"].values():
-            sd.pop("points", None)
-    write_json(out / "results.json", {"arms": arms, "table": [{k: (list(v) if isinstance(v, tuple) else v)
-                                                                for k, v in r.items()} for r in table],
-                                      "axes": {m: {"axis": axes.get(m, "pt"), "label": axis_label(axes.get(m, "pt"))}
-                                               for m in metric_names},
-                                      "setups": setup_of,
-                                      "directions": {m: "higher" if higher.get(m, True) else "lower"
-                                                     for m in headline},
-                                      "after_stages": after,
-                                      "stable_gain": gains, "token_efficiency": efficiency, "phenomena": phen,
-                                      "fields3": fields3,
-                                      "sections": sections, **prov})
-    path = out / "report.md"
-    write_text(path, "\n".join(lines))
-    return path
+    return lines
 
-
-def _write_sections(cfg, names: list[str], baseline: str, lines: list[str]) -> dict[str, Any]:
-    """Run the analysis sections ``report.sections`` names, append their markdown; ``{name: results}``."""
-    from ..config import to_dict
-    from .sections import SectionContext, build_section
-
-    if not cfg.report.sections:
-        return {}
-    ctx = SectionContext(cfg.out_dir, to_dict(cfg), names, list(cfg.seeds), baseline,
-                         [list(p) for p in cfg.report.compare])
-    out = {}
-    for name, params in cfg.report.sections.items():
-        results, md = build_section(name, params).write(ctx)
-        out[name] = results
-        lines += md + [""]
-    return out
 
 
 def _mean_of(rows: list[dict], key: str) -> float | None:
@@ -691,31 +719,6 @@ def _target(spec, base_points: list, metric: str) -> float | None:
     return at[-1]
 
 
-def _verbatim_positions(cfg, names: list[str], arms: dict) -> dict:
-    """Per arm, the repeat-condition surprisal by list position of the longest lists, first seed, at the
-    checkpoint that gives the verbatim metrics' final value (``final_step``: a later stage off their axis,
-    DEPO after pretraining, does not replace it)."""
-    from ..layout import step_of
-
-    out: dict = {}
-    for arm, seed, run_dir in arm_runs(cfg.out_dir, cfg.arms, cfg.seeds):
-        if arm.name in out or seed != cfg.seeds[0]:
-            continue
-        final = arms.get(arm.name, {}).get("seeds", {}).get(seed, {}).get("final_step", {})
-        found = sorted(p for p in evals_dir(run_dir).glob("step-*/verbatim*/summary.json")
-                       if (last := max((st for m, st in final.items() if m.startswith(p.parent.name + "/")
-                                        and st is not None), default=None)) is None
-                       or step_of(p.parent.parent) <= last)
-        if not found:
-            continue
-        pos = (read_json(found[-1]).get("extra") or {}).get("positions") or {}
-        cond = pos.get("repeat") or next(iter(pos.values()), None)
-        if cond:
-            longest = max(cond, key=lambda k: int(k.lstrip("n")) if k.lstrip("n").isdigit() else 0)
-            out[arm.name] = cond[longest]
-    return {n: out[n] for n in names if n in out}
-
-
 def _data_manifest(out: Path) -> Any:
-    p = out / "data" / "manifest.json"
+    p = data_manifest_path(out)
     return read_json(p) if p.is_file() else None

@@ -1,14 +1,29 @@
-"""Report sections: analyses an experiment asks for by name, rendered by the one report.
+"""Report sections: the parts of ``report.md`` beyond the standard tables, one file each.
 
-``report.sections: {slowdown: {targets: [4.0]}, similarity: {}}`` adds those
-sections to ``report.md`` (after the standard tables) and their numbers to
-``results.json`` under ``sections.<name>``. A section is a :class:`Section`
+The report is collect → compute → render (analysis/report.py): it collects every
+run's logged and evaluated numbers, computes the standard tables (final values,
+later stages, stable gain, token efficiency), then runs the sections, then renders
+``report.md``, ``results.json`` and the plots. A section is a :class:`Section`
 subclass registered in :data:`SECTIONS` with its config dataclass, like an
-evaluator, in its own file in ``analysis/`` (the registry imports every module
-of ``analysis/`` on first use) or in a plug-in's ``sections`` module
-(``compartments/sections.py``: slowdown, plateau, similarity, audit_gap). A section reads result files only (each run's
-``metrics.jsonl``, ``config.yaml``, checkpoints, the prepared data), through
-:class:`SectionContext`, so ``preschool report`` rebuilds it at any time.
+evaluator, in its own file in ``analysis/`` (the registry imports every module of
+``analysis/`` on first use) or in a plug-in's ``sections`` module
+(``compartments/sections.py``: slowdown, plateau, similarity, audit_gap).
+
+A section runs when
+
+- its evaluator ran: ``evaluator = "verbatim"`` switches it on whenever some run
+  has results of that evaluator (any label; :meth:`Section.applies` may use another
+  test, say a metric pattern); it runs with its config's defaults unless
+  ``report.sections`` gives params. These sections come first, by ``order`` then name;
+- or the experiment asks for it: ``report.sections: {slowdown: {targets: [4.0]}}``,
+  after them in the order given.
+
+Its markdown follows the standard tables; its numbers go to ``results.json`` under
+``sections.<name>`` (``results_key`` names a top-level key instead; ``None``
+results add nothing); figures it lists with :meth:`SectionContext.figure` join the
+report's "Plots". A section reads result files only, through
+:class:`SectionContext` (the computed numbers, each run's files, the prepared data),
+so ``preschool report`` rebuilds it at any time.
 """
 
 from __future__ import annotations
@@ -33,6 +48,13 @@ class SectionContext:
     seeds: list[int]
     baseline: str
     compare: list[list[str]] = field(default_factory=list)  # [arm, reference] pairs compared seed by seed
+    # what the report computed (results.json's content so far): "arms" -> arm -> "seeds" -> seed ->
+    # {run_dir, curves, final_step, final_stage, stage_ends, points, ...}, "table", "axes", "directions", ...
+    results: dict[str, Any] = field(default_factory=dict)
+    # label -> evaluator name of every evaluator with results in some run (a label is its result folder
+    # and metric prefix: ``<label>/<metric>``)
+    evaluators: dict[str, str] = field(default_factory=dict)
+    figures: list[tuple[str, str]] = field(default_factory=list)  # (title, path under out) listed under "Plots"
 
     @property
     def plots(self) -> Path:
@@ -49,6 +71,18 @@ class SectionContext:
     def arm_config(self, arm: str) -> dict[str, Any]:
         return next(a for a in self.config["arms"] if a["name"] == arm)
 
+    def labels_of(self, evaluator: str) -> list[str]:
+        """The labels (result folders, metric prefixes) under which ``evaluator`` has results, sorted."""
+        return sorted(label for label, name in self.evaluators.items() if name == evaluator)
+
+    def seed_results(self, arm: str) -> dict[Any, dict]:
+        """``{seed: the report's numbers of that run}`` (``results["arms"][arm]["seeds"]``; {} without results)."""
+        return self.results.get("arms", {}).get(arm, {}).get("seeds", {})
+
+    def figure(self, title: str, path: Path) -> None:
+        """List a figure the section saved (under :attr:`plots`) in the report's "Plots"."""
+        self.figures.append((title, Path(path).relative_to(self.out).as_posix()))
+
 
 @dataclass
 class _Named:
@@ -56,15 +90,44 @@ class _Named:
 
 
 class Section:
-    """One analysis: ``write(ctx)`` returns ``(results, markdown lines)`` and saves its plots under ``ctx.plots``."""
+    """One analysis: ``write(ctx)`` returns ``(results, markdown lines)`` and saves its plots under ``ctx.plots``.
 
-    def __init__(self, cfg: Any):
-        self.cfg = cfg
+    ``evaluator``: the evaluator whose results switch the section on (None: only when ``report.sections``
+    names it); ``order``: where a switched-on section goes among the others (then by name);
+    ``results_key``: a top-level ``results.json`` key for its results instead of ``sections.<name>``.
+    """
 
-    def write(self, ctx: SectionContext) -> tuple[dict, list[str]]:
+    evaluator: str | None = None
+    order: int = 100
+    results_key: str | None = None
+
+    def __init__(self, cfg: Any = None):
+        self.cfg = cfg  # None for a section registered without a config dataclass
+
+    @classmethod
+    def applies(cls, ctx: SectionContext) -> bool:
+        """Whether the report adds this section unasked: its evaluator has results in some run."""
+        return cls.evaluator is not None and bool(ctx.labels_of(cls.evaluator))
+
+    def write(self, ctx: SectionContext) -> tuple[Any, list[str]]:
         raise NotImplementedError
 
 
 def build_section(name: str, params: dict | None, field_prefix: str = "report.sections") -> Section:
     """The configured section ``name`` (unknown names and bad params name the field)."""
     return SECTIONS.build(name, params or {}, f"{field_prefix}.{name}")
+
+
+def run_sections(ctx: SectionContext, configured: dict[str, dict | None]) -> list[tuple[str, Section, Any, list[str]]]:
+    """Write the sections that switch on by themselves (:meth:`Section.applies`; by ``order``, then name),
+    then those ``configured`` names (``report.sections``, in its order; its params also reach a section
+    that switched on by itself, which runs once, in the first group). Returns ``(name, section, results,
+    markdown lines)`` in report order."""
+    auto = sorted((e for e in SECTIONS if e.cls.applies(ctx)), key=lambda e: (e.cls.order, e.name))
+    names = [e.name for e in auto] + [n for n in configured if n not in {e.name for e in auto}]
+    out = []
+    for name in names:
+        section = build_section(name, configured.get(name))
+        results, lines = section.write(ctx)
+        out.append((name, section, results, lines))
+    return out

@@ -1,0 +1,82 @@
+"""Report sections on the minimal-pairs evaluator's breakdowns: accuracy by phenomenon (table + bar plot)
+and by the L2T paper's three fields (table).
+
+Each switches on when some run has its breakdown (``<label>/acc/term/<phenomenon>``,
+``<label>/acc/field3/<field>``: ``minimal_pairs`` writes them for BLiMP-style stimuli)
+and puts its table under a top-level ``results.json`` key: ``phenomena``, ``fields3``.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from .sections import Section, SectionContext, SECTIONS
+
+
+def final_breakdown(arms: dict, names: list[str], group: str) -> dict[str, dict[str, float]]:
+    """Per arm, each ``<evaluator>/acc/<group>/<name>`` minimal-pair accuracy at the final checkpoint, mean over
+    seeds (``group`` ``term``: BLiMP's phenomena; ``field3``: the L2T paper's three fields); arms without any left out."""
+    out = {}
+    for name in names:
+        acc = defaultdict(list)
+        for s in arms.get(name, {}).get("seeds", {}).values():
+            for m, pts in s["curves"].items():
+                if f"/acc/{group}/" in m and pts:
+                    acc[m.rsplit("/", 1)[-1]].append(pts[-1][1])
+        if acc:
+            out[name] = {k: sum(v) / len(v) for k, v in sorted(acc.items())}
+    return out
+
+
+def breakdown_lines(title: str, what: str, table: dict[str, dict[str, float]]) -> list[str]:
+    """A report.md section: one row per group name of ``table`` ({arm: {name: value}}), one column per arm."""
+    rows = sorted({k for v in table.values() for k in v})
+    lines = [f"## {title}", "", f"| {what} | " + " | ".join(table) + " |", "|---|" + "---|" * len(table)]
+    return lines + [f"| {r} | " + " | ".join(f"{table[a].get(r, float('nan')):.3f}" for a in table) + " |" for r in rows]
+
+
+class _Breakdown(Section):
+    """A breakdown table of the final minimal-pair accuracies (``group``: the metric level it reads)."""
+
+    group = ""
+    title = ""
+    what = ""
+
+    @classmethod
+    def applies(cls, ctx: SectionContext) -> bool:
+        return bool(final_breakdown(ctx.results.get("arms", {}), ctx.arms, cls.group))
+
+    def table(self, ctx: SectionContext) -> dict[str, dict[str, float]]:
+        return final_breakdown(ctx.results.get("arms", {}), ctx.arms, self.group)
+
+    def write(self, ctx: SectionContext) -> tuple[dict, list[str]]:
+        table = self.table(ctx)
+        return table, breakdown_lines(self.title, self.what, table)
+
+
+@SECTIONS.register("phenomena")
+class Phenomena(_Breakdown):
+    """Minimal-pair accuracy by phenomenon at the final checkpoint: table and bar plot."""
+
+    evaluator = "minimal_pairs"
+    order = 10
+    results_key = "phenomena"
+    group, title, what = "term", "Minimal pairs by phenomenon (final checkpoint)", "phenomenon"
+
+    def write(self, ctx: SectionContext) -> tuple[dict, list[str]]:
+        from .plots import plot_phenomenon_bars
+
+        table, lines = super().write(ctx)
+        path = plot_phenomenon_bars(table, ctx.plots / "minimal_pairs_by_phenomenon.png")
+        ctx.figure("minimal-pair accuracy by phenomenon (final checkpoint)", path)
+        return table, lines
+
+
+@SECTIONS.register("fields3")
+class Fields3(_Breakdown):
+    """Minimal-pair accuracy by the L2T paper's three fields (semantics, morphology, syntax) at the final checkpoint."""
+
+    evaluator = "minimal_pairs"
+    order = 20
+    results_key = "fields3"
+    group, title, what = "field3", "Minimal pairs by field, the L2T paper's three (final checkpoint)", "field"
