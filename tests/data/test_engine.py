@@ -119,3 +119,52 @@ def test_units_close_at_a_character_budget():
     docs = [(str(i), "x" * 10) for i in range(10)]
     units = list(engine.text_units(docs, unit_tokens=5))  # 20 characters per unit
     assert [len(d) for _, d in units] == [2, 2, 2, 2, 2] and [k for k, _ in units] == list(range(5))
+
+
+class _Lines(engine.DocumentJob):
+    """A document job over a list of texts: each read document counts in ``read`` (a ReadStats)."""
+
+    def __init__(self, texts, read):
+        self.texts = texts
+        self.init_reading(read)
+
+    def key(self):
+        return engine.job_key("lines", self.texts)
+
+    def units(self, start=None):
+        m, token = start if start is not None else (0, {})
+        first = token.get("position", {}).get("index", 0)
+
+        def docs():
+            for i in range(first, len(self.texts)):
+                self.read.documents += 1
+                yield str(i), self.texts[i], {"index": i, "read": self.read.as_dict()}
+
+        return self.document_units(docs(), 1, first=m)
+
+    def run(self, k, payload, out):
+        return {"rows": {"train": len(payload)}}
+
+
+def test_a_document_job_keeps_its_start_tokens_and_read_counts_in_the_parent():
+    """The resume bookkeeping every corpus-reading job shares (engine.DocumentJob): each unit's start token
+    is its first document's position, a resumed read restores the counts recorded there, and a copy for
+    another process carries neither the counts nor the tokens."""
+    import pickle
+
+    from preschool.corpora.base import ReadStats
+
+    job = _Lines(["aaaa", "bbbb", "cccc"], ReadStats())
+    units = list(job.units())
+    assert [k for k, _ in units] == [0, 1, 2]
+    token = job.start_token(2)
+    assert token["position"]["index"] == 2 and job.start_token(2) is None  # handed out once
+    assert job.read_counts()["documents"] == 3
+    copy = pickle.loads(pickle.dumps(job))
+    assert copy.read is None and copy.read_counts() is None and copy.start_token(1) is None
+    again = _Lines(job.texts, ReadStats())
+    again.resumed(token)
+    assert again.read_counts()["documents"] == 3  # the counts of the read up to unit 2's first document
+    assert [k for k, _ in again.units(start=(2, token))] == [2]
+    again.restore_read(token["position"]["read"])
+    assert again.read_counts() == token["position"]["read"]

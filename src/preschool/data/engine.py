@@ -29,8 +29,9 @@ per unit. The unit size is part of the dataset's spec (changing it changes
 bytes); the worker count is not.
 
 A job (``UnitJob``) says how to cut units (``units``, parent side, in order) and
-how to build one (``run``, worker side). Corpus datasets (``data/prepare.py``),
-generators (``synthetic/write.py``) and L2T (``l2t/build.py``) are jobs.
+how to build one (``run``, worker side). Corpus datasets (``data/builders/corpus.py``),
+generators (``synthetic/write.py``) and L2T (``l2t/build.py``) are jobs; the two that read a corpus
+share its resume bookkeeping (``DocumentJob``).
 """
 
 from __future__ import annotations
@@ -105,6 +106,49 @@ class UnitJob:
         no parent-side state), whose ``units()`` yields the same units; None when there is none
         (e.g. its documents come from the caller's one-shot iterator)."""
         return pickle.loads(pickle.dumps(self))
+
+
+class DocumentJob(UnitJob):
+    """A job whose units are consecutive documents of a corpus read in the parent: the resume bookkeeping
+    every such job shares. The parent's read counts (``read``, a ``corpora.ReadStats`` or None) and the
+    units' start tokens stay in the parent (a pickled copy carries neither); a unit's start token is
+    ``{"position": <its first document's iter_documents position>, ...}``, whose ``read`` counts a
+    resumed read restores."""
+
+    read: Any = None
+
+    def init_reading(self, read: Any) -> None:
+        """Call from ``__init__``: ``read`` is the ReadStats the parent's document read fills in (or None)."""
+        self.read = read
+        self._starts: dict[int, dict] = {}  # parent side: the start token of each unit yielded so far
+
+    def __getstate__(self):  # a copy elsewhere reads its own documents: the parent's counts stay here
+        return {**self.__dict__, "read": None, "_starts": {}}
+
+    def document_units(self, docs, unit_tokens: int, first: int = 0) -> Iterator[tuple[int, list[tuple[str, str]]]]:
+        """:func:`text_units` over ``(doc_id, text, position)``, noting ``{"position": position}`` as the start
+        token of each unit whose first document has a position (a subclass may add to it as the unit is
+        yielded; sources without positions are read again from their start)."""
+        self._starts = {}
+        positions: dict[int, Any] = {}
+        for k, unit in text_units(docs, unit_tokens, first=first, starts=positions):
+            pos = positions.pop(k, None)
+            if pos is not None:
+                self._starts[k] = {"position": pos}
+            yield k, unit
+
+    def start_token(self, k: int) -> dict | None:
+        return self._starts.pop(k, None)
+
+    def resumed(self, token: dict) -> None:
+        if self.read is not None:
+            self.read.restore(token["position"]["read"])
+
+    def read_counts(self) -> dict | None:
+        return self.read.as_dict() if self.read is not None else None
+
+    def restore_read(self, counts: dict) -> None:
+        self.read.restore(counts)
 
 
 def job_key(*parts: Any) -> str:

@@ -36,7 +36,7 @@ from ..errors import ConfigError, DataError
 from ..io import atomic_dir, read_json, write_json
 from ..corpora.base import ReadStats, is_validation
 from .engine import (
-    DEFAULT_UNIT_TOKENS, UnitJob, adopt_units, job_key, link_shards, rows_in_order, run_units, text_units, unit_path,
+    DEFAULT_UNIT_TOKENS, DocumentJob, adopt_units, job_key, link_shards, rows_in_order, run_units, unit_path,
     work_dir,
 )
 from .packing import ConcatPacker, Doc, PackStats
@@ -174,7 +174,7 @@ def _check_same_tokenizer(cfg: TokenizerConfig, out: Path) -> None:
                           "were tokenized with it: give the experiment a new 'out', or delete that data folder")
 
 
-class CorpusJob(UnitJob):
+class CorpusJob(DocumentJob):
     """Natural text: units of consecutive documents, tokenized, split by document id, packed (concat + EOS)."""
 
     def __init__(self, corpus_cfg, tokenizer_json: str, row_len: int, seed: int, val_fraction: float,
@@ -184,42 +184,26 @@ class CorpusJob(UnitJob):
         self.eos = eos  # the id that ends each document (None: the tokenizer's <|endoftext|>)
         self.seed, self.val_fraction, self.splits, self.unit_tokens = seed, val_fraction, splits, unit_tokens
         self.excluded = excluded or set()
-        self.read = read  # the parent's read counts (ReadStats), recorded in dataset.json
+        self.init_reading(read)  # the parent's read counts (ReadStats), recorded in dataset.json
         self._tok = None
-        self._starts: dict = {}  # parent side: where each unit yielded so far starts (streamed sources)
 
-    def __getstate__(self):  # a copy elsewhere reads its own documents: the parent's read counts stay here
-        return {**self.__dict__, "read": None, "_tok": None, "_starts": {}}
+    def __getstate__(self):
+        return {**super().__getstate__(), "_tok": None}
 
     def key(self) -> str:
         return job_key("corpus", to_dict(self.corpus_cfg), self.tokenizer_json, self.row_len, self.seed,
                        self.val_fraction, self.splits, self.unit_tokens, sorted(self.excluded), self.eos)
 
     def units(self, start=None):
+        # files, datatrove readers and a streamed hf corpus can continue where a unit starts (iter_documents
+        # positions); other sources (storybook, a non-streamed hf dataset) read again from their start
         from ..corpora import iter_documents
 
         m, token = start if start is not None else (0, {})
-        self._starts: dict = {}
         docs = ((d.id, d.text, d.meta.get("position")) for d in iter_documents(self.corpus_cfg, self.read,
                                                                                start=token.get("position"))
                 if d.id not in self.excluded)
-        return text_units(docs, self.unit_tokens, first=m, starts=self._starts)
-
-    def start_token(self, k: int) -> dict | None:
-        # files, datatrove readers and a streamed hf corpus can continue where unit k starts (iter_documents
-        # positions); other sources (storybook, a non-streamed hf dataset) read again from their start
-        pos = self._starts.pop(k, None)
-        return {"position": pos} if pos is not None else None
-
-    def resumed(self, token: dict) -> None:
-        if self.read is not None:
-            self.read.restore(token["position"]["read"])
-
-    def read_counts(self) -> dict | None:
-        return self.read.as_dict() if self.read is not None else None
-
-    def restore_read(self, counts: dict) -> None:
-        self.read.restore(counts)
+        return self.document_units(docs, self.unit_tokens, first=m)
 
     def run(self, k: int, docs: list[tuple[str, str]], out: Path) -> dict:
         from tokenizers import Tokenizer

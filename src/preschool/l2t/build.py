@@ -37,7 +37,7 @@ import numpy as np
 
 from ..config import check, from_dict, to_dict
 from ..data.engine import (
-    DEFAULT_UNIT_TOKENS, UnitJob, adopt_units, job_key, link_shards, run_units, sum_counts, text_units, unit_path,
+    DEFAULT_UNIT_TOKENS, DocumentJob, adopt_units, job_key, link_shards, run_units, sum_counts, unit_path,
     work_dir,
 )
 from ..data.packing import Doc
@@ -342,7 +342,7 @@ def no_train_rows_message(where: str, n_docs: int, stats: dict, read: dict | Non
     return "; ".join(parts)
 
 
-class L2TJob(UnitJob):
+class L2TJob(DocumentJob):
     """Units of consecutive documents -> routed, transformed, packed L2T and raw rows per split."""
 
     def __init__(self, texts: Iterable, enc: DocumentEncoder, vocab: int, pad: int, unit_tokens: int,
@@ -350,11 +350,10 @@ class L2TJob(UnitJob):
         self.texts, self.enc, self.vocab, self.pad = texts, enc, vocab, pad
         self.unit_tokens, self.source = unit_tokens, source
         self.corpus_cfg = corpus_cfg  # the CorpusConfig ``texts`` was read from, if any: copies reread it
-        self.read = read  # the ReadStats ``texts`` fills in (a resumed read restores its counts there)
-        self._starts: dict = {}  # parent side: where each unit yielded so far starts (streamed sources)
+        self.init_reading(read)  # the ReadStats ``texts`` fills in (a resumed read restores its counts there)
 
-    def __getstate__(self):  # the document stream and the parent's read counts stay with the parent
-        return {**self.__dict__, "texts": None, "read": None, "_starts": {}}
+    def __getstate__(self):  # the document stream stays with the parent too
+        return {**super().__getstate__(), "texts": None}
 
     def task_copy(self):
         return super().task_copy() if self.corpus_cfg is not None else None
@@ -374,31 +373,18 @@ class L2TJob(UnitJob):
         else:
             texts = self.texts
         first, prev = int(token.get("first", 0)), token.get("prev")
-        self._starts: dict = {}
-        positions = {}
         docs = ((*_as_pair(i, d), getattr(d, "meta", {}).get("position")) for i, d in enumerate(texts, start=first))
         any_unit = False
-        for k, unit in text_units(docs, self.unit_tokens, first=m, starts=positions):
-            if positions.get(k) is not None and self.corpus_cfg is not None:
-                self._starts[k] = {"position": positions.pop(k), "first": first, "prev": prev}
+        for k, unit in self.document_units(docs, self.unit_tokens, first=m):
+            if self.corpus_cfg is None:  # texts from the caller cannot be read again from a position
+                self._starts.pop(k, None)
+            elif k in self._starts:  # a resumed unit also needs its first index and the text before it
+                self._starts[k].update(first=first, prev=prev)
             # each unit carries the text before its first document, so every document sees its predecessor
             yield k, (first, unit, prev)
             first, prev, any_unit = first + len(unit), unit[-1][1], True
         if not any_unit and start is None:
             yield 0, (0, [], None)
-
-    def start_token(self, k: int) -> dict | None:
-        return self._starts.pop(k, None)
-
-    def resumed(self, token: dict) -> None:
-        if self.read is not None:
-            self.read.restore(token["position"]["read"])
-
-    def read_counts(self) -> dict | None:
-        return self.read.as_dict() if self.read is not None else None
-
-    def restore_read(self, counts: dict) -> None:
-        self.read.restore(counts)
 
     def run(self, k: int, payload: tuple[int, list[tuple[str, str]], str | None], out: Path) -> dict:
         start, docs, prev = payload
