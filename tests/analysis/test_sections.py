@@ -25,3 +25,24 @@ def test_unknown_sections_and_bad_params_name_the_field():
         build_section("slowdwn", {})
     with pytest.raises(ConfigError, match=r"report\.sections\.similarity\.rows"):
         build_section("similarity", {"rows": 0})
+
+
+def test_sections_switch_on_by_their_evaluators_results_in_order_before_the_configured_ones(tmp_path):
+    from preschool.analysis.sections import run_sections
+
+    curves = {"minimal_pairs/acc": [[1, 0.5]], "minimal_pairs/acc/term/island_effects": [[1, 0.6]]}
+    seed = {"curves": curves, "final_step": {m: 1 for m in curves}, "run_dir": str(tmp_path / "arms/a/seed0")}
+    ctx = SectionContext(tmp_path, {"arms": [{"name": "a"}]}, ["a"], [0], "a",
+                         results={"arms": {"a": {"seeds": {0: seed}}}}, evaluators={"minimal_pairs": "minimal_pairs"})
+    assert run_sections(SectionContext(tmp_path, {}, ["a"], [0], "a"), {}) == []  # no results: nothing switches on
+    (name, section, results, lines), = run_sections(ctx, {})
+    assert name == "phenomena" and section.results_key == "phenomena" and results == {"a": {"island_effects": 0.6}}
+    assert "| island_effects | 0.600 |" in lines
+    assert ctx.figures == [("minimal-pair accuracy by phenomenon (final checkpoint)",
+                            "plots/minimal_pairs_by_phenomenon.png")]
+    # the field table and the verbatim plot join when their results exist; ordered by `order`, then name
+    curves["minimal_pairs/acc/field3/syntax"] = [[1, 0.7]]
+    ctx.evaluators["verbatim"] = "verbatim"
+    assert [r[0] for r in run_sections(ctx, {})] == ["phenomena", "fields3", "verbatim_positions"]
+    with pytest.raises(ConfigError, match=r"report\.sections\.nope"):  # configured names come after, checked
+        run_sections(ctx, {"nope": {}})
