@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from preschool.errors import ConfigError
+from preschool.errors import ConfigError, DataError
 from preschool.experiment import load_experiment, run_experiment
 
 REPO = Path(__file__).resolve().parents[1]
@@ -272,14 +272,15 @@ def test_finished_arms_are_not_reused_with_other_data_or_config(tmp_path):
     """A rerun after the data spec or the training config changed must not silently reuse old arms."""
     out = tmp_path / "qs"
     run_experiment(_cfg(out), progress=False, stages=("train",))
-    # the PT data is rebuilt from the new spec (different bytes): every arm trained on it is stale
-    with pytest.raises(ConfigError, match="bytes changed") as e:
+    # a changed data spec is refused before anything is rebuilt, naming the dataset and the field
+    with pytest.raises(DataError, match="dataset 'pt' was prepared with another data.pt.tokens"):
         run_experiment(_cfg(out, ["data.pt.tokens=16000"]), progress=False, stages=("train",))
-    assert e.value.field == "arms[0].datasets.pt"
-    # rebuilt Dyck data invalidates only the arms that train on it: pt_only (arms[0]) is reused
-    with pytest.raises(ConfigError, match="bytes changed") as e:
-        run_experiment(_cfg(out, ["data.dyck.tokens=2640"]), progress=False, stages=("train",))
-    assert e.value.field == "arms[1].datasets.dyck"
+    # with --rebuild, the arms trained on it still stop the run before the data is replaced
+    with pytest.raises(DataError, match="arm pt_only seed 0 was trained on dataset 'pt'"):
+        run_experiment(_cfg(out, ["data.pt.tokens=16000"]), progress=False, stages=("train",), rebuild=True)
+    # rebuilt Dyck data concerns only the arms that train on it: pt_only (arms[0]) is not named
+    with pytest.raises(DataError, match="arm ppt_dyck seed 0 was trained on dataset 'dyck'"):
+        run_experiment(_cfg(out, ["data.dyck.tokens=2640"]), progress=False, stages=("train",), rebuild=True)
     # a changed value is named where the YAML sets it: the shared section, the arm's stages or overlays
     with pytest.raises(ConfigError, match="was 0.002") as e:
         run_experiment(_cfg(out, ["train.lr=1e-3"]), progress=False, stages=("train",))
