@@ -219,20 +219,22 @@ def test_every_registry_finds_its_parts_and_the_plugins_without_importing_torch(
     """Finding parts is cheap (a plug-in's torch modules load when used), so validating a config stays fast."""
     code = ("import sys\n"
             "from preschool.analysis.sections import SECTIONS\n"
+            "from preschool.data.builder import DATASET_BUILDERS\n"
             "from preschool.data.derived import DATASET_KINDS\n"
             "from preschool.evals import EVALUATORS\n"
             "from preschool.l2t.base import L2T_TASKS\n"
             "from preschool.synthetic import GENERATORS\n"
             "from preschool.train.callbacks.registry import CALLBACKS\n"
             "from preschool.plugins import checkpoint_hooks\n"
-            "for r in (SECTIONS, DATASET_KINDS, CALLBACKS, GENERATORS, L2T_TASKS, EVALUATORS):\n"
+            "for r in (SECTIONS, DATASET_KINDS, CALLBACKS, GENERATORS, L2T_TASKS, EVALUATORS, DATASET_BUILDERS):\n"
             "    print(' '.join(r.names()))\n"
             "print(len(checkpoint_hooks()), sorted(m for m in ('torch', 'transformers') if m in sys.modules))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    sections, kinds, callbacks, generators, tasks, evaluators, last = out.strip().split("\n")
+    sections, kinds, callbacks, generators, tasks, evaluators, builders, last = out.strip().split("\n")
     # the core's evaluator sections and the plug-in's (found by module name)
     assert sections == "audit_gap fields3 phenomena plateau similarity slowdown verbatim_positions"
     assert kinds == "compartmented shifted" and callbacks == "compartment_model infonce"
     assert {"shuffle_dyck", "nca", "stack"} <= set(generators.split()) and len(tasks.split()) >= 14
     assert {"minimal_pairs", "heldout", "lm_eval"} <= set(evaluators.split())
+    assert builders == "corpus derived generator l2t"  # data/builders/: how prepare builds each dataset
     assert last == "1 []"

@@ -1,13 +1,15 @@
 """Derived dataset kinds: built after their source by prepare, rebuilt only when the kind, its params or the
 source change, parts exposed by name."""
 
+import json
 from dataclasses import dataclass
 
 import numpy as np
 import pytest
 
 from preschool.data.derived import DATASET_KINDS, DatasetKind, dataset_parts
-from preschool.data.prepare import DatasetSpec, _prepare_derived
+from preschool.data.builder import BuildContext, builder_of, spec_hash
+from preschool.data.prepare import DatasetSpec, build_datasets
 from preschool.data.shards import ShardSet, ShardWriter
 from preschool.errors import ConfigError
 
@@ -47,21 +49,33 @@ def _source(out):
         w.close()
 
 
+
+
+def _build(out, specs, thash="t1"):
+    """prepare's dataset loop over ``specs`` (the tokenized dataset ``src`` already there, built with tokenizer
+    ``thash``: its dataset.json says so); returns the manifest's datasets."""
+    ctx = BuildContext(out, {"c": {}}, specs, 4, 0, thash)
+    if "src" in specs:
+        key = builder_of(specs["src"]).key("src", specs["src"], ctx)
+        (out / "src" / "dataset.json").write_text(json.dumps({"hash": spec_hash(key)}))
+    manifest = {"datasets": {}}
+    build_datasets(ctx, manifest)
+    return manifest["datasets"]
+
+
 def test_built_once_rebuilt_on_change_and_parts_named(tmp_path):
     _source(tmp_path)
     BUILDS.clear()
     specs = {"src": DatasetSpec(corpus="c", tokens=1), "plus": DatasetSpec(kind="test_plus", source="src")}
-    manifest = {"datasets": {"src": {"hash": "h1"}}}
-    _prepare_derived(tmp_path, specs, manifest, progress=False)
-    entry = manifest["datasets"]["plus"]
+    entry = _build(tmp_path, specs)["plus"]
     assert entry["source"] == "src" and entry["parts"] == ["shifted"] and entry["vocab_size"] == 11
     assert ShardSet(tmp_path / "plus" / "train").rows([0]).tolist() == [[1, 2, 3, 4, 5]]
     assert (tmp_path / "plus" / "shifted" / "val" / "manifest.json").is_file()
-    _prepare_derived(tmp_path, specs, {"datasets": {"src": {"hash": "h1"}}}, progress=False)
+    _build(tmp_path, specs)
     assert BUILDS == [1]  # up to date: not rebuilt
-    _prepare_derived(tmp_path, specs, {"datasets": {"src": {"hash": "h2"}}}, progress=False)
+    _build(tmp_path, specs, thash="t2")
     specs["plus"] = DatasetSpec(kind="test_plus", source="src", params={"add": 2})
-    _prepare_derived(tmp_path, specs, {"datasets": {"src": {"hash": "h2"}}}, progress=False)
+    _build(tmp_path, specs, thash="t2")
     assert BUILDS == [1, 1, 2]  # the source changed, then the params
     assert dataset_parts(specs, "plus") == ["shifted"] and dataset_parts(specs, "src") == []
 
@@ -69,4 +83,19 @@ def test_built_once_rebuilt_on_change_and_parts_named(tmp_path):
 def test_a_missing_source_names_the_field(tmp_path):
     specs = {"plus": DatasetSpec(kind="test_plus", source="nope")}
     with pytest.raises(ConfigError, match=r"data\.plus\.source"):
-        _prepare_derived(tmp_path, specs, {"datasets": {}}, progress=False)
+        _build(tmp_path, specs)
+
+
+def test_datasets_build_after_what_they_read():
+    """One order for every builder: tokenized datasets first (Control sets after the sets they exclude),
+    derived ones in rounds after their sources, each round in the config's order."""
+    from preschool.data.builder import build_order
+
+    specs = {"d1": DatasetSpec(kind="test_plus", source="d2"), "ctl": DatasetSpec(corpus="c", tokens=1, exclude=["a"]),
+             "d2": DatasetSpec(kind="test_plus", source="a"), "a": DatasetSpec(corpus="c", tokens=1),
+             "d3": DatasetSpec(kind="test_plus", source="ctl"), "g": DatasetSpec(generator="stack", tokens=1)}
+    assert build_order(specs) == ["a", "g", "ctl", "d2", "d3", "d1"]
+    assert [builder_of(specs[n]).registry_name for n in ("a", "g", "d1")] == ["corpus", "generator", "derived"]
+    specs["d2"] = DatasetSpec(kind="test_plus", source="d1")
+    with pytest.raises(ConfigError, match=r"data\.d1\.source"):  # a cycle
+        build_order(specs)

@@ -321,7 +321,7 @@ def test_a_streamed_corpus_is_planned_once_and_each_task_reads_only_its_units(tm
     import preschool.corpora
     from preschool.corpora.storybook import Storybook
     from preschool.data.distributed import UnitTasks, _plan
-    from preschool.data.prepare import CorpusJob
+    from preschool.data.builders.corpus import CorpusJob
 
     src = tmp_path / "src"
     src.mkdir()

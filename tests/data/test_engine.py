@@ -7,7 +7,8 @@ import pytest
 
 from preschool.corpora.base import CorpusConfig
 from preschool.data import engine
-from preschool.data.prepare import CorpusJob, DatasetSpec, prepare_data
+from preschool.data.builders.corpus import CorpusJob
+from preschool.data.prepare import DatasetSpec, prepare_data
 from preschool.data.shards import ShardSet, content_sha256
 from preschool.data.tokenizer import TokenizerConfig
 

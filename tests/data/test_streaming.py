@@ -8,7 +8,8 @@ import pytest
 
 from preschool.corpora.base import CorpusConfig
 from preschool.corpora.storybook import Storybook
-from preschool.data.prepare import CorpusJob, DatasetSpec, prepare_data
+from preschool.data.builders.corpus import CorpusJob
+from preschool.data.prepare import DatasetSpec, prepare_data
 from preschool.data.shards import content_sha256
 from preschool.data.tokenizer import TokenizerConfig
 
@@ -129,7 +130,7 @@ def test_a_streamed_l2t_build_resumes_at_its_stream_position(tmp_path, monkeypat
 def test_a_rerun_with_every_unit_finished_keeps_the_read_counts(tmp_path, monkeypatch):
     """Killed after its last unit but before linking: the rerun rebuilds nothing, reads only the last unit's
     documents again, and dataset.json records the counts of an uninterrupted read."""
-    import preschool.data.prepare as prep
+    import preschool.data.builders.corpus as prep
 
     src = tmp_path / "src"
     _write(src, "jsonl", 0, 0, 800)
@@ -214,7 +215,7 @@ def test_read_counts_do_not_depend_on_workers_or_where_a_run_stopped(tmp_path, m
     """A prepare that stops at its budget records the read counts of a one-worker read that stopped there: with
     three workers the parent reads units ahead for them (the counts were those of how far it read), and a
     three-worker run killed after its units were built, rerun, takes its finished units up to the budget."""
-    import preschool.data.prepare as prep
+    import preschool.data.builders.corpus as prep
 
     src = tmp_path / "src"
     for part in range(3):

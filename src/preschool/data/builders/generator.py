@@ -1,0 +1,83 @@
+"""generator: a synthetic dataset, items of a registered generator (``generator:``, ``preset:``, ``params:``).
+
+Text render: the items' symbols are written as text and tokenized by the run's
+tokenizer; reserved render: each symbol gets its own id after the tokenizer's
+vocabulary. Held-out items come from a disjoint seed stream.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ...config import check
+from ...seeds import VAL_SEED_OFFSET
+from ..builder import DATASET_BUILDERS, BuildContext, TokenizedBuilder
+from ..tokenizer import backend, special_ids, tokenizer_hash, tokenizer_size
+
+
+@DATASET_BUILDERS.register("generator")
+class GeneratorBuilder(TokenizedBuilder):
+    """Items of a registered generator (see ``preschool generate --list``)."""
+
+    def claims(self, spec) -> bool:
+        return spec.kind is None and spec.l2t is None and spec.corpus is None and spec.generator is not None
+
+    def validate(self, spec) -> None:
+        super().validate(spec)
+        from ...synthetic import GENERATORS, PRESETS
+
+        GENERATORS.get(spec.generator, "generator")
+        if spec.preset is not None:
+            check(spec.preset in PRESETS, "preset", f"unknown preset {spec.preset!r}; known: {sorted(PRESETS)}")
+            check(PRESETS[spec.preset][0] == spec.generator, "preset",
+                  f"preset {spec.preset!r} is for generator {PRESETS[spec.preset][0]!r}")
+        GENERATORS.build_config(spec.generator, generator_params(spec), "params")
+
+    def build(self, name: str, spec, key: dict, h: str, ctx: BuildContext, tmp: Path, final: Path) -> dict:
+        m = write_generator(spec, ctx.tok, ctx.row_len, ctx.seed, tmp, ctx.workers, ctx.progress, final)
+        return self.entry(spec, key, h, m)
+
+
+def generator_params(spec) -> dict:
+    """The generator's params of ``spec``: its preset's (when named), updated by its own ``params``."""
+    from ...synthetic import PRESETS
+
+    base: dict = {}
+    if spec.preset is not None:
+        base = {k: v for k, v in PRESETS[spec.preset][1].items() if not k.startswith("_")}
+    return {**base, **spec.params}
+
+
+def write_generator(spec, tok, row_len: int, seed: int, out: Path, workers: int,
+                     progress: bool, final: Path) -> dict:
+    from ...synthetic import GENERATORS
+    from ...synthetic.write import SymbolEncoder, fit_generator, write_generator_shards
+
+    base_vocab = tokenizer_size(tok)  # reserved symbols start after every id of the tokenizer (len(tokenizer))
+    special = special_ids(tok)
+    eos = special.eos
+    if spec.render == "text":
+        enc = SymbolEncoder("text", tokenizer_json=backend(tok).to_str())
+    else:
+        enc = SymbolEncoder("reserved", reserved_offset=base_vocab)
+    params = generator_params(spec)
+    params.setdefault("seed", seed)
+    # Held-out items come from a disjoint seed stream (seed + a large odd offset).
+    splits = {"train": (params, spec.tokens), "val": ({**params, "seed": params["seed"] + VAL_SEED_OFFSET}, spec.val_tokens)}
+    manifests = {}
+    for split, (p, tokens) in splits.items():
+        if tokens // row_len == 0:
+            continue
+        if spec.exact_fill:  # one document (+ EOS) is exactly one row: the generator's length is fitted
+            gen = fit_generator(spec.generator, p, enc, row_len, eos)
+        else:
+            gen = GENERATORS.build(spec.generator, p, "params")
+        vocab = base_vocab if spec.render == "text" else base_vocab + gen.vocab_size
+        extra = {"tokenizer_sha256": tokenizer_hash(tok), "split": split,
+                 "reserved_ids": [base_vocab, vocab] if spec.render == "reserved" else None}
+        manifests[split] = write_generator_shards(
+            gen, enc, out / split, tokens // row_len, row_len, vocab, eos, workers=workers, pack_mode=spec.pack,
+            pad_id=special.pad, progress=progress, manifest_extra=extra, exact_fill=spec.exact_fill,
+            unit_tokens=spec.unit_tokens, resume_as=final.parent / f"{final.name}-{split}",
+        )
+    return manifests
