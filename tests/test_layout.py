@@ -85,7 +85,7 @@ _RUN_FILE_LITERALS = re.compile(
     r"""|checksums\.json|sharded|summary\.json|items\.jsonl)["']"""
     r"""|\bdata["']?\s*/\s*["']manifest\.json["']""")
 # files whose owners have not moved to layout's names yet (issue #24 item 5); shrink, never grow
-_PENDING = {"experiment.py", "launch.py", "plan.py"}
+_PENDING = {"experiment.py"}
 
 
 def _spellers() -> dict[str, list[str]]:

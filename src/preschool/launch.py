@@ -103,7 +103,7 @@ def _check_prepared_run(exp: Experiment) -> dict:
     from .io import read_json
 
     data = layout.data_dir(exp.out_dir)
-    manifest_path = data / "manifest.json"
+    manifest_path = layout.data_manifest_path(exp.out_dir)
     if not manifest_path.is_file():
         raise _not_prepared(exp, f"no prepared data in {data}")
     manifest = read_json(manifest_path)

@@ -99,7 +99,9 @@ class ArmTarget:
 
 def _tokenizer_vocab(tok: dict, out_dir: Path, notes: list[str]) -> int:
     """The model vocabulary: the prepared data's when it exists, else what the tokenizer config implies."""
-    manifest = out_dir / "data" / "manifest.json"
+    from .layout import data_manifest_path
+
+    manifest = data_manifest_path(out_dir)
     if manifest.is_file():
         from .io import read_json
 
