@@ -73,7 +73,7 @@ def novel_docs(folder: Path, files: int):
 
 def ours(docs, tok, workers: int, unit_tokens: int) -> tuple[float, int]:
     from preschool.data.engine import run_units, text_units
-    from preschool.data.prepare import CorpusJob
+    from preschool.data.builders.corpus import CorpusJob
 
     class Job(CorpusJob):  # documents already in memory, so reading the text is not what we time
         def units(self, start=None):
@@ -175,7 +175,7 @@ def resume_times(folder: Path, unit_tokens: int) -> list[tuple[str, int, int, fl
     """``(format, unit k, units, seconds reading from the start, seconds continuing at k's position)`` for the
     last full unit of the novels, as text and as JSON Lines (see the module docstring, part 7)."""
     from preschool.corpora import CorpusConfig
-    from preschool.data.prepare import CorpusJob
+    from preschool.data.builders.corpus import CorpusJob
 
     def best(fn) -> float:
         times = []

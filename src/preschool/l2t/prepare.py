@@ -1,4 +1,4 @@
-"""L2T datasets inside an experiment (``preschool run``): the hook ``data/prepare.py`` needs.
+"""L2T datasets inside an experiment (``preschool run``): what ``data/builders/l2t.py`` calls.
 
 An experiment dataset with an ``l2t:`` block (a :class:`BuildConfig` as a
 mapping, without ``seq_len``) is built from its corpus by
