@@ -79,12 +79,16 @@ def test_input_where_every_record_is_dropped_is_an_error_listing_the_drops(tmp_p
     corpus = tmp_path / "corpus.yaml"
     corpus.write_text(f"source: auto\npath: {data}\non_bad_record: drop\n")
     out = tmp_path / "out"
-    out.mkdir()
-    (out / "keep.txt").write_text("an earlier output")
+    good = tmp_path / "good.txt"
+    good.write_text(TEXT)
+    assert l2t(good, out, "--val-fraction", "0") == 0  # an earlier output of the same command
+    before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    capsys.readouterr()
     assert l2t(corpus, out) == 2
     err = capsys.readouterr().err
     assert "no training rows from 0 documents" in err and "bad_json: 2" in err and "missing_field: 1" in err
-    assert (out / "keep.txt").read_text() == "an earlier output"  # nothing already written is lost
+    # nothing already written is lost
+    assert {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
 
 
 def test_documents_that_give_no_row_are_an_error_with_the_transform_drops(tmp_path, capsys):
