@@ -211,3 +211,40 @@ def file_reads(monkeypatch):
     monkeypatch.setattr(pq, "ParquetFile", parquet_file)
     monkeypatch.setattr(FileSource, "raw_lines", raw_lines)
     return seen
+
+
+@pytest.fixture
+def spawn():
+    """Factory: ``spawn(args, **popen_kwargs)`` starts ``args`` in a session of its own (a new process group)
+    and returns the Popen. At teardown every group it started is stopped, pass or fail: SIGTERM, up to 40 s
+    to exit (a Ray node drains for up to 30 s), then SIGKILL -- so daemons and their children never outlive
+    the test, and only processes this test started are signalled."""
+    import signal
+    import subprocess
+    import time
+
+    procs: list[subprocess.Popen] = []
+
+    def start(args, **kw):
+        proc = subprocess.Popen([str(a) for a in args], start_new_session=True, **kw)
+        procs.append(proc)
+        return proc
+
+    def signal_group(proc, sig):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:  # the whole group has already exited
+            pass
+
+    yield start
+    for proc in procs:
+        signal_group(proc, signal.SIGTERM)
+    end = time.monotonic() + 40
+    for proc in procs:
+        try:
+            proc.wait(timeout=max(0.1, end - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            pass
+        # the leader may be gone while its children (raylet, workers) still run: kill what is left
+        signal_group(proc, signal.SIGKILL)
+        proc.wait()
