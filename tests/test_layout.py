@@ -84,9 +84,6 @@ _RUN_FILE_LITERALS = re.compile(
     r"""["'](DONE|config\.yaml|metrics\.jsonl|wandb_id\.txt|meta\.json|model\.safetensors|trainer_state\.pt"""
     r"""|checksums\.json|sharded|summary\.json|items\.jsonl)["']"""
     r"""|\bdata["']?\s*/\s*["']manifest\.json["']""")
-# files whose owners have not moved to layout's names yet (issue #24 item 5); shrink, never grow
-_PENDING = {"experiment.py"}
-
 
 def _spellers() -> dict[str, list[str]]:
     src = Path(layout.__file__).parent
@@ -101,9 +98,7 @@ def _spellers() -> dict[str, list[str]]:
 
 
 def test_run_folder_file_names_are_spelled_in_layout_only():
-    found = _spellers()
-    assert {k: v for k, v in found.items() if k not in _PENDING} == {}
-    assert set(found) == _PENDING  # a pending file that is clean now leaves the list
+    assert _spellers() == {}
 
 
 def test_the_literal_grep_sees_each_name():

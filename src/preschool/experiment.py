@@ -386,7 +386,7 @@ def check_prepare(cfg: ExperimentConfig, rebuild: bool = False) -> list:
                        cfg.seed, rebuild)
     replaced = {s.path.resolve(): s for s in stale}
     for arm, seed, run_dir in arm_dirs(cfg) if replaced else []:
-        if not (run_dir / "config.yaml").is_file():
+        if not layout.run_config_path(run_dir).is_file():
             continue
         datasets = cfg.arm_datasets(arm)
         for name in cfg.stage_datasets(arm):
@@ -412,9 +412,9 @@ def prepare(cfg: ExperimentConfig, progress: bool = True, rebuild: bool = False)
         from .corpora.storybook import write_minimal_pairs
 
         mp = out / "minimal_pairs"
-        if not (mp / "DONE").is_file():
+        if not layout.is_done(mp):
             write_minimal_pairs(mp, seed=cfg.minimal_pairs.seed, n_per_paradigm=cfg.minimal_pairs.per_paradigm)
-            (mp / "DONE").write_text("ok\n")
+            layout.done_path(mp).write_text("ok\n")
     return manifest
 
 
