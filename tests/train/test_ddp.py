@@ -66,3 +66,51 @@ def test_cli_under_torchrun(tmp_path, datasets, micro_cfg, torchrun):
     assert proc.stdout.count('"steps": 8') == 1  # only rank 0 prints the summary
     assert (tmp_path / "out" / "DONE").is_file()
     assert [r["step"] for r in rows(tmp_path / "out")] == list(range(1, 9))
+
+
+@pytest.mark.rendezvous  # opt-in: pytest -m rendezvous tests/train/test_ddp.py
+def test_two_torchrun_agents_meet_by_c10d_rendezvous_and_match_one_process(tmp_path, datasets, micro_cfg, spawn):
+    """Two nodes on 127.0.0.1, as ``preschool launch --slurm`` starts them: one torchrun agent per node, each
+    with one gloo rank, meet through a c10d rendezvous (the first agent hosts its store) and run
+    ``preschool train``; the result equals one process's. Ranks come from the rendezvous, so no --node-rank."""
+    import os
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    import yaml
+    from safetensors.torch import load_file
+
+    cfg = micro_cfg(device="cpu")  # 8 steps, checkpoint at 4 and 8
+    (tmp_path / "run.yaml").write_text(yaml.safe_dump({"train": cfg, "datasets": {k: str(v) for k, v in datasets.items()}}))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    # loopback only: gloo's sockets on lo, the agents' addresses and the store on 127.0.0.1
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "GLOO_SOCKET_IFNAME": "lo"}
+    started = time.monotonic()
+    agents = [spawn([sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "1",
+                     "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "preschool-rdzv",
+                     "--rdzv-conf", f"is_host={int(node == 0)},join_timeout=300", "--local-addr", "127.0.0.1",
+                     "--max-restarts", "0", "-m", "preschool.cli", "train", tmp_path / "run.yaml",
+                     "--out", tmp_path / "ddp"],
+                    env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+              for node in (0, 1)]
+    outs = [agent.communicate(timeout=900) for agent in agents]  # on a timeout, spawn's teardown kills both
+    wall = time.monotonic() - started
+    for agent, (_, err) in zip(agents, outs):
+        assert agent.returncode == 0, err[-3000:]
+    assert sum(out.count('"steps": 8') for out, _ in outs) == 1  # one global rank 0 across the two nodes
+    single = train(cfg, tmp_path / "single", {k: str(v) for k, v in datasets.items()})
+    assert single["steps"] == 8
+    a, b = rows(tmp_path / "ddp"), rows(tmp_path / "single")
+    assert [r["step"] for r in a] == list(range(1, 9))
+    for x, y in zip(a, b):
+        assert x["loss"] == pytest.approx(y["loss"], abs=1e-4)
+    ddp, ref = (load_file(str(tmp_path / d / "checkpoints" / "step-00000008" / "model.safetensors"))
+                for d in ("ddp", "single"))
+    for k, v in ref.items():
+        assert torch.allclose(ddp[k], v, atol=1e-4), k
+    assert (tmp_path / "ddp" / "DONE").is_file()
+    print(f"two torchrun agents (c10d rendezvous on 127.0.0.1:{port}) trained 8 steps in {wall:.1f} s")
