@@ -68,26 +68,11 @@ def test_stable_gain_degenerate_cases_do_not_crash():
         stable_gain([1, 2], [1, 2], [1, 2], window=(5, 1))
 
 
-def test_bootstrap_ci_properties():
-    rng = np.random.default_rng([0, 1])
-    x = rng.normal(10.0, 2.0, size=200)
-    lo, hi = bootstrap_ci(x)
-    assert lo < x.mean() < hi
-    # close to the normal-theory interval 1.96 * s / sqrt(n)
-    half = 1.96 * x.std(ddof=1) / math.sqrt(x.size)
-    assert (hi - lo) / 2 == pytest.approx(half, rel=0.1)
-    assert bootstrap_ci(x) == bootstrap_ci(x)  # seeded
-    assert bootstrap_ci(x, seed=1) != bootstrap_ci(x, seed=2)
-    mlo, mhi = bootstrap_ci(x, stat="median", n_resamples=2000)
-    assert mlo < np.median(x) < mhi
-    assert bootstrap_ci([4.0]) == (4.0, 4.0)
-    assert bootstrap_ci([1.0, float("nan"), 1.0]) == (1.0, 1.0)
-    lo80, hi80 = bootstrap_ci(x, ci=0.8)
-    assert lo < lo80 < hi80 < hi
-    with pytest.raises(DataError):
-        bootstrap_ci([])
-    with pytest.raises(ConfigError, match="stat"):
-        bootstrap_ci(x, stat="mode")
+def test_the_shared_numerics_are_re_exported_not_copied():
+    # bootstrap_ci and mad live in preschool/numerics.py (tests/test_numerics.py); stats re-exports them
+    import preschool.numerics as numerics
+
+    assert (bootstrap_ci, mad) == (numerics.bootstrap_ci, numerics.mad)
 
 
 def test_seed_summary_and_checkpoint_summary():

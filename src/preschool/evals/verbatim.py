@@ -570,7 +570,7 @@ def summarise(rows: list[dict], conditions: list[str], resamples: int = 10000, s
     ``x_perc/int<words>``; Armeni word-level: ``armeni/x_perc_median``,
     ``armeni/x_perc_ci_lo``/``_ci_hi``, ``armeni/x_perc_mad``.
     """
-    from ..analysis.stats import bootstrap_ci, mad
+    from ..numerics import bootstrap_ci, mad
 
     metrics: dict[str, float] = {}
     extra: dict[str, Any] = {"positions": {}, "by_group": []}
