@@ -1,13 +1,14 @@
 """Dataset builders: how ``prepare`` turns each ``data.<name>`` spec into a dataset folder.
 
 Every dataset of an experiment is built by the one builder that claims its spec
-(:data:`DATASET_BUILDERS`, one builder per file in ``data/builders/``: ``corpus``,
-``generator``, ``l2t``, ``derived``). ``prepare`` (data/prepare.py) is then one
+(:data:`DATASET_BUILDERS`, one builder per file: ``corpus`` and ``derived`` in
+``data/builders/``; ``generator`` in ``synthetic/builder.py`` and ``l2t`` in
+``l2t/builder.py``, because those packages build on ``data`` and ``data`` never imports
+them). ``prepare`` (data/prepare.py) is then one
 loop over :func:`build_order`: for each dataset, the builder says what it is built
 from (:meth:`DatasetBuilder.key`, hashed into ``dataset.json``), why a folder
 prepared earlier differs (:meth:`DatasetBuilder.why_stale`) and writes it
-(:meth:`DatasetBuilder.build`). Builders import the packages they build from
-(``synthetic``, ``l2t``) inside their methods, so finding them loads neither.
+(:meth:`DatasetBuilder.build`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,10 @@ from ..config import check, to_dict
 from ..errors import ConfigError
 from ..registry import Registry
 
-DATASET_BUILDERS = Registry("dataset builder", packages=("preschool.data.builders",))
+# Where builders live: every module of data/builders/, and the one builder module of each package above data
+# that prepare builds from. A new builder is one new file in data/builders/ (or a package's builder.py).
+DATASET_BUILDERS = Registry("dataset builder", packages=(
+    "preschool.data.builders", "preschool.synthetic.builder", "preschool.l2t.builder"))
 
 
 @dataclass
@@ -47,7 +51,8 @@ class BuildContext:
 
 class DatasetBuilder:
     """Builds the datasets whose spec it :meth:`claims`. A subclass registers itself in its own file of
-    ``data/builders/`` with ``@DATASET_BUILDERS.register("<name>")``."""
+    ``data/builders/`` (or in ``synthetic/builder.py`` / ``l2t/builder.py``) with
+    ``@DATASET_BUILDERS.register("<name>")``."""
 
     stage = 0  # builders of a lower stage build first (derived datasets: after every dataset they may read)
 

@@ -12,7 +12,7 @@ recorded spec (and the tokenizer hash) match, so an interrupted ``prepare``
 resumes at dataset granularity.
 
 Each dataset is built by the builder that claims its spec (data/builder.py,
-one per file in data/builders/): natural text from a corpus (split into
+one per file: data/builders/, synthetic/builder.py, l2t/builder.py): natural text from a corpus (split into
 train/val **by document**; Control sets, disjoint from another dataset's
 documents, use ``exclude``), a synthetic generator (text render: tokenized by
 the run's tokenizer; reserved render: symbols get their own ids after the
@@ -60,7 +60,7 @@ class DatasetSpec:
     source: str | None = None  # derived: the dataset of this experiment it is built from; `params` configure the kind
 
     def validate(self) -> None:
-        builder_of(self).validate(self)  # the builder of this spec (data/builders/) checks its fields
+        builder_of(self).validate(self)  # the builder of this spec (data/builder.py) checks its fields
 
     def record(self) -> dict:
         """The spec as recorded in ``dataset.json`` and hashed: its fields, without the derived-dataset

@@ -1,4 +1,4 @@
-"""L2T datasets inside an experiment (``preschool run``): what ``data/builders/l2t.py`` calls.
+"""L2T datasets inside an experiment (``preschool run``): what ``l2t/builder.py`` calls.
 
 An experiment dataset with an ``l2t:`` block (a :class:`BuildConfig` as a
 mapping, without ``seq_len``) is built from its corpus by

@@ -1,4 +1,7 @@
-"""generator: a synthetic dataset, items of a registered generator (``generator:``, ``preset:``, ``params:``).
+"""The ``generator`` dataset builder: items of a registered generator (``generator:``, ``preset:``, ``params:``).
+
+It lives here, not in ``data/builders/``, because synthetic builds on ``data`` (shards, packing,
+tokenizer) and never the reverse; ``DATASET_BUILDERS`` finds it all the same (data/builder.py).
 
 Text render: the items' symbols are written as text and tokenized by the run's
 tokenizer; reserved render: each symbol gets its own id after the tokenizer's
@@ -9,10 +12,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ...config import check
-from ...seeds import VAL_SEED_OFFSET
-from ..builder import DATASET_BUILDERS, BuildContext, TokenizedBuilder
-from ..tokenizer import backend, special_ids, tokenizer_hash, tokenizer_size
+from ..config import check
+from ..data.builder import DATASET_BUILDERS, BuildContext, TokenizedBuilder
+from ..data.tokenizer import backend, special_ids, tokenizer_hash, tokenizer_size
+from ..seeds import VAL_SEED_OFFSET
+from .base import GENERATORS
+from .write import SymbolEncoder, fit_generator, write_generator_shards
 
 
 @DATASET_BUILDERS.register("generator")
@@ -24,7 +29,7 @@ class GeneratorBuilder(TokenizedBuilder):
 
     def validate(self, spec) -> None:
         super().validate(spec)
-        from ...synthetic import GENERATORS, PRESETS
+        from . import PRESETS  # the package's lazy attribute: the presets once every generator is found
 
         GENERATORS.get(spec.generator, "generator")
         if spec.preset is not None:
@@ -40,7 +45,7 @@ class GeneratorBuilder(TokenizedBuilder):
 
 def generator_params(spec) -> dict:
     """The generator's params of ``spec``: its preset's (when named), updated by its own ``params``."""
-    from ...synthetic import PRESETS
+    from . import PRESETS
 
     base: dict = {}
     if spec.preset is not None:
@@ -50,9 +55,6 @@ def generator_params(spec) -> dict:
 
 def write_generator(spec, tok, row_len: int, seed: int, out: Path, workers: int,
                      progress: bool, final: Path) -> dict:
-    from ...synthetic import GENERATORS
-    from ...synthetic.write import SymbolEncoder, fit_generator, write_generator_shards
-
     base_vocab = tokenizer_size(tok)  # reserved symbols start after every id of the tokenizer (len(tokenizer))
     special = special_ids(tok)
     eos = special.eos
