@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from preschool.cli import main
-from preschool.launch import load, slurm_jobs, SlurmOptions
+from preschool.experiment import load
+from preschool.launch import slurm_jobs, SlurmOptions
 
 ROOT = Path(__file__).resolve().parents[1]
 PAPER = sorted((ROOT / "examples" / "paper").glob("*.yaml"))
@@ -222,7 +223,7 @@ def test_every_job_sets_cpus_per_task_and_srun_passes_them_on(tmp_path):
 def test_rank_threads_divide_the_process_cpus_among_local_ranks(monkeypatch):
     import torch
 
-    from preschool.launch import rank_threads
+    from preschool.experiment import rank_threads
 
     before = torch.get_num_threads()
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(8)))

@@ -19,7 +19,7 @@ from .errors import PreschoolError
 
 COMMANDS: dict[str, str] = {
     "run": "preschool.experiment_cli",
-    "prepare": "preschool.data.cli",
+    "prepare": "preschool.prepare_cli",
     "export": "preschool.data.export_cli",
     "generate": "preschool.synthetic.cli",
     "transform": "preschool.transform_cli",

@@ -506,3 +506,136 @@ def run_experiment(cfg: ExperimentConfig, progress: bool = True, stages: tuple[s
         print(f"[preschool] report: {path}")
         return path
     return cfg.out_dir
+
+
+# ----------------------------------------------------------------------------- the runner's commands
+# `preschool run` (whole, or one --arm x --seed) and `preschool prepare` start here; the Slurm jobs that
+# `preschool launch` writes run those same commands (launch.py holds only the scripts).
+
+
+@dataclass
+class Experiment:
+    """An experiment YAML, loaded, as the commands that run it see it (path and ``--set`` overrides kept
+    to name the command a second process is told about, or the one to run first)."""
+
+    path: Path
+    overrides: list[str]
+    cfg: ExperimentConfig
+    arms: list[str]
+    seeds: list[int]
+    depends: dict[str, str] = field(default_factory=dict)  # arm -> arm whose final checkpoint it starts from
+
+    @property
+    def out_dir(self) -> Path:
+        return self.cfg.out_dir
+
+
+def load(path: str | Path, overrides: list[str] = ()) -> Experiment:
+    """Load an experiment YAML (``preschool run``/``prepare``/``launch``; compartments experiments and
+    audits included)."""
+    path = Path(path)
+    cfg = load_experiment(path, list(overrides))
+    return Experiment(path, list(overrides), cfg, [a.name for a in cfg.arms], list(cfg.seeds),
+                      cfg.arm_dependencies())
+
+
+def output_lock(cfg: ExperimentConfig, command: str):
+    """The one lock the runner takes: ``<out>/.preschool.lock`` keyed by the config (:mod:`preschool.lock`).
+
+    ``preschool run`` holds it for every step, ``preschool prepare`` (:func:`prepare_locked`) for the data;
+    a second process of the same config waits, one of another config stops naming ``command``."""
+    from .lock import config_key, output_lock as lock
+
+    return lock(cfg.out_dir, command, key=config_key(cfg))
+
+
+def prepare_locked(exp: Experiment, progress: bool = True, command: str | None = None,
+                   rebuild: bool = False) -> dict:
+    """Build the experiment's data once, holding the output lock; returns the data manifest.
+
+    ``command`` is what a second process is told is running (default: the
+    ``preschool prepare`` line of ``exp``). A second prepare of the same config
+    waits and reuses the data; one of another config into the same ``out``
+    raises :class:`DataError` (see :mod:`preschool.lock`). Data prepared from
+    another spec is refused, or with ``rebuild`` replaced (:func:`check_prepare`).
+    """
+    from .lock import command_line
+
+    with output_lock(exp.cfg, command or command_line("prepare", str(exp.path), exp.overrides, None)):
+        return prepare(exp.cfg, progress, rebuild)
+
+
+def _not_prepared(exp: Experiment, why: str):
+    import shlex
+
+    from .errors import DataError
+
+    cmd = " ".join(["preschool", "prepare", shlex.quote(str(exp.path)),
+                    *[f"--set {shlex.quote(o)}" for o in exp.overrides]])
+    return DataError(f"{why}; prepare the data first: {cmd}")
+
+
+def check_prepared(exp: Experiment) -> dict:
+    """The data manifest, if every dataset of the config is prepared with its current spec; else a
+    DataError naming the dataset and the ``preschool prepare`` line to run."""
+    from .io import read_json
+
+    data = layout.data_dir(exp.out_dir)
+    manifest_path = layout.data_manifest_path(exp.out_dir)
+    if not manifest_path.is_file():
+        raise _not_prepared(exp, f"no prepared data in {data}")
+    manifest = read_json(manifest_path)
+    for name, spec in exp.cfg.data.items():
+        entry = manifest["datasets"].get(name)
+        if entry is None or entry.get("spec") != spec.record() or manifest.get("seq_len") != exp.cfg.seq_len:
+            raise _not_prepared(exp, f"dataset {name!r} in {data} is missing or was prepared from another spec")
+        if not (data / name / "dataset.json").is_file():
+            raise _not_prepared(exp, f"dataset {name!r} has no {data / name / 'dataset.json'}")
+    return manifest
+
+
+def rank_threads() -> int | None:
+    """Under torchrun, set torch's intra-op threads to this process's CPUs divided among the node's ranks.
+
+    The CPUs are those the process may run on (``os.sched_getaffinity``: what
+    Slurm's ``--cpus-per-task`` gave the node's task, shared by its torchrun
+    processes); ``LOCAL_WORLD_SIZE`` is the number of ranks on this node. Ranks
+    that each take every CPU oversubscribe the node (two ranks x two threads on
+    two cores ran ~10x slower than one rank). Returns the count set, or None
+    outside torchrun (torch's default is kept).
+    """
+    import os
+
+    local = os.environ.get("LOCAL_WORLD_SIZE")
+    if not local:
+        return None
+    import torch
+
+    cpus = len(os.sched_getaffinity(0))
+    n = max(1, cpus // max(1, int(local)))
+    torch.set_num_threads(n)
+    if os.environ.get("LOCAL_RANK", "0") == "0":  # once per node, in the job log
+        print(f"[preschool] torch threads per rank: {n} ({cpus} CPUs / {local} local ranks)", flush=True)
+    return n
+
+
+def run_arm(exp: Experiment, arm: str, seed: int | None = None, progress: bool = True) -> Path:
+    """Train one arm x seed of a prepared experiment (``preschool run EXP --arm A [--seed S]``).
+
+    Refuses (``DataError`` naming the prepare command) when the data is not
+    prepared, instead of preparing it from every rank of a multi-node job; takes
+    no lock (every rank of a job runs it; each job writes only its own run folder).
+    Under ``torchrun`` every rank calls this; the trainer forms the process group.
+    """
+    from dataclasses import replace
+
+    if arm not in exp.arms:
+        raise ConfigError("--arm", f"no arm named {arm!r}; the experiment has {exp.arms}")
+    seed = exp.seeds[0] if seed is None else int(seed)
+    if seed not in exp.seeds:
+        raise ConfigError("--seed", f"seed {seed} is not in the experiment's seeds {exp.seeds}")
+    check_prepared(exp)
+    rank_threads()
+    one = replace(exp.cfg, arms=[a for a in exp.cfg.arms if a.name == arm], seeds=[seed])
+    train_arms(one, progress)  # the trainer forms the process group under torchrun
+    return layout.run_dir(exp.out_dir, arm, seed)

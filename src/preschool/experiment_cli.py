@@ -46,7 +46,7 @@ def add_arguments(p) -> None:
 def run(args) -> int:
     if args.arm is not None or args.seed is not None:
         from .errors import ConfigError
-        from .launch import load, run_arm
+        from .experiment import load, run_arm
 
         if args.arm is None:
             raise ConfigError("--seed", "needs --arm (which arm to train)")
@@ -58,14 +58,14 @@ def run(args) -> int:
         run_dir = run_arm(exp, args.arm, args.seed, progress=not args.no_progress)
         print(f"[preschool] arm {args.arm}: {run_dir}")
         return 0
-    from .experiment import load_experiment, run_experiment
-    from .lock import command_line, config_key, output_lock
+    from .experiment import load_experiment, output_lock, run_experiment
+    from .lock import command_line
 
     overrides = list(args.overrides)
     if args.out:
         overrides.append(f"out={args.out}")
     cfg = load_experiment(args.config, overrides)
     steps = tuple(args.only) if args.only else ("train", "eval", "report")
-    with output_lock(cfg.out_dir, command_line("run", args.config, args.overrides, args.out), key=config_key(cfg)):
+    with output_lock(cfg, command_line("run", args.config, args.overrides, args.out)):
         run_experiment(cfg, progress=not args.no_progress, stages=steps, rebuild=args.rebuild)
     return 0

@@ -1,4 +1,8 @@
-"""Cluster runs: one arm x seed per job (``preschool run --arm``) and Slurm job graphs (``preschool launch``).
+"""Slurm job graphs for an experiment (``preschool launch``): the scripts, what is current, the submission.
+
+The jobs run the runner's commands (:mod:`preschool.experiment`: ``preschool
+prepare``, ``preschool run --arm A --seed S``, ``preschool run --only eval
+--only report``); this module only writes and submits them.
 
 An experiment on a cluster is three kinds of job:
 
@@ -28,12 +32,11 @@ had submitted. ``--dry-run`` writes the scripts and prints the same decision
 and the sbatch commands without submitting. Hardware per job comes from
 :class:`SlurmOptions` (``--gpus-per-node 0``: CPU jobs); every job sets
 ``--cpus-per-task``, and each rank runs ``CPUs / ranks per node`` torch threads
-(:func:`rank_threads`).
+(:func:`preschool.experiment.rank_threads`).
 """
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
 import shutil
@@ -43,123 +46,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .errors import ConfigError, DataError, PreschoolError
-
-
-# ----------------------------------------------------------------------------- the experiment
-
-
-@dataclass
-class Experiment:
-    """An experiment YAML, loaded, with what the launcher needs from it."""
-
-    path: Path
-    overrides: list[str]
-    cfg: object
-    arms: list[str]
-    seeds: list[int]
-    depends: dict[str, str] = field(default_factory=dict)  # arm -> arm whose final checkpoint it starts from
-
-    @property
-    def out_dir(self) -> Path:
-        return self.cfg.out_dir
-
-
-def load(path: str | Path, overrides: list[str] = ()) -> Experiment:
-    """Load an experiment YAML (``preschool run``; compartments experiments and audits included)."""
-    from .experiment import load_experiment
-
-    path = Path(path)
-    cfg = load_experiment(path, list(overrides))
-    return Experiment(path, list(overrides), cfg, [a.name for a in cfg.arms], list(cfg.seeds),
-                      cfg.arm_dependencies())
-
-
-def prepare(exp: Experiment, progress: bool = True, command: str | None = None, rebuild: bool = False) -> dict:
-    """Build the experiment's data once, holding the output lock; returns the data manifest.
-
-    ``command`` is what a second process is told is running (default: the
-    ``preschool prepare`` line of ``exp``). A second prepare of the same config
-    waits and reuses the data; one of another config into the same ``out``
-    raises :class:`DataError` (see :mod:`preschool.lock`). Data prepared from
-    another spec is refused, or with ``rebuild`` replaced (``experiment.check_prepare``).
-    """
-    from .experiment import prepare as prepare_run
-    from .lock import command_line, config_key, output_lock
-
-    command = command or command_line("prepare", str(exp.path), exp.overrides, None)
-    with output_lock(exp.out_dir, command, key=config_key(exp.cfg)):
-        return prepare_run(exp.cfg, progress, rebuild)
-
-
-def _not_prepared(exp: Experiment, why: str) -> DataError:
-    cmd = " ".join(["preschool", "prepare", shlex.quote(str(exp.path)),
-                    *[f"--set {shlex.quote(o)}" for o in exp.overrides]])
-    return DataError(f"{why}; prepare the data first: {cmd}")
-
-
-def _check_prepared_run(exp: Experiment) -> dict:
-    """The data manifest, if every dataset of the config is prepared with its current spec."""
-    from . import layout
-    from .io import read_json
-
-    data = layout.data_dir(exp.out_dir)
-    manifest_path = layout.data_manifest_path(exp.out_dir)
-    if not manifest_path.is_file():
-        raise _not_prepared(exp, f"no prepared data in {data}")
-    manifest = read_json(manifest_path)
-    for name, spec in exp.cfg.data.items():
-        entry = manifest["datasets"].get(name)
-        if entry is None or entry.get("spec") != spec.record() or manifest.get("seq_len") != exp.cfg.seq_len:
-            raise _not_prepared(exp, f"dataset {name!r} in {data} is missing or was prepared from another spec")
-        if not (data / name / "dataset.json").is_file():
-            raise _not_prepared(exp, f"dataset {name!r} has no {data / name / 'dataset.json'}")
-    return manifest
-
-
-def rank_threads() -> int | None:
-    """Under torchrun, set torch's intra-op threads to this process's CPUs divided among the node's ranks.
-
-    The CPUs are those the process may run on (``os.sched_getaffinity``: what
-    Slurm's ``--cpus-per-task`` gave the node's task, shared by its torchrun
-    processes); ``LOCAL_WORLD_SIZE`` is the number of ranks on this node. Ranks
-    that each take every CPU oversubscribe the node (two ranks x two threads on
-    two cores ran ~10x slower than one rank). Returns the count set, or None
-    outside torchrun (torch's default is kept).
-    """
-    local = os.environ.get("LOCAL_WORLD_SIZE")
-    if not local:
-        return None
-    import torch
-
-    cpus = len(os.sched_getaffinity(0))
-    n = max(1, cpus // max(1, int(local)))
-    torch.set_num_threads(n)
-    if os.environ.get("LOCAL_RANK", "0") == "0":  # once per node, in the job log
-        print(f"[preschool] torch threads per rank: {n} ({cpus} CPUs / {local} local ranks)", flush=True)
-    return n
-
-
-def run_arm(exp: Experiment, arm: str, seed: int | None = None, progress: bool = True) -> Path:
-    """Train one arm x seed of a prepared experiment (``preschool run EXP --arm A [--seed S]``).
-
-    Refuses (``DataError`` naming the prepare command) when the data is not
-    prepared, instead of preparing it from every rank of a multi-node job.
-    Under ``torchrun`` every rank calls this; the trainer forms the process group.
-    """
-    from . import layout
-
-    if arm not in exp.arms:
-        raise ConfigError("--arm", f"no arm named {arm!r}; the experiment has {exp.arms}")
-    seed = exp.seeds[0] if seed is None else int(seed)
-    if seed not in exp.seeds:
-        raise ConfigError("--seed", f"seed {seed} is not in the experiment's seeds {exp.seeds}")
-    from .experiment import train_arms
-
-    _check_prepared_run(exp)
-    rank_threads()
-    one = replace(exp.cfg, arms=[a for a in exp.cfg.arms if a.name == arm], seeds=[seed])
-    train_arms(one, progress)  # the trainer forms the process group under torchrun
-    return layout.run_dir(exp.out_dir, arm, seed)
+# the runner (experiment.py) loads the experiment and says whether its data is prepared; this module only
+# writes and submits the jobs that run its commands
+from .experiment import Experiment, check_prepared, load
 
 
 # ----------------------------------------------------------------------------- Slurm scripts
@@ -354,7 +243,7 @@ def current_jobs(exp: Experiment, jobs: list[Job]) -> dict[str, str]:
 
     done: dict[str, str] = {}
     try:
-        _check_prepared_run(exp)
+        check_prepared(exp)
     except DataError:
         return done  # the data is (re)built, so every arm trains on what prepare makes
     done["prepare"] = "data prepared with the current spec"

@@ -1,8 +1,8 @@
 """One writer per output folder: ``<out>/.preschool.lock``, the only lock the commands take.
 
-``preschool prepare`` (through :func:`preschool.launch.prepare`, which the
-Slurm prepare job runs too) and ``preschool run`` hold :func:`output_lock` on
-the experiment's output folder while they work. The lock file says who holds
+``preschool prepare`` (which the Slurm prepare job runs too) and ``preschool
+run`` hold :func:`output_lock` on the experiment's output folder while they
+work, both through the runner's one lock taker, :func:`preschool.experiment.output_lock`. The lock file says who holds
 it (pid, host, start time, command, and a *config key*: :func:`config_key`,
 a hash of the experiment config without the fields that only change how it
 runs, ``out`` and ``workers``) and carries an exclusive ``flock`` for as long
@@ -25,14 +25,14 @@ it dies. A second process asking for the same folder:
   that process is gone.
 
 Within one process the lock is re-entrant: ``preschool prepare`` holds it and
-calls :func:`preschool.launch.prepare`, which takes it again.
+calls :func:`preschool.experiment.prepare_locked`, which takes it again.
 
 ``preschool train`` holds it on its run folder (rank 0, keyed by its config).
 ``export``, ``generate`` and ``transform l2t`` replace their ``--out`` whole, so
 they hold it *beside* the folder (``beside=True``: ``<parent>/.<name>.preschool.lock``)
 and without a key: a second writer of the same ``--out`` stops (:mod:`preschool.outdir`).
 
-Example (what ``launch.prepare`` does)::
+Example (what ``experiment.output_lock`` does)::
 
     with output_lock(exp.out_dir, "preschool prepare exp.yaml", key=config_key(exp.cfg)):
         ...  # build what is missing
@@ -204,7 +204,7 @@ def output_lock(folder: str | Path, command: str, key: str | None = None, beside
     (folder.parent if beside else folder).mkdir(parents=True, exist_ok=True)
     path = lock_path(folder, beside)
     mine = _held.get(folder.resolve())
-    if mine is not None:  # this process holds it already (prepare CLI -> launch.prepare)
+    if mine is not None:  # this process holds it already (prepare CLI -> experiment.prepare_locked)
         if key is not None and mine[0] is not None and key != mine[0]:
             raise DataError(f"{folder}: this process holds its lock for config key {mine[0]}, not {key}")
         mine[1] += 1

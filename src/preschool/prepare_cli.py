@@ -1,4 +1,7 @@
-"""``preschool prepare``: build an experiment's tokenizer and shard sets without training."""
+"""``preschool prepare``: build an experiment's tokenizer and shard sets without training.
+
+A top-level command module like ``experiment_cli`` (the runner's other command): the data package
+builds datasets and knows nothing of experiments, so the command that loads one lives outside it."""
 
 from __future__ import annotations
 
@@ -71,8 +74,8 @@ def executor_options(args):
     """The CLI's ``--executor`` options as a datatrove distributor (None for our own engine)."""
     import os
 
-    from ..errors import ConfigError
-    from .distributed import DatatroveDistributor, ExecutorOptions
+    from .data.distributed import DatatroveDistributor, ExecutorOptions
+    from .errors import ConfigError
 
     if args.executor == "engine":
         return None
@@ -94,10 +97,10 @@ def executor_options(args):
 def run(args) -> int:
     import os
 
-    from ..launch import load, prepare
-    from ..lock import command_line
-    from .distributed import Submitted
-    from .engine import distributed
+    from .data.distributed import Submitted
+    from .data.engine import distributed
+    from .experiment import load, prepare_locked
+    from .lock import command_line
 
     dist = executor_options(args)
     overrides = list(args.overrides) + ([f"out={args.out}"] if args.out else [])
@@ -105,8 +108,8 @@ def run(args) -> int:
     exp = load(args.config, overrides)
     try:
         with distributed(dist):
-            # prepare() holds the output lock (<out>/.preschool.lock) while it works
-            manifest = prepare(exp, progress=not args.no_progress,
+            # prepare_locked holds the output lock (<out>/.preschool.lock) while it works
+            manifest = prepare_locked(exp, progress=not args.no_progress,
                                command=command_line("prepare", args.config, args.overrides, args.out),
                                rebuild=args.rebuild)
     except Submitted as e:

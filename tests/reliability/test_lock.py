@@ -93,12 +93,12 @@ def test_lock_from_another_host_is_not_taken_over(tmp_path):
             pass
 
 
-# Prepares the tiny experiment (as `preschool prepare` does: launch.prepare under the output lock, its config
+# Prepares the tiny experiment (as `preschool prepare` does: experiment.prepare_locked under the output lock, its config
 # key recorded), then keeps the lock until told to let go.
 HOLD_PREPARED = """
 import sys, time
 from pathlib import Path
-from preschool.launch import load, prepare
+from preschool.experiment import load, prepare_locked as prepare
 from preschool.lock import config_key, output_lock
 exp = load(sys.argv[1], [f"out={sys.argv[2]}"])
 with output_lock(exp.out_dir, "holder of the tiny experiment", key=config_key(exp.cfg)):
