@@ -308,3 +308,43 @@ def test_an_experiment_refuses_two_evals_filed_under_one_name():
         from_dict(ExperimentConfig, raw)
     raw["evals"][1]["label"] = "heldout_y"
     from_dict(ExperimentConfig, raw)
+
+
+_TRAIN = {"batch_size": 4, "lr": 2.0e-3, "wandb": {"mode": "offline"}, "val_rows": 4}
+
+
+@pytest.mark.parametrize("bad, field", [({"lr": "x"}, "train.lr"), ({"lrr": 1}, "train.lrr"),
+                                        ({"batch_size": 0}, "train.batch_size"),
+                                        ({"wandb": {"mode": "bogus"}}, "train.wandb.mode"),
+                                        ({"betas": [0.9]}, "train.betas")])
+def test_train_mapping_reads_the_same_in_preschool_train_and_an_experiment(tmp_path, bad, field):
+    """One `train:` mapping: `preschool train` (a full TrainConfig) and an experiment (an overlay on
+    the arm's stages and seed) resolve the same settings, and name a bad value by the same key."""
+    import yaml
+
+    from preschool.train.cli import load_run_config
+
+    model = {"preset": "micro"}
+    stages = [{"name": "pt", "data": "pt", "tokens": 2048}]
+
+    def both(train):
+        run_yaml = tmp_path / "train.yaml"
+        run_yaml.write_text(yaml.safe_dump({"train": {"model": model, "stages": stages, **train},
+                                            "datasets": {"pt": "pt"}}))
+        exp_yaml = tmp_path / "exp.yaml"
+        exp_yaml.write_text(yaml.safe_dump({"name": "same", "out": str(tmp_path / "out"), "model": model,
+                                            "corpora": {"sb": {"source": "storybook"}},
+                                            "data": {"pt": {"corpus": "sb", "tokens": 6000}},
+                                            "train": train, "arms": [{"name": "a", "stages": stages}]}))
+        got = []
+        for read in (lambda: load_run_config(run_yaml)[0],
+                     lambda: (c := load_experiment(exp_yaml)).train_config(c.arms[0], 0)):
+            try:
+                got.append(read())
+            except ConfigError as e:
+                got.append(e.field)
+        return got
+
+    cli, exp = both(_TRAIN)
+    assert cli == exp and cli.lr == 2.0e-3 and cli.wandb.mode == "offline"
+    assert both({**_TRAIN, **bad}) == [field, field]
