@@ -206,3 +206,17 @@ def test_eval_spec_every_pt_tokens_alone_does_not_select_every_checkpoint(tmp_pa
     with pytest.raises(ConfigError, match="every"):
         EvalSpec("minimal_pairs", every=0).validate()
 
+
+
+def test_every_also_scores_the_checkpoint_that_ends_each_stage(tmp_path):
+    """A stage ending between two multiples of ``every`` is scored at its own end (the trainer always
+    writes that checkpoint), so the report's end-of-stage value is measured there, not steps earlier."""
+    for step, stage in ((3, 0), (6, 0), (7, 0), (9, 1), (10, 1)):  # PT ends at step 7, DEPO at 10
+        d = tmp_path / "checkpoints" / f"step-{step:08d}"
+        d.mkdir(parents=True)
+        (d / "meta.json").write_text(json.dumps({"step": step, "stage_index": stage, "pt_tokens": min(step, 7) * 64}))
+    steps = lambda **kw: [s for s, _ in select_checkpoints(tmp_path, **kw)]  # noqa: E731
+    assert steps(every=3) == [3, 6, 7, 9, 10]
+    assert steps(every_pt_tokens=3 * 64) == [3, 6, 7, 10]
+    assert steps(steps=[3]) == [3]  # explicit steps alone are taken as given
+    assert steps() == [3, 6, 7, 9, 10]

@@ -241,9 +241,11 @@ def evaluate_checkpoint(
 def select_checkpoints(run_dir: str | Path, every: int | None = None,
                        steps: Sequence[int] | None = None,
                        every_pt_tokens: int | None = None) -> list[tuple[int, Path]]:
-    """Checkpoints to evaluate: all; or steps that are multiples of ``every`` (plus the last one); or
-    checkpoints whose PT-token count (``meta.json`` ``pt_tokens``) is a multiple of ``every_pt_tokens``
-    (plus the last one: the same PT points in an arm whose PT starts after a PPT stage); or ``steps``.
+    """Checkpoints to evaluate: all; or steps that are multiples of ``every``; or checkpoints whose
+    PT-token count (``meta.json`` ``pt_tokens``) is a multiple of ``every_pt_tokens`` (the same PT points
+    in an arm whose PT starts after a PPT stage); or ``steps``. ``every`` and ``every_pt_tokens`` also
+    take the checkpoint that ends each stage (the trainer always writes one), so a report's value at the
+    end of a stage is measured there and not at an earlier multiple; the last checkpoint is one of them.
 
     Given together, the union. A requested step that has no checkpoint is a ConfigError.
     """
@@ -265,8 +267,19 @@ def select_checkpoints(run_dir: str | Path, every: int | None = None,
         wanted |= {s for s, p in ckpts if (pt := read_meta(p).get("pt_tokens")) is not None
                    and pt % every_pt_tokens == 0}
     if (every is not None or every_pt_tokens is not None) and ckpts:
-        wanted.add(ckpts[-1][0])  # the final checkpoint is what token-efficiency curves end on
+        wanted |= _stage_end_steps(ckpts)
     return [(s, p) for s, p in ckpts if s in wanted]
+
+
+def _stage_end_steps(ckpts: list[tuple[int, Path]]) -> set[int]:
+    """Steps of the checkpoints that end a stage: the last one (what token-efficiency curves end on) and
+    each one whose successor is of a later stage (``meta.json`` ``stage_index``; without it, none)."""
+    index = [read_meta(p).get("stage_index") for _, p in ckpts]
+    ends = {ckpts[-1][0]}
+    for (step, _), here, after in zip(ckpts, index, index[1:]):
+        if here is not None and after is not None and after != here:
+            ends.add(step)
+    return ends
 
 
 def evaluate_run(
