@@ -263,18 +263,19 @@ def select_checkpoints(run_dir: str | Path, every: int | None = None,
         raise ConfigError("steps", f"no checkpoint for steps {missing} in {run_dir} (have {sorted(have)})")
     if every is not None:
         wanted |= {s for s in have if s % every == 0}
-    if every_pt_tokens is not None:
-        wanted |= {s for s, p in ckpts if (pt := read_meta(p).get("pt_tokens")) is not None
-                   and pt % every_pt_tokens == 0}
     if (every is not None or every_pt_tokens is not None) and ckpts:
-        wanted |= _stage_end_steps(ckpts)
+        metas = [read_meta(p) for _, p in ckpts]  # each meta.json read once for both rules
+        if every_pt_tokens is not None:
+            wanted |= {s for (s, _), m in zip(ckpts, metas) if (pt := m.get("pt_tokens")) is not None
+                       and pt % every_pt_tokens == 0}
+        wanted |= _stage_end_steps(ckpts, metas)
     return [(s, p) for s, p in ckpts if s in wanted]
 
 
-def _stage_end_steps(ckpts: list[tuple[int, Path]]) -> set[int]:
+def _stage_end_steps(ckpts: list[tuple[int, Path]], metas: list[dict]) -> set[int]:
     """Steps of the checkpoints that end a stage: the last one (what token-efficiency curves end on) and
     each one whose successor is of a later stage (``meta.json`` ``stage_index``; without it, none)."""
-    index = [read_meta(p).get("stage_index") for _, p in ckpts]
+    index = [m.get("stage_index") for m in metas]
     ends = {ckpts[-1][0]}
     for (step, _), here, after in zip(ckpts, index, index[1:]):
         if here is not None and after is not None and after != here:
