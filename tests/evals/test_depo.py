@@ -117,3 +117,12 @@ def test_default_hops_are_the_reference_powers_of_two_up_to_max_hops(hf_tok):
     assert sorted({d["k"] for d in docs}) == [1, 2, 4]
     assert sorted({d["k"] for d in EVALUATORS.build("depo", {"task": {**TASK, "max_hops": 4}, "instances": 1}
                                                     ).documents(hf_tok)}) == [1, 2, 4]
+
+
+def test_report_headlines_the_mean_and_each_hop_count_not_the_nlls():
+    """Beyond Perplexity's acquisition curves are per hop count: each acc/k<k> gets table, gain and
+    efficiency rows; the per-hop NLLs are recorded but not headlined."""
+    from preschool.evals.depo import DepoEval
+
+    assert DepoEval.reported("acc") and DepoEval.reported("acc/k1") and DepoEval.reported("acc/k4")
+    assert not DepoEval.reported("nll/k1") and not DepoEval.reported("nll")

@@ -48,6 +48,8 @@ class Evaluator:
     lower_is_better: ClassVar[tuple[str, ...]] = ()  # fnmatch patterns of metrics where lower is better
     # bookkeeping (pair counts, ties, micro-averages beside a macro one): recorded, never compared
     bookkeeping: ClassVar[tuple[str, ...]] = ("n_*", "n", "ties*", "*_micro", "tokens/*")
+    # fnmatch patterns of the metrics a report headlines; None: every top-level name (no "/")
+    report_patterns: ClassVar[tuple[str, ...] | None] = None
 
     def __init__(self, cfg: Any):
         self.cfg = cfg
@@ -60,8 +62,12 @@ class Evaluator:
     @classmethod
     def reported(cls, metric: str) -> bool:
         """Whether a report headlines ``metric`` (a table column, plot, gain and efficiency row):
-        top-level names unless the evaluator says otherwise, bookkeeping never."""
-        return "/" not in metric and not any(fnmatch.fnmatchcase(metric, p) for p in cls.bookkeeping)
+        the names matching ``report_patterns`` (default: top-level names), bookkeeping never."""
+        if any(fnmatch.fnmatchcase(metric, p) for p in cls.bookkeeping):
+            return False
+        if cls.report_patterns is None:
+            return "/" not in metric
+        return any(fnmatch.fnmatchcase(metric, p) for p in cls.report_patterns)
 
     def evaluate(self, model, tokenizer) -> EvalResult:
         raise NotImplementedError

@@ -78,6 +78,8 @@ class DepoEval(Evaluator):
 
     version: ClassVar[str] = "2"  # 2: default hop set = powers of two (was 1..max_hops)
     headline_metrics: ClassVar[tuple[str, ...]] = ("acc", "acc/*")
+    # the mean and each hop count's accuracy (Beyond Perplexity's acquisition curves are per k); NLLs stay out
+    report_patterns: ClassVar[tuple[str, ...]] = ("acc", "acc/k*")
     lower_is_better: ClassVar[tuple[str, ...]] = ("nll", "nll/*")
     cfg: DepoEvalConfig
 

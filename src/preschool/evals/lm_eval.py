@@ -29,7 +29,6 @@ two log-likelihoods, so an exact tie counts as correct (index 0 wins);
 from __future__ import annotations
 
 import contextlib
-import fnmatch
 import json
 import random
 from dataclasses import dataclass, field
@@ -243,14 +242,10 @@ class LmEval(Evaluator):
 
     version: ClassVar[str] = "1"
     headline_metrics: ClassVar[tuple[str, ...]] = ("*/acc", "*/acc_norm", "*/exact_match", "*/word_perplexity")
+    report_patterns = headline_metrics  # each task's main scores, not stderrs or other filters
     # lm-eval's own direction per metric is recorded with each result (lm_eval_directions); this rule only
     # serves summaries written before that: its lower-is-better metrics are the perplexities and bits per byte
     lower_is_better: ClassVar[tuple[str, ...]] = ("*/*perplexity*", "*/bits_per_byte*", "*/ter*")
-
-    @classmethod
-    def reported(cls, metric: str) -> bool:
-        """A report headlines each task's main scores (``headline_metrics``), not stderrs or other filters."""
-        return any(fnmatch.fnmatchcase(metric, p) for p in cls.headline_metrics)
 
     def evaluate(self, model, tokenizer) -> EvalResult:
         lm_eval = require_lm_eval()
