@@ -72,8 +72,8 @@ def novel_docs(folder: Path, files: int):
 
 
 def ours(docs, tok, workers: int, unit_tokens: int) -> tuple[float, int]:
-    from preschool.data.engine import run_units, text_units
     from preschool.data.builders.corpus import CorpusJob
+    from preschool.data.engine import run_units, text_units
 
     class Job(CorpusJob):  # documents already in memory, so reading the text is not what we time
         def units(self, start=None):
@@ -145,18 +145,19 @@ def l2t_rate(docs, tok) -> tuple[float, int]:
 
 def executor_times(cfg, tok_dir: Path, tokens: int, unit_tokens: int) -> dict:
     """Seconds of ``prepare_data`` for one corpus dataset: engine (2 workers) and datatrove local (2 tasks)."""
+    from preschool.data.builders.corpus import CorpusSpec
     from preschool.data.distributed import DatatroveDistributor, ExecutorOptions
     from preschool.data.engine import distributed
-    from preschool.data.prepare import DatasetSpec, prepare_data
+    from preschool.data.prepare import prepare_data
     from preschool.data.shards import content_sha256
     from preschool.data.tokenizer import TokenizerConfig
 
-    spec = {"pt": DatasetSpec(corpus="novels", tokens=tokens, val_tokens=0, unit_tokens=unit_tokens)}
+    spec = {"pt": CorpusSpec(corpus="novels", tokens=tokens, val_tokens=0, unit_tokens=unit_tokens)}
     out: dict = {}
     with tempfile.TemporaryDirectory() as tmp:
         # warm-up: the first prepare_data of a process pays seconds of one-time costs; keep them out of both
         prepare_data(Path(tmp) / "warm", TokenizerConfig(kind="load", path=str(tok_dir)), {"novels": cfg},
-                     {"pt": DatasetSpec(corpus="novels", tokens=2 * (SEQ + 1), unit_tokens=unit_tokens)},
+                     {"pt": CorpusSpec(corpus="novels", tokens=2 * (SEQ + 1), unit_tokens=unit_tokens)},
                      seq_len=SEQ, seed=0, workers=2, progress=False)
         runs = [("engine", None), ("local", DatatroveDistributor(ExecutorOptions(kind="local", tasks=2)))]
         for name, dist in runs:

@@ -28,6 +28,7 @@ def recipes() -> dict[str, tuple[str, str]]:
 
 def registry_of(kind: str):
     from preschool.analysis.sections import SECTIONS
+    from preschool.data.builder import DATASET_BUILDERS
     from preschool.data.derived import DATASET_KINDS
     from preschool.evals import EVALUATORS
     from preschool.l2t.base import L2T_TASKS
@@ -35,7 +36,7 @@ def registry_of(kind: str):
     from preschool.train.callbacks.registry import CALLBACKS
 
     return {"Generator": GENERATORS, "L2T task": L2T_TASKS, "Evaluator": EVALUATORS,
-            "Derived dataset kind": DATASET_KINDS, "Report section": SECTIONS,
+            "Dataset builder": DATASET_BUILDERS, "Derived dataset kind": DATASET_KINDS, "Report section": SECTIONS,
             "Report section for an evaluator": SECTIONS, "Trainer callback": CALLBACKS}[kind]
 
 
@@ -70,8 +71,8 @@ def drop(monkeypatch):
 
 
 def test_contributing_has_a_one_file_recipe_for_every_kind_of_part():
-    assert set(recipes()) == {"Generator", "L2T task", "Evaluator", "Derived dataset kind", "Report section",
-                              "Report section for an evaluator", "Trainer callback"}
+    assert set(recipes()) == {"Generator", "L2T task", "Evaluator", "Dataset builder", "Derived dataset kind",
+                              "Report section", "Report section for an evaluator", "Trainer callback"}
 
 
 def test_a_new_generator_file_is_found_and_generates(drop):
@@ -116,8 +117,48 @@ def test_a_new_evaluator_file_is_found_and_scores_a_model(drop):
     assert reg.build(name, {"trainable_only": True}).evaluate(model, None).metrics == {"params_m": 12 / 1e6}
 
 
+def test_a_new_dataset_builder_file_is_found_read_from_yaml_and_prepared(drop, tmp_path, capsys):
+    """The recipe's one file: its spec variant is what a YAML naming its key reads, with its own fields only,
+    and prepare builds, records and reuses the dataset like any other."""
+    from preschool.config import from_dict
+    from preschool.corpora.base import CorpusConfig
+    from preschool.data.builder import DatasetSpec, builder_of
+    from preschool.data.prepare import prepare_data
+    from preschool.data.shards import ShardSet
+    from preschool.data.tokenizer import TokenizerConfig, encode_batch, load_tokenizer, special_ids
+
+    reg = registry_of("Dataset builder")
+    name = drop(reg, *recipes()["Dataset builder"])
+    text = "the cat sat on the mat."
+    spec = from_dict(DatasetSpec, {name: text, "tokens": 6 * 33, "val_tokens": 33}, "data.rep")
+    assert type(spec).__name__ == "MyBuilderSpec" and builder_of(spec).registry_name == name
+    with pytest.raises(ConfigError, match=f"does not apply to a {name} dataset") as e:
+        from_dict(DatasetSpec, {name: text, "tokens": 33, "render": "reserved"}, "data.rep")
+    assert e.value.field == "data.rep.render"
+    with pytest.raises(ConfigError, match="give a text") as e:
+        from_dict(DatasetSpec, {name: " ", "tokens": 33}, "data.rep")
+    assert e.value.field == f"data.rep.{name}"
+
+    def prepare():
+        return prepare_data(tmp_path, TokenizerConfig(vocab_size=300, sample_documents=100),
+                            {"sb": CorpusConfig(source="storybook", seed=0)}, {"rep": spec}, seq_len=32,
+                            progress=False)
+
+    manifest = prepare()
+    tok = load_tokenizer(tmp_path / "tokenizer")
+    doc = [*encode_batch(tok, [text])[0], special_ids(tok).eos]
+    train = ShardSet(tmp_path / "rep" / "train")
+    assert len(train) == 6 and len(ShardSet(tmp_path / "rep" / "val")) == 1
+    stream = train.rows(range(6)).reshape(-1).tolist()
+    assert stream == (doc * (len(stream) // len(doc) + 1))[:len(stream)]
+    assert manifest["datasets"]["rep"]["spec"] == {"tokens": 6 * 33, "val_tokens": 33,
+                                                   "unit_tokens": spec.unit_tokens, name: text}
+    capsys.readouterr()
+    assert prepare() == manifest and "rep: up to date" in capsys.readouterr().out
+
+
 def test_a_new_dataset_kind_file_is_found_and_builds(drop, tmp_path):
-    from preschool.data.prepare import DatasetSpec
+    from preschool.data.builders.derived import DerivedSpec
     from preschool.data.shards import ShardSet, ShardWriter
 
     reg = registry_of("Derived dataset kind")
@@ -129,13 +170,13 @@ def test_a_new_dataset_kind_file_is_found_and_builds(drop, tmp_path):
             w.add_rows(rows[:n], loss_mask=np.ones((n, 4), np.uint8))
     from preschool.data.derived import kind_of
 
-    kind = kind_of(DatasetSpec(kind=name, source="base", params={"rows": 3}), "data.small")
+    kind = kind_of(DerivedSpec(kind=name, source="base", params={"rows": 3}), "data.small")
     written = kind.build(src, tmp_path / "small")
     assert sorted(written) == ["train", "val"]
     assert np.array_equal(ShardSet(tmp_path / "small" / "train").rows(range(3)), rows[:3])
     assert len(ShardSet(tmp_path / "small" / "train")) == 3 and len(ShardSet(tmp_path / "small" / "val")) == 2
     with pytest.raises(ConfigError, match=r"data\.small\.params\.rows"):
-        kind_of(DatasetSpec(kind=name, source="base", params={"rows": 0}), "data.small")
+        kind_of(DerivedSpec(kind=name, source="base", params={"rows": 0}), "data.small")
 
 
 def test_a_new_report_section_file_is_found_and_writes(drop, tmp_path):

@@ -21,6 +21,12 @@ keys are checked, and returns one note per old spelling it met
 the notes of a whole load (nested configs included) into one
 ``FutureWarning``. Code that upgrades stored configs without a user to tell
 (the run-folder check) calls the hook itself and drops the notes.
+
+A config that comes in variants (a dataset of ``data``: corpus, generator, L2T,
+derived, ...) is a dataclass base whose classmethod ``choose_variant(data, path)
+-> type`` names the variant class (a subclass) that reads a raw mapping; a
+field typed with the base is then read as that variant (``upgrade_raw`` and
+``validate()`` are the variant's).
 """
 
 from __future__ import annotations
@@ -173,6 +179,9 @@ def from_dict(cls: type, data: dict | None, path: str = "") -> Any:
 
 def _from_dict(cls: type, data: dict | None, path: str, notes: list[str]) -> Any:
     data = dict(data or {})
+    choose = getattr(cls, "choose_variant", None)
+    if choose is not None:  # a config that comes in variants: the raw mapping says which class reads it
+        cls = choose(data, path)
     upgrade = getattr(cls, "upgrade_raw", None)
     if upgrade is not None:
         data, met = upgrade(data, path)

@@ -155,18 +155,7 @@ class ExperimentConfig:
             if path is not None and not Path(path).exists():
                 raise ConfigError(f"corpora.{cname}.path", f"file or folder not found: {path}")
         for dname, d in self.data.items():
-            if d.source is not None:
-                check(d.source in self.data and d.source != dname, f"data.{dname}.source",
-                      f"no other dataset named {d.source!r}; have {sorted(self.data)}")
-            if d.corpus is not None and d.corpus not in self.corpora:
-                raise ConfigError(f"data.{dname}.corpus", f"no corpus named {d.corpus!r}; have {sorted(self.corpora)}")
-            for other in d.exclude:
-                check(other in self.data, f"data.{dname}.exclude", f"no dataset named {other!r}")
-            if d.l2t is not None:
-                from .l2t.prepare import l2t_build_config
-
-                l2t_build_config(d.l2t, self.seq_len, self.seed, d.tokens, d.val_tokens, d.val_fraction,
-                                 field=f"data.{dname}.l2t")
+            d.check_refs(dname, self)  # the corpora and datasets it names (each spec variant knows its own)
         for prefix, axis in self.report.axes.items():
             check(axis == "pt" or axis in self.data, f"report.axes.{prefix}",
                   f"must be 'pt' (language tokens) or a dataset name ({sorted(self.data)}), got {axis!r}")
@@ -181,7 +170,7 @@ class ExperimentConfig:
                     check(s in readable, f"arms[{i}].stages[{j}].data",
                           f"no dataset named {s!r}; have {sorted(readable)}")
             # the trainer resolves 'auto' from the prepared shards; with no dataset to read it from, say so now
-            check(cfg.reserved_ids != "auto" or self._renders_reserved(), self.written_at(arm, f"arms[{i}]", "reserved_ids"),
+            check(cfg.reserved_ids != "auto" or self.renders_reserved(), self.written_at(arm, f"arms[{i}]", "reserved_ids"),
                   f"'auto', but no dataset of `data` renders symbols on reserved ids ({', '.join(sorted(self.data))}); "
                   "give [lo, hi) or a dataset with render: reserved")
             known = set(self._arm_names(arm))
@@ -213,11 +202,9 @@ class ExperimentConfig:
         while name in self.data and name not in seen:
             seen.add(name)
             d = self.data[name]
-            if d.kind is None:
-                return name if d.val_tokens == 0 else None
-            if d.source is None:
-                return None
-            name = d.source
+            if d.source_dataset is None:
+                return None if d.has_val else name
+            name = d.source_dataset
         return None
 
     def _callback_configs(self, arm: ArmSpec, i: int) -> dict:
@@ -251,7 +238,7 @@ class ExperimentConfig:
 
     def _arm_names(self, arm: ArmSpec) -> list[str]:
         """Every name the arm's stages and val may read: base datasets, aliases, derived stage datasets, parts."""
-        base = [n for n, d in self.data.items() if d.kind is None]
+        base = [n for n, d in self.data.items() if d.source_dataset is None]
         return list(dict.fromkeys(base + list(arm.datasets) + self.stage_datasets(arm) + self._parts(arm)))
 
     def arm_datasets(self, arm: ArmSpec) -> dict[str, Path]:
@@ -265,7 +252,7 @@ class ExperimentConfig:
         from .data.derived import dataset_parts
 
         data_dir = layout.data_dir(self.out_dir)
-        out = {n: data_dir / n for n, d in self.data.items() if d.kind is None}
+        out = {n: data_dir / n for n, d in self.data.items() if d.source_dataset is None}
         for t in self.stage_datasets(arm):
             if t in self.data:
                 out.setdefault(t, data_dir / t)
@@ -298,9 +285,9 @@ class ExperimentConfig:
                 t = arm.datasets.get(n, n)
                 spec = self.data.get(t)
                 parts = dataset_parts(self.data, t) if spec is not None else []
-                val += parts or ([n] if spec is not None and (spec.kind or spec.val_tokens > 0) else [])
+                val += parts or ([n] if spec is not None and (spec.source_dataset or spec.has_val) else [])
             cfg = overlay(cfg, {"val": val})
-        if cfg.reserved_ids is None and self._renders_reserved():
+        if cfg.reserved_ids is None and self.renders_reserved():
             cfg = overlay(cfg, {"reserved_ids": "auto"})
         # each overlay was checked field by field on load; what is left are checks across fields
         # (a model override the preset cannot take, 'mean' embeddings without reserved_ids): name the
@@ -315,9 +302,11 @@ class ExperimentConfig:
             raise ConfigError(self.written_at(arm, path, e.field), e.message) from None
         return cfg
 
-    def _renders_reserved(self) -> bool:
+    def renders_reserved(self) -> bool:
         """Whether a dataset renders symbols on reserved ids (what ``reserved_ids: auto`` reads the range of)."""
-        return any(d.render == "reserved" and d.generator for d in self.data.values())
+        from .synthetic.builder import GeneratorSpec
+
+        return any(isinstance(d, GeneratorSpec) and d.render == "reserved" for d in self.data.values())
 
     def written_at(self, arm: ArmSpec, path: str, field: str) -> str:
         """The YAML key that set ``field`` (dotted, of the arm's resolved TrainConfig) for ``arm`` at ``path``

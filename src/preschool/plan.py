@@ -149,6 +149,7 @@ def load_targets(path: str | Path, overrides: list[str] = ()) -> tuple[str, list
     a callback config with ``extra_params(hidden_size, kinds)`` adds parameters outside the HF model
     (the compartment embedding).
     """
+    from .data.builders.derived import DerivedSpec
     from .data.derived import kind_of
     from .experiment import load_experiment
     from .train.callbacks.registry import callback_configs
@@ -158,13 +159,14 @@ def load_targets(path: str | Path, overrides: list[str] = ()) -> tuple[str, list
     cfg = load_experiment(path, list(overrides))
     notes: list[str] = []
     vocab = _tokenizer_vocab(raw.get("tokenizer") or {}, cfg.out_dir, notes)
-    if not notes and any(d.render == "reserved" and d.generator for d in cfg.data.values()):
+    if not notes and cfg.renders_reserved():
         notes.append("synthetic symbols on reserved ids add rows to the vocabulary once the data exists "
                      "(not counted here)")
     out = []
     for i, arm in enumerate(cfg.arms):
         tcfg = cfg.train_config(arm, cfg.seeds[0], f"arms[{i}]")
-        kinds = [kind_of(cfg.data[t], f"data.{t}") for t in cfg.stage_datasets(arm) if cfg.data[t].kind]
+        kinds = [kind_of(cfg.data[t], f"data.{t}") for t in cfg.stage_datasets(arm)
+                 if isinstance(cfg.data[t], DerivedSpec)]
         desc = describe(tcfg.model, embedding_rows(tcfg.model, max([vocab] + [k.vocab_size(vocab) for k in kinds])))
         extra = sum(cb.extra_params(desc["hidden_size"], kinds)
                     for cb in callback_configs(arm.callbacks, f"arms[{i}].callbacks").values()

@@ -1,8 +1,8 @@
 """How parts are found: packages walked by the registries, and plug-ins.
 
 Every registry that takes parts from files (generators, L2T tasks,
-evaluators, derived dataset kinds, report sections, callbacks; see
-:class:`preschool.registry.Registry`) imports on first use every module of its
+evaluators, dataset builders, derived dataset kinds, report sections,
+callbacks; see :class:`preschool.registry.Registry`) imports on first use every module of its
 own package (:func:`import_package`). A part is therefore one file in that
 package and registers itself when imported; there is no list to edit.
 
@@ -11,8 +11,9 @@ dependencies point down (``evals`` loads a compartments checkpoint without
 importing ``compartments``). ``PLUGINS`` names them, in this one place. A
 registry also imports, in each plug-in package, the module or sub-package
 named after the kind of part it holds (``Registry.plugin_module``):
-``synthetic`` (generators), ``l2t_tasks``, ``evals``, ``kinds`` (derived
-dataset kinds), ``sections`` (report sections), ``callbacks``. Only those
+``synthetic`` (generators), ``l2t_tasks``, ``evals``, ``builders`` (dataset
+builders), ``kinds`` (derived dataset kinds), ``sections`` (report sections),
+``callbacks``. Only those
 modules are imported, so a plug-in's heavy modules (torch) load when used.
 What is not a registry part goes in the plug-in's ``plugin`` module,
 imported by :func:`load_plugins`: today the checkpoint-loader hook

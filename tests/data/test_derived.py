@@ -7,11 +7,14 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from preschool.data.derived import DATASET_KINDS, DatasetKind, dataset_parts
 from preschool.data.builder import BuildContext, builder_of, spec_hash
-from preschool.data.prepare import DatasetSpec, build_datasets
+from preschool.data.builders.corpus import CorpusSpec
+from preschool.data.builders.derived import DerivedSpec
+from preschool.data.derived import DATASET_KINDS, DatasetKind, dataset_parts
+from preschool.data.prepare import build_datasets
 from preschool.data.shards import ShardSet, ShardWriter
 from preschool.errors import ConfigError
+from preschool.synthetic.builder import GeneratorSpec
 
 
 @dataclass
@@ -66,7 +69,7 @@ def _build(out, specs, thash="t1"):
 def test_built_once_rebuilt_on_change_and_parts_named(tmp_path):
     _source(tmp_path)
     BUILDS.clear()
-    specs = {"src": DatasetSpec(corpus="c", tokens=1), "plus": DatasetSpec(kind="test_plus", source="src")}
+    specs = {"src": CorpusSpec(corpus="c", tokens=1), "plus": DerivedSpec(kind="test_plus", source="src")}
     entry = _build(tmp_path, specs)["plus"]
     assert entry["source"] == "src" and entry["parts"] == ["shifted"] and entry["vocab_size"] == 11
     assert ShardSet(tmp_path / "plus" / "train").rows([0]).tolist() == [[1, 2, 3, 4, 5]]
@@ -74,14 +77,14 @@ def test_built_once_rebuilt_on_change_and_parts_named(tmp_path):
     _build(tmp_path, specs)
     assert BUILDS == [1]  # up to date: not rebuilt
     _build(tmp_path, specs, thash="t2")
-    specs["plus"] = DatasetSpec(kind="test_plus", source="src", params={"add": 2})
+    specs["plus"] = DerivedSpec(kind="test_plus", source="src", params={"add": 2})
     _build(tmp_path, specs, thash="t2")
     assert BUILDS == [1, 1, 2]  # the source changed, then the params
     assert dataset_parts(specs, "plus") == ["shifted"] and dataset_parts(specs, "src") == []
 
 
 def test_a_missing_source_names_the_field(tmp_path):
-    specs = {"plus": DatasetSpec(kind="test_plus", source="nope")}
+    specs = {"plus": DerivedSpec(kind="test_plus", source="nope")}
     with pytest.raises(ConfigError, match=r"data\.plus\.source"):
         _build(tmp_path, specs)
 
@@ -91,11 +94,11 @@ def test_datasets_build_after_what_they_read():
     derived ones in rounds after their sources, each round in the config's order."""
     from preschool.data.builder import build_order
 
-    specs = {"d1": DatasetSpec(kind="test_plus", source="d2"), "ctl": DatasetSpec(corpus="c", tokens=1, exclude=["a"]),
-             "d2": DatasetSpec(kind="test_plus", source="a"), "a": DatasetSpec(corpus="c", tokens=1),
-             "d3": DatasetSpec(kind="test_plus", source="ctl"), "g": DatasetSpec(generator="stack", tokens=1)}
+    specs = {"d1": DerivedSpec(kind="test_plus", source="d2"), "ctl": CorpusSpec(corpus="c", tokens=1, exclude=["a"]),
+             "d2": DerivedSpec(kind="test_plus", source="a"), "a": CorpusSpec(corpus="c", tokens=1),
+             "d3": DerivedSpec(kind="test_plus", source="ctl"), "g": GeneratorSpec(generator="stack", tokens=1)}
     assert build_order(specs) == ["a", "g", "ctl", "d2", "d3", "d1"]
     assert [builder_of(specs[n]).registry_name for n in ("a", "g", "d1")] == ["corpus", "generator", "derived"]
-    specs["d2"] = DatasetSpec(kind="test_plus", source="d1")
+    specs["d2"] = DerivedSpec(kind="test_plus", source="d1")
     with pytest.raises(ConfigError, match=r"data\.d1\.source"):  # a cycle
         build_order(specs)

@@ -13,11 +13,14 @@ import pytest
 
 from preschool.cli import main
 from preschool.corpora.base import CorpusConfig
+from preschool.data.builders.corpus import CorpusSpec
 from preschool.data.engine import distributed
-from preschool.data.prepare import DatasetSpec, prepare_data
+from preschool.data.prepare import prepare_data
 from preschool.data.shards import ShardSet, content_sha256
 from preschool.data.tokenizer import TokenizerConfig
 from preschool.errors import ConfigError, DataError, MissingDependency
+from preschool.l2t.builder import L2TSpec
+from preschool.synthetic.builder import GeneratorSpec
 
 pytest.importorskip("datatrove")
 
@@ -29,11 +32,11 @@ NOVELS = ["Anon_Clara_1864.txt", "Barclay_Ladies_1917.txt", "Barclay_Postern_191
 TOK = TokenizerConfig(vocab_size=400, sample_documents=100)
 # small units: a few hundred novel paragraphs are cut into about ten units per dataset
 DATASETS = {
-    "pt": DatasetSpec(corpus="novels", tokens=60 * ROW, val_tokens=4 * ROW, unit_tokens=800),
-    "l2t": DatasetSpec(corpus="novels", tokens=20 * ROW, val_tokens=2 * ROW, val_fraction=0.1, unit_tokens=500,
-                       l2t={"scenario": "disjoint"}),
-    "dyck": DatasetSpec(generator="shuffle_dyck", params={"length": 40}, tokens=40 * ROW, val_tokens=4 * ROW,
-                        unit_tokens=500),
+    "pt": CorpusSpec(corpus="novels", tokens=60 * ROW, val_tokens=4 * ROW, unit_tokens=800),
+    "l2t": L2TSpec(corpus="novels", tokens=20 * ROW, val_tokens=2 * ROW, val_fraction=0.1, unit_tokens=500,
+                   l2t={"scenario": "disjoint"}),
+    "dyck": GeneratorSpec(generator="shuffle_dyck", params={"length": 40}, tokens=40 * ROW, val_tokens=4 * ROW,
+                          unit_tokens=500),
 }
 
 
@@ -218,7 +221,7 @@ def test_a_datatrove_reader_feeds_our_steps_with_the_same_bytes_on_any_executor(
     theirs = list(iter_documents(CorpusConfig(source="datatrove_parquet", path=str(src)), stats))
     assert [d.text for d in theirs] == ours and theirs[0].id == "part-0.parquet/0" and stats.files == 2
     corpora = {"dt": CorpusConfig(source="datatrove_parquet", path=str(src))}
-    spec = {"pt": DatasetSpec(corpus="dt", tokens=40 * ROW, unit_tokens=800)}
+    spec = {"pt": CorpusSpec(corpus="dt", tokens=40 * ROW, unit_tokens=800)}
     _prepare(tmp_path / "engine", corpora, spec)
     dist = DatatroveDistributor(ExecutorOptions(kind="local", tasks=2))
     _prepare(tmp_path / "local", corpora, spec, dist=dist)
@@ -304,7 +307,7 @@ def test_slurm_wait_stops_with_the_log_folder_when_the_array_ends_incomplete(tmp
     monkeypatch.setenv("PATH", env["PATH"])
     monkeypatch.delenv("SLURM_ARRAY_TASK_ID", raising=False)
     corpora = {"sb": CorpusConfig(source="storybook", seed=0, max_documents=2000)}
-    spec = {"pt": DatasetSpec(corpus="sb", tokens=40 * ROW, unit_tokens=800)}
+    spec = {"pt": CorpusSpec(corpus="sb", tokens=40 * ROW, unit_tokens=800)}
     opts = ExecutorOptions(kind="slurm", tasks=2, partition="cpu", time="0:10:00", poll_s=0.01)
     with pytest.raises(DataError, match=r"Slurm job 4242 ended with 2 of 2 tasks incomplete.*slurm_logs.*rerun"):
         _prepare(tmp_path / "out", corpora, spec, dist=DatatroveDistributor(opts))
@@ -320,8 +323,8 @@ def test_a_streamed_corpus_is_planned_once_and_each_task_reads_only_its_units(tm
 
     import preschool.corpora
     from preschool.corpora.storybook import Storybook
-    from preschool.data.distributed import UnitTasks, _plan
     from preschool.data.builders.corpus import CorpusJob
+    from preschool.data.distributed import UnitTasks, _plan
 
     src = tmp_path / "src"
     src.mkdir()
@@ -331,7 +334,7 @@ def test_a_streamed_corpus_is_planned_once_and_each_task_reads_only_its_units(tm
                        src / f"part-{p}.parquet", row_group_size=100)
     corpora = {"web": CorpusConfig(source="hf", hf_name="parquet", path=str(src), streaming=True)
                if source == "hf" else CorpusConfig(source="parquet", path=str(src))}
-    spec = {"pt": DatasetSpec(corpus="web", tokens=40 * ROW, unit_tokens=800)}
+    spec = {"pt": CorpusSpec(corpus="web", tokens=40 * ROW, unit_tokens=800)}
     _prepare(tmp_path / "engine", corpora, spec)
     dist = DatatroveDistributor(ExecutorOptions(kind="local", tasks=2))
     _prepare(tmp_path / "local", corpora, spec, dist=dist)

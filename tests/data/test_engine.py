@@ -7,21 +7,23 @@ import pytest
 
 from preschool.corpora.base import CorpusConfig
 from preschool.data import engine
-from preschool.data.builders.corpus import CorpusJob
-from preschool.data.prepare import DatasetSpec, prepare_data
+from preschool.data.builders.corpus import CorpusJob, CorpusSpec
+from preschool.data.prepare import prepare_data
 from preschool.data.shards import ShardSet, content_sha256
 from preschool.data.tokenizer import TokenizerConfig
+from preschool.l2t.builder import L2TSpec
+from preschool.synthetic.builder import GeneratorSpec
 
 SEQ = 32
 ROW = SEQ + 1
 CORPORA = {"sb": CorpusConfig(source="storybook", seed=0, max_documents=1500)}
 # small units, so that even this small data is cut into many of them
 DATASETS = {
-    "pt": DatasetSpec(corpus="sb", tokens=300 * ROW, val_tokens=20 * ROW, unit_tokens=500),
-    "dyck": DatasetSpec(generator="shuffle_dyck", params={"length": 40}, tokens=200 * ROW, val_tokens=10 * ROW,
-                        unit_tokens=400),
-    "l2t": DatasetSpec(corpus="sb", tokens=60 * ROW, val_tokens=4 * ROW, val_fraction=0.1, unit_tokens=150,
-                       l2t={"scenario": "disjoint", "l2t": {"min_num_words": 5}}),
+    "pt": CorpusSpec(corpus="sb", tokens=300 * ROW, val_tokens=20 * ROW, unit_tokens=500),
+    "dyck": GeneratorSpec(generator="shuffle_dyck", params={"length": 40}, tokens=200 * ROW, val_tokens=10 * ROW,
+                          unit_tokens=400),
+    "l2t": L2TSpec(corpus="sb", tokens=60 * ROW, val_tokens=4 * ROW, val_fraction=0.1, unit_tokens=150,
+                   l2t={"scenario": "disjoint", "l2t": {"min_num_words": 5}}),
 }
 TOK = TokenizerConfig(vocab_size=300, sample_documents=200)
 

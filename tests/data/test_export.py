@@ -9,11 +9,13 @@ import pytest
 
 from preschool.cli import main
 from preschool.corpora.base import CorpusConfig
+from preschool.data.builders.corpus import CorpusSpec
 from preschool.data.export import document_ends, export_dataset
-from preschool.data.prepare import DatasetSpec, prepare_data
+from preschool.data.prepare import prepare_data
 from preschool.data.shards import ShardSet
 from preschool.data.tokenizer import TokenizerConfig
 from preschool.errors import ConfigError, DataError
+from preschool.synthetic.builder import GeneratorSpec
 
 SEQ = 32
 
@@ -23,10 +25,10 @@ def data(tmp_path_factory):
     out = tmp_path_factory.mktemp("prep")
     corpora = {"sb": CorpusConfig(source="storybook", seed=0)}
     datasets = {
-        "pt": DatasetSpec(corpus="sb", tokens=40 * (SEQ + 1), val_tokens=8 * (SEQ + 1)),
+        "pt": CorpusSpec(corpus="sb", tokens=40 * (SEQ + 1), val_tokens=8 * (SEQ + 1)),
         # reserved ids above the tokenizer's vocabulary, with an answer-only loss mask
-        "stack": DatasetSpec(generator="stack", params={"n_ops": 8, "length": 20, "n_symbols": 10},
-                             render="reserved", tokens=12 * (SEQ + 1)),
+        "stack": GeneratorSpec(generator="stack", params={"n_ops": 8, "length": 20, "n_symbols": 10},
+                               render="reserved", tokens=12 * (SEQ + 1)),
     }
     prepare_data(out, TokenizerConfig(vocab_size=300, sample_documents=200), corpora, datasets,
                  seq_len=SEQ, seed=0, progress=False)
@@ -196,7 +198,7 @@ def test_cli_and_errors(data, tmp_path, capsys):
 def test_export_names_the_tokenizers_special_ids(tmp_path, hf_tokenizer):
     """An export of data tokenized with a Mistral-style HF tokenizer says EOS is </s> = 2, not id 0."""
     corpora = {"sb": CorpusConfig(source="storybook", seed=0)}
-    datasets = {"pt": DatasetSpec(corpus="sb", tokens=8 * (SEQ + 1), unit_tokens=1024)}
+    datasets = {"pt": CorpusSpec(corpus="sb", tokens=8 * (SEQ + 1), unit_tokens=1024)}
     prepare_data(tmp_path / "prep", TokenizerConfig(kind="hf", name=str(hf_tokenizer("mistral"))), corpora,
                  datasets, seq_len=SEQ, seed=0, progress=False)
     info = export_dataset(tmp_path / "prep" / "pt", "numpy", tmp_path / "out")

@@ -1,15 +1,17 @@
 """prepare_data: a rerun with an unchanged config reuses every dataset (nothing rebuilt)."""
 
 from preschool.corpora.base import CorpusConfig
-from preschool.data.prepare import DatasetSpec, prepare_data
+from preschool.data.builders.corpus import CorpusSpec
+from preschool.data.prepare import prepare_data
 from preschool.data.tokenizer import TokenizerConfig, load_tokenizer, tokenizer_hash
+from preschool.synthetic.builder import GeneratorSpec
 
 
 def _prepare(out, capsys):
     corpora = {"sb": CorpusConfig(source="storybook", seed=0)}
     datasets = {
-        "pt": DatasetSpec(corpus="sb", tokens=4096, val_tokens=512),
-        "dyck": DatasetSpec(generator="shuffle_dyck", params={"length": 24}, tokens=1024),
+        "pt": CorpusSpec(corpus="sb", tokens=4096, val_tokens=512),
+        "dyck": GeneratorSpec(generator="shuffle_dyck", params={"length": 24}, tokens=1024),
     }
     manifest = prepare_data(out, TokenizerConfig(vocab_size=300, sample_documents=200), corpora, datasets,
                             seq_len=32, seed=0, progress=False)

@@ -8,14 +8,15 @@ import pytest
 
 from preschool.corpora.base import CorpusConfig
 from preschool.corpora.storybook import Storybook
-from preschool.data.builders.corpus import CorpusJob
-from preschool.data.prepare import DatasetSpec, prepare_data
+from preschool.data.builders.corpus import CorpusJob, CorpusSpec
+from preschool.data.prepare import prepare_data
 from preschool.data.shards import content_sha256
 from preschool.data.tokenizer import TokenizerConfig
+from preschool.l2t.builder import L2TSpec
 
 SEQ = 32
 ROW = SEQ + 1
-SPEC = DatasetSpec(corpus="web", tokens=120 * ROW, val_tokens=12 * ROW, val_fraction=0.1, unit_tokens=400)
+SPEC = CorpusSpec(corpus="web", tokens=120 * ROW, val_tokens=12 * ROW, val_fraction=0.1, unit_tokens=400)
 TOK = TokenizerConfig(vocab_size=300, sample_documents=100)
 
 
@@ -101,8 +102,8 @@ def test_a_streamed_l2t_build_resumes_at_its_stream_position(tmp_path, monkeypat
     _write(src, "jsonl", 0, 0, 600)
     corpus = CorpusConfig(source="hf", hf_name="json", path=str(src), streaming=True) if source == "hf" else \
         CorpusConfig(source="jsonl", path=str(src))
-    spec = {"l2t": DatasetSpec(corpus="web", tokens=40 * ROW, val_tokens=4 * ROW, val_fraction=0.1, unit_tokens=300,
-                               l2t={"scenario": "disjoint", "l2t": {"min_num_words": 5}})}
+    spec = {"l2t": L2TSpec(corpus="web", tokens=40 * ROW, val_tokens=4 * ROW, val_fraction=0.1, unit_tokens=300,
+                           l2t={"scenario": "disjoint", "l2t": {"min_num_words": 5}})}
 
     def prepare(out):
         return prepare_data(out, TOK, {"web": corpus}, spec, seq_len=SEQ, seed=0, workers=1, progress=False)

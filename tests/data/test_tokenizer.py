@@ -9,8 +9,11 @@ import pytest
 
 from preschool.config import from_dict
 from preschool.corpora.base import CorpusConfig
-from preschool.data.prepare import DatasetSpec, prepare_data
+from preschool.data.builders.corpus import CorpusSpec
+from preschool.data.prepare import prepare_data
 from preschool.data.shards import ShardSet
+from preschool.l2t.builder import L2TSpec
+from preschool.synthetic.builder import GeneratorSpec
 from preschool.data.tokenizer import (
     TokenizerConfig, load_hf_tokenizer, load_special_ids, special_ids, tokenizer_hash, tokenizer_size, train_bpe,
 )
@@ -92,9 +95,9 @@ def test_prepare_with_an_hf_tokenizer_ends_documents_with_its_eos_only(tmp_path,
     folder = hf_tokenizer(style)
     tok = load_hf_tokenizer(folder)
     sp, n = special_ids(tok), len(tok)
-    datasets = {"pt": DatasetSpec(corpus="sb", tokens=4096, unit_tokens=UNIT),
-                "dyck": DatasetSpec(generator="shuffle_dyck", params={"length": 24}, tokens=1024, render="reserved"),
-                "dyck_pad": DatasetSpec(generator="shuffle_dyck", params={"length": 12}, tokens=1024, pack="pad")}
+    datasets = {"pt": CorpusSpec(corpus="sb", tokens=4096, unit_tokens=UNIT),
+                "dyck": GeneratorSpec(generator="shuffle_dyck", params={"length": 24}, tokens=1024, render="reserved"),
+                "dyck_pad": GeneratorSpec(generator="shuffle_dyck", params={"length": 12}, tokens=1024, pack="pad")}
     m = prepare_data(tmp_path, _hf(folder), SB, datasets, seq_len=63, seed=0, progress=False)
     assert m["tokenizer"]["special_ids"] == sp.as_dict() and m["tokenizer"]["vocab_size"] == n
     assert m["tokenizer"]["config"] == {"kind": "hf", "name": str(folder), "eos_token": None, "bos_token": None,
@@ -117,14 +120,14 @@ def test_prepare_with_an_hf_tokenizer_ends_documents_with_its_eos_only(tmp_path,
 
 
 def test_mistral_style_never_writes_unk_or_id_0(tmp_path, hf_tokenizer):
-    datasets = {"pt": DatasetSpec(corpus="sb", tokens=4096, unit_tokens=UNIT)}
+    datasets = {"pt": CorpusSpec(corpus="sb", tokens=4096, unit_tokens=UNIT)}
     prepare_data(tmp_path, _hf(hf_tokenizer("mistral")), SB, datasets, seq_len=63, seed=0, progress=False)
     assert not (_rows(tmp_path / "pt" / "train") == 0).any()  # <unk>: byte-level BPE covers every character
 
 
 def test_l2t_samples_start_with_bos_and_pad_with_eos(tmp_path, hf_tokenizer):
     l2t = {"scenario": "disjoint", "raw_ratio": 0.0, "l2t": {"min_num_words": 3}}
-    datasets = {"l2t": DatasetSpec(corpus="sb", tokens=8192, unit_tokens=UNIT, l2t=l2t)}
+    datasets = {"l2t": L2TSpec(corpus="sb", tokens=8192, unit_tokens=UNIT, l2t=l2t)}
     prepare_data(tmp_path, _hf(hf_tokenizer("mistral")), SB, datasets, seq_len=255, seed=0, progress=False)
     toks, segs = _rows(tmp_path / "l2t" / "train"), _rows(tmp_path / "l2t" / "train", "segments")
     starts = np.ones_like(toks, bool)
@@ -136,7 +139,7 @@ def test_l2t_samples_start_with_bos_and_pad_with_eos(tmp_path, hf_tokenizer):
 
 
 def test_rerun_reuses_an_hf_tokenizer_and_refuses_another(tmp_path, hf_tokenizer):
-    datasets = {"pt": DatasetSpec(corpus="sb", tokens=2048, unit_tokens=UNIT)}
+    datasets = {"pt": CorpusSpec(corpus="sb", tokens=2048, unit_tokens=UNIT)}
     first = prepare_data(tmp_path, _hf(hf_tokenizer("mistral")), SB, datasets, seq_len=63, progress=False)
     again = prepare_data(tmp_path, _hf(hf_tokenizer("mistral")), SB, datasets, seq_len=63, progress=False)
     assert again == first
@@ -149,7 +152,7 @@ def test_rerun_reuses_an_hf_tokenizer_and_refuses_another(tmp_path, hf_tokenizer
 
 
 def test_renaming_the_eos_rebuilds_the_data_in_a_new_folder(tmp_path, hf_tokenizer):
-    datasets = {"pt": DatasetSpec(corpus="sb", tokens=2048, unit_tokens=UNIT)}
+    datasets = {"pt": CorpusSpec(corpus="sb", tokens=2048, unit_tokens=UNIT)}
     folder = hf_tokenizer("llama3")
     a = prepare_data(tmp_path / "a", _hf(folder), SB, datasets, seq_len=63, progress=False)
     b = prepare_data(tmp_path / "b", _hf(folder, eos_token="<|end_of_text|>"), SB, datasets, seq_len=63,

@@ -152,11 +152,18 @@ def add_downstream_average(arms: dict, metrics: list[str]) -> None:
             s.setdefault("reported", []).append(DOWNSTREAM)
 
 
+def synthetic_datasets(cfg) -> set[str]:
+    """The datasets of ``cfg.data`` made by a generator."""
+    from ..synthetic.builder import GeneratorSpec
+
+    return {name for name, spec in cfg.data.items() if isinstance(spec, GeneratorSpec)}
+
+
 def task_datasets(cfg) -> set[str]:
     """Synthetic datasets trained as a *task stage*: after the last language (PT) stage of every arm
     that trains them (DEPO after pretraining). A pre-pretraining set (before or inside PT) is not one:
     its held-out loss is read for retention along the language axis."""
-    synthetic = {name for name, spec in cfg.data.items() if spec.generator}
+    synthetic = synthetic_datasets(cfg)
     after, before = set(), set()
     for arm in cfg.arms:
         stages = cfg.train_config(arm, cfg.seeds[0]).stages
@@ -177,7 +184,7 @@ def metric_axes(cfg, metrics: list[str], tasks: set[str] | None = None) -> dict[
     else language tokens.
     """
     tasks = task_datasets(cfg) if tasks is None else tasks
-    synthetic = {name for name, spec in cfg.data.items() if spec.generator}
+    synthetic = synthetic_datasets(cfg)
     by_generator: dict[str, list[str]] = defaultdict(list)
     for name in sorted(tasks):
         by_generator[cfg.data[name].generator].append(name)

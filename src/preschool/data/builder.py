@@ -1,6 +1,6 @@
 """Dataset builders: how ``prepare`` turns each ``data.<name>`` spec into a dataset folder.
 
-Every dataset of an experiment is built by the one builder that claims its spec
+Every dataset of an experiment is built by the builder of its spec's variant
 (:data:`DATASET_BUILDERS`, one builder per file: ``corpus`` and ``derived`` in
 ``data/builders/``; ``generator`` in ``synthetic/builder.py`` and ``l2t`` in
 ``l2t/builder.py``, because those packages build on ``data`` and ``data`` never imports
@@ -9,24 +9,181 @@ loop over :func:`build_order`: for each dataset, the builder says what it is bui
 from (:meth:`DatasetBuilder.key`, hashed into ``dataset.json``), why a folder
 prepared earlier differs (:meth:`DatasetBuilder.why_stale`) and writes it
 (:meth:`DatasetBuilder.build`).
+
+Each builder registers with the spec class it reads (``config=``): a :class:`DatasetSpec`
+variant, a dataclass with only that kind's fields, chosen from the YAML by the key that names
+the kind (:attr:`DatasetSpec.named_by`: ``corpus``, ``generator``, ``l2t``, ``kind``). A new
+way to build a dataset is therefore one file: its spec variant and its builder.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
 import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from ..config import check, to_dict
 from ..errors import ConfigError
 from ..registry import Registry
+from .engine import DEFAULT_UNIT_TOKENS
 
-# Where builders live: every module of data/builders/, and the one builder module of each package above data
-# that prepare builds from. A new builder is one new file in data/builders/ (or a package's builder.py).
+# Where builders live: every module of data/builders/, the one builder module of each package above data
+# that prepare builds from, and a plug-in's `builders` module. A new builder (with its spec variant) is one
+# new file in data/builders/ (or a package's builder.py).
 DATASET_BUILDERS = Registry("dataset builder", packages=(
-    "preschool.data.builders", "preschool.synthetic.builder", "preschool.l2t.builder"))
+    "preschool.data.builders", "preschool.synthetic.builder", "preschool.l2t.builder"), plugin_module="builders")
+
+
+# The one flat spec every dataset had before the variants, field by field with its default. Two uses: the
+# built-in variants record themselves in this form (dataset.json's spec and hash stay those of data prepared
+# then), and a saved config of that time (experiment.yaml held every field for every kind) still reads: a
+# field of another kind at this default is what it wrote, and meant nothing then either.
+FLAT_FIELDS: dict[str, Any] = {
+    "corpus": None, "generator": None, "preset": None, "params": {}, "render": "text", "tokens": 0,
+    "val_tokens": 0, "val_fraction": 0.02, "pack": "concat", "exact_fill": False, "exclude": [], "l2t": None,
+    "unit_tokens": DEFAULT_UNIT_TOKENS, "kind": None, "source": None}
+_FLAT_RECORD = [k for k in FLAT_FIELDS if k not in ("kind", "source")]  # derived specs add theirs after these
+
+
+@dataclass
+class DatasetSpec:
+    """One named dataset of an experiment (``data.<name>``), read as the variant of the builder that builds it.
+
+    The YAML key that names the kind picks the variant (:meth:`choose_variant`): ``kind:`` a derived
+    dataset (``data/builders/derived.py``), ``l2t:`` L2T samples of a corpus (``l2t/builder.py``),
+    ``corpus:`` natural text (``data/builders/corpus.py``), ``generator:`` synthetic items
+    (``synthetic/builder.py``); a plug-in builder brings its own variant. Each variant is a dataclass
+    subclass with only its own fields and ``validate()``; a field of another kind is a ConfigError naming
+    ``data.<name>.<field>`` and the kind. What every variant offers the rest of preschool:
+    :meth:`record`, :meth:`check_refs`, :attr:`source_dataset`, :attr:`has_val`, :meth:`parts`.
+    """
+
+    named_by: ClassVar[str] = ""  # the YAML key that names this kind (a field of the variant)
+    recorded_flat: ClassVar[bool] = False  # record() in the pre-variant flat form (the built-in kinds)
+
+    @classmethod
+    def choose_variant(cls, data: dict, path: str) -> type:
+        """The variant class that reads the raw mapping ``data`` (config.from_dict's hook): the one whose
+        :attr:`named_by` key is set (not null). A kind whose key is a field of another kind that is named
+        too gives way to it (``corpus:`` + ``l2t:`` is L2T); two kinds named, or none, is a ConfigError."""
+        if cls is not DatasetSpec:
+            return cls  # a variant read directly
+        variants = spec_variants()
+        named = [v for v in variants if data.get(v.named_by) is not None]
+        named = [v for v in named if not any(v.named_by in _init_fields(o) for o in named if o is not v)]
+        if len(named) == 1:
+            return named[0]
+        ways = ", ".join(f"{v.named_by!r} ({variants[v]})" for v in variants)
+        if not named:
+            close = [c for k in data for c in difflib.get_close_matches(str(k), [v.named_by for v in variants], 1)]
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise ConfigError(path, f"says not how the dataset is built: give one of {ways}{hint}")
+        a, b = sorted(named, key=lambda v: list(data).index(v.named_by))[:2]
+        raise ConfigError(_field(path, b.named_by), f"a dataset is built one way: {a.named_by!r} ({variants[a]}) "
+                          f"or {b.named_by!r} ({variants[b]}), not both")
+
+    @classmethod
+    def upgrade_raw(cls, data: dict, path: str) -> tuple[dict, list[str]]:
+        """``data`` without the fields of other kinds that hold the flat spec's default (what a saved config of
+        that time wrote for every dataset); any other value of another kind's field is a ConfigError naming
+        ``<path>.<field>`` and this kind. Keys of no kind are left for from_dict's "unknown key"."""
+        own = _init_fields(cls)
+        others = set(FLAT_FIELDS).union(*(_init_fields(v) for v in spec_variants()))
+        out = {}
+        for k, v in data.items():
+            if k in own or k not in others:
+                out[k] = v
+            elif not (k in FLAT_FIELDS and v == FLAT_FIELDS[k]):
+                raise ConfigError(_field(path, k), f"does not apply to a {spec_variants().get(cls, cls.__name__)} "
+                                  f"dataset (named by {cls.named_by!r}), which takes: {', '.join(own)}")
+        return out, []
+
+    def validate(self) -> None:
+        """ConfigError naming the field (relative to the spec) that its builder cannot build from."""
+
+    def record(self) -> dict:
+        """The spec as recorded in ``dataset.json`` and hashed. A built-in kind (:attr:`recorded_flat`) records
+        the flat spec it was before the variants (every :data:`FLAT_FIELDS` field but ``kind``/``source``,
+        another kind's at its default, then its own other fields), so data prepared then stays up to date;
+        a plug-in kind records its fields."""
+        own = to_dict(self)
+        if not self.recorded_flat:
+            return own
+        flat = {k: own.pop(k) if k in own else to_dict(FLAT_FIELDS[k]) for k in _FLAT_RECORD}
+        return {**flat, **own}
+
+    def check_refs(self, name: str, experiment: Any) -> None:
+        """Checks that need the rest of the experiment (``corpora``, ``data``, ``seq_len``, ``seed``): the
+        corpora and datasets this spec names exist. Errors name ``data.<name>.<field>``."""
+
+    @property
+    def source_dataset(self) -> str | None:
+        """The dataset of the experiment this one is derived from (None: built from corpora or a generator)."""
+        return None
+
+    @property
+    def has_val(self) -> bool:
+        """Whether the dataset writes a ``val/`` split of its own."""
+        return False
+
+    def parts(self, field: str) -> list[str]:
+        """The val sets written as ``<dataset>/<part>/val/`` (scored as ``val/<part>``); errors name ``field``."""
+        return []
+
+
+@dataclass(kw_only=True)
+class TokenizedSpec(DatasetSpec):
+    """A dataset tokenized by the experiment's tokenizer (corpus, generator, L2T): its token budgets."""
+
+    tokens: int = 0  # training tokens to build (rounded down to whole rows)
+    val_tokens: int = 0  # held-out tokens to build
+    unit_tokens: int = DEFAULT_UNIT_TOKENS  # work unit size (data/engine.py): sets the bytes; the worker count does not
+
+    def validate(self) -> None:
+        check(self.tokens > 0, "tokens", f"must be > 0, got {self.tokens}")
+        check(self.val_tokens >= 0, "val_tokens", f"must be >= 0, got {self.val_tokens}")
+        check(self.unit_tokens >= 1, "unit_tokens", f"must be >= 1, got {self.unit_tokens}")
+
+    @property
+    def has_val(self) -> bool:
+        return self.val_tokens > 0
+
+
+@dataclass(kw_only=True)
+class DocumentSpec(TokenizedSpec):
+    """A tokenized dataset read from one of the experiment's corpora, split into train/val by document."""
+
+    corpus: str  # name of an entry in the experiment's ``corpora``
+    val_fraction: float = 0.02  # share of documents held out (by document id hash); val_tokens come from them
+
+    def validate(self) -> None:
+        super().validate()
+        check(0.0 <= self.val_fraction < 1.0, "val_fraction", f"must be in [0, 1), got {self.val_fraction}")
+
+    def check_refs(self, name: str, experiment: Any) -> None:
+        check(self.corpus in experiment.corpora, f"data.{name}.corpus",
+              f"no corpus named {self.corpus!r}; have {sorted(experiment.corpora)}")
+
+
+def _init_fields(cls: type) -> list[str]:
+    return [f.name for f in dataclasses.fields(cls) if f.init]
+
+
+def _field(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+def spec_variants() -> dict[type, str]:
+    """Every spec variant a builder reads (``config=`` of its registration) -> the builder's name."""
+    out = {e.config: e.name for e in DATASET_BUILDERS if e.config is not None}
+    keys = [v.named_by for v in out]
+    if len(set(keys)) != len(keys) or not all(keys):  # a bug in the builders, not in a config
+        raise AssertionError(f"every dataset spec variant needs its own named_by key, got {keys}")
+    return out
 
 
 @dataclass
@@ -50,18 +207,11 @@ class BuildContext:
 
 
 class DatasetBuilder:
-    """Builds the datasets whose spec it :meth:`claims`. A subclass registers itself in its own file of
-    ``data/builders/`` (or in ``synthetic/builder.py`` / ``l2t/builder.py``) with
-    ``@DATASET_BUILDERS.register("<name>")``."""
+    """Builds the datasets of its spec variant. A subclass registers itself with that variant in its own file
+    of ``data/builders/`` (or in ``synthetic/builder.py`` / ``l2t/builder.py``) with
+    ``@DATASET_BUILDERS.register("<name>", config=<its DatasetSpec subclass>)``."""
 
     stage = 0  # builders of a lower stage build first (derived datasets: after every dataset they may read)
-
-    def claims(self, spec) -> bool:
-        """Whether this builder builds ``spec`` (exactly one builder claims a valid spec)."""
-        raise NotImplementedError
-
-    def validate(self, spec) -> None:
-        """ConfigError naming the field of ``spec`` that this builder cannot build from."""
 
     def order(self, spec) -> int:
         """Position within the builder's stage (lower first; ties keep the config's order)."""
@@ -93,14 +243,13 @@ class DatasetBuilder:
         raise NotImplementedError
 
 
-def builder_of(spec) -> DatasetBuilder:
-    """The builder that claims ``spec``; ConfigError (field ``corpus``) when none does."""
-    found = [b for b in (e.cls() for e in DATASET_BUILDERS) if b.claims(spec)]
-    if not found:
-        raise ConfigError("corpus", "give exactly one of 'corpus' (natural text) or 'generator' (synthetic)")
-    if len(found) > 1:  # a builder's claims overlap another's: a bug in the builders, not in the config
-        raise AssertionError(f"dataset builders {[b.registry_name for b in found]} all claim {spec}")
-    return found[0]
+def builder_of(spec: DatasetSpec) -> DatasetBuilder:
+    """The builder registered with the spec's variant class."""
+    for e in DATASET_BUILDERS:
+        if e.config is type(spec):
+            return e.cls()
+    raise TypeError(f"no dataset builder reads a {type(spec).__name__}; known: "
+                    f"{sorted(v.__name__ for v in spec_variants())}")
 
 
 def build_order(datasets: dict[str, Any]) -> list[str]:
@@ -153,24 +302,15 @@ def first_difference(a: Any, b: Any, path: str) -> str | None:
 
 
 class TokenizedBuilder(DatasetBuilder):
-    """A dataset tokenized by the experiment's tokenizer (corpus, generator, L2T): what every such spec
-    must satisfy, what it is built from and why an earlier build differs."""
+    """A dataset tokenized by the experiment's tokenizer (a :class:`TokenizedSpec`: corpus, generator, L2T):
+    what it is built from and why an earlier build differs."""
 
-    def validate(self, spec) -> None:
-        check((spec.corpus is None) != (spec.generator is None), "corpus",
-              "give exactly one of 'corpus' (natural text) or 'generator' (synthetic)")
-        check(spec.tokens > 0, "tokens", f"must be > 0, got {spec.tokens}")
-        check(spec.val_tokens >= 0, "val_tokens", f"must be >= 0, got {spec.val_tokens}")
-        check(spec.unit_tokens >= 1, "unit_tokens", f"must be >= 1, got {spec.unit_tokens}")
-        check(0.0 <= spec.val_fraction < 1.0, "val_fraction", f"must be in [0, 1), got {spec.val_fraction}")
-        check(spec.l2t is None or spec.corpus is not None, "l2t", "L2T needs a 'corpus' to transform")
-        check(spec.l2t is None or not spec.exclude, "exclude", "not supported together with 'l2t'")
-
-    def key(self, name: str, spec, ctx: BuildContext) -> dict | None:
+    def key(self, name: str, spec: TokenizedSpec, ctx: BuildContext) -> dict | None:
         if ctx.thash is None:
             return None
+        corpus = spec.corpus if isinstance(spec, DocumentSpec) else None
         return {"spec": spec.record(), "seq_len": ctx.seq_len, "seed": ctx.seed, "tokenizer": ctx.thash,
-                "corpus": to_dict(ctx.corpora.get(spec.corpus)) if spec.corpus else None}
+                "corpus": to_dict(ctx.corpora.get(corpus)) if corpus else None}
 
     def why_stale(self, name: str, spec, key: dict | None, rec: dict, ctx: BuildContext) -> tuple[str, str]:
         if key is None:
@@ -183,7 +323,7 @@ class TokenizedBuilder(DatasetBuilder):
             detail = detail[1:-1]
             if path.startswith("spec."):
                 return f"data.{name}.{path[len('spec.'):]}", detail
-            if path.startswith("corpus."):
+            if path.startswith("corpus.") and isinstance(spec, DocumentSpec):
                 return f"corpora.{spec.corpus}.{path[len('corpus.'):]}", detail
             if path == "tokenizer":
                 return "tokenizer", "its tokens came from another tokenizer"

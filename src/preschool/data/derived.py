@@ -49,14 +49,14 @@ class DatasetKind:
 
 
 def kind_of(spec, field: str = "") -> DatasetKind:
-    """The built :class:`DatasetKind` of a derived ``DatasetSpec``; errors name ``<field>.kind`` /
-    ``<field>.params``."""
+    """The built :class:`DatasetKind` of a derived spec (its ``kind`` and ``params``; ``DerivedSpec`` in
+    data/builders/derived.py); errors name ``<field>.kind`` / ``<field>.params``."""
     pre = f"{field}." if field else ""
     entry = DATASET_KINDS.get(spec.kind, pre + "kind")
     return entry.cls(DATASET_KINDS.build_config(spec.kind, spec.params, pre + "params"))
 
 
 def dataset_parts(datasets: dict, name: str) -> list[str]:
-    """The parts of dataset ``name`` of ``datasets`` (``{name: DatasetSpec}``); [] for a base dataset."""
-    spec = datasets[name]
-    return kind_of(spec, f"data.{name}").parts() if spec.kind else []
+    """The parts of dataset ``name`` of ``datasets`` (``{name: DatasetSpec}``, ``DatasetSpec.parts``); []
+    for a base dataset."""
+    return datasets[name].parts(f"data.{name}")

@@ -11,8 +11,9 @@ Each dataset folder is written atomically and skipped on rerun when its
 recorded spec (and the tokenizer hash) match, so an interrupted ``prepare``
 resumes at dataset granularity.
 
-Each dataset is built by the builder that claims its spec (data/builder.py,
-one per file: data/builders/, synthetic/builder.py, l2t/builder.py): natural text from a corpus (split into
+Each dataset is built by the builder of its spec's variant (data/builder.py: ``DatasetSpec``, chosen
+by the key that names the kind; one builder and its variant per file: data/builders/,
+synthetic/builder.py, l2t/builder.py): natural text from a corpus (split into
 train/val **by document**; Control sets, disjoint from another dataset's
 documents, use ``exclude``), a synthetic generator (text render: tokenized by
 the run's tokenizer; reserved render: symbols get their own ids after the
@@ -23,49 +24,20 @@ tokenizer's vocabulary), L2T from a corpus (``l2t:``), or a **derived** dataset
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Literal
+from typing import Any, Iterator
 
 from ..config import to_dict
 from ..errors import ConfigError, DataError
 from ..io import atomic_dir, read_json, write_json
-from .builder import BuildContext, build_order, builder_of, first_difference, spec_hash  # noqa: F401 (re-exported)
-from .engine import DEFAULT_UNIT_TOKENS
+from .builder import (  # noqa: F401 (DatasetSpec, first_difference: re-exported)
+    BuildContext, DatasetSpec, build_order, builder_of, first_difference, spec_hash,
+)
 from .tokenizer import (
     TokenizerConfig, files_hash, load_hf_tokenizer, load_tokenizer, open_tokenizer, save_tokenizer, special_ids,
     tokenizer_hash, tokenizer_size, train_bpe,
 )
-
-
-@dataclass
-class DatasetSpec:
-    """One named dataset of an experiment: natural text (``corpus``), synthetic (``generator``) or
-    derived from another dataset of the experiment (``kind`` + ``source``, data/derived.py)."""
-
-    corpus: str | None = None  # name of an entry in the experiment's ``corpora``
-    generator: str | None = None  # registered generator name (see ``preschool generate --list``)
-    preset: str | None = None  # named generator parameter set
-    params: dict[str, Any] = field(default_factory=dict)
-    render: Literal["text", "reserved"] = "text"
-    tokens: int = 0  # training tokens to build (rounded down to whole rows)
-    val_tokens: int = 0  # held-out tokens to build (corpus: from held-out documents)
-    val_fraction: float = 0.02  # corpus: share of documents held out (by document id hash)
-    pack: Literal["concat", "pad"] = "concat"
-    exact_fill: bool = False  # generator: fit its length so one document + EOS is exactly one row (verified)
-    exclude: list[str] = field(default_factory=list)  # corpus: skip documents used by these datasets (Control)
-    l2t: dict[str, Any] | None = None  # corpus: turn documents into L2T samples (l2t.build.BuildConfig fields)
-    unit_tokens: int = DEFAULT_UNIT_TOKENS  # work unit size (data/engine.py): sets the bytes; the worker count does not
-    kind: str | None = None  # a derived dataset kind (data/derived.py: DATASET_KINDS), built from `source`
-    source: str | None = None  # derived: the dataset of this experiment it is built from; `params` configure the kind
-
-    def validate(self) -> None:
-        builder_of(self).validate(self)  # the builder of this spec (data/builder.py) checks its fields
-
-    def record(self) -> dict:
-        """The spec as recorded in ``dataset.json`` and hashed: its fields, without the derived-dataset
-        fields when unset (so datasets prepared before derived kinds existed stay up to date)."""
-        return {k: v for k, v in to_dict(self).items() if k not in ("kind", "source") or self.kind is not None}
 
 
 def _corpus_docs(corpus_cfg, stats=None) -> Iterator:
@@ -227,7 +199,7 @@ def prepare_data(
 
 def build_datasets(ctx: BuildContext, manifest: dict) -> None:
     """Build every dataset of ``ctx.datasets`` not already up to date under ``ctx.out``, each after those it
-    reads (:func:`~.builder.build_order`), by the builder that claims it; its ``dataset.json`` joins
+    reads (:func:`~.builder.build_order`), by the builder of its spec variant; its ``dataset.json`` joins
     ``manifest["datasets"]``."""
     for name in build_order(ctx.datasets):
         spec = ctx.datasets[name]

@@ -7,20 +7,37 @@ It lives here, not in ``data/builders/``, because l2t builds on ``data`` and nev
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ..corpora.base import ReadStats
-from ..data.builder import DATASET_BUILDERS, BuildContext, TokenizedBuilder
+from ..data.builder import DATASET_BUILDERS, BuildContext, DocumentSpec, TokenizedBuilder
 from ..data.builders.corpus import corpus_of, read_record
-from .prepare import write_l2t_dataset
+from .prepare import l2t_build_config, write_l2t_dataset
 
 
-@DATASET_BUILDERS.register("l2t")
+@dataclass(kw_only=True)
+class L2TSpec(DocumentSpec):
+    """``data.<name>: {corpus: <corpora entry>, l2t: {...}, tokens: ...}``: a corpus as L2T samples + raw text.
+
+    Named by ``l2t`` (its ``corpus`` is the text it transforms, so ``corpus:`` + ``l2t:`` is this kind, not
+    a corpus dataset). ``l2t`` holds l2t.build.BuildConfig fields (scenario, tasks, mixing); there is no
+    ``params``."""
+
+    named_by = "l2t"
+    recorded_flat = True
+    l2t: dict[str, Any]  # l2t.build.BuildConfig fields
+
+    def check_refs(self, name: str, experiment: Any) -> None:
+        super().check_refs(name, experiment)
+        l2t_build_config(self.l2t, experiment.seq_len, experiment.seed, self.tokens, self.val_tokens,
+                         self.val_fraction, field=f"data.{name}.l2t")
+
+
+@DATASET_BUILDERS.register("l2t", config=L2TSpec)
 class L2TBuilder(TokenizedBuilder):
     """Language-learning tasks on a corpus's documents, mixed with the raw text (Language Learning Tasks)."""
-
-    def claims(self, spec) -> bool:
-        return spec.kind is None and spec.l2t is not None
 
     def build(self, name: str, spec, key: dict, h: str, ctx: BuildContext, tmp: Path, final: Path) -> dict:
         corpus_cfg = corpus_of(name, spec, ctx)

@@ -10,40 +10,57 @@ vocabulary. Held-out items come from a disjoint seed stream.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Literal
 
 from ..config import check
-from ..data.builder import DATASET_BUILDERS, BuildContext, TokenizedBuilder
+from ..data.builder import DATASET_BUILDERS, BuildContext, TokenizedBuilder, TokenizedSpec
 from ..data.tokenizer import backend, special_ids, tokenizer_hash, tokenizer_size
 from ..seeds import VAL_SEED_OFFSET
 from .base import GENERATORS
 from .write import SymbolEncoder, fit_generator, write_generator_shards
 
 
-@DATASET_BUILDERS.register("generator")
-class GeneratorBuilder(TokenizedBuilder):
-    """Items of a registered generator (see ``preschool generate --list``)."""
+@dataclass(kw_only=True)
+class GeneratorSpec(TokenizedSpec):
+    """``data.<name>: {generator: <name>, preset: ..., params: {...}, tokens: ...}``: synthetic items.
 
-    def claims(self, spec) -> bool:
-        return spec.kind is None and spec.l2t is None and spec.corpus is None and spec.generator is not None
+    ``params`` are the generator's config (its registered dataclass; ``preschool generate --list``), over
+    the named ``preset``'s when one is given. Held-out items (``val_tokens``) come from a disjoint seed
+    stream, so there is no ``val_fraction``."""
 
-    def validate(self, spec) -> None:
-        super().validate(spec)
+    named_by = "generator"
+    recorded_flat = True
+    generator: str  # registered generator name (see ``preschool generate --list``)
+    preset: str | None = None  # named generator parameter set
+    params: dict[str, Any] = field(default_factory=dict)  # the generator's config, over the preset's
+    render: Literal["text", "reserved"] = "text"  # symbols as text for the tokenizer, or ids after its vocabulary
+    pack: Literal["concat", "pad"] = "concat"
+    exact_fill: bool = False  # fit its length so one document + EOS is exactly one row (verified)
+
+    def validate(self) -> None:
+        super().validate()
         from . import PRESETS  # the package's lazy attribute: the presets once every generator is found
 
-        GENERATORS.get(spec.generator, "generator")
-        if spec.preset is not None:
-            check(spec.preset in PRESETS, "preset", f"unknown preset {spec.preset!r}; known: {sorted(PRESETS)}")
-            check(PRESETS[spec.preset][0] == spec.generator, "preset",
-                  f"preset {spec.preset!r} is for generator {PRESETS[spec.preset][0]!r}")
-        GENERATORS.build_config(spec.generator, generator_params(spec), "params")
+        GENERATORS.get(self.generator, "generator")
+        if self.preset is not None:
+            check(self.preset in PRESETS, "preset", f"unknown preset {self.preset!r}; known: {sorted(PRESETS)}")
+            check(PRESETS[self.preset][0] == self.generator, "preset",
+                  f"preset {self.preset!r} is for generator {PRESETS[self.preset][0]!r}")
+        GENERATORS.build_config(self.generator, generator_params(self), "params")
+
+
+@DATASET_BUILDERS.register("generator", config=GeneratorSpec)
+class GeneratorBuilder(TokenizedBuilder):
+    """Items of a registered generator (see ``preschool generate --list``)."""
 
     def build(self, name: str, spec, key: dict, h: str, ctx: BuildContext, tmp: Path, final: Path) -> dict:
         m = write_generator(spec, ctx.tok, ctx.row_len, ctx.seed, tmp, ctx.workers, ctx.progress, final)
         return self.entry(spec, key, h, m)
 
 
-def generator_params(spec) -> dict:
+def generator_params(spec: GeneratorSpec) -> dict:
     """The generator's params of ``spec``: its preset's (when named), updated by its own ``params``."""
     from . import PRESETS
 
@@ -53,7 +70,7 @@ def generator_params(spec) -> dict:
     return {**base, **spec.params}
 
 
-def write_generator(spec, tok, row_len: int, seed: int, out: Path, workers: int,
+def write_generator(spec: GeneratorSpec, tok, row_len: int, seed: int, out: Path, workers: int,
                      progress: bool, final: Path) -> dict:
     base_vocab = tokenizer_size(tok)  # reserved symbols start after every id of the tokenizer (len(tokenizer))
     special = special_ids(tok)

@@ -11,28 +11,44 @@ from __future__ import annotations
 
 import hashlib
 import shutil
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from ...config import to_dict
+from ...config import check, to_dict
 from ...corpora.base import ReadStats, is_validation
 from ...errors import ConfigError
-from ..builder import DATASET_BUILDERS, BuildContext, TokenizedBuilder
+from ..builder import DATASET_BUILDERS, BuildContext, DocumentSpec, TokenizedBuilder
 from ..engine import DocumentJob, adopt_units, job_key, link_shards, rows_in_order, run_units, unit_path, work_dir
 from ..packing import ConcatPacker, Doc, PackStats
 from ..shards import ShardWriter
 from ..tokenizer import backend, encode_batch, eos_id, special_ids, tokenizer_hash, tokenizer_size
 
 
-@DATASET_BUILDERS.register("corpus")
+@dataclass(kw_only=True)
+class CorpusSpec(DocumentSpec):
+    """``data.<name>: {corpus: <corpora entry>, tokens: ..., val_tokens: ...}``: natural text.
+
+    ``tokens`` / ``val_tokens`` rows are filled from the corpus's documents, each document in train or val
+    by a hash of its id (``val_fraction``). No ``params``: the corpus entry says how its text is read."""
+
+    named_by = "corpus"
+    recorded_flat = True
+    exclude: list[str] = field(default_factory=list)  # skip documents these datasets used (a Control set)
+
+    def check_refs(self, name: str, experiment: Any) -> None:
+        super().check_refs(name, experiment)
+        for other in self.exclude:
+            check(other in experiment.data, f"data.{name}.exclude", f"no dataset named {other!r}")
+
+
+@DATASET_BUILDERS.register("corpus", config=CorpusSpec)
 class CorpusBuilder(TokenizedBuilder):
     """Natural text from a corpus (``corpus:``), minus the documents of the datasets in ``exclude``."""
 
-    def claims(self, spec) -> bool:
-        return spec.kind is None and spec.l2t is None and spec.corpus is not None
-
-    def order(self, spec) -> int:
+    def order(self, spec: CorpusSpec) -> int:
         return len(spec.exclude)  # Control sets after the datasets whose documents they leave out
 
     def build(self, name: str, spec, key: dict, h: str, ctx: BuildContext, tmp: Path, final: Path) -> dict:

@@ -3,29 +3,49 @@ data/derived.py, kinds in data/kinds/ and plug-ins)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ...config import check
 from ...errors import ConfigError
-from ..builder import DATASET_BUILDERS, BuildContext, DatasetBuilder, dataset_entry, first_difference
+from ..builder import DATASET_BUILDERS, BuildContext, DatasetBuilder, DatasetSpec, dataset_entry, first_difference
+from ..derived import kind_of
 
 
-@DATASET_BUILDERS.register("derived")
+@dataclass(kw_only=True)
+class DerivedSpec(DatasetSpec):
+    """``data.<name>: {kind: <dataset kind>, source: <dataset>, params: {...}}``: built from another dataset.
+
+    ``params`` are the kind's config (its registered dataclass, ``DATASET_KINDS``), not a generator's. No
+    budgets of its own: the kind decides what of ``source`` it writes."""
+
+    named_by = "kind"
+    recorded_flat = True
+    kind: str  # a registered dataset kind (data/kinds/, a plug-in's kinds module)
+    source: str  # the dataset of this experiment it is built from
+    params: dict[str, Any] = field(default_factory=dict)  # the kind's config
+
+    def validate(self) -> None:
+        kind_of(self)  # unknown kind / bad params name their field
+
+    def check_refs(self, name: str, experiment: Any) -> None:
+        check(self.source in experiment.data and self.source != name, f"data.{name}.source",
+              f"no other dataset named {self.source!r}; have {sorted(experiment.data)}")
+
+    @property
+    def source_dataset(self) -> str | None:
+        return self.source
+
+    def parts(self, field: str) -> list[str]:
+        return kind_of(self, field).parts()
+
+
+@DATASET_BUILDERS.register("derived", config=DerivedSpec)
 class DerivedBuilder(DatasetBuilder):
     """A derived kind applied to its source dataset; rebuilt when the kind, its params or the source change."""
 
     stage = 1  # after every tokenized dataset: a kind may read any of them
-
-    def claims(self, spec) -> bool:
-        return spec.kind is not None
-
-    def validate(self, spec) -> None:
-        check(spec.source is not None, "source", f"a derived dataset (kind {spec.kind!r}) names its source dataset")
-        check(spec.corpus is None and spec.generator is None and spec.l2t is None, "kind",
-              "a derived dataset is built from its source: no corpus, generator or l2t")
-        from ..derived import kind_of
-
-        kind_of(spec)  # unknown kind / bad params name their field
 
     def needs(self, spec) -> list[str]:
         return [spec.source]
@@ -49,8 +69,6 @@ class DerivedBuilder(DatasetBuilder):
         return f"{spec.kind} from {spec.source} "
 
     def build(self, name: str, spec, key: dict, h: str, ctx: BuildContext, tmp: Path, final: Path) -> dict:
-        from ..derived import kind_of
-
         kind = kind_of(spec, f"data.{name}")
         m = kind.build(ctx.out / spec.source, tmp, ctx.progress)
         return dataset_entry({"hash": h, "spec": spec.record(), "source": spec.source, "parts": kind.parts()}, m)
