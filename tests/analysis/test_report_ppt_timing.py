@@ -13,13 +13,14 @@ STEP = 16 * 128  # batch 16 x seq_len 128 tokens
 
 
 def _micro(out: Path, extra=()):
-    """The example, unchanged but for --set overrides: a micro model, one STACK step, three of its arms."""
+    """The example, unchanged but for --set overrides: a micro model, one STACK step, three of its arms,
+    PT ten steps and the DEPO stage five (the report's mechanics, not the study's budgets)."""
     raw = yaml.safe_load(EXAMPLE.read_text())
     arms = [a for a in raw["arms"] if a["name"] in ("pt_only", "before", "mixed")]
     scale = STEP / 60_000  # the example's STACK stage (60k tokens) becomes one step
     for a in arms:
         for st in a["stages"]:
-            st["tokens"] = max(1, round(st["tokens"] * scale / STEP)) * STEP
+            st["tokens"] = 5 * STEP if st["data"] == "depo" else max(1, round(st["tokens"] * scale / STEP)) * STEP
     over = ["seeds=[0]", "model.preset=micro", "tokenizer.vocab_size=300", "tokenizer.sample_documents=200",
             "data.pt.tokens=24000", "data.pt.val_tokens=1032", "data.stack.tokens=4128",
             "data.stack.val_tokens=1032", "data.depo.tokens=12384", "data.depo.val_tokens=1032",

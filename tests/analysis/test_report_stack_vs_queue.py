@@ -36,13 +36,13 @@ def _write_task(folder: Path) -> Path:
 
 def _micro(out: Path, tasks: Path | None):
     """The example, unchanged but for --set overrides: a micro model, one seed, its 100k-token STACK/QUEUE
-    stage one step (so PT is six steps and DEPO three), and with ``tasks`` an lm_eval spec scoring
+    stage one step (so PT is six steps) and DEPO three steps, and with ``tasks`` an lm_eval spec scoring
     steps 3, 6, 9 and each stage's last (in PT: a curve on the PT axis for gains and efficiency)."""
     raw = yaml.safe_load(EXAMPLE.read_text())
     arms = raw["arms"]
     for a in arms:
         for st in a["stages"]:
-            st["tokens"] = max(1, round(st["tokens"] / 100_000)) * STEP
+            st["tokens"] = 3 * STEP if st["data"] == "depo" else max(1, round(st["tokens"] / 100_000)) * STEP
     evals = raw["evals"]
     evals[0]["params"]["instances"] = 2
     evals[1]["params"]["max_rows"] = 4
