@@ -3,6 +3,7 @@
 #   make test         -> creates .venv if missing, runs the test suite (.venv/bin/python -m pytest -q)
 # Both install the exact versions in requirements/lock.txt (pinned and hashed); `make lock`
 # regenerates it after a dependency change in pyproject.toml (see README, "Reproducibility").
+# `make test-olmo` (opt-in) checks the numpy export with OLMo-core's own reader in a second environment.
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -23,21 +24,48 @@ TORCH_WHEELS ?= $(or $(PIP_FIND_LINKS),https://download.pytorch.org/whl/cpu/torc
 USE_LOCK ?= 1
 UV := uv==0.13.9
 
+# OLMo-core's reader gets an environment of its own: ai2-olmo-core needs cached-path, whose caps
+# (huggingface-hub<2, rich<14, filelock<4) the main lock does not meet, and lowering those for every
+# test would change the main environment. requirements/olmo-lock.txt is the main lock's versions, with
+# OLMO_DOWNGRADES moved to what OLMo-core allows and OLMo-core's own dependencies added
+# (tests/reliability/test_install_lock.py checks that no other version differs).
+OLMO_EXTRAS := dev,olmo
+OLMO_LOCK := requirements/olmo-lock.txt
+OLMO_DOWNGRADES := filelock huggingface-hub rich
+OLMO_VENV := .venv-olmo
+OLMO_BIN := $(OLMO_VENV)/bin
+
 comma := ,
+# $(call locked_install,VENV,LOCK): create the environment if missing, install LOCK's exact versions
+# (hashes checked) and this checkout without dependencies, then check that they fit together
+define locked_install
+	test -x $(1)/bin/python || $(PY) -m venv $(1)
+	$(1)/bin/pip install -q --upgrade pip
+	$(1)/bin/pip install -q --require-hashes --find-links $(TORCH_WHEELS) -r $(2)
+	$(1)/bin/pip install -q --no-deps -e .
+	$(1)/bin/pip check
+endef
+# $(call compile,EXTRAS,OUTPUT,COMMAND): resolve the runtime dependencies plus EXTRAS into OUTPUT
+# (pinned, hashed; versions already in OUTPUT kept where allowed)
+define compile
+	$(BIN)/uv pip compile pyproject.toml $(foreach e,$(subst $(comma), ,$(1)),--extra $(e)) \
+		--constraint requirements/torch.txt --find-links $(TORCH_WHEELS) --generate-hashes \
+		--python-version 3.11 --python-platform x86_64-manylinux_2_28 $(if $(UPGRADE),--upgrade) \
+		--custom-compile-command '$(3)' --quiet -o $(2)
+endef
+
 $(BIN)/preschool: pyproject.toml $(LOCK)
+ifeq ($(USE_LOCK),1)
+	$(call locked_install,$(VENV),$(LOCK))
+else
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-ifeq ($(USE_LOCK),1)
-	$(BIN)/pip install -q --require-hashes --find-links $(TORCH_WHEELS) -r $(LOCK)
-	$(BIN)/pip install -q --no-deps -e .
-	$(BIN)/pip check
-else
 	$(BIN)/pip install -q --find-links $(TORCH_WHEELS) -r requirements/torch.txt
 	$(BIN)/pip install -q -e '.[$(TEST_EXTRAS)]'
 endif
 	touch $(BIN)/preschool
 
-.PHONY: setup quickstart test test-all lock
+.PHONY: setup quickstart test test-all lock setup-olmo test-olmo lock-olmo
 setup: $(BIN)/preschool
 
 quickstart: setup
@@ -55,7 +83,26 @@ test-all: setup
 lock:
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q $(UV)
-	$(BIN)/uv pip compile pyproject.toml $(foreach e,$(subst $(comma), ,$(TEST_EXTRAS)),--extra $(e)) \
-		--constraint requirements/torch.txt --find-links $(TORCH_WHEELS) --generate-hashes \
-		--python-version 3.11 --python-platform x86_64-manylinux_2_28 $(if $(UPGRADE),--upgrade) \
-		--custom-compile-command 'make lock' --quiet -o $(LOCK)
+	$(call compile,$(TEST_EXTRAS),$(LOCK),make lock)
+
+# The OLMo-core environment (opt-in; .ci/run runs it after `make test` when time allows): about 90
+# packages, most of them the main environment's, so a second download only where pip's cache lacks them.
+$(OLMO_BIN)/preschool: pyproject.toml $(OLMO_LOCK)
+	$(call locked_install,$(OLMO_VENV),$(OLMO_LOCK))
+	touch $(OLMO_BIN)/preschool
+
+setup-olmo: $(OLMO_BIN)/preschool
+
+# The OLMo-core tests of the exports, in that environment; PRESCHOOL_REQUIRE_OLMO_CORE turns their
+# skip (olmo_core missing) into a failure, so this target cannot pass without running them.
+test-olmo: setup-olmo
+	PRESCHOOL_REQUIRE_OLMO_CORE=1 $(OLMO_BIN)/python -m pytest -q -k olmo_core tests/data/test_export.py
+
+# Regenerate requirements/olmo-lock.txt after `make lock` (needs the network): it starts from the main
+# lock's versions each time, so it follows the main lock, and only what OLMo-core excludes moves.
+lock-olmo:
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install -q $(UV)
+	cp $(LOCK) $(OLMO_LOCK).new
+	$(call compile,$(OLMO_EXTRAS),$(OLMO_LOCK).new,make lock-olmo)
+	mv $(OLMO_LOCK).new $(OLMO_LOCK)

@@ -1,7 +1,8 @@
 """The install lock (issue 11, item 8) covers what `make setup`/`make test` install: every runtime
 dependency and every extra in the Makefile's TEST_EXTRAS is pinned with hashes in
 requirements/lock.txt, torch at the version of requirements/torch.txt. A dependency added to
-pyproject.toml without `make lock` fails here, naming it."""
+pyproject.toml without `make lock` fails here, naming it. Likewise requirements/olmo-lock.txt, the
+environment of `make test-olmo` (OLMo-core's reader), for OLMO_EXTRAS."""
 
 import re
 import tomllib
@@ -16,11 +17,11 @@ def _norm(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def _lock() -> dict[str, tuple[str, int]]:
-    """name -> (version, number of hashes) from requirements/lock.txt."""
+def _lock(file: str = "lock.txt") -> dict[str, tuple[str, int]]:
+    """name -> (version, number of hashes) from requirements/<file>."""
     out: dict[str, tuple[str, int]] = {}
     name = None
-    for line in (REPO / "requirements" / "lock.txt").read_text().splitlines():
+    for line in (REPO / "requirements" / file).read_text().splitlines():
         m = re.match(r"^([A-Za-z0-9_.-]+)==(\S+)", line)
         if m:
             name = _norm(m.group(1))
@@ -30,25 +31,45 @@ def _lock() -> dict[str, tuple[str, int]]:
     return out
 
 
-def _needed() -> list[Requirement]:
+def _make_var(name: str) -> str:
+    return re.search(rf"^{name} := (.+)$", (REPO / "Makefile").read_text(), re.M).group(1)
+
+
+def _needed(extras_var: str = "TEST_EXTRAS") -> list[Requirement]:
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-    extras = re.search(r"^TEST_EXTRAS := (.+)$", (REPO / "Makefile").read_text(), re.M).group(1).split(",")
     reqs = list(project["dependencies"])
-    for e in extras:
-        assert e in project["optional-dependencies"], f"Makefile TEST_EXTRAS names {e!r}, not an extra in pyproject.toml"
+    for e in _make_var(extras_var).split(","):
+        assert e in project["optional-dependencies"], f"Makefile {extras_var} names {e!r}, not an extra in pyproject.toml"
         reqs += project["optional-dependencies"][e]
     return [Requirement(r) for r in reqs]
 
 
-def test_every_dependency_is_locked_with_hashes_within_its_range():
-    lock = _lock()
-    for req in _needed():
+def _check_covered(file: str, extras_var: str, remedy: str) -> None:
+    lock = _lock(file)
+    for req in _needed(extras_var):
         name = _norm(req.name)
-        assert name in lock, f"{req.name} is not in requirements/lock.txt: run `make lock`"
+        assert name in lock, f"{req.name} is not in requirements/{file}: run `{remedy}`"
         version, hashes = lock[name]
-        assert hashes >= 1, f"{req.name} has no --hash in the lock"
+        assert hashes >= 1, f"{req.name} has no --hash in requirements/{file}"
         assert req.specifier.contains(version, prereleases=True), \
-            f"{req.name}=={version} in the lock is outside pyproject's {req.specifier}: run `make lock`"
+            f"{req.name}=={version} in requirements/{file} is outside pyproject's {req.specifier}: run `{remedy}`"
+
+
+def test_every_dependency_is_locked_with_hashes_within_its_range():
+    _check_covered("lock.txt", "TEST_EXTRAS", "make lock")
+
+
+def test_the_olmo_lock_is_the_main_lock_but_what_olmo_core_excludes():
+    """make test-olmo's environment (requirements/olmo-lock.txt) pins the runtime dependencies and
+    OLMO_EXTRAS with hashes, and every package the main lock also holds at the main lock's version,
+    except the Makefile's OLMO_DOWNGRADES (what OLMo-core's cached-path caps): OLMo-core's reader is
+    checked against the libraries everything else runs on, and OLMo-core stays out of the main lock."""
+    _check_covered("olmo-lock.txt", "OLMO_EXTRAS", "make lock-olmo")
+    main, olmo = _lock(), _lock("olmo-lock.txt")
+    moved = sorted(n for n in olmo if n in main and olmo[n][0] != main[n][0])
+    assert moved == sorted(_norm(n) for n in _make_var("OLMO_DOWNGRADES").split()), \
+        f"requirements/olmo-lock.txt differs from the main lock in {moved}: run `make lock-olmo` after `make lock`"
+    assert "ai2-olmo-core" in olmo and "ai2-olmo-core" not in main
 
 
 def test_torch_is_the_pinned_cpu_wheel():
