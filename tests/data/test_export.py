@@ -83,14 +83,21 @@ def _doc_lengths(segments):
 
 
 def test_megatron_index_layout(data, tmp_path):
-    """The .idx by Megatron's documented layout (Megatron-core's own reader: the slow test below): one
-    sequence per document of ours, since Megatron's GPT dataset shuffles sequences as documents."""
+    """The .idx by Megatron's documented layout (Megatron-core's own reader: the slow tests below): one
+    sequence per document of ours, since Megatron's GPT dataset shuffles sequences as documents, each
+    ending with EOD: the .bin is the rows' tokens plus an EOD after every document a row end cut."""
     import struct
+
+    from preschool.data.tokenizer import load_special_ids
 
     info = export_dataset(data / "pt", "megatron", tmp_path / "mg")
     ref = _rows(data / "pt" / "train")
-    docs_ref = _doc_lengths(_rows(data / "pt" / "train", "segments"))
+    eod = load_special_ids(data / "tokenizer").eos
+    want = _megatron_documents(ref, _rows(data / "pt" / "train", "segments"), eod)
+    docs_ref = [len(d) for d in want]
     assert len(docs_ref) > len(ref)  # rows hold several documents: one sequence per row is not per document
+    added = sum(int(r[-1] != eod) for r in ref)  # each row not ending in EOS cut a document
+    assert added > 0 and info["splits"]["train"]["eod_added"] == added and info["splits"]["train"]["eod_id"] == eod
     idx = (tmp_path / "mg" / "train" / "text_document.idx").read_bytes()
     assert idx[:9] == b"MMIDIDX\x00\x00"
     version, code, n_seq, n_doc = struct.unpack("<QBQQ", idx[9:34])
@@ -102,29 +109,42 @@ def test_megatron_index_layout(data, tmp_path):
     assert lengths.tolist() == docs_ref and docs.tolist() == list(range(n_seq + 1))
     assert info["splits"]["train"]["documents"] == len(docs_ref)
     bin_ = np.fromfile(tmp_path / "mg" / "train" / "text_document.bin", np.uint16)
-    assert np.array_equal(bin_, ref.ravel())  # the token stream is unchanged
-    assert np.array_equal(np.concatenate([bin_[p // 2:p // 2 + n] for p, n in zip(pointers, lengths)]), ref.ravel())
+    assert np.array_equal(bin_, np.concatenate(want)) and len(bin_) == ref.size + added
+    assert [bin_[p // 2 + n - 1] for p, n in zip(pointers, lengths)] == [eod] * n_seq  # every document ends with EOD
+    # each document is one of our runs, plus the EOD added when the run did not end with one: without
+    # those, the stream is the rows' tokens unchanged
+    segs = _rows(data / "pt" / "train", "segments")
+    runs = [run for row, seg in zip(ref, segs) for run in np.split(row, np.nonzero(seg[1:] != seg[:-1])[0] + 1)]
+    assert lengths.tolist() == [len(r) + int(r[-1] != eod) for r in runs]
+    assert np.array_equal(np.concatenate([bin_[p // 2:p // 2 + len(r)] for p, r in zip(pointers, runs)]), ref.ravel())
 
 
 @pytest.mark.slow  # importing megatron.core takes ~20 s here
 def test_megatron_round_trip_with_megatron_core(data, tmp_path):
+    """Megatron-core's IndexedDataset reads one sequence per document of ours, each ending with EOD,
+    and the loss mask document for document (an added EOD repeats its document's last mask value)."""
     from megatron.core.datasets.gpt_dataset import GPTDataset
     from megatron.core.datasets.indexed_dataset import IndexedDataset
 
+    from preschool.data.tokenizer import load_special_ids
+
+    eod = load_special_ids(data / "tokenizer").eos
     for name in ("stack", "pt"):
         export_dataset(data / name, "megatron", tmp_path / name, allow_unread_loss_mask=True)
         ref = _rows(data / name / "train")
         segments = _rows(data / name / "train", "segments")
+        want = _megatron_documents(ref, segments, eod)
         ds = IndexedDataset(str(tmp_path / name / "train" / "text_document"))
         assert ds.index.dtype == np.uint16
-        assert [len(ds[i]) for i in range(len(ds))] == _doc_lengths(segments)
-        assert np.array_equal(np.concatenate([ds[i] for i in range(len(ds))]), ref.ravel())
+        assert len(ds) == len(_doc_lengths(segments)) == len(want)
+        assert all(np.array_equal(ds[i], w) for i, w in enumerate(want))
         assert list(ds.document_indices) == list(range(len(ds) + 1))
         # what Megatron's GPT dataset shuffles: our documents
         assert GPTDataset.numel_low_level_dataset(ds) == len(_doc_lengths(segments))
     mask = IndexedDataset(str(tmp_path / "stack" / "train" / "loss_mask_document"))
-    assert np.array_equal(np.concatenate([mask[i] for i in range(len(mask))]),
-                          _rows(data / "stack" / "train", "loss_mask").ravel())
+    want = _megatron_documents(_rows(data / "stack" / "train", "loss_mask"), _rows(data / "stack" / "train", "segments"),
+                               eod, tokens=_rows(data / "stack" / "train"))
+    assert len(mask) == len(want) and all(np.array_equal(mask[i], w) for i, w in enumerate(want))
 
 
 def test_nanotron_round_trip_with_datatrove(data, tmp_path):
@@ -299,6 +319,87 @@ def test_numpy_round_trip_with_olmo_core(data, tmp_path):
                                   _rows(data / name / "train", "loss_mask").astype(bool))
 
 
+def _megatron_documents(rows, segments, eod, tokens=None):
+    """What Megatron's index should hold, from our rows: each of our documents (a run of one segment
+    inside a row) in order, followed by an EOD when its last token is not EOD (a document cut at a row
+    end). With ``tokens``, ``rows`` is the loss mask and an added EOD's value repeats the run's last."""
+    tokens = rows if tokens is None else tokens
+    docs = []
+    for row, seg, toks in zip(rows, segments, tokens):
+        cuts = np.nonzero(seg[1:] != seg[:-1])[0] + 1
+        for run, run_toks in zip(np.split(row, cuts), np.split(toks, cuts)):
+            ends_open = run_toks[-1] != eod
+            docs.append(np.r_[run, run[-1] if rows is not tokens else eod] if ends_open else run)
+    return docs
+
+
+def test_megatron_eod_id_from_the_tokenizer_or_given(data, tmp_path, capsys):
+    """A shard set alone has no tokenizer beside it to take the EOD id from: the Megatron export asks
+    for --eod-id (one line, exit 2, nothing written), and the id given ends every document; an id
+    outside the vocabulary, or --eod-id for a format without EODs, is refused before anything is written."""
+    one = data / "pt" / "val"
+    with pytest.raises(ConfigError, match=r"eod_id: .*no tokenizer.*--eod-id"):
+        export_dataset(one, "megatron", tmp_path / "a")
+    assert main(["export", str(one), "--format", "megatron", "--out", str(tmp_path / "a")]) == 2
+    err = capsys.readouterr().err
+    assert "--eod-id" in err and len(err.strip().splitlines()) == 1 and not (tmp_path / "a").exists()
+    assert main(["export", str(one), "--format", "megatron", "--out", str(tmp_path / "a"), "--eod-id", "5"]) == 0
+    info = json.loads((tmp_path / "a" / "export.json").read_text())["splits"]["val"]
+    want = _megatron_documents(_rows(one), _rows(one, "segments"), 5)
+    assert info["eod_id"] == 5 and info["eod_added"] == sum(len(w) for w in want) - _rows(one).size > 0
+    assert np.array_equal(np.fromfile(tmp_path / "a" / "val" / "text_document.bin", np.uint16), np.concatenate(want))
+    assert "Every Megatron document ends with EOD id 5" in (tmp_path / "a" / "README.md").read_text()
+    vocab = info["vocab_size"]
+    for bad, fmt in ((-1, "megatron"), (vocab, "megatron"), (5, "numpy")):
+        with pytest.raises(ConfigError, match="eod_id"):
+            export_dataset(one, fmt, tmp_path / "b", eod_id=bad)
+        assert not (tmp_path / "b").exists()
+
+
+@pytest.mark.slow  # importing megatron.core takes ~10-20 s here
+def test_megatron_gpt_dataset_sees_every_document_end(data, tmp_path):
+    """Megatron-core's GPTDataset finds documents by the EOD token (position ids and, with
+    --reset-attention-mask, attention restart after it): every document of the export ends with the
+    tokenizer's EOS, also one our rows cut at a row end, so in every sample the positions restart
+    exactly where each of our documents starts and never inside one."""
+    from megatron.core.datasets.gpt_dataset import GPTDataset, GPTDatasetConfig
+    from megatron.core.datasets.indexed_dataset import IndexedDataset
+    from megatron.core.datasets.utils import Split
+
+    from preschool.data.tokenizer import load_special_ids
+
+    class Tokenizer:  # what GPTDataset asks of a tokenizer: eod, pad, vocab_size (+ its cache key)
+        def __init__(self, eod, vocab_size):
+            self.eod, self.pad, self.vocab_size = eod, -1, vocab_size
+            self.unique_identifiers = {"class": "Tokenizer", "eod": eod}
+
+    eod = load_special_ids(data / "tokenizer").eos
+    for name in ("pt", "stack"):
+        rows, segments = _rows(data / name / "train"), _rows(data / name / "train", "segments")
+        cut = sum(int(r[-1] != eod) for r in rows)
+        assert cut > 0  # the data has documents cut at a row end: the case under test
+        info = export_dataset(data / name, "megatron", tmp_path / name, allow_unread_loss_mask=True)
+        prefix = str(tmp_path / name / "train" / "text_document")
+        ds = IndexedDataset(prefix)
+        cfg = GPTDatasetConfig(random_seed=1, sequence_length=SEQ, split="1,0,0",
+                               tokenizer=Tokenizer(eod, info["splits"]["train"]["vocab_size"]),
+                               reset_position_ids=True, reset_attention_mask=False, eod_mask_loss=False,
+                               create_attention_mask=False, path_to_cache=str(tmp_path / "cache"))
+        gpt = GPTDataset(ds, prefix, np.arange(len(ds)), None, Split.train, cfg)
+        ours = _megatron_documents(rows, segments, eod)
+        assert len(ds) == len(ours)
+        # where each of our documents starts in the stream GPTDataset windows (its shuffled order)
+        lengths = [len(ours[int(k)]) for k in gpt.document_index]
+        starts = np.r_[0, np.cumsum(lengths)]
+        for i in range(len(gpt)):
+            k = gpt.shuffle_index[i]
+            a = starts[gpt.sample_index[k][0]] + gpt.sample_index[k][1]
+            window = np.arange(a, a + SEQ)
+            begun = starts[np.searchsorted(starts, window, side="right") - 1]  # its document's start
+            want = window - np.maximum(begun, a)
+            assert gpt[i]["position_ids"].tolist() == want.tolist(), f"{name} sample {i}"
+
+
 @pytest.mark.slow  # importing megatron.core takes ~10-20 s here
 def test_megatron_gpt_dataset_windows_our_documents(data, tmp_path):
     """Megatron-core's GPTDataset on the export (its compiled helpers ship in the wheel): one epoch
@@ -330,7 +431,9 @@ def test_megatron_gpt_dataset_windows_our_documents(data, tmp_path):
         docs = [np.asarray(ds[int(k)]) for k in gpt.document_index]
         starts = np.r_[0, np.cumsum([len(x) for x in docs])]
         stream = np.concatenate(docs)
-        assert sorted(stream.tolist()) == sorted(_rows(data / name / "train").ravel().tolist())
+        ours = np.concatenate(_megatron_documents(_rows(data / name / "train"), _rows(data / name / "train", "segments"),
+                                                  eod))
+        assert sorted(stream.tolist()) == sorted(ours.tolist())
         for i in range(len(gpt)):
             k = gpt.shuffle_index[i]
             a = starts[gpt.sample_index[k][0]] + gpt.sample_index[k][1]

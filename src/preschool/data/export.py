@@ -13,7 +13,8 @@ hf         ``datasets`` ``save_to_disk`` folder;        ``datasets.load_from_dis
            (uint8) when the set has one
 megatron   ``text_document.bin/.idx``: Megatron's       ``megatron.core.datasets.indexed_dataset.
            MMapIndexedDataset layout, one sequence      IndexedDataset`` (``--data-path
-           (and document) per document of ours;         <split>/text_document``)
+           (and document) per document of ours,         <split>/text_document``) and its
+           each ending with the EOD token;              ``GPTDataset``
            ``loss_mask_document.bin/.idx`` (uint8)
            beside it when the set has a loss mask
 nanotron   datatrove's tokenized-file layout:           datatrove ``DatatroveFolderDataset`` (what
@@ -31,11 +32,15 @@ Every format keeps the token stream and its order. The window formats keep
 the rows: row ``i`` of the shard set is window ``i`` of the export (HF example
 ``i``, datatrove window ``i``, OLMo instance ``i`` with ``sequence_length =
 row_len``). Megatron's GPT dataset shuffles documents and cuts its own windows,
-so its sequences are our documents instead (``.bin`` = the rows' tokens
-unchanged). Document ends (for datatrove's positions and Megatron's
-documents) come from the ``segments`` array: a document ends where the segment
-number changes and at every row end, which is where our trainer resets
-positions too.
+so its sequences are our documents instead. Document ends (for datatrove's
+positions and Megatron's documents) come from the ``segments`` array: a
+document ends where the segment number changes and at every row end, which is
+where our trainer resets positions too. Megatron's GPTDataset finds documents
+by the EOD token alone (it concatenates the shuffled ones and resets positions
+after EOD), so a Megatron document that does not end with EOD -- one our rows
+cut at a row end, or a padded row -- gets one appended: its ``.bin`` is the
+rows' tokens in order plus those EODs (``export.json``: ``eod_id``,
+``eod_added``), and nothing else differs.
 
 A loss mask (Dyck, L2T answers) is yielded by the hf and numpy readers
 (``load_from_disk``'s ``loss_mask`` column, OLMo-core's ``label_mask_paths``). Megatron's
@@ -184,13 +189,18 @@ class HFExporter(Exporter):
 
 @EXPORTERS.register("megatron")
 class MegatronExporter(Exporter):
-    """Megatron MMapIndexedDataset ``.bin/.idx``: one sequence (and document) per document of ours.
+    """Megatron MMapIndexedDataset ``.bin/.idx``: one sequence (and document) per document of ours,
+    each ending with the EOD token ``eod_id``.
 
     Megatron's GPT dataset treats each *sequence* of the index as a document
     (``GPTDataset.numel_low_level_dataset`` counts sequences): it shuffles them
     and cuts its own windows across them. So a sequence here is one of our
     documents, a run of one segment number inside a row (:func:`document_ends`),
-    not a whole row; the ``.bin`` is the rows' token stream unchanged.
+    not a whole row. Inside a window it tells documents apart only by EOD, so a
+    document whose last token is not ``eod_id`` (cut at a row end, or a padded
+    row) is written with ``eod_id`` appended (its loss mask repeats the
+    document's last value, as our packer's EOS does); the ``.bin`` is otherwise
+    the rows' token stream unchanged.
     """
 
     read_hint = "megatron.core.datasets.indexed_dataset.IndexedDataset('OUT/<split>/text_document')"
@@ -198,37 +208,40 @@ class MegatronExporter(Exporter):
     mask_reader = ("Megatron-core's GPTDataset (its loss_mask marks EOD/pad tokens only; loss_mask_document "
                    "is written for a dataset class of your own)")
 
+    def __init__(self, eod_id: int):
+        self.eod_id = eod_id
+
     def write(self, ss: ShardSet, out: Path) -> dict[str, Any]:
         out.mkdir(parents=True, exist_ok=True)
         # Megatron has no uint32 code: larger vocabularies go to int32 (ids < 2^31).
         tok_dtype = np.dtype(np.uint16) if ss.dtype == np.uint16 else np.dtype(np.int32)
-        lengths = document_lengths(ss)
-        files = {"tokens": self._write_one(ss, "tokens", tok_dtype, out / "text_document", lengths)}
+        kinds = {"tokens": ("text_document", tok_dtype)}
         if ss.has_loss_mask:
-            files["loss_mask"] = self._write_one(ss, "loss_mask", np.dtype(np.uint8), out / "loss_mask_document",
-                                                 lengths)
-        return {"prefixes": files, "dtype": tok_dtype.name, "sequences": len(lengths), "documents": len(lengths)}
-
-    @staticmethod
-    def _write_one(ss: ShardSet, name: str, dtype: np.dtype, prefix: Path, lengths: np.ndarray) -> str:
-        with open(prefix.with_suffix(".bin"), "wb") as fh:
-            for _, block in iter_blocks(ss, [name]):
-                fh.write(block[name].astype(dtype).tobytes())
-        write_megatron_index(prefix.with_suffix(".idx"), lengths, dtype)
-        return prefix.name
-
-
-def document_lengths(ss: ShardSet) -> np.ndarray:
-    """Token count of every document of a shard set, in order (int32; one per row without ``segments``)."""
-    name = "segments" if "segments" in ss.array_names else "tokens"
-    ends, start = [], 0
-    for _, block in iter_blocks(ss, [name]):
-        n = len(block[name])
-        ends.append(document_ends(block["segments"] if name == "segments" else None, n, ss.row_len, start=start))
-        start += n * ss.row_len
-    if not ends:
-        return np.zeros(0, np.int32)
-    return np.diff(np.concatenate(ends), prepend=0).astype(np.int32)
+            kinds["loss_mask"] = ("loss_mask_document", np.dtype(np.uint8))
+        names = list(kinds) + (["segments"] if "segments" in ss.array_names else [])
+        lengths, added = [], 0
+        handles = {n: open(out / f"{prefix}.bin", "wb") for n, (prefix, _) in kinds.items()}
+        try:
+            for _, block in iter_blocks(ss, names):
+                toks = block["tokens"].ravel()
+                # blocks hold whole rows and every row end ends a document, so documents never straddle blocks
+                ends = document_ends(block.get("segments"), len(block["tokens"]), ss.row_len)
+                is_open = toks[ends - 1] != self.eod_id  # documents without their EOD
+                open_ends = ends[is_open]
+                handles["tokens"].write(np.insert(toks, open_ends, self.eod_id).astype(tok_dtype).tobytes())
+                if ss.has_loss_mask:
+                    m = block["loss_mask"].ravel()
+                    handles["loss_mask"].write(np.insert(m, open_ends, m[open_ends - 1]).astype(np.uint8).tobytes())
+                lengths.append(np.diff(ends, prepend=0) + is_open)
+                added += len(open_ends)
+        finally:
+            for fh in handles.values():
+                fh.close()
+        lengths = np.concatenate(lengths) if lengths else np.zeros(0, np.int64)
+        for prefix, dtype in kinds.values():
+            write_megatron_index(out / f"{prefix}.idx", lengths, dtype)
+        return {"prefixes": {n: prefix for n, (prefix, _) in kinds.items()}, "dtype": tok_dtype.name,
+                "sequences": len(lengths), "documents": len(lengths), "eod_id": self.eod_id, "eod_added": added}
 
 
 def write_megatron_index(path: Path, lengths: np.ndarray, dtype: np.dtype, doc_indices: np.ndarray | None = None) -> None:
@@ -347,7 +360,8 @@ def export_entries(folder: Path) -> set[str] | None:
 
 
 def export_dataset(dataset_dir: str | Path, fmt: str, out: str | Path, splits: list[str] | None = None,
-                   verify: str = "full", command: str | None = None, allow_unread_loss_mask: bool = False) -> dict:
+                   verify: str = "full", command: str | None = None, allow_unread_loss_mask: bool = False,
+                   eod_id: int | None = None) -> dict:
     """Write ``dataset_dir``'s splits in format ``fmt`` under ``out/<split>/``; return export.json's content.
 
     The shard sets are checked (``verify``: "full" = sizes and sha256, or "size") before anything is written;
@@ -356,7 +370,9 @@ def export_dataset(dataset_dir: str | Path, fmt: str, out: str | Path, splits: l
     it is locked while the export runs (``command``: what a second writer is told is running).
     A split with a loss mask is refused (ConfigError on ``allow_unread_loss_mask``) when the format's
     reader ignores the mask (Megatron, Nanotron), unless ``allow_unread_loss_mask``; export.json's
-    ``loss_mask`` says whether and by what the mask is read.
+    ``loss_mask`` says whether and by what the mask is read. ``eod_id`` (megatron only): the token every
+    Megatron document ends with; default the EOS of the tokenizer found beside the dataset, and without
+    one it must be given (ConfigError on ``eod_id``).
     """
     dataset_dir = Path(dataset_dir)
     exporter_cls = EXPORTERS.get(fmt, "format").cls  # an unknown format fails first
@@ -375,22 +391,46 @@ def export_dataset(dataset_dir: str | Path, fmt: str, out: str | Path, splits: l
                           f"{exporter_cls.mask_reader}, so training would count every token; export as hf or "
                           f"numpy, or pass --allow-unread-loss-mask to export it anyway")
     tok = find_tokenizer(dataset_dir)
+    eod_id = _eod_id(fmt, eod_id, tok, dataset_dir, found)
     command = command or f"preschool export {dataset_dir} --format {fmt} --out {out}"
     # the output folder is checked (and locked) before the shards are verified, which reads every byte
     with claim_output(out, command, export_entries, "export", inputs=[dataset_dir, tok]):
         sets = {s: ShardSet(p, verify=verify) for s, p in found.items()}
-        return _export(dataset_dir, fmt, Path(out), sets, tok, single=found == {dataset_dir.name: dataset_dir})
+        return _export(dataset_dir, fmt, Path(out), sets, tok, single=found == {dataset_dir.name: dataset_dir},
+                       eod_id=eod_id)
+
+
+def _eod_id(fmt: str, eod_id: int | None, tok: Path | None, dataset_dir: Path, found: dict[str, Path]) -> int | None:
+    """The EOD id a Megatron export ends its documents with (None for the other formats), checked
+    against the splits' vocabularies before anything is read or written."""
+    if fmt != "megatron":
+        if eod_id is not None:
+            raise ConfigError("eod_id", f"only the megatron format writes EOD tokens (this export is {fmt})")
+        return None
+    if eod_id is None:
+        if tok is None:
+            raise ConfigError("eod_id", f"{dataset_dir}: no tokenizer beside the dataset (looked for "
+                              f"{dataset_dir / 'tokenizer'} and {dataset_dir.parent / 'tokenizer'}) to take "
+                              "Megatron's EOD token from; pass --eod-id with the EOS id the data was made with")
+        from .tokenizer import load_special_ids
+
+        eod_id = load_special_ids(tok).eos
+    vocab = min(int((read_manifest(p / "manifest.json") or {}).get("vocab_size") or 2 ** 31) for p in found.values())
+    if not 0 <= eod_id < vocab:
+        raise ConfigError("eod_id", f"{eod_id} is not a token id of {dataset_dir} (vocab size {vocab})")
+    return eod_id
 
 
 def _export(dataset_dir: Path, fmt: str, out: Path, sets: dict[str, ShardSet], tok: Path | None,
-            single: bool) -> dict:
+            single: bool, eod_id: int | None = None) -> dict:
     """Write the verified shard sets ``sets`` as ``fmt`` into ``out`` (atomically); export.json's content."""
     entry = EXPORTERS.get(fmt, "format")
     # datatrove's metadata names the tokenizer (Nanotron loads it with AutoTokenizer.from_pretrained): ours
     # travels with the export, so it is named relative to the split folder holding the metadata, which
     # stays right when the export is moved or copied (resolve it against that folder)
     tok_name = "../tokenizer" if tok else "unknown"
-    exporter = entry.cls(tokenizer_name=tok_name) if fmt == "nanotron" else entry.cls()
+    options = {"nanotron": {"tokenizer_name": tok_name}, "megatron": {"eod_id": eod_id}}
+    exporter = entry.cls(**options.get(fmt, {}))
     info: dict[str, Any] = {
         "format": fmt,
         "source": str(dataset_dir.resolve()),
@@ -432,4 +472,9 @@ def _readme(info: dict) -> str:
     if "tokenizer" in info:
         sp = info["tokenizer"]["special_ids"]
         lines += ["", f"Tokenizer: `tokenizer/` (documents end with EOS id {sp['eos']}; BOS {sp['bos']}, PAD {sp['pad']})"]
+    eod = [(s, m["eod_added"]) for s, m in info["splits"].items() if "eod_added" in m]
+    if eod:
+        eod_id = next(iter(info["splits"].values()))["eod_id"]
+        lines += ["", f"Every Megatron document ends with EOD id {eod_id}, added where one did not (cut at a row "
+                  "end, or a padded row): " + ", ".join(f"{n} in `{s}/`" for s, n in eod) + "."]
     return "\n".join(lines) + "\n"

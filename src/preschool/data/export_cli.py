@@ -8,7 +8,8 @@ Write the train/val shard sets of a prepared dataset (<run>/data/<name>, or one
 shard set folder) in another trainer's format, row for row:
 
   hf        datasets.save_to_disk folder (input_ids, loss_mask)
-  megatron  Megatron MMapIndexedDataset <split>/text_document.bin/.idx
+  megatron  Megatron MMapIndexedDataset <split>/text_document.bin/.idx, one
+            document of ours per sequence, each ending with EOD (--eod-id)
   nanotron  datatrove tokenized files <split>/NNNNN.ds(.index/.loss/.metadata)
   numpy     flat uint16/uint32 token files as OLMo-core memory-maps them
 
@@ -40,13 +41,16 @@ def add_arguments(p) -> None:
     p.add_argument("--allow-unread-loss-mask", action="store_true",
                    help="export a loss-masked set as megatron or nanotron although their trainers' readers "
                    "ignore the mask (it is written beside the tokens; see export.json's loss_mask)")
+    p.add_argument("--eod-id", type=int, default=None, metavar="ID",
+                   help="megatron: the EOD token every document ends with (appended where our rows cut one); "
+                   "default the EOS of the tokenizer beside the dataset, needed when there is none")
 
 
 def run(args) -> int:
     from .export import export_dataset
 
     info = export_dataset(args.dataset, args.format, args.out, args.splits, verify=args.verify,
-                         allow_unread_loss_mask=args.allow_unread_loss_mask)
+                         allow_unread_loss_mask=args.allow_unread_loss_mask, eod_id=args.eod_id)
     for s, m in info["splits"].items():
         print(f"{s}: {m['n_rows']} rows x {m['row_len']} tokens ({m['dtype']})")
     print(f"{info['format']} export: {args.out}  (read with: {info['read']})")
