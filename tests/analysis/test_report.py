@@ -34,8 +34,11 @@ from preschool.errors import ConfigError  # noqa: E402
 
 
 def _cfg(axes=None):
-    data = {"pt": SimpleNamespace(generator=None), "stack": SimpleNamespace(generator="stack"),
-            "depo": SimpleNamespace(generator="depo")}
+    from preschool.data.builders.corpus import CorpusSpec
+    from preschool.synthetic.builder import GeneratorSpec
+
+    data = {"pt": CorpusSpec(corpus="sb"), "stack": GeneratorSpec(generator="stack"),
+            "depo": GeneratorSpec(generator="depo")}
     return SimpleNamespace(data=data, report=SimpleNamespace(axes=axes or {}))
 
 
