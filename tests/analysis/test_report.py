@@ -49,6 +49,15 @@ def test_each_metric_gets_its_own_axis():
     assert metric_axes(_cfg(), metrics, tasks={"depo"}) == {
         "val/pt": "pt", "val/depo": "depo", "val/stack": "stack", "depo/acc": "depo", "minimal_pairs/acc": "pt",
         "lm_eval/piqa/acc": "pt"}
+    # a held-out loss per source sits on its source's axis, as val/<dataset> does (stack_vs_queue: its mean
+    # over a language set and an untrained DEPO set was headlined on the language axis, and gave a "stable
+    # gain" that was the reserved ids' embeddings, not language); the mean is not headlined
+    assert metric_axes(_cfg(), ["heldout/loss/depo", "heldout/loss/pt", "heldout/loss/stack", "heldout/loss"],
+                       tasks={"depo"}) == {"heldout/loss/depo": "depo", "heldout/loss/pt": "pt",
+                                           "heldout/loss/stack": "stack", "heldout/loss": "pt"}
+    from preschool.evals.heldout import Heldout
+
+    assert Heldout.reported("loss/depo") and not Heldout.reported("loss") and not Heldout.reported("ppl/pt")
     # report.axes wins, longest prefix first
     assert metric_axes(_cfg({"depo": "pt", "depo/acc": "depo"}), ["depo/acc", "depo/nll"], tasks={"depo"}) == \
         {"depo/acc": "depo", "depo/nll": "pt"}

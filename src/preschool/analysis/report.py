@@ -180,8 +180,9 @@ def metric_axes(cfg, metrics: list[str], tasks: set[str] | None = None) -> dict[
     synthetic dataset (task or pre-pretraining) uses that dataset's tokens (its loss
     falls as that dataset is trained, not as language is), an evaluator named like
     the generator of exactly one synthetic task dataset (:func:`task_datasets`;
-    ``depo`` scoring the ``depo`` data) uses that dataset's tokens, and everything
-    else language tokens.
+    ``depo`` scoring the ``depo`` data) uses that dataset's tokens, so does an evaluator
+    metric of one source named like a synthetic dataset (``heldout/loss/depo``), and
+    everything else language tokens.
     """
     tasks = task_datasets(cfg) if tasks is None else tasks
     synthetic = synthetic_datasets(cfg)
@@ -195,10 +196,23 @@ def metric_axes(cfg, metrics: list[str], tasks: set[str] | None = None) -> dict[
             out[m] = cfg.report.axes[max(given, key=len)]
         elif m.startswith("val/"):
             out[m] = m[4:] if m[4:] in synthetic else "pt"
+        elif _metric_source(m) in synthetic:
+            out[m] = _metric_source(m)
         else:
             cands = by_generator.get(m.split("/", 1)[0], [])
             out[m] = cands[0] if len(cands) == 1 else "pt"
     return out
+
+
+def _metric_source(metric: str) -> str | None:
+    """The source an evaluator metric scores (:meth:`~preschool.evals.base.Evaluator.metric_source`:
+    ``heldout/loss/depo`` scores ``depo``); None for other metrics and evaluators not registered here."""
+    from ..evals import EVALUATORS
+
+    name, _, rest = metric.partition("/")
+    if not rest or name not in EVALUATORS:
+        return None
+    return EVALUATORS.get(name).cls.metric_source(rest)
 
 
 def headline_metrics(arms: dict, metric_names: list[str]) -> tuple[list[str], dict[str, bool]]:

@@ -60,6 +60,13 @@ class Evaluator:
         return not any(fnmatch.fnmatchcase(metric, p) for p in cls.lower_is_better)
 
     @classmethod
+    def metric_source(cls, metric: str) -> str | None:
+        """The data source one of this evaluator's metrics scores (a held-out set, by the name the config
+        gave it), or None when the metric spans no single source. A report draws a metric whose source
+        names a synthetic dataset against that dataset's own tokens, as it draws ``val/<dataset>``."""
+        return None
+
+    @classmethod
     def reported(cls, metric: str) -> bool:
         """Whether a report headlines ``metric`` (a table column, plot, gain and efficiency row):
         the names matching ``report_patterns`` (default: top-level names), bookkeeping never."""

@@ -91,9 +91,20 @@ def rows_nll(model, tokens: np.ndarray, loss_mask: np.ndarray | None, batch_size
 class Heldout(Evaluator):
     """Mean next-token loss / perplexity per held-out source (shard sets), loss-mask aware, fp32."""
 
-    version: ClassVar[str] = "2"  # 2: the first max_rows rows, as the trainer's validation (1: evenly spaced)
+    # 3: reports headline each source's loss, not their mean; 2: the first max_rows rows, as the trainer's
+    # validation (1: evenly spaced)
+    version: ClassVar[str] = "3"
     headline_metrics: ClassVar[tuple[str, ...]] = ("loss", "loss/*")
+    # each source's loss, on that source's own token axis; the unweighted mean over sources is recorded but
+    # not compared: with a language set and a task set not trained yet, it is mostly the untrained task's loss
+    report_patterns: ClassVar[tuple[str, ...]] = ("loss/*",)
     lower_is_better: ClassVar[tuple[str, ...]] = ("loss", "loss/*", "ppl/*")
+
+    @classmethod
+    def metric_source(cls, metric: str) -> str | None:
+        """``loss/<name>``, ``ppl/<name>`` and ``tokens/<name>`` score the source ``name``."""
+        kind, _, name = metric.partition("/")
+        return name if kind in ("loss", "ppl", "tokens") and name else None
 
     @classmethod
     def data_fingerprint(cls, cfg: HeldoutConfig) -> str:
