@@ -158,7 +158,7 @@ def test_config_errors_name_the_field(tmp_path):
     err(bad, r"data\.x\.params\.n_compartments")
     err({**ok, "data": {**ok["data"], "x": {"kind": "shifted", "source": "nope"}}}, r"data\.x\.source")
     err({**ok, "data": {**ok["data"], "x": {"kind": "shifted", "source": "base", "corpus": "storybook"}}},
-        r"data\.x\.kind.*no corpus")
+        r"data\.x\.corpus: a dataset is built one way: 'kind' \(derived\) or 'corpus' \(corpus\)")
     err({**ok, "arms": [{**ok["arms"][0], "callbacks": {"infonse": {}}}]}, r"arms\[0\]\.callbacks.*did you mean")
     err({**ok, "report": {"sections": {"slowdwn": {}}}}, r"report\.sections.*did you mean 'slowdown'")
     err({**ok, "report": {"compare": [["c2", "c2"]]}}, r"report\.compare\[0\]")
