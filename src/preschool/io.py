@@ -98,6 +98,27 @@ def os_error_line(e: OSError) -> str | None:
     return f"{os.fsdecode(name)}: cannot write ({failure[0]}); {failure[1]}"
 
 
+def _umask() -> int:
+    """The process umask, read without changing it (Linux: /proc/self/status; elsewhere set and restore)."""
+    with contextlib.suppress(OSError, ValueError):
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _publish_mode(path: Path) -> None:
+    """Give a finished temp file or folder the mode a plain ``open``/``mkdir`` would have given it.
+
+    ``tempfile`` makes its files 0600 and folders 0700 whatever the umask, so without this every
+    report, checkpoint, prepared dataset and export stays private to its writer: on a cluster's
+    shared project folder a colleague (or a job running as another user) could not read them.
+    """
+    os.chmod(path, (0o777 if path.is_dir() else 0o666) & ~_umask())
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | Path) -> Iterator[Path]:
     """Yield a temp path beside ``path``; on success fsync and rename it onto ``path``."""
@@ -113,6 +134,8 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
             if tmp_path.is_file():
                 with open(tmp_path, "rb") as fh:
                     os.fsync(fh.fileno())
+            if tmp_path.exists():
+                _publish_mode(tmp_path)
             os.replace(tmp_path, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
@@ -189,6 +212,7 @@ def atomic_dir(path: str | Path) -> Iterator[Path]:
         with write_errors_named(path, tmp):
             yield tmp
         (tmp / PARTIAL_MARK).unlink(missing_ok=True)  # the folder is complete: it becomes ``path`` as it is
+        _publish_mode(tmp)
         old = None
         if path.exists():
             old = path.with_name(f".{path.name}.old")
