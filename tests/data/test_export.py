@@ -356,12 +356,9 @@ def test_megatron_eod_id_from_the_tokenizer_or_given(data, tmp_path, capsys):
         assert not (tmp_path / "b").exists()
 
 
-@pytest.mark.slow  # importing megatron.core takes ~10-20 s here
-def test_megatron_gpt_dataset_sees_every_document_end(data, tmp_path):
-    """Megatron-core's GPTDataset finds documents by the EOD token (position ids and, with
-    --reset-attention-mask, attention restart after it): every document of the export ends with the
-    tokenizer's EOS, also one our rows cut at a row end, so in every sample the positions restart
-    exactly where each of our documents starts and never inside one."""
+def _megatron_gpt(data, name, tmp_path):
+    """Export ``data/<name>`` for Megatron and open it with megatron-core's own IndexedDataset and
+    GPTDataset (position ids reset at EOD); returns (eod id, the IndexedDataset, the GPTDataset)."""
     from megatron.core.datasets.gpt_dataset import GPTDataset, GPTDatasetConfig
     from megatron.core.datasets.indexed_dataset import IndexedDataset
     from megatron.core.datasets.utils import Split
@@ -374,18 +371,27 @@ def test_megatron_gpt_dataset_sees_every_document_end(data, tmp_path):
             self.unique_identifiers = {"class": "Tokenizer", "eod": eod}
 
     eod = load_special_ids(data / "tokenizer").eos
+    info = export_dataset(data / name, "megatron", tmp_path / name, allow_unread_loss_mask=True)
+    prefix = str(tmp_path / name / "train" / "text_document")
+    ds = IndexedDataset(prefix)
+    cfg = GPTDatasetConfig(random_seed=1, sequence_length=SEQ, split="1,0,0",
+                           tokenizer=Tokenizer(eod, info["splits"]["train"]["vocab_size"]),
+                           reset_position_ids=True, reset_attention_mask=False, eod_mask_loss=False,
+                           create_attention_mask=False, path_to_cache=str(tmp_path / "cache"))
+    return eod, ds, GPTDataset(ds, prefix, np.arange(len(ds)), None, Split.train, cfg)
+
+
+@pytest.mark.slow  # importing megatron.core takes ~10-20 s here
+def test_megatron_gpt_dataset_sees_every_document_end(data, tmp_path):
+    """Megatron-core's GPTDataset finds documents by the EOD token (position ids and, with
+    --reset-attention-mask, attention restart after it): every document of the export ends with the
+    tokenizer's EOS, also one our rows cut at a row end, so in every sample the positions restart
+    exactly where each of our documents starts and never inside one."""
     for name in ("pt", "stack"):
+        eod, ds, gpt = _megatron_gpt(data, name, tmp_path)
         rows, segments = _rows(data / name / "train"), _rows(data / name / "train", "segments")
         cut = sum(int(r[-1] != eod) for r in rows)
         assert cut > 0  # the data has documents cut at a row end: the case under test
-        info = export_dataset(data / name, "megatron", tmp_path / name, allow_unread_loss_mask=True)
-        prefix = str(tmp_path / name / "train" / "text_document")
-        ds = IndexedDataset(prefix)
-        cfg = GPTDatasetConfig(random_seed=1, sequence_length=SEQ, split="1,0,0",
-                               tokenizer=Tokenizer(eod, info["splits"]["train"]["vocab_size"]),
-                               reset_position_ids=True, reset_attention_mask=False, eod_mask_loss=False,
-                               create_attention_mask=False, path_to_cache=str(tmp_path / "cache"))
-        gpt = GPTDataset(ds, prefix, np.arange(len(ds)), None, Split.train, cfg)
         ours = _megatron_documents(rows, segments, eod)
         assert len(ds) == len(ours)
         # where each of our documents starts in the stream GPTDataset windows (its shuffled order)
@@ -406,27 +412,8 @@ def test_megatron_gpt_dataset_windows_our_documents(data, tmp_path):
     shuffles each of our documents exactly once, every sample is a seq_len + 1 window of those
     documents concatenated in its order, and its loss_mask ignores ours (the export refuses a masked
     set without --allow-unread-loss-mask)."""
-    from megatron.core.datasets.gpt_dataset import GPTDataset, GPTDatasetConfig
-    from megatron.core.datasets.indexed_dataset import IndexedDataset
-    from megatron.core.datasets.utils import Split
-
-    from preschool.data.tokenizer import load_special_ids
-
-    class Tokenizer:  # what GPTDataset asks of a tokenizer: eod, pad, vocab_size (+ its cache key)
-        def __init__(self, eod, vocab_size):
-            self.eod, self.pad, self.vocab_size = eod, -1, vocab_size
-            self.unique_identifiers = {"class": "Tokenizer", "eod": eod}
-
-    eod = load_special_ids(data / "tokenizer").eos
     for name in ("pt", "stack"):
-        info = export_dataset(data / name, "megatron", tmp_path / name, allow_unread_loss_mask=True)
-        prefix = str(tmp_path / name / "train" / "text_document")
-        ds = IndexedDataset(prefix)
-        cfg = GPTDatasetConfig(random_seed=1, sequence_length=SEQ, split="1,0,0",
-                               tokenizer=Tokenizer(eod, info["splits"]["train"]["vocab_size"]),
-                               reset_position_ids=True, reset_attention_mask=False, eod_mask_loss=False,
-                               create_attention_mask=False, path_to_cache=str(tmp_path / "cache"))
-        gpt = GPTDataset(ds, prefix, np.arange(len(ds)), None, Split.train, cfg)
+        eod, ds, gpt = _megatron_gpt(data, name, tmp_path)
         assert sorted(gpt.document_index.tolist()) == list(range(len(ds)))  # each document once per epoch
         docs = [np.asarray(ds[int(k)]) for k in gpt.document_index]
         starts = np.r_[0, np.cumsum([len(x) for x in docs])]
