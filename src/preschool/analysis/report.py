@@ -196,8 +196,8 @@ def metric_axes(cfg, metrics: list[str], tasks: set[str] | None = None) -> dict[
             out[m] = cfg.report.axes[max(given, key=len)]
         elif m.startswith("val/"):
             out[m] = m[4:] if m[4:] in synthetic else "pt"
-        elif _metric_source(m) in synthetic:
-            out[m] = _metric_source(m)
+        elif (source := _metric_source(m)) in synthetic:
+            out[m] = source
         else:
             cands = by_generator.get(m.split("/", 1)[0], [])
             out[m] = cands[0] if len(cands) == 1 else "pt"
