@@ -119,3 +119,22 @@ def test_minimal_pairs_match_lm_eval_with_an_hf_tokenizers_bos(shared_data, hf_t
     for a, b in zip(ours, theirs):
         assert a["logp_good"] == pytest.approx(b["logp_good"], abs=1e-4)
         assert a["logp_bad"] == pytest.approx(b["logp_bad"], abs=1e-4)
+
+
+def test_every_metric_lm_eval_returns_for_a_task_is_reported_with_its_direction():
+    """ReCoRD's f1/em, LAMBADA's perplexity and filtered scores reach the report (table, gain and efficiency
+    rows) in lm-eval's own direction; standard errors stay out (issue #31 item 1)."""
+    from preschool.evals.lm_eval import LmEval, lm_eval_directions
+
+    res = {"results": {"record": {"alias": "record", "f1,none": 0.71, "f1_stderr,none": 0.01, "em,none": 0.70,
+                                  "em_stderr,none": 0.01},
+                       "lambada_openai": {"perplexity,none": 30.2, "perplexity_stderr,none": 1.1, "acc,none": 0.4},
+                       "gsm8k": {"exact_match,strict-match": 0.1, "exact_match_stderr,strict-match": 0.01}},
+           "higher_is_better": {"record": {"f1": True, "em": True}, "lambada_openai": {"perplexity": False, "acc": True},
+                                "gsm8k": {"exact_match": True}}}
+    metrics = flatten_metrics(res)
+    reported = sorted(m for m in metrics if LmEval.reported(m))
+    assert reported == ["gsm8k/exact_match@strict-match", "lambada_openai/acc", "lambada_openai/perplexity",
+                        "record/em", "record/f1"]
+    directions = lm_eval_directions(res, metrics)
+    assert directions["record/f1"] and directions["record/em"] and not directions["lambada_openai/perplexity"]

@@ -241,8 +241,12 @@ class LmEval(Evaluator):
     """Any lm-evaluation-harness task on our checkpoints via its HF backend (optional extra `lmeval`)."""
 
     version: ClassVar[str] = "1"
-    headline_metrics: ClassVar[tuple[str, ...]] = ("*/acc", "*/acc_norm", "*/exact_match", "*/word_perplexity")
-    report_patterns = headline_metrics  # each task's main scores, not stderrs or other filters
+    headline_metrics: ClassVar[tuple[str, ...]] = ("*/acc", "*/acc_norm", "*/f1", "*/em", "*/exact_match",
+                                                   "*/word_perplexity")
+    # every metric lm-eval returns for a configured task (ReCoRD's f1 and em, LAMBADA's perplexity, a filtered
+    # exact_match@strict-match) is reportable; its standard errors are bookkeeping
+    report_patterns: ClassVar[tuple[str, ...]] = ("*/*",)
+    bookkeeping: ClassVar[tuple[str, ...]] = Evaluator.bookkeeping + ("*_stderr", "*_stderr@*")
     # lm-eval's own direction per metric is recorded with each result (lm_eval_directions); this rule only
     # serves summaries written before that: its lower-is-better metrics are the perplexities and bits per byte
     lower_is_better: ClassVar[tuple[str, ...]] = ("*/*perplexity*", "*/bits_per_byte*", "*/ter*")
