@@ -100,7 +100,7 @@ def defaults():
 
     return {"synthetic_presets": {n: params for n, (_, params) in PRESETS.items()},
             "evaluators": {n: EVALUATORS.build_config(n, {}) for n in ("blimp", "minimal_pairs")},
-            "depo_reference_hops": {f"max_hops_{k}": reference_hops(k) for k in (4, 8)}}
+            "depo_reference_hops": {f"max_hops_{k}": reference_hops(k) for k in (4, 6, 8)}}
 
 
 def parse_ours(cell: str):

@@ -85,9 +85,9 @@ def test_real_micro_model_is_batch_size_independent(hf_tok):
 
 
 def test_summary_written(tmp_path, hf_tok):
-    ev = EVALUATORS.build("depo", {"task": TASK, "instances": 2})  # default hops: 1 and 2
+    ev = EVALUATORS.build("depo", {"task": TASK, "instances": 2})  # default hops: 1, 2 and max_hops 3
     s = ev.run(Oracle(len(hf_tok)), hf_tok, out_dir=tmp_path)
-    assert s["metrics"]["acc"] == 1.0 and (tmp_path / "items.jsonl").read_text().count("\n") == 12
+    assert s["metrics"]["acc"] == 1.0 and (tmp_path / "items.jsonl").read_text().count("\n") == 18
 
 
 @pytest.mark.parametrize("cfg, field", [
@@ -111,10 +111,10 @@ def test_vocab_too_small_for_reserved_ids(hf_tok):
 
 
 def test_default_hops_are_the_reference_powers_of_two_up_to_max_hops(hf_tok):
-    """The reference evaluates k in powers of two up to K (spec stack_and_compartmentalization.md A.5)."""
+    """The reference evaluates k in powers of two up to K, and K (spec stack_and_compartmentalization.md A.5)."""
     task = {**TASK, "max_hops": 5, "length": 160}
     docs = EVALUATORS.build("depo", {"task": task, "instances": 1}).documents(hf_tok)
-    assert sorted({d["k"] for d in docs}) == [1, 2, 4]
+    assert sorted({d["k"] for d in docs}) == [1, 2, 4, 5]
     assert sorted({d["k"] for d in EVALUATORS.build("depo", {"task": {**TASK, "max_hops": 4}, "instances": 1}
                                                     ).documents(hf_tok)}) == [1, 2, 4]
 
@@ -126,3 +126,30 @@ def test_report_headlines_the_mean_and_each_hop_count_not_the_nlls():
 
     assert DepoEval.reported("acc") and DepoEval.reported("acc/k1") and DepoEval.reported("acc/k4")
     assert not DepoEval.reported("nll/k1") and not DepoEval.reported("nll")
+
+
+def test_reference_hops_append_max_hops_when_it_is_not_a_power_of_two():
+    """The reference scores the powers of two below K and K itself (issue #31 item 9)."""
+    from preschool.evals.depo import reference_hops
+
+    assert reference_hops(6) == [1, 2, 4, 6] and reference_hops(3) == [1, 2, 3] and reference_hops(1) == [1]
+    assert reference_hops(4) == [1, 2, 4] and reference_hops(8) == [1, 2, 4, 8]
+
+
+def test_prompts_start_as_training_rows_do_without_an_eos_in_front(hf_tok):
+    """A DEPO document padded to ``length`` plus its EOS is one training row when seq_len = length (the
+    studies' setup), so a training row starts with the document's first token, never with EOS; the
+    evaluator's prompts start the same way unless ``prepend_eos`` asks for the concat stream's EOS."""
+    from preschool.synthetic import GENERATORS, Item
+    from preschool.synthetic.write import SymbolEncoder
+
+    ev = EVALUATORS.build("depo", {"task": TASK, "instances": 2, "hops": [1]})
+    gen = EVALUATORS.build("depo", {"task": TASK, "hops": [1]}).generator(1)
+    it = next(iter(gen.items(0, 1)))
+    first = SymbolEncoder("text", hf_tok.backend_tokenizer.to_str(), max_digits=0).encode(
+        Item(it.symbols[:4], it.loss_mask[:4], it.meta)).ids[0]
+    doc = ev.documents(hf_tok)[0]
+    assert doc["ids"][0] == first != hf_tok.eos_token_id
+    with_eos = EVALUATORS.build("depo", {"task": TASK, "instances": 2, "hops": [1], "prepend_eos": True})
+    assert with_eos.documents(hf_tok)[0]["ids"][0] == hf_tok.eos_token_id
+    assert GENERATORS.build("depo", TASK).cfg.length == TASK["length"]

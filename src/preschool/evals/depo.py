@@ -7,8 +7,8 @@ parameters but a held-out ``seed`` and every query fixed to k. ``nodes: max``
 (default) scores graphs of exactly ``n_nodes`` nodes, as the reference's
 evaluation mode does (training draws n from 3..n_nodes); ``nodes: train`` keeps
 the training distribution of n. The hop counts scored default to the
-reference's evaluation set, the powers of two up to ``max_hops`` (1, 2, 4, ...;
-:func:`reference_hops`). A query is
+reference's evaluation set, the powers of two up to ``max_hops`` (1, 2, 4, ...) and
+``max_hops`` itself when it is not one (:func:`reference_hops`). A query is
 correct when the model's greedy answer reproduces the whole target word.
 Greedy decoding of a word equals "argmax at every answer position given the
 correct prefix", so one teacher-forced forward pass per document scores all
@@ -17,8 +17,11 @@ training).
 
 Documents are rendered exactly as the training data: ``text`` (integers under
 the model's tokenizer) or ``reserved`` (symbol s -> ``reserved_offset + s``,
-default the tokenizer's vocabulary size), with EOS in front as the packer puts
-it between training documents (``prepend_eos``).
+default the tokenizer's vocabulary size), starting as a training row starts: a
+DEPO document padded to ``length`` plus the packer's EOS fills one row when
+``seq_len = length`` (the studies' setup), so a training document starts its row
+and is never preceded by EOS; ``prepend_eos: true`` puts the EOS in front, as a
+concat stream of shorter rows does.
 
 Metrics: ``acc/k<k>`` (exact-match rate), ``nll/k<k>`` (mean answer-token
 NLL, nats, fp32 log-softmax), ``acc`` (mean over the hop counts scored).
@@ -45,7 +48,7 @@ class DepoEvalConfig:
     seed: int = 2_000_029  # held-out seed; must differ from the training seed (and from prepare's val seed, +1_000_003)
     render: Literal["text", "reserved"] = "text"
     reserved_offset: int | None = None  # reserved: id of symbol 0 (default: tokenizer vocab size)
-    prepend_eos: bool = True
+    prepend_eos: bool = False  # EOS before each document (a concat stream's separator); training rows start without
     batch_size: int = 16
 
     def validate(self) -> None:
@@ -68,15 +71,18 @@ class DepoEvalConfig:
 
 
 def reference_hops(max_hops: int) -> list[int]:
-    """The reference evaluation's hop counts: the powers of two up to ``max_hops`` (1, 2, 4, ...)."""
-    return [1 << i for i in range(max_hops.bit_length()) if 1 << i <= max_hops]
+    """The reference evaluation's hop counts: the powers of two up to ``max_hops`` (1, 2, 4, ...), then
+    ``max_hops`` itself when it is not a power of two (the reference appends it)."""
+    hops = [1 << i for i in range(max_hops.bit_length()) if 1 << i <= max_hops]
+    return hops if hops[-1] == max_hops else hops + [max_hops]
 
 
 @EVALUATORS.register("depo", config=DepoEvalConfig)
 class DepoEval(Evaluator):
     """DEPO k-hop exact-match accuracy per hop count on held-out instances (Beyond Perplexity)."""
 
-    version: ClassVar[str] = "2"  # 2: default hop set = powers of two (was 1..max_hops)
+    # 2: default hop set = powers of two (was 1..max_hops); 3: + max_hops when not a power of two, no EOS in front
+    version: ClassVar[str] = "3"
     headline_metrics: ClassVar[tuple[str, ...]] = ("acc", "acc/*")
     # the mean and each hop count's accuracy (Beyond Perplexity's acquisition curves are per k); NLLs stay out
     report_patterns: ClassVar[tuple[str, ...]] = ("acc", "acc/k*")
