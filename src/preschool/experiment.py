@@ -92,8 +92,14 @@ class EfficiencySpec:
     # metrics averaged per checkpoint into "downstream/avg" (verify-ppt measures tokens saved on it),
     # e.g. [lm_eval/hellaswag/acc_norm, lm_eval/piqa/acc]
     downstream: list[str] = field(default_factory=list)
+    # when a curve reaches its target: "stays" (from the checkpoint after which it stays there: the efficiency
+    # table cannot then contradict the stable-gain one) or "first" (its first checkpoint there; spec A.7's reading)
+    crossing: str = "stays"
 
     def validate(self) -> None:
+        from .analysis.efficiency import check_crossing
+
+        check_crossing(self.crossing)
         for m, t in self.targets.items():
             if isinstance(t, str):
                 ok = t.startswith("baseline@") and t[len("baseline@"):].isdigit()

@@ -17,10 +17,13 @@ def test_tokens_to_target_interpolates_first_crossing():
 def test_tokens_to_target_non_monotone_and_lower_is_better():
     tokens = [0, 10, 20, 30, 40]
     values = [0.1, 0.6, 0.3, 0.8, 0.9]
-    # the first crossing of 0.5 is between t=0 and t=10; the later dip does not undo it
-    assert tokens_to_target(tokens, values, 0.5) == pytest.approx(8.0)
-    # 0.7 is first reached between 20 (0.3) and 30 (0.8): 20 + 0.4/0.5*10 = 28
+    # first crossing of 0.5: between t=0 and t=10; under `first` the later dip does not undo it
+    assert tokens_to_target(tokens, values, 0.5, crossing="first") == pytest.approx(8.0)
+    # by default the curve must stay past: from 20 (0.3) to 30 (0.8) on, 20 + 0.2/0.5*10 = 24
+    assert tokens_to_target(tokens, values, 0.5) == pytest.approx(24.0)
+    # 0.7 is first reached between 20 (0.3) and 30 (0.8): 20 + 0.4/0.5*10 = 28 (it stays past: both rules)
     assert tokens_to_target(tokens, values, 0.7) == pytest.approx(28.0)
+    assert tokens_to_target(tokens, values, 0.7, crossing="first") == pytest.approx(28.0)
     # unsorted input is sorted by tokens
     assert tokens_to_target(tokens[::-1], values[::-1], 0.7) == pytest.approx(28.0)
     # loss curve: lower is better; 2.5 is reached between 3.0 (t=10) and 2.0 (t=20)
@@ -32,11 +35,12 @@ def test_tokens_to_target_non_monotone_and_lower_is_better():
 def test_smoothing_suppresses_a_spurious_spike():
     tokens = [0, 10, 20, 30, 40, 50]
     values = [0.1, 0.9, 0.1, 0.4, 0.6, 0.8]
-    assert tokens_to_target(tokens, values, 0.5) == pytest.approx(5.0)  # the spike crosses
+    assert tokens_to_target(tokens, values, 0.5, crossing="first") == pytest.approx(5.0)  # the spike crosses
+    assert tokens_to_target(tokens, values, 0.5) == pytest.approx(35.0)  # it does not stay past
     sm = smooth_values(values, 3)
     assert sm.tolist() == pytest.approx([0.1, 0.5, 1.1 / 3, 1.4 / 3, 1.1 / 3, 0.6])
     # smoothed: first >= 0.5 is t=10 (0.5 exactly)
-    assert tokens_to_target(tokens, values, 0.5, smooth=3) == pytest.approx(10.0)
+    assert tokens_to_target(tokens, values, 0.5, smooth=3, crossing="first") == pytest.approx(10.0)
     assert tokens_to_target(tokens, values, 0.55, smooth=3) == pytest.approx(40 + (0.55 - 1.1 / 3) / (0.6 - 1.1 / 3) * 10)
     with pytest.raises(ConfigError, match="smooth"):
         smooth_values(values, 0)
@@ -83,3 +87,22 @@ def test_absolute_tokens_saved_beside_the_fraction():
     assert e["saved_tokens"] == pytest.approx(1.25e9)  # 4B - 2.75B
     assert e["saved_tokens_incl_ppt"] == pytest.approx(0.75e9)
     assert e["saved_fraction"] == pytest.approx(1.25 / 4)
+
+
+def test_a_curve_that_touches_the_target_and_falls_back_saves_nothing_by_default():
+    """The ppt_retrieval case (issue #31 item 6): a loss curve dips below the baseline's final value once and
+    ends above it, worse than the baseline over the window (a stable harm). Counting its first crossing
+    "saves" tokens; the default rule counts a crossing only when the curve stays past the target."""
+    base = [(0, 6.0), (100, 5.0), (200, 4.6), (300, 4.4), (400, 4.3)]
+    arm = [(0, 6.0), (100, 4.2), (200, 4.7), (300, 4.6), (400, 4.5)]  # down once, then stays above 4.3
+    first = token_efficiency(base, arm, higher_is_better=False, crossing="first")
+    assert first["reached"] and first["saved_fraction"] > 0.7 and first["crossing"] == "first"
+    stays = token_efficiency(base, arm, higher_is_better=False)
+    assert stays["crossing"] == "stays" and not stays["reached"] and stays["arm_tokens"] is None
+    assert stays["base_tokens"] == pytest.approx(400)
+    # an arm that stays past after its dip reaches it where it last comes back
+    back = [(0, 6.0), (100, 4.2), (200, 4.7), (300, 4.2), (400, 4.1)]
+    r = token_efficiency(base, back, higher_is_better=False)
+    assert r["reached"] and r["arm_tokens"] == pytest.approx(200 + 100 * 0.4 / 0.5)
+    with pytest.raises(ConfigError, match="crossing"):
+        token_efficiency(base, arm, crossing="last")

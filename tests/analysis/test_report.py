@@ -245,3 +245,39 @@ def test_verbatim_positions_come_from_the_checkpoint_of_the_final_value(tmp_path
     assert verbatim_positions(ctx) == {"a": {"list1": [2.0], "list2": [3.0]}}
     seed["final_step"] = {"val/pt": 12}  # no verbatim metric reached the report: nothing to draw
     assert verbatim_positions(ctx) == {}
+
+
+def test_token_efficiency_rows_follow_the_configured_crossing_rule_and_say_which():
+    """A loss curve that touches the baseline's final value once and ends worse (a stable harm on the gain
+    table) saves nothing under the default rule; `report.efficiency.crossing: first` counts it, and each
+    row of the table names its rule (issue #31 item 6)."""
+    from preschool.analysis.report import efficiency_lines, efficiency_rows, stable_gains
+
+    base = [[0, 6.0], [100, 5.0], [200, 4.6], [300, 4.4], [400, 4.3]]
+    arm = [[0, 6.0], [100, 4.2], [200, 4.7], [300, 4.6], [400, 4.5]]
+    pts = lambda c: [{"step": i, "value": v} for i, (_, v) in enumerate(c)]  # noqa: E731
+
+    def arms():
+        return {"pt_only": {"seeds": {0: {"curves": {"val/pt": base}, "points": {"val/pt": pts(base)}, "ppt_tokens": 0}}},
+                "dyck": {"seeds": {0: {"curves": {"val/pt": arm}, "points": {"val/pt": pts(arm)}, "ppt_tokens": 50}}}}
+
+    def cfg(crossing):
+        eff = SimpleNamespace(targets={}, crossing=crossing)
+        return SimpleNamespace(arms=[SimpleNamespace(name="pt_only"), SimpleNamespace(name="dyck")],
+                               report=SimpleNamespace(efficiency=eff))
+
+    gain = stable_gains(arms(), ["pt_only", "dyck"], "pt_only", ["val/pt"], {"val/pt": "pt"}, {"val/pt": False}, 0.5)
+    assert gain[0]["stable_harm"]
+    stays = efficiency_rows(cfg("stays"), arms(), "pt_only", ["val/pt"], {"val/pt": "pt"}, {"val/pt": False})
+    first = efficiency_rows(cfg("first"), arms(), "pt_only", ["val/pt"], {"val/pt": "pt"}, {"val/pt": False})
+    assert stays[0]["crossing"] == "stays" and stays[0]["reached"] == 0 and stays[0]["saved_fraction"] is None
+    assert first[0]["crossing"] == "first" and first[0]["reached"] == 1 and first[0]["saved_fraction"] > 0
+    row = [x for x in efficiency_lines(stays + first, "pt_only") if x.startswith("| dyck")]
+    assert [r.split(" | ")[4] for r in row] == ["stays", "first"]
+
+
+def test_the_crossing_rule_is_checked_on_load(tmp_path):
+    from preschool.experiment import load_experiment
+
+    with pytest.raises(ConfigError, match="report.efficiency.crossing"):
+        load_experiment(EXAMPLES / "quickstart.yaml", overrides=["report.efficiency.crossing=last"])

@@ -6,8 +6,14 @@ synthetic_ppt.md A.7, flagged there as needing confirmation against the paper):
 
 1. the target is the baseline's value at its final checkpoint, a given value,
    or (in reports) the baseline's value at a given step;
-2. each curve is scanned for its **first** checkpoint at or past the target,
-   interpolating linearly between that checkpoint and the one before it;
+2. each curve is scanned for the checkpoint where it reaches the target, by one of
+   two rules (``crossing``), interpolating linearly between that checkpoint and the
+   one before it:
+
+   - ``stays`` (default): the first checkpoint from which the curve **stays** at or
+     past the target to its end; a curve that ends short never reaches it;
+   - ``first``: the first checkpoint at or past the target, whatever follows
+     (spec A.7's reading of verify-ppt's "first point reaching the target");
 3. efficiency is the absolute ``tokens_base - tokens_arm`` and the fraction
    ``1 - tokens_arm / tokens_base`` (and the ratio ``tokens_base /
    tokens_arm``), reported both without and with the PPT tokens added to the
@@ -20,8 +26,12 @@ stage trained it, or it is read on an axis it was not trained on), so the pair
 is **not comparable** (``comparable = False``, counted as not reached) rather
 than "saved 100 %".
 
-Curves may be non-monotone: only the first crossing counts, later dips do not
-undo it. A curve that never reaches the target gives ``None`` (reported as
+Curves may be non-monotone. Under ``first`` a later dip does not undo a crossing,
+so an arm whose curve touches the target once and then falls back "saves" tokens on
+a metric where the stable-gain rule finds it worse (a harm over the window and a
+saving on the same metric); under ``stays`` a crossing counts only when the curve
+holds past the target to its last checkpoint, so the two tables agree. A curve that
+never reaches the target gives ``None`` (reported as
 ``reached = False``), never an exception. Optional smoothing is a trailing
 running mean over ``smooth`` checkpoints (fewer at the start), so a single
 noisy spike cannot create a spurious early crossing; the trailing window keeps
@@ -68,29 +78,46 @@ def smooth_values(values: Sequence[float], smooth: int = 1) -> np.ndarray:
     return (c[i] - c[lo]) / (i - lo)
 
 
+CROSSINGS = ("stays", "first")  # the rules of when a curve reaches a target (module docstring)
+
+
+def check_crossing(crossing: str, field: str = "crossing") -> None:
+    if crossing not in CROSSINGS:
+        raise ConfigError(field, f"must be one of {list(CROSSINGS)}, got {crossing!r}")
+
+
 def tokens_to_target(
     tokens: Sequence[float],
     values: Sequence[float],
     target: float,
     higher_is_better: bool = True,
     smooth: int = 1,
+    crossing: str = "stays",
 ) -> float | None:
-    """Tokens at which the curve first reaches ``target`` (linear interpolation), or None.
+    """Tokens at which the curve reaches ``target`` (linear interpolation), or None.
 
-    "Reaches" means ``value >= target`` (``<=`` when lower is better). If the
-    first checkpoint already reaches it, that checkpoint's token count is
-    returned (nothing is extrapolated before the first checkpoint).
+    "Reaches" means ``value >= target`` (``<=`` when lower is better); ``crossing``
+    says which checkpoint counts: ``stays`` the first from which every later one
+    reaches it too, ``first`` the first that reaches it. If the first checkpoint
+    counts, its token count is returned (nothing is extrapolated before it).
     """
+    check_crossing(crossing)
     t, v = _curve(tokens, values)
     if t.size == 0:
         return None
     v = smooth_values(v, smooth)
     sign = 1.0 if higher_is_better else -1.0
-    g = sign * (v - target)  # >= 0 means reached
-    hit = np.nonzero(g >= 0)[0]
-    if hit.size == 0:
-        return None
-    i = int(hit[0])
+    reached = sign * (v - target) >= 0
+    if crossing == "first":
+        hit = np.nonzero(reached)[0]
+        if hit.size == 0:
+            return None
+        i = int(hit[0])
+    else:
+        if not reached[-1]:
+            return None
+        short = np.nonzero(~reached)[0]
+        i = 0 if short.size == 0 else int(short[-1]) + 1
     if i == 0:
         return float(t[0])
     t0, t1, v0, v1 = t[i - 1], t[i], v[i - 1], v[i]
@@ -118,13 +145,15 @@ def token_efficiency(
     extra_tokens: float = 0.0,
     higher_is_better: bool = True,
     smooth: int = 1,
+    crossing: str = "stays",
 ) -> dict:
     """Tokens saved by an arm relative to the baseline at a target score.
 
     ``base_curve``/``arm_curve``: ``(tokens, values)`` or ``[(tokens, value), ...]``
     with tokens on the same axis (PT tokens). ``target`` defaults to the
     baseline's final (smoothed) value. ``extra_tokens`` (the PPT tokens) is
-    added to the arm's count for the ``*_incl_ppt`` fields.
+    added to the arm's count for the ``*_incl_ppt`` fields. ``crossing``: the rule
+    of :func:`tokens_to_target` both curves are read with.
 
     Returns ``{target, base_tokens, arm_tokens, arm_tokens_incl_ppt, saved_tokens,
     saved_tokens_incl_ppt, saved_fraction, saved_fraction_incl_ppt, ratio, ratio_incl_ppt, reached,
@@ -141,13 +170,14 @@ def token_efficiency(
         raise DataError("base_curve: no checkpoints")
     if target is None:
         target = float(smooth_values(bv, smooth)[-1])
-    base_tokens = tokens_to_target(bt, bv, target, higher_is_better, smooth)
-    arm_tokens = tokens_to_target(at, av, target, higher_is_better, smooth) if at.size else None
+    base_tokens = tokens_to_target(bt, bv, target, higher_is_better, smooth, crossing)
+    arm_tokens = tokens_to_target(at, av, target, higher_is_better, smooth, crossing) if at.size else None
     comparable = not any(t is not None and t == float(ts[0]) for t, ts in ((base_tokens, bt), (arm_tokens, at)))
     out: dict[str, Any] = {
         "target": float(target),
         "higher_is_better": bool(higher_is_better),
         "smooth": int(smooth),
+        "crossing": crossing,
         "extra_tokens": float(extra_tokens),
         "base_tokens": base_tokens,
         "arm_tokens": arm_tokens,

@@ -482,7 +482,7 @@ def efficiency_rows(cfg, arms: dict, baseline: str, headline: list[str], axes: d
     from .efficiency import token_efficiency
 
     efficiency = []
-    targets = cfg.report.efficiency.targets
+    targets, crossing = cfg.report.efficiency.targets, cfg.report.efficiency.crossing
     for arm in cfg.arms:
         if arm.name == baseline:
             continue
@@ -499,12 +499,13 @@ def efficiency_rows(cfg, arms: dict, baseline: str, headline: list[str], axes: d
                 charged.append(extra)
                 target = _target(targets.get(m), b["points"][m], m)
                 e = token_efficiency(_last_per_x(b["curves"][m]), _last_per_x(sdata["curves"][m]), target=target,
-                                     extra_tokens=extra, higher_is_better=higher.get(m, True))
+                                     extra_tokens=extra, higher_is_better=higher.get(m, True), crossing=crossing)
                 per_seed.append(e)
             if per_seed:
                 reached = [e for e in per_seed if e["reached"]]
                 spec = targets.get(m)
-                efficiency.append({"arm": arm.name, "metric": m, "axis": axis, "ppt_tokens": max(charged),
+                efficiency.append({"arm": arm.name, "metric": m, "axis": axis, "crossing": crossing,
+                                   "ppt_tokens": max(charged),
                                    "seeds": len(per_seed), "reached": len(reached),
                                    "not_comparable": sum(not e["comparable"] for e in per_seed),
                                    "target_spec": "baseline final" if spec is None else str(spec),
@@ -672,31 +673,41 @@ def _standard_lines(cfg, rep: dict) -> list[str]:
             lines.append(f"| {g['arm']} | {g['metric']} | {axis_label(g['axis'])} | {g['mean']:+.4f} | {g['sd']:.4f} "
                          f"| {g['n']} | {verdict} |")
         lines.append("")
-    if efficiency:
-        lines += ["## Token efficiency",
-                  f"Tokens (on the metric's axis) each arm needs to reach the target: {baseline}'s final value "
-                  "unless `report.efficiency.targets` gives a value or `baseline@<step>` (each seed against "
-                  f"{baseline}'s run of the same seed; targets listed per seed; first crossing, linear interpolation "
-                  "between checkpoints; mean over the seeds that reach it). \"saved\" = baseline − arm tokens and "
-                  "1 − arm/baseline; \"incl. PPT\" also charges the arm its pre-pretraining tokens (language axis "
-                  "only). A seed is **not comparable** (n.c.) when either curve is already at the target at its "
-                  "first checkpoint on the axis (the crossing happened before, under another stage or none): "
-                  "it counts as not reached.", "",
-                  "| arm | metric | axis | target | reached (seeds) | baseline tokens | arm tokens | saved tokens | "
-                  "saved | saved incl. PPT |",
-                  "|---|---|---|---|---|---|---|---|---|---|"]
-        for e in efficiency:
-            f = lambda v, pct=False: "–" if v is None else (f"{v:+.1%}" if pct else f"{v:,.0f}")  # noqa: E731
-            tg = " / ".join(f"{t:.4g}" for t in e["targets"]) + f" ({e['target_spec']})"
-            incl = "–" if e["saved_tokens_incl_ppt"] is None else \
-                f"{f(e['saved_tokens_incl_ppt'])} ({f(e['saved_fraction_incl_ppt'], True)})"
-            nc = f" ({e['not_comparable']} n.c.)" if e["not_comparable"] else ""
-            lines.append(f"| {e['arm']} | {e['metric']} | {axis_label(e['axis'])} | {tg} | {e['reached']}/{e['seeds']}{nc} | "
-                         f"{f(e['base_tokens'])} | {f(e['arm_tokens'])} | {f(e['saved_tokens'])} | "
-                         f"{f(e['saved_fraction'], True)} | {incl} |")
-        lines.append("")
+    lines += efficiency_lines(efficiency, baseline)
     return lines
 
+
+def efficiency_lines(efficiency: list[dict], baseline: str) -> list[str]:
+    """Markdown: the token-efficiency table, one row per arm and metric with the crossing rule it used."""
+    if not efficiency:
+        return []
+    lines = ["## Token efficiency",
+             f"Tokens (on the metric's axis) each arm needs to reach the target: {baseline}'s final value "
+             "unless `report.efficiency.targets` gives a value or `baseline@<step>` (each seed against "
+             f"{baseline}'s run of the same seed; targets listed per seed; linear interpolation between "
+             "checkpoints; mean over the seeds that reach it). The rule column says when a curve reaches the "
+             "target: **stays** = at the checkpoint from which it stays at or past the target to its end (a "
+             "curve that touches the target and falls back never reaches it), **first** = at its first "
+             "checkpoint there, whatever follows (`report.efficiency.crossing`). \"saved\" = baseline − arm tokens and "
+             "1 − arm/baseline; \"incl. PPT\" also charges the arm its pre-pretraining tokens (language axis "
+             "only). A seed is **not comparable** (n.c.) when either curve is already at the target at its "
+             "first checkpoint on the axis (the crossing happened before, under another stage or none): "
+             "it counts as not reached.", "",
+             "| arm | metric | axis | target | rule | reached (seeds) | baseline tokens | arm tokens | "
+             "saved tokens | saved | saved incl. PPT |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for e in efficiency:
+        f = lambda v, pct=False: "–" if v is None else (f"{v:+.1%}" if pct else f"{v:,.0f}")  # noqa: E731
+        tg = " / ".join(f"{t:.4g}" for t in e["targets"]) + f" ({e['target_spec']})"
+        incl = "–" if e["saved_tokens_incl_ppt"] is None else \
+            f"{f(e['saved_tokens_incl_ppt'])} ({f(e['saved_fraction_incl_ppt'], True)})"
+        nc = f" ({e['not_comparable']} n.c.)" if e["not_comparable"] else ""
+        lines.append(f"| {e['arm']} | {e['metric']} | {axis_label(e['axis'])} | {tg} | {e['crossing']} "
+                     f"| {e['reached']}/{e['seeds']}{nc} | "
+                     f"{f(e['base_tokens'])} | {f(e['arm_tokens'])} | {f(e['saved_tokens'])} | "
+                     f"{f(e['saved_fraction'], True)} | {incl} |")
+    lines.append("")
+    return lines
 
 
 def _mean_of(rows: list[dict], key: str) -> float | None:
