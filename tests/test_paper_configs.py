@@ -52,7 +52,9 @@ def test_verify_ppt_configs_build_the_nanotron_model_and_optimizer_settings(name
     lm = next(e for e in cfg.evals if e.name == "lm_eval")
     assert lm.params["num_fewshot"] == {"arc_easy": 5, "openbookqa": 5, "social_iqa": 5}
     assert {e.every_pt_tokens for e in cfg.evals} == {1000 * 512 * 4096}  # every 1K PT steps
-    assert len(cfg.report.efficiency.downstream) == len(lm.params["tasks"])
+    downstream = cfg.report.efficiency.downstream  # the paper's four categories, averaged as groups (issue #31)
+    assert sorted(downstream.groups) == ["cr", "lm", "rc", "sciqa"] and downstream.average == "groups"
+    assert sorted(m.split("/")[1] for m in downstream.metrics()) == sorted(lm.params["tasks"])
 
 
 @pytest.mark.parametrize("name, hub, eos, vocab, rows", [

@@ -72,14 +72,17 @@ def _coerce(tp: Any, value: Any, path: str) -> Any:
         others = [a for a in args if a is not type(None)]
         if len(others) == 1:  # an optional value: the one type's own error ("did you mean") says more
             return _coerce(others[0], value, path)
-        errors = []
+        errors = {}
         for a in args:
             if a is type(None):
                 continue
             try:
                 return _coerce(a, value, path)
             except ConfigError as e:
-                errors.append(str(e))
+                errors[a] = e
+        shaped = [a for a in errors if dataclasses.is_dataclass(a)] if isinstance(value, dict) else []
+        if len(shaped) == 1:  # a mapping meant for the one config class: its own error names the field
+            raise errors[shaped[0]]
         raise ConfigError(path, f"value {value!r} matches none of {[getattr(a, '__name__', str(a)) for a in args]}")
     if origin is Literal:
         if value not in args:

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from .config import Partial, check, from_dict, load_config, overlay, to_dict, validate
 from .data.prepare import DatasetSpec
@@ -83,15 +83,43 @@ class MinimalPairsSpec:
 
 
 @dataclass
+class DownstreamGroups:
+    """Named groups of downstream metrics (``report.efficiency.downstream: {groups: ..., average: groups}``).
+
+    Each group's per-checkpoint mean is the report metric ``downstream/<group>``; ``downstream/avg`` is the mean of
+    the group means (``average: groups``, verify-ppt's average of its four category scores) or of every metric
+    of every group (``average: tasks``, one weight per task)."""
+
+    groups: dict[str, list[str]] = field(default_factory=dict)  # group name -> metrics (lm_eval/<task>/<metric>)
+    average: Literal["groups", "tasks"] = "groups"
+
+    def validate(self) -> None:
+        check(len(self.groups) > 0, "groups", "name at least one group of metrics")
+        seen: dict[str, str] = {}
+        for g, metrics in self.groups.items():
+            check(bool(g) and "/" not in g and g != "avg", f"groups.{g}",
+                  "a group name is a plain word other than 'avg' (its report metric is downstream/<group>)")
+            check(len(metrics) > 0, f"groups.{g}", "a group needs at least one metric")
+            for m in metrics:
+                check(m not in seen, f"groups.{g}", f"{m} is already in group {seen.get(m)!r}")
+                seen[m] = g
+
+    def metrics(self) -> list[str]:
+        """Every metric of every group, in order."""
+        return [m for ms in self.groups.values() for m in ms]
+
+
+@dataclass
 class EfficiencySpec:
     """Token efficiency as the papers report it (analysis/efficiency.py; docs/evaluation.md)."""
 
     # per metric: a value to reach, or "baseline@<step>" (the baseline's value at that checkpoint step);
     # metrics not listed aim at the baseline's final value
     targets: dict[str, float | str] = field(default_factory=dict)
-    # metrics averaged per checkpoint into "downstream/avg" (verify-ppt measures tokens saved on it),
-    # e.g. [lm_eval/hellaswag/acc_norm, lm_eval/piqa/acc]
-    downstream: list[str] = field(default_factory=list)
+    # metrics averaged per checkpoint into "downstream/avg" (verify-ppt measures tokens saved on it): a list
+    # (one flat mean, e.g. [lm_eval/hellaswag/acc_norm, lm_eval/piqa/acc]) or named groups
+    # ({groups: {rc: [...], lm: [...]}, average: groups}: downstream/<group> each, and the mean of the groups)
+    downstream: list[str] | DownstreamGroups = field(default_factory=list)
     # when a curve reaches its target: "stays" (from the checkpoint after which it stays there: the efficiency
     # table cannot then contradict the stable-gain one) or "first" (its first checkpoint there; spec A.7's reading)
     crossing: str = "stays"
@@ -106,7 +134,8 @@ class EfficiencySpec:
                 check(ok, f"targets.{m}", f"must be a number or 'baseline@<step>', got {t!r}")
             else:
                 check(isinstance(t, (int, float)), f"targets.{m}", f"must be a number or 'baseline@<step>', got {t!r}")
-        check(len(set(self.downstream)) == len(self.downstream), "downstream", "lists a metric twice")
+        if isinstance(self.downstream, list):
+            check(len(set(self.downstream)) == len(self.downstream), "downstream", "lists a metric twice")
 
 
 @dataclass

@@ -281,3 +281,52 @@ def test_the_crossing_rule_is_checked_on_load(tmp_path):
 
     with pytest.raises(ConfigError, match="report.efficiency.crossing"):
         load_experiment(EXAMPLES / "quickstart.yaml", overrides=["report.efficiency.crossing=last"])
+
+
+def test_downstream_groups_average_the_category_means_as_verify_ppt():
+    """verify-ppt's "average 49.4" is the mean of its four category scores (50.7, 50.1, 55.9, 40.8), not
+    of the 10 tasks: named groups give each category a row (downstream/<group>) and downstream/avg their
+    mean; `average: tasks` weighs every task alike (issue #31 item 2)."""
+    from preschool.analysis.report import headline_metrics
+    from preschool.config import from_dict
+    from preschool.experiment import EfficiencySpec
+
+    scores = {"race": 0.507, "record": 0.507, "sciq": 0.60, "arc_easy": 0.50, "openbookqa": 0.403,
+              "hellaswag": 0.559, "copa": 0.559, "piqa": 0.559, "social_iqa": 0.559, "lambada_openai": 0.408}
+    groups = {"rc": ["race", "record"], "sciqa": ["sciq", "arc_easy", "openbookqa"],
+              "cr": ["hellaswag", "copa", "piqa", "social_iqa"], "lm": ["lambada_openai"]}
+    spec = from_dict(EfficiencySpec, {"downstream": {"groups": {g: [f"lm_eval/{t}/acc" for t in ts]
+                                                                for g, ts in groups.items()}}})
+
+    def arms():
+        pts = {f"lm_eval/{t}/acc": [_pt(1, 10, {}, v)] for t, v in scores.items()}
+        return {"x": {"seeds": {0: {"points": pts, "higher_is_better": {m: True for m in pts}, "reported": list(pts)}}}}
+
+    a = arms()
+    add_downstream_average(a, spec.downstream)
+    s = a["x"]["seeds"][0]
+    value = lambda m: s["points"][m][0]["value"]  # noqa: E731
+    assert [round(value(f"downstream/{g}"), 4) for g in groups] == [0.507, 0.501, 0.559, 0.408]
+    assert value(DOWNSTREAM) == pytest.approx(0.49375)
+    headline, _ = headline_metrics(a, sorted(s["points"]))
+    assert {"downstream/rc", "downstream/sciqa", "downstream/cr", "downstream/lm", DOWNSTREAM} <= set(headline)
+    flat = arms()
+    add_downstream_average(flat, from_dict(EfficiencySpec, {"downstream": {"groups": spec.downstream.groups,
+                                                                           "average": "tasks"}}).downstream)
+    assert flat["x"]["seeds"][0]["points"][DOWNSTREAM][0]["value"] == pytest.approx(sum(scores.values()) / 10)
+
+
+@pytest.mark.parametrize("downstream, field", [
+    ({"groups": {"rc": ["a/x"], "lm": ["a/x"]}}, "downstream.groups.lm"),
+    ({"groups": {"avg": ["a/x"]}}, "downstream.groups.avg"),
+    ({"groups": {"rc": []}}, "downstream.groups.rc"),
+    ({"groups": {"rc": ["a/x"]}, "average": "median"}, "downstream.average"),
+    ({"grups": {"rc": ["a/x"]}}, "downstream.grups"),
+])
+def test_bad_downstream_groups_name_the_field(downstream, field):
+    from preschool.config import from_dict
+    from preschool.experiment import EfficiencySpec
+
+    with pytest.raises(ConfigError) as e:
+        from_dict(EfficiencySpec, {"downstream": downstream})
+    assert e.value.field == field

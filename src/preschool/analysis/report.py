@@ -126,30 +126,48 @@ def stage_doses(rows: list[dict], stage_names: list[str]) -> dict[str, dict[str,
 DOWNSTREAM = "downstream/avg"
 
 
-def add_downstream_average(arms: dict, metrics: list[str]) -> None:
-    """Add ``downstream/avg``: per checkpoint, the mean of ``metrics`` (checkpoints scored on all of them).
+def add_downstream_average(arms: dict, downstream) -> None:
+    """Add ``downstream/avg`` (and ``downstream/<group>`` per named group): per checkpoint, the mean of the
+    ``report.efficiency.downstream`` metrics (checkpoints scored on all of them).
 
-    Its direction is its components' (``higher_is_better`` as their evaluators recorded it); averaging
-    metrics of opposite directions raises ConfigError naming ``report.efficiency.downstream``.
+    ``downstream`` is a list of metrics (``downstream/avg`` is their mean) or named groups
+    (:class:`~preschool.experiment.DownstreamGroups`: each group's mean is ``downstream/<group>``, and
+    ``downstream/avg`` the mean of the group means, or with ``average: tasks`` of every metric). Each average's
+    direction is its components' (``higher_is_better`` as their evaluators recorded it); averaging metrics of
+    opposite directions raises ConfigError naming ``report.efficiency.downstream``.
     """
-    from ..errors import ConfigError
-
-    if not metrics:
+    if isinstance(downstream, (list, tuple)):
+        groups, flat = {}, list(downstream)
+    else:
+        groups, flat = downstream.groups, downstream.metrics()
+    if not flat:
         return
     for a in arms.values():
         for s in a["seeds"].values():
-            by_step = [{p["step"]: p for p in s["points"].get(m, [])} for m in metrics]
-            steps = sorted(set.intersection(*(set(d) for d in by_step)))
-            if not steps:
-                continue
-            dirs = {m: s.get("higher_is_better", {}).get(m, True) for m in metrics}
-            if len(set(dirs.values())) > 1:
-                raise ConfigError("report.efficiency.downstream", "averages metrics of opposite directions: "
-                                  + ", ".join(f"{m} ({'higher' if h else 'lower'} is better)" for m, h in dirs.items()))
-            s["points"][DOWNSTREAM] = [{**by_step[0][t], "value": sum(d[t]["value"] for d in by_step) / len(metrics)}
-                                       for t in steps]
-            s.setdefault("higher_is_better", {})[DOWNSTREAM] = next(iter(dirs.values()))
-            s.setdefault("reported", []).append(DOWNSTREAM)
+            for g, metrics in groups.items():
+                _add_mean(s, f"downstream/{g}", metrics)
+            if groups and downstream.average == "groups":
+                _add_mean(s, DOWNSTREAM, [f"downstream/{g}" for g in groups])
+            else:
+                _add_mean(s, DOWNSTREAM, flat)
+
+
+def _add_mean(s: dict, name: str, metrics: list[str]) -> None:
+    """One seed's ``points[name]``: the per-checkpoint mean of ``metrics`` at the steps all of them have."""
+    from ..errors import ConfigError
+
+    by_step = [{p["step"]: p for p in s["points"].get(m, [])} for m in metrics]
+    steps = sorted(set.intersection(*(set(d) for d in by_step)))
+    if not steps:
+        return
+    dirs = {m: s.get("higher_is_better", {}).get(m, True) for m in metrics}
+    if len(set(dirs.values())) > 1:
+        raise ConfigError("report.efficiency.downstream", f"{name} averages metrics of opposite directions: "
+                          + ", ".join(f"{m} ({'higher' if h else 'lower'} is better)" for m, h in dirs.items()))
+    s["points"][name] = [{**by_step[0][t], "value": sum(d[t]["value"] for d in by_step) / len(metrics)}
+                         for t in steps]
+    s.setdefault("higher_is_better", {})[name] = next(iter(dirs.values()))
+    s.setdefault("reported", []).append(name)
 
 
 def synthetic_datasets(cfg) -> set[str]:
@@ -530,7 +548,7 @@ def section_context(cfg, rep: dict) -> SectionContext:
     from ..config import to_dict
 
     name_of = {spec.key: spec.name for spec in cfg.evals}
-    labels = {m.split("/", 1)[0] for m in rep["metric_names"] if not m.startswith("val/") and m != DOWNSTREAM}
+    labels = {m.split("/", 1)[0] for m in rep["metric_names"] if not m.startswith(("val/", "downstream/"))}
     return SectionContext(cfg.out_dir, to_dict(cfg), rep["names"], list(cfg.seeds), rep["baseline"],
                           [list(p) for p in cfg.report.compare],
                           results={k: v for k, v in rep.items() if k not in _RENDER_ONLY},
