@@ -2,10 +2,12 @@
 path has its "ours" value checked against the resolved config.
 
 A section ``## <name>`` (with ``examples/paper/<name>.yaml`` in its first line) holds a table
-``| field | ours | paper | source |``. A field written as `` `a.b.c` `` is a path into the loaded
-experiment (:func:`resolve`), and its "ours" cell (`` `value` ``, read as YAML) must equal what the
+``| field | ours | paper's value | paper | source |``. A field written as `` `a.b.c` `` is a path into the
+loaded experiment (:func:`resolve`), and its "ours" cell (`` `value` ``, read as YAML) must equal what the
 path resolves to; a field in plain words is a note (a departure with no config field, say) and is not
-checked. The ``## Defaults`` section resolves paths into the code's defaults instead (:func:`defaults`).
+checked. The "paper's value" cell (`` `value` ``, or ``–`` where the paper states none) must equal ours
+unless the row says **departure**, and differ where it does: a changed paper number is caught as a changed
+config value is. The ``## Defaults`` section resolves paths into the code's defaults instead (:func:`defaults`).
 """
 
 import dataclasses
@@ -23,7 +25,7 @@ CELL = re.compile(r"^`([^`]*)`$")
 
 
 def sections(text: str) -> dict[str, list[tuple[int, list[str]]]]:
-    """``{section name: [(line number, [field, ours, paper, source])]}`` from the markdown tables."""
+    """``{section name: [(line number, [field, ours, paper's value, paper, source])]}`` from the markdown tables."""
     out: dict[str, list] = {}
     name = None
     for n, line in enumerate(text.splitlines(), 1):
@@ -133,7 +135,7 @@ def mismatches(text: str, load) -> list[str]:
     for name, rows in sections(text).items():
         root = load(name)
         for line, cells in rows:
-            assert len(cells) == 4, f"{DOC.name}:{line}: expected | field | ours | paper | source |"
+            assert len(cells) == 5, f"{DOC.name}:{line}: expected | field | ours | paper's value | paper | source |"
             m = CELL.match(cells[0])
             if m is None:
                 continue  # a note, not a config field
@@ -146,6 +148,12 @@ def mismatches(text: str, load) -> list[str]:
             want = parse_ours(cells[1])
             if not same(want, got):
                 bad.append(f"{DOC.name}:{line}: {name}: {path} is {got!r} in the config, the table says {want!r}")
+            if cells[2] == "–":
+                continue
+            paper, departure = parse_ours(cells[2]), "**departure**" in cells[3] + cells[4]
+            if same(paper, got) == departure:
+                bad.append(f"{DOC.name}:{line}: {name}: {path} is {got!r} in the config and {paper!r} in the paper"
+                           + (", but the row says **departure**" if departure else " with no **departure** stated"))
     return bad
 
 
@@ -169,7 +177,7 @@ def test_every_paper_config_has_a_section_of_checked_rows():
         assert path.stem in got, f"{DOC.name} has no section for {path.name}"
         checked = [c for _, c in got[path.stem] if CELL.match(c[0])]
         assert len(checked) >= 8, f"{path.stem}: only {len(checked)} rows name a config path"
-        assert all(c[2] and c[3] for _, c in got[path.stem]), f"{path.stem}: a row without the paper's value or source"
+        assert all(c[3] and c[4] for _, c in got[path.stem]), f"{path.stem}: a row without the paper's value or source"
     assert "Defaults" in got
 
 
@@ -178,11 +186,24 @@ def test_the_table_says_what_the_configs_hold():
 
 
 def test_a_drifted_value_or_a_missing_path_is_caught():
-    text = ("## verify_ppt_500m (examples/paper/verify_ppt_500m.yaml)\n\n| field | ours | paper | source |\n"
-            "|---|---|---|---|\n| `train.lr` | `3e-4` | 5e-4 | VP |\n| `train.no_such_field` | `1` | 1 | VP |\n"
-            "| `model.overrides.rms_norm_eps` | `1e-5` | 1e-5 | VP |\n| block type | ours | theirs | VP |\n")
+    text = ("## verify_ppt_500m (examples/paper/verify_ppt_500m.yaml)\n\n| field | ours | paper's value | paper | source |\n"
+            "|---|---|---|---|---|\n| `train.lr` | `3e-4` | – | 5e-4 | VP |\n| `train.no_such_field` | `1` | – | 1 | VP |\n"
+            "| `model.overrides.rms_norm_eps` | `1e-5` | `1e-5` | 1e-5 | VP |\n| block type | ours | – | theirs | VP |\n")
     bad = mismatches(text, _load)
     assert len(bad) == 2 and "train.lr is 0.0005" in bad[0] and "no config path 'train.no_such_field'" in bad[1]
+
+
+def test_a_changed_paper_value_or_an_unstated_departure_is_caught():
+    """The second column holds the papers' values: one edited away from the config, or a departure the row
+    does not state (or states where there is none), fails (issue #31 item 8)."""
+    text = ("## verify_ppt_500m (examples/paper/verify_ppt_500m.yaml)\n\n| field | ours | paper's value | paper | source |\n"
+            "|---|---|---|---|---|\n| `train.lr` | `5e-4` | `3e-4` | 3e-4 | VP |\n"
+            "| `train.precision` | `auto` | `bf16` | bf16 | VP; **departure**: autocast |\n"
+            "| `train.eps` | `1e-8` | `1e-8` | 1e-8 | VP; **departure**: none really |\n"
+            "| `seq_len` | `4096` | `4096` | 4096 | VP |\n")
+    bad = mismatches(text, _load)
+    assert len(bad) == 2 and "train.lr is 0.0005 in the config and 0.0003 in the paper with no" in bad[0]
+    assert "train.eps" in bad[1] and "but the row says **departure**" in bad[1]
 
 
 def test_resolve_reads_arm_stages_and_evaluator_defaults():
