@@ -79,3 +79,17 @@ def test_paper_configs_use_the_papers_tokenizers(name, hub, eos, vocab, rows):
         assert model.vocab_multiple == (128 if name == "l2t_paper" else 1)
     assert embedding_rows(cfg.train_config(cfg.arms[0], cfg.seeds[0]).model, vocab + 1) == rows + (
         128 if name == "l2t_paper" else 1)
+
+
+def test_l2t_config_averages_the_papers_metric_of_every_downstream_task():
+    """L2T's Table 3 reports acc_norm for ARC, HellaSwag, LogiQA, OBQA and SciQ, F1 for ReCoRD and acc
+    elsewhere (spec l2t.md 3): the config's downstream average takes exactly those (issue #31 item 3)."""
+    from preschool.experiment import load_experiment
+
+    cfg = load_experiment(PAPER / "l2t_paper.yaml")
+    metric = {m.split("/")[1]: m.split("/")[2] for m in cfg.report.efficiency.downstream}
+    lm = next(e for e in cfg.evals if e.key == "lm_eval")
+    ran = {t if t != "lambada" else "lambada_openai" for t in lm.params["tasks"]}  # lm-eval's lambada tag runs it
+    assert set(metric) == ran
+    norm = {"arc_easy", "hellaswag", "logiqa", "openbookqa", "sciq"}
+    assert metric == {t: "acc_norm" if t in norm else "f1" if t == "record" else "acc" for t in ran}
