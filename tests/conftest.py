@@ -67,12 +67,36 @@ def micro_overrides(raw: dict, out: Path, per_stage: int = 2048, hf_tokenizer=No
 
 
 def check_evals(raw: dict, data_dir: Path) -> None:
-    """The shipped evaluator settings are valid (``${data}`` resolved as the runner does)."""
+    """The shipped evaluator settings are valid (``${data}`` resolved as the runner does), given the inputs a
+    config asks the user to put in place: verbatim's ``verify_ppt`` preset gets one stimulus per published
+    file in their layout (the real files are not in the repository)."""
     from preschool.evals import EVALUATORS
     from preschool.evals.runner import with_data_dir
 
     for i, e in enumerate(raw.get("evals") or []):
-        EVALUATORS.build_config(e["name"], with_data_dir(e.get("params") or {}, data_dir), f"evals[{i}]")
+        params = with_data_dir(e.get("params") or {}, data_dir)
+        if e["name"] == "verbatim" and params.get("preset") == "verify_ppt":
+            write_armeni_inputs(Path(params["inputs_dir"]))
+        EVALUATORS.build_config(e["name"], params, f"evals[{i}]")
+
+
+def write_armeni_inputs(folder: Path) -> None:
+    """Armeni et al.'s five ``categorized_lists_sce<k>_repeat`` files (text + per-word marker TSV), one stimulus each."""
+    from preschool.evals.verbatim import VERIFY_PPT_SCENARIOS, VERIFY_PPT_STEM
+
+    folder.mkdir(parents=True, exist_ok=True)
+    line = "Tom made a list : cup , pan . Later he read it : cup , pan ."
+    marks = [0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 2, 3, 3, 3, 3]
+    for k in VERIFY_PPT_SCENARIOS:
+        stem = folder / VERIFY_PPT_STEM.format(k)
+        stem.with_suffix(".txt").write_text(line + "\n")
+        Path(f"{stem}_markers.txt").write_text(f"stimid\tmarkers\tlist_len\tprompt_len\n0\t{marks}\t2\t1\n")
+
+
+@pytest.fixture
+def armeni_inputs():
+    """:func:`write_armeni_inputs`, for tests that load a config reading the published verbatim inputs."""
+    return write_armeni_inputs
 
 
 def build_hf_tokenizer(folder: Path, style: str) -> Path:

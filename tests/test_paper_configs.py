@@ -93,3 +93,19 @@ def test_l2t_config_averages_the_papers_metric_of_every_downstream_task():
     assert set(metric) == ran
     norm = {"arc_easy", "hellaswag", "logiqa", "openbookqa", "sciq"}
     assert metric == {t: "acc_norm" if t in norm else "f1" if t == "record" else "acc" for t in ran}
+
+
+@pytest.mark.parametrize("name", ["verify_ppt_500m", "verify_ppt_1b", "verify_ppt_3b"])
+def test_verify_ppt_configs_score_retrieval_on_the_papers_inputs(name, tmp_path, armeni_inputs):
+    """verify-ppt's retrieval numbers (e.g. NLL 3.308) are on Armeni et al.'s published inputs: the configs run
+    the verify_ppt preset on the files the user puts under <out>/data/verbatim/ (issue #31 item 4)."""
+    from preschool.evals import EVALUATORS
+    from preschool.evals.runner import with_data_dir
+    from preschool.experiment import load_experiment
+
+    spec = next(e for e in load_experiment(PAPER / f"{name}.yaml").evals if e.name == "verbatim")
+    params = with_data_dir(spec.params, tmp_path)
+    assert params == {"preset": "verify_ppt", "inputs_dir": str(tmp_path / "verbatim")}
+    armeni_inputs(tmp_path / "verbatim")
+    cfg = EVALUATORS.build_config("verbatim", params)
+    assert cfg.source == "rnn_inputs" and len(cfg.input_files) == 5 and cfg.n_lists is None
