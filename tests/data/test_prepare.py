@@ -29,3 +29,45 @@ def test_rerun_reuses_tokenizer_and_datasets(tmp_path, capsys):
     assert second == first
     assert {p: p.stat().st_mtime_ns for p in stamps} == stamps
     assert first["tokenizer"]["sha256"] == tokenizer_hash(load_tokenizer(tmp_path / "tokenizer"))
+
+
+def test_document_separators_follow_the_experiments_l2t_datasets(tmp_path, hf_tokenizer, capsys):
+    """L2T data starts every document with BOS and ends none with EOS (the reference's Mistral tokenization);
+    a raw-text dataset beside it separates its documents the same way (`separator: auto`), so the raw and
+    L2T arms of one experiment differ only in the exercises; `separator: eos` states a departure
+    (issue #31 item 5). Without L2T data, documents end with EOS as before, keyed as before."""
+    import numpy as np
+
+    from preschool.data.shards import ShardSet
+    from preschool.data.tokenizer import load_special_ids
+    from preschool.l2t.builder import L2TSpec
+
+    corpora = {"sb": CorpusConfig(source="storybook", seed=0)}
+    l2t = L2TSpec(corpus="sb", l2t={"scenario": "disjoint"}, tokens=4096)
+    assert CorpusSpec(corpus="sb").resolved_separator({"raw": CorpusSpec(corpus="sb"), "l2t": l2t}) == "bos"
+    assert CorpusSpec(corpus="sb").resolved_separator({"raw": CorpusSpec(corpus="sb")}) == "eos"
+    assert CorpusSpec(corpus="sb", separator="eos").resolved_separator({"l2t": l2t}) == "eos"
+
+    tok = TokenizerConfig(kind="hf", name=str(hf_tokenizer("mistral")))
+    rows = {}
+    for sep in ("bos", "eos"):
+        out = tmp_path / sep
+        m = prepare_data(out, tok, corpora, {"raw": CorpusSpec(corpus="sb", tokens=4096, separator=sep, unit_tokens=8192)},
+                         seq_len=64, progress=False)
+        ids = load_special_ids(out / "tokenizer")
+        shards = ShardSet(out / "raw" / "train")
+        rows[sep] = shards.rows(range(len(shards)))
+        assert ("separator" in m["datasets"]["raw"]["key"]["spec"]) == (sep == "bos")
+    assert (rows["bos"] == ids.eos).sum() == 0 and (rows["bos"] == ids.bos).sum() > 3
+    assert (rows["eos"] == ids.bos).sum() == 0 and (rows["eos"] == ids.eos).sum() > 3
+    capsys.readouterr()
+
+
+def test_l2t_paper_arms_all_start_documents_with_bos():
+    from pathlib import Path
+
+    from preschool.experiment import load_experiment
+
+    cfg = load_experiment(Path(__file__).resolve().parents[2] / "examples" / "paper" / "l2t_paper.yaml")
+    assert {n: d.resolved_separator(cfg.data) for n, d in cfg.data.items() if isinstance(d, CorpusSpec)} == {
+        "raw": "bos", "raw_shared": "bos"}

@@ -134,6 +134,11 @@ class DatasetSpec:
         """The val sets written as ``<dataset>/<part>/val/`` (scored as ``val/<part>``); errors name ``field``."""
         return []
 
+    def document_start(self) -> str | None:
+        """``"bos"`` when this kind always puts BOS before each document (L2T, as its reference), else None: a
+        corpus dataset's ``separator: auto`` follows it, so every arm of an experiment separates documents alike."""
+        return None
+
 
 @dataclass(kw_only=True)
 class TokenizedSpec(DatasetSpec):

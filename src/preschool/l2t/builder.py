@@ -29,6 +29,9 @@ class L2TSpec(DocumentSpec):
     recorded_flat = True
     l2t: dict[str, Any]  # l2t.build.BuildConfig fields
 
+    def document_start(self) -> str | None:
+        return "bos"  # the reference tokenizes every sample and raw document with BOS, no EOS (l2t/build.py)
+
     def check_refs(self, name: str, experiment: Any) -> None:
         super().check_refs(name, experiment)
         l2t_build_config(self.l2t, experiment.seq_len, experiment.seed, self.tokens, self.val_tokens,

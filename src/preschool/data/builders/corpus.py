@@ -1,7 +1,12 @@
 """corpus: natural text from one of the experiment's corpora, split into train/val by document.
 
 Documents are read in order, cut into work units (data/engine.py), tokenized,
-split by a hash of their id (``val_fraction``) and packed (concat + EOS). The
+split by a hash of their id (``val_fraction``) and packed: concatenated, each
+ended by EOS (``separator: eos``, as verify-ppt's DataTrove shards) or started by
+BOS with no EOS (``separator: bos``, as the L2T reference's Mistral tokenization);
+``auto`` (default) takes BOS when the experiment has a dataset that always starts
+documents with BOS (an L2T one), so its raw-text arms separate documents as its L2T
+arms do, else EOS. The
 ids of the documents each split uses are written beside it (``<split>.doc_ids.txt``),
 so a Control set (``exclude: [<dataset>]``) reads none of them: datasets with
 fewer exclusions are built first.
@@ -13,7 +18,7 @@ import hashlib
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -37,11 +42,27 @@ class CorpusSpec(DocumentSpec):
     named_by = "corpus"
     recorded_flat = True
     exclude: list[str] = field(default_factory=list)  # skip documents these datasets used (a Control set)
+    # between documents: EOS after each (eos), BOS before each and no EOS (bos), or auto (module docstring)
+    separator: Literal["auto", "eos", "bos"] = "auto"
 
     def check_refs(self, name: str, experiment: Any) -> None:
         super().check_refs(name, experiment)
         for other in self.exclude:
             check(other in experiment.data, f"data.{name}.exclude", f"no dataset named {other!r}")
+
+    def record(self) -> dict:
+        # the separator enters the builder's key resolved, and only when it is BOS: data prepared before the
+        # field existed (EOS) stays up to date
+        rec = super().record()
+        rec.pop("separator", None)
+        return rec
+
+    def resolved_separator(self, datasets: dict[str, Any]) -> str:
+        """``eos`` or ``bos``: the field, or for ``auto`` BOS when a dataset of ``datasets`` (the experiment's)
+        always starts documents with it (:meth:`~preschool.data.builder.DatasetSpec.document_start`), else EOS."""
+        if self.separator != "auto":
+            return self.separator
+        return "bos" if any(d.document_start() == "bos" for d in datasets.values()) else "eos"
 
 
 @DATASET_BUILDERS.register("corpus", config=CorpusSpec)
@@ -50,6 +71,12 @@ class CorpusBuilder(TokenizedBuilder):
 
     def order(self, spec: CorpusSpec) -> int:
         return len(spec.exclude)  # Control sets after the datasets whose documents they leave out
+
+    def key(self, name: str, spec: CorpusSpec, ctx: BuildContext) -> dict | None:
+        key = super().key(name, spec, ctx)
+        if key is not None and spec.resolved_separator(ctx.datasets) == "bos":
+            key["spec"]["separator"] = "bos"
+        return key
 
     def build(self, name: str, spec, key: dict, h: str, ctx: BuildContext, tmp: Path, final: Path) -> dict:
         corpus_cfg = corpus_of(name, spec, ctx)
@@ -61,7 +88,7 @@ class CorpusBuilder(TokenizedBuilder):
                     excluded.update(f.read_text(encoding="utf-8").split("\n"))
         read = ReadStats()  # what the corpus read gave and dropped, recorded in dataset.json
         m = write_corpus(name, spec, corpus_cfg, ctx.tok, ctx.row_len, ctx.seed, tmp, excluded, ctx.workers,
-                         ctx.progress, final, read)
+                         ctx.progress, final, read, separator=spec.resolved_separator(ctx.datasets))
         return self.entry(spec, key, h, m, read=read_record(name, read))
 
 
@@ -80,13 +107,15 @@ def read_record(name: str, read: ReadStats) -> dict:
 
 
 class CorpusJob(DocumentJob):
-    """Natural text: units of consecutive documents, tokenized, split by document id, packed (concat + EOS)."""
+    """Natural text: units of consecutive documents, tokenized, split by document id, packed (concat + EOS,
+    or BOS + concat when ``bos`` is given)."""
 
     def __init__(self, corpus_cfg, tokenizer_json: str, row_len: int, seed: int, val_fraction: float,
                  splits: list[str], unit_tokens: int, excluded: set[str] | None = None,
-                 read: ReadStats | None = None, eos: int | None = None):
+                 read: ReadStats | None = None, eos: int | None = None, bos: int | None = None):
         self.corpus_cfg, self.tokenizer_json, self.row_len = corpus_cfg, tokenizer_json, row_len
         self.eos = eos  # the id that ends each document (None: the tokenizer's <|endoftext|>)
+        self.bos = bos  # the id that starts each document instead (None: EOS ends them)
         self.seed, self.val_fraction, self.splits, self.unit_tokens = seed, val_fraction, splits, unit_tokens
         self.excluded = excluded or set()
         self.init_reading(read)  # the parent's read counts (ReadStats), recorded in dataset.json
@@ -96,8 +125,9 @@ class CorpusJob(DocumentJob):
         return {**super().__getstate__(), "_tok": None}
 
     def key(self) -> str:
+        bos = () if self.bos is None else ("bos", self.bos)  # an EOS job keeps the key it had before BOS existed
         return job_key("corpus", to_dict(self.corpus_cfg), self.tokenizer_json, self.row_len, self.seed,
-                       self.val_fraction, self.splits, self.unit_tokens, sorted(self.excluded), self.eos)
+                       self.val_fraction, self.splits, self.unit_tokens, sorted(self.excluded), self.eos, *bos)
 
     def units(self, start=None):
         # files, datatrove readers and a streamed hf corpus can continue where a unit starts (iter_documents
@@ -115,7 +145,7 @@ class CorpusJob(DocumentJob):
 
         if self._tok is None:
             self._tok = Tokenizer.from_str(self.tokenizer_json)
-        eos = eos_id(self._tok) if self.eos is None else self.eos
+        eos = None if self.bos is not None else eos_id(self._tok) if self.eos is None else self.eos
         vocab = tokenizer_size(self._tok)
         packers = {s: ConcatPacker(self.row_len, eos, PackStats()) for s in self.splits}
         writers = {s: ShardWriter(out / s, self.row_len, vocab, arrays=["segments"]) for s in self.splits}
@@ -130,7 +160,8 @@ class CorpusJob(DocumentJob):
                     # the row this document starts in: lets Control sets exclude exactly what was used
                     ids_files[split].write(f"{tokens[split] // self.row_len}\t{doc_id}\n")
                     tokens[split] += len(x) + 1
-                    block = packers[split].add(Doc(np.asarray(x, np.int64)))
+                    ids = np.asarray(x if self.bos is None else [self.bos, *x], np.int64)
+                    block = packers[split].add(Doc(ids))
                     if block is not None:
                         writers[split].add_rows(block["tokens"], segments=block["segments"])
             rows = {}
@@ -152,13 +183,17 @@ class CorpusJob(DocumentJob):
 
 
 def write_corpus(name: str, spec, corpus_cfg, tok, row_len: int, seed: int, out: Path,
-                  excluded: set[str], workers: int, progress: bool, final: Path, read: ReadStats) -> dict:
+                  excluded: set[str], workers: int, progress: bool, final: Path, read: ReadStats,
+                  separator: str = "eos") -> dict:
     """Tokenize + pack documents into train and val shard sets, splitting by document (see data/engine.py);
-    ``read`` counts what the read up to the last unit taken gave (the same with any number of workers)."""
+    ``read`` counts what the read up to the last unit taken gave (the same with any number of workers);
+    ``separator``: EOS after each document, or BOS (the tokenizer's, else EOS) before each."""
     n_rows = {"train": spec.tokens // row_len, "val": spec.val_tokens // row_len}
     n_rows = {s: n for s, n in n_rows.items() if n > 0}
+    special = special_ids(tok)
     job = CorpusJob(corpus_cfg, backend(tok).to_str(), row_len, seed, spec.val_fraction, list(n_rows),
-                    spec.unit_tokens, excluded, read, eos=special_ids(tok).eos)
+                    spec.unit_tokens, excluded, read, eos=special.eos,
+                    bos=special.prefix if separator == "bos" else None)
     work = work_dir(final, job.key())
     have = {s: 0 for s in n_rows}
     bar = None
