@@ -515,7 +515,7 @@ def efficiency_rows(cfg, arms: dict, baseline: str, headline: list[str], axes: d
                 if extra is None:  # this seed has not finished its last PT stage yet: nothing to charge it with
                     continue
                 charged.append(extra)
-                target = _target(targets.get(m), b["points"][m], m)
+                target = _target(targets.get(m), b.get("points", {}).get(m, []), m)
                 e = token_efficiency(_last_per_x(b["curves"][m]), _last_per_x(sdata["curves"][m]), target=target,
                                      extra_tokens=extra, higher_is_better=higher.get(m, True), crossing=crossing)
                 per_seed.append(e)
