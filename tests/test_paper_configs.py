@@ -24,10 +24,13 @@ SLOW = pytest.mark.slow
 
 @pytest.mark.parametrize("name", ["verify_ppt_500m", pytest.param("verify_ppt_1b", marks=SLOW),
                                   pytest.param("verify_ppt_3b", marks=SLOW), pytest.param("stack_paper_360m", marks=SLOW),
-                                  pytest.param("stack_paper", marks=SLOW), pytest.param("l2t_paper", marks=SLOW)])
+                                  pytest.param("stack_paper", marks=SLOW), pytest.param("l2t_paper", marks=SLOW),
+                                  *[pytest.param(n, marks=SLOW) for n in ("verify_ppt_7b", "verify_ppt_3b_100b",
+                                                                          "verify_ppt_3b_tasks", "l2t_paper_1b",
+                                                                          "depo_paper")]])
 def test_paper_experiment_runs_at_micro_scale(name, tmp_path, micro_run):
     # L2T cuts documents into seq_len // 4 chunks: 64-token rows leave none
-    micro_run(PAPER / f"{name}.yaml", tmp_path / "run", ["seq_len=256"] if name == "l2t_paper" else [])
+    micro_run(PAPER / f"{name}.yaml", tmp_path / "run", ["seq_len=256"] if name.startswith("l2t_paper") else [])
 
 
 @SLOW
@@ -62,11 +65,18 @@ def test_verify_ppt_configs_build_the_nanotron_model_and_optimizer_settings(name
     ("verify_ppt_1b", "HuggingFaceTB/SmolLM3-3B", "<|end_of_text|>", 128256, 128256),
     ("verify_ppt_3b", "HuggingFaceTB/SmolLM3-3B", "<|end_of_text|>", 128256, 128256),
     ("l2t_paper", "mistralai/Mistral-7B-Instruct-v0.3", None, 32768, 32768),
+    ("l2t_paper_1b", "mistralai/Mistral-7B-Instruct-v0.3", None, 32768, 32768),
+    ("verify_ppt_7b", "HuggingFaceTB/SmolLM3-3B", "<|end_of_text|>", 128256, 128256),
+    ("verify_ppt_3b_100b", "HuggingFaceTB/SmolLM3-3B", "<|end_of_text|>", 128256, 128256),
+    ("verify_ppt_3b_tasks", "HuggingFaceTB/SmolLM3-3B", "<|end_of_text|>", 128256, 128256),
+    ("stack_paper", "HuggingFaceTB/SmolLM-135M", None, 49152, 49152),
+    ("stack_paper_360m", "HuggingFaceTB/SmolLM-360M", None, 49152, 49152),
 ])
 def test_paper_configs_use_the_papers_tokenizers(name, hub, eos, vocab, rows):
     """verify-ppt tokenizes with SmolLM3's tokenizer, documents ending with <|end_of_text|> as its DataTrove
-    shards; L2T with Mistral v0.3's, the embedding padded to a multiple of 128 (spec scale.md 1, 2). The
-    micro runs above swap in a local tokenizer of the same style (conftest.micro_overrides)."""
+    shards; L2T with Mistral v0.3's, the embedding padded to a multiple of 128 (spec scale.md 1, 2); Beyond
+    Perplexity's SmolLM models with SmolLM's own 49,152-token tokenizer (issue #31 item 8). The micro runs
+    above swap in a local tokenizer of the same style (conftest.micro_overrides)."""
     from preschool.experiment import load_experiment
     from preschool.train.model import embedding_rows
 
@@ -76,9 +86,9 @@ def test_paper_configs_use_the_papers_tokenizers(name, hub, eos, vocab, rows):
     for arm in cfg.arms:
         model = cfg.train_config(arm, cfg.seeds[0]).model
         assert embedding_rows(model, vocab) == rows
-        assert model.vocab_multiple == (128 if name == "l2t_paper" else 1)
+        assert model.vocab_multiple == (128 if name.startswith("l2t_paper") else 1)
     assert embedding_rows(cfg.train_config(cfg.arms[0], cfg.seeds[0]).model, vocab + 1) == rows + (
-        128 if name == "l2t_paper" else 1)
+        128 if name.startswith("l2t_paper") else 1)
 
 
 def test_l2t_config_averages_the_papers_metric_of_every_downstream_task():
@@ -109,3 +119,25 @@ def test_verify_ppt_configs_score_retrieval_on_the_papers_inputs(name, tmp_path,
     armeni_inputs(tmp_path / "verbatim")
     cfg = EVALUATORS.build_config("verbatim", params)
     assert cfg.source == "rnn_inputs" and len(cfg.input_files) == 5 and cfg.n_lists is None
+
+
+@pytest.mark.parametrize("name, eps", [("stack_paper", 1e-5), ("stack_paper_360m", 1e-5), ("verify_ppt_7b", 1e-6),
+                                       ("l2t_paper_1b", 1e-6)])
+def test_paper_models_have_the_papers_rms_norm_eps(name, eps):
+    """SmolLM's configs set RMSNorm eps 1e-5 (the HF Llama default is 1e-6); verify-ppt's 7B and L2T 1e-6."""
+    from preschool.experiment import load_experiment
+    from preschool.train.model import hf_config
+
+    cfg = load_experiment(PAPER / f"{name}.yaml")
+    assert {hf_config(cfg.train_config(a, cfg.seeds[0]).model, 1024).rms_norm_eps for a in cfg.arms} == {eps}
+
+
+@pytest.mark.parametrize("name, gpus", [("verify_ppt_7b", 512), ("verify_ppt_3b_100b", 256),
+                                        ("verify_ppt_3b_tasks", 16), ("l2t_paper_1b", 4), ("depo_paper", 1)])
+def test_paper_setups_that_do_not_train_here_are_priced_by_the_planner(name, gpus, capsys):
+    """Setups no machine here trains (7B, 100B tokens, the task ablation, L2T 1B, the controlled DEPO
+    experiment) still have configs: `preschool plan` prices them (issue #31 item 8)."""
+    from preschool.cli import main
+
+    assert main(["plan", str(PAPER / f"{name}.yaml"), "--gpus", str(gpus), "--gpu", "h100-80gb"]) == 0
+    assert "device-hours" in capsys.readouterr().out
