@@ -141,4 +141,9 @@ def test_a_local_lm_eval_task_reaches_the_report_higher_is_better(svq):
     assert {g["arm"] for g in res["stable_gain"] if g["metric"] == m} == {"stack", "queue"}
     assert {e["arm"] for e in res["token_efficiency"] if e["metric"] == m} >= {"stack", "queue"}
     assert f"lm_eval/{TASK}/acc_stderr" not in res["table"][0]
+    # beside it, its continuous proxy: the correct choice's log-likelihood, higher is better (#30 item 3)
+    for proxy in (f"lm_eval/{TASK}/ll_correct", f"lm_eval/{TASK}/ll_correct_norm"):
+        assert res["directions"][proxy] == "higher" and all(proxy in r for r in res["table"])
+        assert {g["arm"] for g in res["stable_gain"] if g["metric"] == proxy} == {"stack", "queue"}
+        assert {e["arm"] for e in res["token_efficiency"] if e["metric"] == proxy} >= {"stack", "queue"}
     assert (out / "plots" / f"lm_eval_{TASK}_acc.png").is_file()

@@ -20,6 +20,10 @@ accelerate and peft, which its HF backend imports).
   for every task or a per-task mapping (verify-ppt: arc_easy, openbookqa,
   social_iqa 5-shot, the rest 0-shot); tasks sharing a count run in one
   ``simple_evaluate`` call, and ``extra["n_shot"]`` records what each task ran with.
+  Beside lm-eval's own metrics, each multiple-choice task gets the gold choice's
+  log-likelihood, ``<task>/ll_correct`` and per character ``<task>/ll_correct_norm``
+  (:func:`correct_choice_likelihoods`): accuracy's continuous proxy, which moves at
+  scales where accuracy sits at chance (issue #30; DataDecide, Magnusson et al. 2025).
 
 Known difference, kept on purpose: lm-eval's ``acc`` takes ``argmax`` over the
 two log-likelihoods, so an exact tie counts as correct (index 0 wins);
