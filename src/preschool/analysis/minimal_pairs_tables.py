@@ -41,6 +41,7 @@ def breakdown_lines(title: str, what: str, table: dict[str, dict[str, float]]) -
 class _Breakdown(Section):
     """A breakdown table of a final minimal-pair metric (``metric``: its family; ``group``: the level it reads)."""
 
+    evaluator = "minimal_pairs"
     metric = "acc"
     group = ""
     title = ""
@@ -62,7 +63,6 @@ class _Breakdown(Section):
 class Phenomena(_Breakdown):
     """Minimal-pair accuracy by phenomenon at the final checkpoint: table and bar plot."""
 
-    evaluator = "minimal_pairs"
     order = 10
     results_key = "phenomena"
     group, title, what = "term", "Minimal pairs by phenomenon (final checkpoint)", "phenomenon"
@@ -80,7 +80,6 @@ class Phenomena(_Breakdown):
 class Fields3(_Breakdown):
     """Minimal-pair accuracy by the L2T paper's three fields (semantics, morphology, syntax) at the final checkpoint."""
 
-    evaluator = "minimal_pairs"
     order = 20
     results_key = "fields3"
     group, title, what = "field3", "Minimal pairs by field, the L2T paper's three (final checkpoint)", "field"
@@ -88,21 +87,15 @@ class Fields3(_Breakdown):
 
 @SECTIONS.register("phenomena_margin")
 class PhenomenaMargin(_Breakdown):
-    """Minimal-pair log-prob margin (good − bad, nats) by phenomenon at the final checkpoint."""
+    """Minimal-pair log-prob margin (good − bad, nats) by phenomenon at the final checkpoint (table only)."""
 
-    evaluator = "minimal_pairs"
-    order = 11
-    results_key = "phenomena_margin"
-    metric, group, what = "margin", "term", "phenomenon"
+    order, results_key, metric, group, what = 11, "phenomena_margin", "margin", "term", "phenomenon"
     title = "Minimal pairs by phenomenon: log-prob margin, good − bad, nats (final checkpoint; higher is better)"
 
 
 @SECTIONS.register("fields3_margin")
-class Fields3Margin(_Breakdown):
-    """Minimal-pair log-prob margin by the L2T paper's three fields at the final checkpoint."""
+class Fields3Margin(Fields3):
+    """The same three fields' log-prob margin (good − bad, nats) at the final checkpoint."""
 
-    evaluator = "minimal_pairs"
-    order = 21
-    results_key = "fields3_margin"
-    metric, group, what = "margin", "field3", "field"
-    title = "Minimal pairs by field, log-prob margin, good − bad, nats (final checkpoint; higher is better)"
+    order, results_key, metric = 21, "fields3_margin", "margin"
+    title = "Minimal pairs by field, the L2T paper's three: log-prob margin, good − bad, nats (final checkpoint)"
