@@ -706,8 +706,8 @@ def efficiency_lines(efficiency: list[dict], baseline: str) -> list[str]:
              "checkpoints; mean over the seeds that reach it). The rule column says when a curve reaches the "
              "target: **stays** = at the checkpoint from which it stays at or past the target to its end (a "
              "curve that touches the target and falls back never reaches it), **first** = at its first "
-             "checkpoint there, whatever follows (`report.efficiency.crossing`). \"saved\" = baseline − arm tokens and "
-             "1 − arm/baseline; \"incl. PPT\" also charges the arm its pre-pretraining tokens (language axis "
+             "checkpoint there, whatever follows (`report.efficiency.crossing`). \"saved\" = baseline − arm "
+             "tokens and 1 − arm/baseline; \"incl. PPT\" also charges the arm its pre-pretraining tokens (language axis "
              "only). A seed is **not comparable** (n.c.) when either curve is already at the target at its "
              "first checkpoint on the axis (the crossing happened before, under another stage or none): "
              "it counts as not reached.", "",
