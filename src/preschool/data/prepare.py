@@ -31,6 +31,7 @@ from typing import Any, Iterator
 from ..config import to_dict
 from ..errors import ConfigError, DataError
 from ..io import atomic_dir, read_json, write_json
+from ..layout import check_dataset_name
 from .builder import (  # noqa: F401 (DatasetSpec, first_difference: re-exported)
     BuildContext, DatasetSpec, build_order, builder_of, first_difference, spec_hash,
 )
@@ -131,6 +132,8 @@ def plan_data(out: str | Path, corpora: dict[str, Any], datasets: dict[str, Data
     """The datasets under ``out`` prepared from another spec than the config's, which :func:`prepare_data`
     would replace (``thash``: the hash of the tokenizer they are tokenized with, None when there is none
     yet). Reads only; a folder there that is no prepared dataset raises DataError."""
+    for name in datasets:  # checked by the experiment's config too; a library caller gets the same refusal
+        check_dataset_name(name)
     ctx = BuildContext(Path(out), corpora, datasets, seq_len, seed, thash)
     stale: list[Stale] = []
     for name in build_order(datasets):
