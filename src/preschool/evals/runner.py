@@ -121,8 +121,11 @@ def load_checkpoint(path: str | Path, device: str = "cpu"):
     if not (p / "config.json").is_file():
         raise DataError(f"{p}: not a checkpoint (no config.json)")
     check_weight_files(p)
+    from ..data.tokenizer import refuse_custom_code
+
+    refuse_custom_code(p)
     try:
-        model = AutoModelForCausalLM.from_pretrained(str(p))
+        model = AutoModelForCausalLM.from_pretrained(str(p), trust_remote_code=False)
     except (OSError, ValueError) as e:
         raise DataError(f"{p}: cannot load model ({e})") from None
     from ..plugins import checkpoint_hooks
@@ -138,7 +141,7 @@ def load_checkpoint(path: str | Path, device: str = "cpu"):
 
             tok = from_saved_files(p)  # not AutoTokenizer: see from_saved_files
         else:
-            tok = AutoTokenizer.from_pretrained(str(p))
+            tok = AutoTokenizer.from_pretrained(str(p), trust_remote_code=False)
     except (OSError, ValueError, TypeError):
         if not (p / "tokenizer.json").is_file():
             raise DataError(f"{p}: no tokenizer files in this checkpoint") from None
