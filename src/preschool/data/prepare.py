@@ -186,7 +186,10 @@ def prepare_data(
     raises DataError naming it and the field before anything is written, unless
     ``rebuild``, which replaces it. A folder that is no prepared dataset is never replaced.
     """
+    from ..device import check_row_memory
+
     out = Path(out)
+    check_row_memory(seq_len, workers, "seq_len")
     stale = check_data(out, tokenizer_cfg, corpora, datasets, seq_len, seed, rebuild)
     out.mkdir(parents=True, exist_ok=True)
     first_corpus = next(iter(corpora.values())) if corpora else None
