@@ -153,7 +153,8 @@ def run(args: argparse.Namespace) -> int:
     # --out is replaced whole: refuse a folder that holds anything else (or an input) before any slow work,
     # and keep a second transform out of it while this one runs
     with claim_output(args.out, f"preschool transform l2t --input {args.input} --out {args.out}", l2t_entries,
-                      "transform l2t", inputs=read):
+                      "transform l2t", inputs=read) as out:
+        args.out = str(out)  # resolved once: a linked --out is written at its target
         return _build(args, cfg)
 
 

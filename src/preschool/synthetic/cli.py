@@ -198,7 +198,8 @@ def run(args) -> int:
     # --out is replaced whole: refuse a folder holding anything else (or the tokenizer) before any work,
     # and keep a second writer out of it while this one runs
     with claim_output(args.out, f"preschool generate {name} --tokens {args.tokens} --out {args.out}",
-                      generated_entries, "generate", inputs=[args.tokenizer]):
+                      generated_entries, "generate", inputs=[args.tokenizer]) as out:
+        args.out = str(out)  # resolved once: a linked --out is written at its target
         return _write(args, name, params, explicit)
 
 
