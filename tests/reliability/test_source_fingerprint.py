@@ -78,25 +78,14 @@ def test_a_touched_but_unchanged_file_is_reused(prepared, capsys):
     assert _snapshot(out / "data" / "pt") == before
 
 
-def test_a_file_added_to_or_removed_from_a_corpus_folder_is_refused(tmp_path, capsys, one_line_error):
+def test_a_file_added_to_or_removed_from_a_corpus_folder_is_refused(tiny_experiment, capsys, one_line_error):
+    tmp_path = tiny_experiment.parent
     folder = tmp_path / "texts"
     folder.mkdir()
     for i in range(3):
         (folder / f"part{i}.txt").write_text("\n".join(f"the dog {i} ran to the red mat {j}" for j in range(200)))
-    exp = tmp_path / "exp.yaml"
-    exp.write_text(f"""
-name: folder
-seq_len: 16
-corpora:
-  txt: {{source: text, path: {folder}, split_documents: lines}}
-tokenizer: {{kind: train, vocab_size: 300, sample_documents: 100}}
-data:
-  pt: {{corpus: txt, tokens: 800}}
-model: {{preset: micro}}
-arms:
-  - name: a
-    stages: [{{name: pt, data: pt, tokens: 256}}]
-""")
+    exp = tiny_experiment
+    exp.write_text(exp.read_text().replace(str(tmp_path / "corpus.txt"), str(folder)))
     out = tmp_path / "out"
     assert _prepare(exp, out) == 0
     capsys.readouterr()
