@@ -72,6 +72,15 @@ def test_generate_refuses_a_seq_len_beyond_the_machine_before_allocating(tmp_pat
     assert not out.exists()
 
 
+def test_transform_l2t_refuses_a_seq_len_beyond_the_machine(tmp_path, capsys, one_line_error):
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("the cat sat on the mat. " * 50 + "\n")
+    out = tmp_path / "l2t"
+    assert main(["transform", "l2t", "--input", str(corpus), "--out", str(out), "--seq-len", str(10**12)]) == 2
+    one_line_error("--seq-len", "memory")
+    assert not out.exists()
+
+
 def test_generate_measures_against_the_memory_available(tmp_path, monkeypatch, capsys, one_line_error):
     """The issue's 100M-token rows (9 GB after a minute) are refused on a machine with 2 GB free."""
     from preschool import device

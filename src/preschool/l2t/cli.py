@@ -143,8 +143,11 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("out", "--out is required (unless --preview)")
     if args.workers < 1:
         raise ConfigError("workers", f"must be >= 1, got {args.workers}")
+    from ..device import check_row_memory
     from ..outdir import claim_output
     from .build import l2t_entries
+
+    check_row_memory(args.seq_len, args.workers, "--seq-len")
     from .inputs import corpus_config
 
     # what is read: --input, the files a corpus YAML names, the tokenizer
