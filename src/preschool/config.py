@@ -327,28 +327,65 @@ def load_yaml(path: str | Path) -> dict:
         raise ConfigError(str(p), f"not UTF-8 text (byte 0x{raw[e.start]:02x} at line {line}, offset {e.start}); "
                           "save it as UTF-8 (e.g. iconv -f latin1 -t utf-8)") from None
     try:
-        data = yaml.safe_load(text)
+        data = _parse_yaml(text, str(p))
     except yaml.YAMLError as e:
         raise ConfigError(str(p), f"not valid YAML: {e}") from None
     if not isinstance(data, dict):
         raise ConfigError(str(p), "top level must be a mapping")
-    # YAML anchors (&stage ... *stage) are a writing shorthand: every use becomes its own copy, so an
-    # override of one arm's stage (arms.2.stages.0.tokens=...) does not change the arms sharing it
-    return yaml.safe_load(yaml.dump(data, Dumper=_NoAliases))
+    return data
 
 
-class _NoAliases(yaml.SafeDumper):
-    """Writes a value used twice as two copies (no ``&id001`` / ``*id001``)."""
-
-    def ignore_aliases(self, data: Any) -> bool:
-        return True
+#: the most values a config may hold once its YAML aliases are expanded: the largest committed config holds
+#: about 1,000; a few lines of nested aliases (an "alias bomb") expand to billions, gigabytes before any check
+ALIAS_BUDGET = 100_000
 
 
-def override_value(raw: str) -> Any:
-    """A ``--set`` value: parsed as YAML (``3``, ``true``, ``[1, 2]``), or the text itself when it is
-    not valid YAML (``**/*``, ``a: b: c``)."""
+def _parse_yaml(text: str, field: str) -> Any:
+    """The plain data of the YAML ``text``, every alias expanded into its own copy (:func:`_expanded`);
+    ConfigError on ``field`` when it nests too deeply or expands beyond :data:`ALIAS_BUDGET` (yaml.YAMLError
+    when it is no YAML: the caller says what that means)."""
     try:
-        return yaml.safe_load(raw)
+        return _expanded(yaml.safe_load(text), field)
+    except RecursionError:
+        raise ConfigError(field, "nests values too deeply to be a config") from None
+
+
+def _expanded(data: Any, field: str) -> Any:
+    """A copy of loaded YAML ``data`` in which a value used through aliases (``&stage`` ... ``*stage``) is a
+    copy per use, so an override of one arm's stage (arms.2.stages.0.tokens=...) does not change the arms
+    sharing it. Counted as it is made: more than :data:`ALIAS_BUDGET` values, or an alias inside the value
+    it names (a loop), is a ConfigError on ``field`` before the copy grows."""
+    count = 0
+    open_: set[int] = set()  # the containers being copied: meeting one again is a loop
+
+    def copy(value: Any) -> Any:
+        nonlocal count
+        count += 1
+        if count > ALIAS_BUDGET:
+            raise ConfigError(field, f"holds more than {ALIAS_BUDGET:,} values once its YAML aliases (*name) are "
+                              "expanded (nested aliases?); write the values out or nest fewer aliases")
+        if not isinstance(value, (dict, list)):
+            return value
+        if id(value) in open_:
+            raise ConfigError(field, "a YAML alias (*name) sits inside the value it names (an alias inside "
+                              "itself): it never ends")
+        open_.add(id(value))
+        try:
+            if isinstance(value, dict):
+                return {copy(k): copy(v) for k, v in value.items()}
+            return [copy(v) for v in value]
+        finally:
+            open_.discard(id(value))
+
+    return copy(data)
+
+
+def override_value(raw: str, field: str = "--set") -> Any:
+    """A ``--set`` value: parsed as YAML (``3``, ``true``, ``[1, 2]``), or the text itself when it is
+    not valid YAML (``**/*``, ``a: b: c``). Aliases are expanded within :data:`ALIAS_BUDGET` (ConfigError
+    on ``field`` beyond it)."""
+    try:
+        return _parse_yaml(raw, field)
     except yaml.YAMLError:
         return raw
 
@@ -365,7 +402,7 @@ def apply_overrides(data: dict, overrides: list[str]) -> dict:
         if "=" not in ov:
             raise ConfigError(ov, "override must look like key.path=value")
         key, raw = ov.split("=", 1)
-        value = override_value(raw)
+        value = override_value(raw, key)
         parts = key.split(".")
         if not all(parts):
             raise ConfigError(key, "override key has an empty part (write key.path=value)")

@@ -67,7 +67,7 @@ class ArmSpec:
     datasets: dict[str, str] = field(default_factory=dict)
 
     def validate(self) -> None:
-        check(bool(self.name) and "/" not in self.name, "name", f"must be a non-empty name without '/', got {self.name!r}")
+        layout.check_name(self.name, "name", "arm")  # <out>/arms/<name>/
         check(len(self.stages) > 0, "stages", "an arm needs at least one stage")
         from .train.callbacks.registry import callback_configs
 
@@ -176,6 +176,9 @@ class ExperimentConfig:
     report: ReportSpec = field(default_factory=ReportSpec)
 
     def validate(self) -> None:
+        layout.check_name(self.name, "name", "experiment")  # the default out is runs/<name>
+        for dname in self.data:
+            layout.check_dataset_name(dname)
         check(self.seq_len >= 8, "seq_len", f"must be >= 8, got {self.seq_len}")
         check(len(self.seeds) > 0, "seeds", "give at least one training seed")
         check(len(self.arms) > 0, "arms", "an experiment needs at least one arm")

@@ -153,17 +153,30 @@ PARTIAL_MARK = ".preschool-partial.json"
 
 
 def _temp_dir_re(name: str) -> "re.Pattern[str]":
-    # tempfile.mkdtemp's names: prefix, 8 characters of its alphabet, suffix
-    return re.compile(rf"\.{re.escape(name)}\.[a-z0-9_]{{8}}\.tmp")
+    # tempfile.mkdtemp's names: prefix, 8 characters of its alphabet, suffix (.tmp: a new output being
+    # written; .old: the output it replaces, on its way out)
+    return re.compile(rf"\.{re.escape(name)}\.[a-z0-9_]{{8}}\.(tmp|old)")
+
+
+def _own_dir(path: Path, suffix: str) -> Path:
+    """A new hidden folder ``.<name>.XXXXXXXX<suffix>`` beside ``path`` holding the record (:data:`PARTIAL_MARK`:
+    pid, host, ``path``'s name) by which :func:`remove_dead_temps` knows it as ours."""
+    import socket
+
+    d = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=suffix, dir=path.parent))
+    (d / PARTIAL_MARK).write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "for": path.name}),
+                                  encoding="utf-8")
+    return d
 
 
 def remove_dead_temps(path: str | Path) -> list[Path]:
     """Remove the temp folders :func:`atomic_dir` left beside ``path`` when its writer was killed; return them.
 
-    A folder is removed only when all of these hold: its name is the one atomic_dir gives a temp
-    folder of ``path``, it holds atomic_dir's record (:data:`PARTIAL_MARK`) naming ``path``, and the
-    process the record names ran on this host and is gone. A writer still running, one on another
-    host (which cannot be checked from here) and anything else keep their folders.
+    A folder is removed only when all of these hold: its name is one atomic_dir gives a folder of
+    ``path`` (``.<name>.XXXXXXXX.tmp``, or ``.old`` for the output it was replacing), it holds
+    atomic_dir's record (:data:`PARTIAL_MARK`) naming ``path``, and the process the record names ran
+    on this host and is gone. A writer still running, one on another host (which cannot be checked
+    from here) and anything else keep their folders.
     """
     import shutil
     import socket
@@ -196,29 +209,26 @@ def atomic_dir(path: str | Path) -> Iterator[Path]:
     """Yield a temp folder beside ``path``; on success replace ``path`` with it.
 
     The temp folder (``.<name>.XXXXXXXX.tmp``) records who writes it until the rename, so the next
-    writer of ``path`` removes what a killed one left (:func:`remove_dead_temps`).
+    writer of ``path`` removes what a killed one left (:func:`remove_dead_temps`). The output it
+    replaces moves into a folder of the same kind (``.<name>.XXXXXXXX.old``, new each time) and goes
+    with it: a folder of the user's beside ``path`` is never removed, whatever its name.
     """
     import shutil
-    import socket
 
     path = Path(path)
     with write_errors_named(path):
         path.parent.mkdir(parents=True, exist_ok=True)
         remove_dead_temps(path)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
-        (tmp / PARTIAL_MARK).write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
-                                                    "for": path.name}), encoding="utf-8")
+        tmp = _own_dir(path, ".tmp")
     try:
         with write_errors_named(path, tmp):
             yield tmp
         (tmp / PARTIAL_MARK).unlink(missing_ok=True)  # the folder is complete: it becomes ``path`` as it is
         _publish_mode(tmp)
         old = None
-        if path.exists():
-            old = path.with_name(f".{path.name}.old")
-            if old.exists():
-                shutil.rmtree(old)
-            os.replace(path, old)
+        if path.exists() or path.is_symlink():
+            old = _own_dir(path, ".old")
+            os.replace(path, old / path.name)
         os.replace(tmp, path)
         if old is not None:
             shutil.rmtree(old, ignore_errors=True)

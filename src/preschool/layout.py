@@ -28,7 +28,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from .errors import DataError
+from .errors import ConfigError, DataError
 from .io import iter_jsonl
 
 DATA = "data"
@@ -39,6 +39,10 @@ METRICS = "metrics.jsonl"
 DONE = "DONE"
 RUN_CONFIG = "config.yaml"
 DATA_MANIFEST = "manifest.json"  # <out>/data/manifest.json: what prepare built
+TOKENIZER = "tokenizer"  # <out>/data/tokenizer/: the experiment's tokenizer
+MINIMAL_PAIRS = "minimal_pairs"  # <out>/data/minimal_pairs/: the storybook minimal pairs
+#: what prepare writes in <out>/data beside the datasets: a dataset of that name would replace it
+DATA_RESERVED = (TOKENIZER, MINIMAL_PAIRS, DATA_MANIFEST)
 WANDB_ID = "wandb_id.txt"
 # inside a checkpoint folder (beside the HF files)
 CKPT_META = "meta.json"  # position and token account of the step
@@ -53,6 +57,44 @@ EVAL_ITEMS = "items.jsonl"
 STEP_DIR = re.compile(r"^step-(\d+)$")
 # io.atomic_dir's temp folder beside a step folder while it is written: "." + name + "." + random + ".tmp"
 STEP_TEMP_DIR = re.compile(r"^\.step-\d+\.[A-Za-z0-9_]+\.tmp$")
+
+
+# ----------------------------------------------------------------------------- names that become folders
+
+# a folder name is at most 255 bytes; atomic_dir's temp folder beside it adds 15 (".<name>.XXXXXXXX.tmp")
+NAME_MAX_BYTES = 200
+
+
+def check_name(name: object, field: str, what: str, reserved: tuple[str, ...] = ()) -> None:
+    """ConfigError on ``field`` unless ``name`` (a dataset, arm or experiment name that becomes a folder)
+    is one plain folder name: not empty, ``.`` or ``..``, no ``/``, ``\\``, NUL or other control
+    character, not hidden (``.x``: our temp folders, ``.old`` folders and locks are hidden), at most
+    :data:`NAME_MAX_BYTES` bytes of UTF-8 and none of ``reserved`` (names written beside it).
+
+    Without this, ``data: {../../x: ...}`` would make prepare write (and replace) a folder outside
+    ``--out``; the message shows the name with ``repr`` so a NUL or line break stays on one line.
+    """
+    bad = None
+    if not isinstance(name, str) or not name:
+        bad = "is empty"
+    elif name in (".", ".."):
+        bad = "is the folder itself or the one above it"
+    elif any(c in "/\\" or ord(c) < 32 or ord(c) == 127 for c in name):
+        bad = "holds a slash, backslash, NUL or other control character"
+    elif name.startswith("."):
+        bad = "is hidden (starts with '.'), as preschool's temp folders and locks are"
+    elif len(name.encode("utf-8", "surrogatepass")) > NAME_MAX_BYTES:
+        bad = f"is longer than {NAME_MAX_BYTES} bytes"
+    elif name in reserved:
+        bad = f"is taken by what is written beside it ({', '.join(reserved)})"
+    if bad is not None:
+        raise ConfigError(field, f"{what} name {name!r} {bad}: it becomes a folder name, so give one plain "
+                          "name (letters, digits, '-', '_', '.' inside)")
+
+
+def check_dataset_name(name: object) -> None:
+    """:func:`check_name` for a dataset of ``data`` (a folder ``<out>/data/<name>``), on the field ``data``."""
+    check_name(name, "data", "dataset", DATA_RESERVED)
 
 
 # ----------------------------------------------------------------------------- experiment folder

@@ -203,7 +203,8 @@ def output_lock(folder: str | Path, command: str, key: str | None = None, beside
     folder = Path(folder)
     (folder.parent if beside else folder).mkdir(parents=True, exist_ok=True)
     path = lock_path(folder, beside)
-    mine = _held.get(folder.resolve())
+    held = folder.resolve()  # once: the folder may be replaced (or a link retargeted) while the lock is held
+    mine = _held.get(held)
     if mine is not None:  # this process holds it already (prepare CLI -> experiment.prepare_locked)
         if key is not None and mine[0] is not None and key != mine[0]:
             raise DataError(f"{folder}: this process holds its lock for config key {mine[0]}, not {key}")
@@ -221,11 +222,11 @@ def output_lock(folder: str | Path, command: str, key: str | None = None, beside
         os.lseek(fd, 0, os.SEEK_SET)
         os.write(fd, (json.dumps(info) + "\n").encode("utf-8"))
         os.fsync(fd)
-        _held[folder.resolve()] = [key, 1]
+        _held[held] = [key, 1]
         try:
             yield path
         finally:
-            del _held[folder.resolve()]
+            del _held[held]
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()  # while still holding the flock, so no one takes a file that is going away
     finally:

@@ -12,14 +12,19 @@ Such a command builds its output in a temp folder and renames it onto ``--out``
   ``notes.txt`` put beside an export makes the folder no longer only ours);
 - it is locked while the command works (``lock.output_lock`` with ``beside``: the
   lock file is ``<parent>/.<name>.preschool.lock``, since the folder itself is
-  replaced): a second writer stops, naming the first (pid, host, start, command).
+  replaced): a second writer stops, naming the first (pid, host, start, command);
+- it is resolved once, first (:func:`resolve_out`), and every check, the lock and the
+  write use that one absolute path: a symbolic link is followed (the output is written
+  at the link's target, the link keeps pointing there), a link to nothing is refused,
+  and so is the folder the command runs in or one above it (``--out .``, ``../here``
+  from inside ``here``), which writing whole would pull from under the user's shell.
 
 Each refusal is a :class:`~preschool.errors.ConfigError` on ``--out``: one line naming the
 folder and what is in the way, raised before anything is written.
 
 Example (what ``export_dataset`` does)::
 
-    with claim_output(out, "preschool export ...", export_entries, inputs=[dataset_dir]):
+    with claim_output(out, "preschool export ...", export_entries, inputs=[dataset_dir]) as out:
         with atomic_dir(out) as tmp:
             ...
 """
@@ -27,6 +32,7 @@ Example (what ``export_dataset`` does)::
 from __future__ import annotations
 
 import contextlib
+import os
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
@@ -75,15 +81,36 @@ def check_replaceable(out: str | Path, ours: Recogniser, what: str, field: str =
                           "would delete: move that out or give another --out")
 
 
+def resolve_out(out: str | Path, field: str = "--out") -> Path:
+    """The absolute path ``out`` names, links and ``..`` resolved: what the command then checks, locks and
+    writes. ConfigError on ``field`` for a link to nothing, and for the folder the command runs in or one
+    above it (replacing it whole would leave the shell in a deleted folder, or delete what holds it)."""
+    given = Path(out)
+    if given.is_symlink() and not given.exists():
+        raise ConfigError(field, f"{out} is a link to {os.readlink(given)}, which does not exist: make that folder "
+                          "or give another --out")
+    target = given.resolve()
+    try:
+        here = Path.cwd().resolve()
+    except OSError:  # the folder this runs in is gone: nothing to protect
+        return target
+    if here == target or here.is_relative_to(target):
+        where = "the folder this command runs in" if here == target else "a folder above the one this command runs in"
+        raise ConfigError(field, f"{out} is {where} ({target}); the output replaces its --out whole: give a new "
+                          "folder beside it")
+    return target
+
+
 @contextlib.contextmanager
 def claim_output(out: str | Path, command: str, ours: Recogniser, what: str,
                  inputs: Iterable[str | Path | None] = (), field: str = "--out") -> Iterator[Path]:
-    """Hold ``out`` for the ``with`` block once it may be written whole (see the module docstring).
+    """Hold ``out`` for the ``with`` block once it may be written whole (see the module docstring); yields the
+    resolved path (:func:`resolve_out`), the one the block must write.
 
     ``command`` is what a second writer is told is running; ``what`` names the command in refusals
     (``"export"``); ``ours`` recognises its earlier outputs; ``inputs`` are the paths it reads.
     """
-    out = Path(out)
+    out = resolve_out(out, field)
     check_no_overlap(out, list(inputs), field)
     check_replaceable(out, ours, what, field)  # before the lock: a refusal leaves no lock file behind
     with output_lock(out, command, beside=True):

@@ -239,10 +239,13 @@ def load_compartment_model(path: str | Path, **kwargs):
     from transformers import AutoModelForCausalLM
     from transformers.utils import logging as hf_logging
 
+    from ..data.tokenizer import refuse_custom_code
+
+    refuse_custom_code(path)
     level = hf_logging.get_verbosity()
     hf_logging.set_verbosity(logging.ERROR)  # the extra key is expected; we load it ourselves below
     try:
-        model = AutoModelForCausalLM.from_pretrained(str(path), **kwargs)
+        model = AutoModelForCausalLM.from_pretrained(str(path), trust_remote_code=False, **kwargs)
     finally:
         hf_logging.set_verbosity(level)
     return restore_compartments(model, path)

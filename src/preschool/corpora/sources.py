@@ -200,6 +200,18 @@ class Source:
         for doc in self.documents(stats):
             yield doc.id, doc.meta, self.cut(doc.text)
 
+    def local_files(self) -> list[tuple[Path, str]]:
+        """``(path, relative path)`` of the local files the source reads, sorted: what ``dataset.json``
+        fingerprints (data/fingerprint.py). By default ``path`` itself, or the files under it that ``glob``
+        matches; none without a local ``path`` (storybook, a hub dataset, a URL)."""
+        raw = self.cfg.path
+        if not raw or "://" in str(raw):
+            return []
+        root = Path(raw).expanduser()
+        if root.is_file():
+            return [(root, root.name)]
+        return walk_files(root, self.cfg.glob, ReadStats()) if root.is_dir() else []
+
 
 class FileSource(Source):
     """A source reading files: lists them (see the module docstring), reads each with :meth:`read_file`.
@@ -242,6 +254,9 @@ class FileSource(Source):
                    "set glob to read them as this source)" if skipped else ""
             raise DataError(f"{root}: no files match {what}{also}")
         return out
+
+    def local_files(self) -> list[tuple[Path, str]]:
+        return self.files(ReadStats())  # exactly the files it reads (its extensions, not the whole folder)
 
     def read_file(self, path: Path, rel: str, stats: ReadStats,
                   at: dict | None = None) -> Iterator[tuple[str, dict, Iterable[str], dict]]:
@@ -796,6 +811,11 @@ for _name, _cls in (("jsonl", "JsonlReader"), ("parquet", "ParquetReader"), ("cs
                     ("warc", "WarcReader")):
     SOURCES.register(f"datatrove_{_name}", config=CorpusConfig)(
         type(f"Datatrove{_cls}Source", (DatatroveSource,), {"reader": _cls, "__doc__": f"datatrove's {_cls}."}))
+
+
+def local_files(cfg: CorpusConfig) -> list[tuple[Path, str]]:
+    """``(path, relative path)`` of the local files corpus ``cfg`` reads (:meth:`Source.local_files`)."""
+    return SOURCES.get(cfg.source, "source").cls(cfg).local_files()
 
 
 def iter_documents(cfg: CorpusConfig | dict, stats: ReadStats | None = None,

@@ -243,6 +243,11 @@ class DatasetBuilder:
         """What the build message says is built (after ``building``)."""
         return ""
 
+    def sources(self, spec, ctx: BuildContext) -> dict[str, Any]:
+        """The corpora (name -> CorpusConfig) the dataset reads: their local files are fingerprinted into
+        ``dataset.json`` and checked before it is reused (data/fingerprint.py)."""
+        return {}
+
     def build(self, name: str, spec, key: dict, h: str, ctx: BuildContext, tmp: Path, final: Path) -> dict:
         """Write dataset ``name`` into ``tmp`` (renamed to ``final`` once done); return its ``dataset.json``."""
         raise NotImplementedError
@@ -339,6 +344,10 @@ class TokenizedBuilder(DatasetBuilder):
             if isinstance(m, dict) and m.get("seed") not in (None, ctx.seed):
                 return "seed", f"was {m['seed']}, now {ctx.seed}"
         return f"data.{name}", "built from another corpus, seed or tokenizer"
+
+    def sources(self, spec, ctx: BuildContext) -> dict[str, Any]:
+        corpus = spec.corpus if isinstance(spec, DocumentSpec) else None
+        return {corpus: ctx.corpora[corpus]} if corpus in ctx.corpora else {}
 
     def entry(self, spec, key: dict, h: str, manifests: dict[str, dict], **tail: Any) -> dict:
         return dataset_entry({"hash": h, "key": key, "spec": spec.record()}, manifests, **tail)

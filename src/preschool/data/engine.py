@@ -42,6 +42,7 @@ import math
 import multiprocessing as mp
 import os
 import pickle
+import re
 import shutil
 from collections import deque
 from concurrent.futures import ProcessPoolExecutor
@@ -472,13 +473,33 @@ def adopt_units(work: Path, dest: Path, units: list[int]) -> None:
         os.replace(unit_path(work, k), unit_path(dest, k))
 
 
+#: the record a work folder holds from its start: what it builds (``for``: the output's name; ``key``)
+WORK_MARK = ".preschool-work.json"
+
+
 def work_dir(final: Path, key: str) -> Path:
-    """The resumable work folder of a job writing ``final``; stale ones (other keys) are removed."""
+    """The resumable work folder of a job writing ``final`` (made, with its :data:`WORK_MARK`, if missing).
+
+    Stale ones (other keys) are removed, but only those that are provably ours: named
+    ``.<final>.work-<16 hex>`` and holding a WORK_MARK for ``final``. A folder of the user's named alike
+    (``.pt.work-notes``), and one a version before the record left, are kept.
+    """
     final = Path(final)
+    ours = re.compile(rf"\.{re.escape(final.name)}\.work-[0-9a-f]{{16}}")
     for old in final.parent.glob(f".{final.name}.work-*"):
-        if old.name != f".{final.name}.work-{key}":
+        if old.name == f".{final.name}.work-{key}" or not ours.fullmatch(old.name) or old.is_symlink():
+            continue
+        try:
+            rec = json.loads((old / WORK_MARK).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(rec, dict) and rec.get("for") == final.name:
             shutil.rmtree(old, ignore_errors=True)
-    return final.parent / f".{final.name}.work-{key}"
+    work = final.parent / f".{final.name}.work-{key}"
+    work.mkdir(parents=True, exist_ok=True)
+    if not (work / WORK_MARK).is_file():
+        (work / WORK_MARK).write_text(json.dumps({"for": final.name, "key": key}), encoding="utf-8")
+    return work
 
 
 def sum_counts(dicts: list[dict]) -> dict:

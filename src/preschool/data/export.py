@@ -394,9 +394,9 @@ def export_dataset(dataset_dir: str | Path, fmt: str, out: str | Path, splits: l
     eod_id = _eod_id(fmt, eod_id, tok, dataset_dir, found)
     command = command or f"preschool export {dataset_dir} --format {fmt} --out {out}"
     # the output folder is checked (and locked) before the shards are verified, which reads every byte
-    with claim_output(out, command, export_entries, "export", inputs=[dataset_dir, tok]):
+    with claim_output(out, command, export_entries, "export", inputs=[dataset_dir, tok]) as out:
         sets = {s: ShardSet(p, verify=verify) for s, p in found.items()}
-        return _export(dataset_dir, fmt, Path(out), sets, tok, single=found == {dataset_dir.name: dataset_dir},
+        return _export(dataset_dir, fmt, out, sets, tok, single=found == {dataset_dir.name: dataset_dir},
                        eod_id=eod_id)
 
 

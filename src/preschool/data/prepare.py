@@ -31,9 +31,11 @@ from typing import Any, Iterator
 from ..config import to_dict
 from ..errors import ConfigError, DataError
 from ..io import atomic_dir, read_json, write_json
+from ..layout import check_dataset_name
 from .builder import (  # noqa: F401 (DatasetSpec, first_difference: re-exported)
     BuildContext, DatasetSpec, build_order, builder_of, first_difference, spec_hash,
 )
+from .fingerprint import changed, fingerprint
 from .tokenizer import (
     TokenizerConfig, files_hash, load_hf_tokenizer, load_tokenizer, open_tokenizer, save_tokenizer, special_ids,
     tokenizer_hash, tokenizer_size, train_bpe,
@@ -131,6 +133,8 @@ def plan_data(out: str | Path, corpora: dict[str, Any], datasets: dict[str, Data
     """The datasets under ``out`` prepared from another spec than the config's, which :func:`prepare_data`
     would replace (``thash``: the hash of the tokenizer they are tokenized with, None when there is none
     yet). Reads only; a folder there that is no prepared dataset raises DataError."""
+    for name in datasets:  # checked by the experiment's config too; a library caller gets the same refusal
+        check_dataset_name(name)
     ctx = BuildContext(Path(out), corpora, datasets, seq_len, seed, thash)
     stale: list[Stale] = []
     for name in build_order(datasets):
@@ -139,7 +143,12 @@ def plan_data(out: str | Path, corpora: dict[str, Any], datasets: dict[str, Data
         key = builder.key(name, spec, ctx)
         ctx.hashes[name] = spec_hash(key) if key is not None else None
         rec = _recorded(name, ctx.out / name)
-        if rec is None or (key is not None and rec.get("hash") == ctx.hashes[name]):
+        if rec is None:
+            continue
+        if key is not None and rec.get("hash") == ctx.hashes[name]:
+            moved = changed(rec.get("sources"), builder.sources(spec, ctx))  # the same spec, an edited corpus?
+            if moved is not None:
+                stale.append(Stale(ctx.out / name, name, *moved))
             continue
         stale.append(Stale(ctx.out / name, name, *builder.why_stale(name, spec, key, rec, ctx)))
     return stale
@@ -177,8 +186,11 @@ def prepare_data(
     raises DataError naming it and the field before anything is written, unless
     ``rebuild``, which replaces it. A folder that is no prepared dataset is never replaced.
     """
+    from ..device import check_row_memory
+
     out = Path(out)
-    check_data(out, tokenizer_cfg, corpora, datasets, seq_len, seed, rebuild)
+    check_row_memory(seq_len, workers, "seq_len")
+    stale = check_data(out, tokenizer_cfg, corpora, datasets, seq_len, seed, rebuild)
     out.mkdir(parents=True, exist_ok=True)
     first_corpus = next(iter(corpora.values())) if corpora else None
     if tokenizer_cfg.kind == "train" and first_corpus is None:
@@ -192,14 +204,16 @@ def prepare_data(
                                               "files_sha256": files_hash(out / "tokenizer"),
                                               "special_ids": special_ids(tok).as_dict()},
                                 "seq_len": seq_len, "datasets": {}}
-    build_datasets(BuildContext(out, corpora, datasets, seq_len, seed, thash, tok, workers, progress), manifest)
+    build_datasets(BuildContext(out, corpora, datasets, seq_len, seed, thash, tok, workers, progress), manifest,
+                   {s.dataset for s in stale})
     write_json(out / "manifest.json", manifest)
     return manifest
 
 
-def build_datasets(ctx: BuildContext, manifest: dict) -> None:
-    """Build every dataset of ``ctx.datasets`` not already up to date under ``ctx.out``, each after those it
-    reads (:func:`~.builder.build_order`), by the builder of its spec variant; its ``dataset.json`` joins
+def build_datasets(ctx: BuildContext, manifest: dict, rebuild: set[str] = frozenset()) -> None:
+    """Build every dataset of ``ctx.datasets`` not already up to date under ``ctx.out`` (those in ``rebuild``
+    are rebuilt: their sources changed), each after those it reads (:func:`~.builder.build_order`), by the
+    builder of its spec variant; its ``dataset.json`` (with its sources' fingerprints) joins
     ``manifest["datasets"]``."""
     for name in build_order(ctx.datasets):
         spec = ctx.datasets[name]
@@ -207,11 +221,19 @@ def build_datasets(ctx: BuildContext, manifest: dict) -> None:
         dpath = ctx.out / name
         key = builder.key(name, spec, ctx)
         h = ctx.hashes[name] = spec_hash(key)
-        if _up_to_date(manifest, name, dpath, h):
+        if name not in rebuild and _up_to_date(manifest, name, dpath, h):
             continue
         print(f"[preschool] data {name}: building {builder.describe(name, spec)}({dpath})")
+        corpora = builder.sources(spec, ctx)
+        sources = fingerprint(corpora)  # before the read: what it reads must still be these bytes after it
         with atomic_dir(dpath) as tmp:
             entry = builder.build(name, spec, key, h, ctx, tmp, dpath)
+            moved = changed(sources, corpora)
+            if moved is not None:
+                raise DataError(f"{moved[1]} while dataset {name!r} was built from it ({moved[0]}); nothing "
+                                "was written: rerun once the corpus stays as it is")
+            if sources:
+                entry["sources"] = sources
             write_json(tmp / "dataset.json", entry)
         manifest["datasets"][name] = entry
 

@@ -167,6 +167,30 @@ def files_hash(folder: str | Path) -> str:
     return h.hexdigest()
 
 
+#: the files of a model or tokenizer folder whose ``auto_map`` names Python classes in the folder itself
+CODE_NAMING_FILES = ("config.json", "tokenizer_config.json")
+
+
+def refuse_custom_code(folder: str | Path) -> None:
+    """DataError naming the file when the local folder ``folder`` (a checkpoint, a saved tokenizer)
+    names code of its own for transformers to import (``auto_map`` in :data:`CODE_NAMING_FILES`).
+
+    transformers asks on stdin whether to run such code, and one "y" imports the folder's module:
+    a downloaded checkpoint would run anything. Every load also passes ``trust_remote_code=False``
+    (which makes transformers refuse such a folder too, in a longer error, and a hub name's code);
+    this check names the file first. A file that is not a JSON object is left to the loader's error.
+    """
+    for name in CODE_NAMING_FILES:
+        path = Path(folder) / name
+        try:
+            obj = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(obj, dict) and obj.get("auto_map"):
+            raise DataError(f"{path}: names its own Python code (auto_map: {sorted(obj['auto_map'])}); preschool "
+                            "never runs code from a checkpoint or tokenizer folder: use a folder without auto_map")
+
+
 def load_hf_tokenizer(name: str | Path, eos_token: str | None = None, bos_token: str | None = None,
                       pad_token: str | None = None, vocab: int | None = None, field: str = "tokenizer.name"):
     """A ``transformers`` fast tokenizer by hub name or local folder (``AutoTokenizer.from_pretrained``;
@@ -174,8 +198,11 @@ def load_hf_tokenizer(name: str | Path, eos_token: str | None = None, bos_token:
     from transformers import AutoTokenizer
 
     renames = {k: v for k, v in zip(SPECIAL_FIELDS, (eos_token, bos_token, pad_token)) if v is not None}
+    if Path(str(name)).is_dir():
+        refuse_custom_code(name)
     try:
-        tok = from_saved_files(name) if _holds_model(name) else AutoTokenizer.from_pretrained(str(name))
+        tok = (from_saved_files(name) if _holds_model(name)
+               else AutoTokenizer.from_pretrained(str(name), trust_remote_code=False))
     except Exception as e:  # OSError (not found / offline), ValueError, or a parse error of a damaged file
         first = (str(e).strip().splitlines() or [type(e).__name__])[0]
         offline = os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on")
@@ -207,7 +234,7 @@ def from_saved_files(folder: str | Path):
     defaults can add tokens (Qwen2Tokenizer: a PAD ``<|endoftext|>`` after the vocabulary when there is none)."""
     from transformers import PreTrainedTokenizerFast
 
-    return PreTrainedTokenizerFast.from_pretrained(str(folder))
+    return PreTrainedTokenizerFast.from_pretrained(str(folder), trust_remote_code=False)
 
 
 def open_tokenizer(cfg: TokenizerConfig, folder: str | Path):

@@ -37,6 +37,7 @@ from typing import Any, Callable, Sequence
 from ..config import to_dict
 from ..errors import ConfigError, DataError
 from ..io import read_json
+from ..layout import check_name
 from ..device import resolve_device
 from ..layout import CKPT_META, CKPT_STATE, EVAL_SUMMARY
 from ..layout import checkpoint_dir, evals_dir, list_checkpoints, step_dirname, step_of  # noqa: F401 (re-exported)
@@ -120,8 +121,11 @@ def load_checkpoint(path: str | Path, device: str = "cpu"):
     if not (p / "config.json").is_file():
         raise DataError(f"{p}: not a checkpoint (no config.json)")
     check_weight_files(p)
+    from ..data.tokenizer import refuse_custom_code
+
+    refuse_custom_code(p)
     try:
-        model = AutoModelForCausalLM.from_pretrained(str(p))
+        model = AutoModelForCausalLM.from_pretrained(str(p), trust_remote_code=False)
     except (OSError, ValueError) as e:
         raise DataError(f"{p}: cannot load model ({e})") from None
     from ..plugins import checkpoint_hooks
@@ -137,7 +141,7 @@ def load_checkpoint(path: str | Path, device: str = "cpu"):
 
             tok = from_saved_files(p)  # not AutoTokenizer: see from_saved_files
         else:
-            tok = AutoTokenizer.from_pretrained(str(p))
+            tok = AutoTokenizer.from_pretrained(str(p), trust_remote_code=False)
     except (OSError, ValueError, TypeError):
         if not (p / "tokenizer.json").is_file():
             raise DataError(f"{p}: no tokenizer files in this checkpoint") from None
@@ -163,8 +167,7 @@ def _normalise(evaluators: Sequence[EvaluatorSpec]) -> list[tuple[str, str, Any]
         label = spec[2] if len(spec) == 3 and spec[2] else name
         if label in labels:
             raise ConfigError(f"evaluators[{i}]", f"label {label!r} used twice; give each config its own label")
-        if "/" in label or label.startswith("."):
-            raise ConfigError(f"evaluators[{i}]", f"label {label!r} must be a plain folder name")
+        check_name(label, f"evaluators[{i}]", "evaluator label")  # <step>/<label>/ holds its results
         labels.add(label)
         out.append((label, name, EVALUATORS.build_config(name, values, f"evaluators[{i}]")))
     return out
@@ -374,8 +377,8 @@ class EvalSpec:
             raise ConfigError("every", f"must be >= 1, got {self.every}")
         if self.every_pt_tokens is not None and self.every_pt_tokens < 1:
             raise ConfigError("every_pt_tokens", f"must be >= 1, got {self.every_pt_tokens}")
-        if self.label is not None and (not self.label or "/" in self.label or self.label.startswith(".")):
-            raise ConfigError("label", f"must be a plain folder name, got {self.label!r}")
+        if self.label is not None:
+            check_name(self.label, "label", "evaluator label")
 
 
 def with_data_dir(value: Any, data_dir: Path) -> Any:

@@ -143,8 +143,11 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("out", "--out is required (unless --preview)")
     if args.workers < 1:
         raise ConfigError("workers", f"must be >= 1, got {args.workers}")
+    from ..device import check_row_memory
     from ..outdir import claim_output
     from .build import l2t_entries
+
+    check_row_memory(args.seq_len, args.workers, "--seq-len")
     from .inputs import corpus_config
 
     # what is read: --input, the files a corpus YAML names, the tokenizer
@@ -153,7 +156,8 @@ def run(args: argparse.Namespace) -> int:
     # --out is replaced whole: refuse a folder that holds anything else (or an input) before any slow work,
     # and keep a second transform out of it while this one runs
     with claim_output(args.out, f"preschool transform l2t --input {args.input} --out {args.out}", l2t_entries,
-                      "transform l2t", inputs=read):
+                      "transform l2t", inputs=read) as out:
+        args.out = str(out)  # resolved once: a linked --out is written at its target
         return _build(args, cfg)
 
 

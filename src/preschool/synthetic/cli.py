@@ -190,12 +190,16 @@ def run(args) -> int:
         raise ConfigError("seq_len", f"must be >= 1, got {args.seq_len}")
     if args.workers < 1:
         raise ConfigError("workers", f"must be >= 1, got {args.workers}")
+    from ..device import check_row_memory
     from ..outdir import claim_output
+
+    check_row_memory(args.seq_len, args.workers, "--seq-len")
 
     # --out is replaced whole: refuse a folder holding anything else (or the tokenizer) before any work,
     # and keep a second writer out of it while this one runs
     with claim_output(args.out, f"preschool generate {name} --tokens {args.tokens} --out {args.out}",
-                      generated_entries, "generate", inputs=[args.tokenizer]):
+                      generated_entries, "generate", inputs=[args.tokenizer]) as out:
+        args.out = str(out)  # resolved once: a linked --out is written at its target
         return _write(args, name, params, explicit)
 
 

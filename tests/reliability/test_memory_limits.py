@@ -1,0 +1,103 @@
+"""Sizes are refused before they are allocated (issue 34, item 4): a YAML alias bomb (a few lines whose
+anchors expand to millions of values) or an alias that contains itself is refused while the config is loaded,
+before the copy that expands it; `generate --seq-len` and an experiment's `seq_len` beyond the memory this
+machine has available are refused before the first row is built. Each in one line naming the file or field."""
+
+import time
+
+import pytest
+
+from preschool.cli import main
+from preschool.config import load_yaml, override_value
+from preschool.errors import ConfigError
+
+
+def _bomb(levels: int) -> str:
+    """YAML whose anchors expand to 10**levels values in a few hundred bytes."""
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    for i in range(1, levels):
+        p = f"*a{i - 1}"
+        lines.append(f"a{i}: &a{i} [{', '.join([p] * 10)}]")
+    return "\n".join(lines) + "\n"
+
+
+def test_a_yaml_alias_bomb_is_refused_naming_the_file(tmp_path):
+    path = tmp_path / "bomb.yaml"
+    path.write_text("name: x\n" + _bomb(6))  # a million values; the reported one had billions
+    t0 = time.perf_counter()
+    with pytest.raises(ConfigError, match="alias") as e:
+        load_yaml(path)
+    assert time.perf_counter() - t0 < 5
+    assert e.value.field == str(path)
+
+
+def test_a_yaml_alias_inside_itself_is_refused(tmp_path):
+    path = tmp_path / "loop.yaml"
+    path.write_text("name: x\nloop: &l [1, *l]\n")
+    with pytest.raises(ConfigError, match="itself") as e:
+        load_yaml(path)
+    assert e.value.field == str(path)
+
+
+def test_anchors_within_the_budget_still_become_copies(tmp_path):
+    path = tmp_path / "ok.yaml"
+    path.write_text("stage: &s {tokens: 5}\narms: [{stages: [*s]}, {stages: [*s]}]\n")
+    data = load_yaml(path)
+    data["arms"][0]["stages"][0]["tokens"] = 6  # an override of one arm's stage changes that arm only
+    assert data["arms"][1]["stages"][0]["tokens"] == 5
+
+
+def test_a_set_value_alias_bomb_is_refused():
+    bomb = "{" + _bomb(6).strip().replace("\n", ", ") + "}"
+    with pytest.raises(ConfigError, match="alias"):
+        override_value(bomb)
+
+
+def test_an_experiment_with_an_alias_bomb_stops_in_one_line(tiny_experiment, capsys, one_line_error):
+    tiny_experiment.write_text(tiny_experiment.read_text() + "bomb:\n" + "".join(
+        "  " + line + "\n" for line in _bomb(6).splitlines()))
+    out = tiny_experiment.parent / "out"
+    assert main(["prepare", str(tiny_experiment), "--out", str(out), "--no-progress"]) == 2
+    one_line_error(tiny_experiment, "alias")
+    assert not out.exists()
+
+
+def test_generate_refuses_a_seq_len_beyond_the_machine_before_allocating(tmp_path, capsys, one_line_error):
+    out = tmp_path / "gen"
+    t0 = time.perf_counter()
+    assert main(["generate", "stack", "--tokens", "1000", "--seq-len", str(10**12), "--out", str(out),
+                 "--quiet"]) == 2
+    assert time.perf_counter() - t0 < 10
+    one_line_error("--seq-len", "memory")
+    assert not out.exists()
+
+
+def test_transform_l2t_refuses_a_seq_len_beyond_the_machine(tmp_path, capsys, one_line_error):
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("the cat sat on the mat. " * 50 + "\n")
+    out = tmp_path / "l2t"
+    assert main(["transform", "l2t", "--input", str(corpus), "--out", str(out), "--seq-len", str(10**12)]) == 2
+    one_line_error("--seq-len", "memory")
+    assert not out.exists()
+
+
+def test_generate_measures_against_the_memory_available(tmp_path, monkeypatch, capsys, one_line_error):
+    """The issue's 100M-token rows (9 GB after a minute) are refused on a machine with 2 GB free."""
+    from preschool import device
+
+    monkeypatch.setattr(device, "available_memory", lambda: 2 << 30)
+    out = tmp_path / "gen"
+    assert main(["generate", "stack", "--tokens", "1000", "--seq-len", "100000000", "--out", str(out),
+                 "--quiet"]) == 2
+    one_line_error("--seq-len", "GB")
+    assert not out.exists()
+    assert main(["generate", "stack", "--tokens", "1000", "--seq-len", "512", "--out", str(out), "--quiet"]) == 0
+
+
+def test_prepare_refuses_a_seq_len_beyond_the_machine(tiny_experiment, capsys, one_line_error):
+    out = tiny_experiment.parent / "out"
+    assert main(["prepare", str(tiny_experiment), "--out", str(out), "--no-progress",
+                 "--set", f"seq_len={10**12}", "--set", f"data.pt.tokens={4 * 10**12}",
+                 "--set", f"data.pt.val_tokens={2 * 10**12}"]) == 2
+    one_line_error("seq_len", "memory")
+    assert not (out / "data" / "pt").exists()
