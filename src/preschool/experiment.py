@@ -38,6 +38,7 @@ from .config import Partial, check, from_dict, load_config, overlay, to_dict, va
 from .data.prepare import DatasetSpec
 from .data.tokenizer import TokenizerConfig
 from .errors import ConfigError
+from .seeds import check_seed
 from .evals.runner import EvalSpec  # noqa: F401  (re-exported: experiment YAML schema)
 from .train.configs import StageConfig, TrainConfig  # not .trainer: validation needs no torch
 from .train.model import ModelConfig
@@ -143,6 +144,9 @@ class ExperimentConfig:
     def validate(self) -> None:
         check(self.seq_len >= 8, "seq_len", f"must be >= 8, got {self.seq_len}")
         check(len(self.seeds) > 0, "seeds", "give at least one training seed")
+        for i, s in enumerate(self.seeds):  # each one names a run folder, arms/<arm>/seed<k>
+            check_seed(s, f"seeds[{i}]")
+            check(s not in self.seeds[:i], f"seeds[{i}]", f"seed {s} is given twice; each seed runs once")
         check(len(self.arms) > 0, "arms", "an experiment needs at least one arm")
         check(self.workers >= 1, "workers", f"must be >= 1, got {self.workers}")
         names = [a.name for a in self.arms]
