@@ -119,6 +119,8 @@ class ReportSpec:
     def validate(self) -> None:
         from .analysis.sections import build_section
 
+        # a NaN window compares false with everything: every checkpoint fell outside and the verdict was NaN
+        check(0 < self.window <= 1, "window", f"must be in (0, 1] (the last fraction of each axis), got {self.window}")
         for name, params in self.sections.items():
             build_section(name, params, "sections")
 
