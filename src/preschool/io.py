@@ -269,7 +269,13 @@ def torch_save(obj: Any, path: str | Path) -> None:
 
 
 def read_json(path: str | Path) -> Any:
-    return json.loads(Path(path).read_text(encoding="utf-8"))
+    """The JSON value in ``path``. Nesting deeper than Python's recursion limit (a crafted file) is a
+    ``json.JSONDecodeError`` like any other malformed JSON, never a RecursionError."""
+    text = Path(path).read_text(encoding="utf-8")
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise json.JSONDecodeError("nested too deeply to read", text, 0) from None
 
 
 def iter_jsonl(path: str | Path, last_line_may_be_cut: bool = False,
