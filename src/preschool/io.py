@@ -153,8 +153,26 @@ PARTIAL_MARK = ".preschool-partial.json"
 
 
 def _temp_dir_re(name: str) -> "re.Pattern[str]":
-    # tempfile.mkdtemp's names: prefix, 8 characters of its alphabet, suffix
+    # tempfile.mkdtemp's (and mkstemp's) names: prefix, 8 characters of its alphabet, suffix
     return re.compile(rf"\.{re.escape(name)}\.[a-z0-9_]{{8}}\.tmp")
+
+
+def remove_orphan_temp_files(folder: str | Path, names: list[str] | None = None) -> list[Path]:
+    """Remove from ``folder`` the temp files :func:`atomic_path` left when its writer was killed (each
+    ``.<name>.XXXXXXXX.tmp``, for every ``name`` of ``names``, or any name); return them.
+
+    Such a file names no writer, so only a caller that holds the lock every writer of these files takes
+    may call this: no live writer is then midway. Folders and other names are never touched.
+    """
+    folder = Path(folder)
+    pats = [_temp_dir_re(n) for n in names] if names is not None else [re.compile(r"\..+\.[a-z0-9_]{8}\.tmp")]
+    removed = []
+    with contextlib.suppress(FileNotFoundError):
+        for f in sorted(folder.iterdir()):
+            if any(p.fullmatch(f.name) for p in pats) and f.is_file() and not f.is_symlink():
+                f.unlink(missing_ok=True)
+                removed.append(f)
+    return removed
 
 
 def remove_dead_temps(path: str | Path) -> list[Path]:

@@ -31,9 +31,11 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from ..io import provenance, read_json, write_json, write_text
+from ..io import provenance, read_json, remove_orphan_temp_files, write_json, write_text
 from ..layout import arm_runs, checkpoints_dir, data_manifest_path, is_done, read_metrics
 from .sections import SectionContext, run_sections
+
+REPORT, RESULTS = "report.md", "results.json"  # beside plots/ in the experiment folder
 
 
 def _point(row: dict, value: float) -> dict:
@@ -398,12 +400,19 @@ def write_report(cfg) -> Path:
     Collect (:func:`collect`: every run's logged and evaluated numbers) → compute (:func:`compute`: the
     standard tables) → sections (analysis/sections.py: those their evaluator's results switch on, then
     those ``report.sections`` names) → render (:func:`render`)."""
+    from ..lock import config_key, output_lock
+
     arms = collect(cfg)
     add_downstream_average(arms, cfg.report.efficiency.downstream)
     rep = compute(cfg, arms)
     ctx = section_context(cfg, rep)
-    ctx.plots.mkdir(parents=True, exist_ok=True)
-    return render(cfg, rep, ctx, run_sections(ctx, cfg.report.sections))
+    # one report writer at a time (the same config waits), so the temp files of plots, report.md and
+    # results.json that a killed report left are provably dead: removed here, not left forever
+    with output_lock(ctx.plots, f"preschool report ({cfg.name})", key=config_key(cfg), beside=True):
+        ctx.plots.mkdir(parents=True, exist_ok=True)
+        remove_orphan_temp_files(ctx.plots)
+        remove_orphan_temp_files(cfg.out_dir, [REPORT, RESULTS])
+        return render(cfg, rep, ctx, run_sections(ctx, cfg.report.sections))
 
 
 def compute(cfg, arms: dict) -> dict[str, Any]:
@@ -629,8 +638,8 @@ def render(cfg, rep: dict, ctx, sections: list) -> Path:
     results["table"] = [{k: (list(v) if isinstance(v, tuple) else v) for k, v in r.items()} for r in rep["table"]]
     results["axes"] = {m: {"axis": rep["axes"].get(m, "pt"), "label": axis_label(rep["axes"].get(m, "pt"))}
                        for m in rep["metric_names"]}
-    write_json(out / "results.json", _strict({**results, **top, "sections": results_of, **prov}))
-    path = out / "report.md"
+    write_json(out / RESULTS, _strict({**results, **top, "sections": results_of, **prov}))
+    path = out / REPORT
     write_text(path, "\n".join(lines))
     return path
 
