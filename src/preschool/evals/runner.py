@@ -126,10 +126,12 @@ def check_model_config(ckpt: Path) -> None:
     from safetensors import safe_open
     from transformers import AutoConfig, AutoModelForCausalLM
 
+    from ..train.checkpoint import quiet_hf_logging
+
     cfg_path = ckpt / "config.json"
-    try:
-        config = AutoConfig.from_pretrained(str(ckpt), trust_remote_code=False)
-        with torch.device("meta"):
+    try:  # quiet: HF warns about what it is about to fail on (an EOS id outside vocab_size: -1)
+        with quiet_hf_logging(), torch.device("meta"):
+            config = AutoConfig.from_pretrained(str(ckpt), trust_remote_code=False)
             shapes = {k: list(v.shape) for k, v in
                       AutoModelForCausalLM.from_config(config, trust_remote_code=False).state_dict().items()}
     except Exception as e:  # a ValueError, a negative size's RuntimeError, a KeyError of a malformed field...

@@ -72,6 +72,21 @@ def quiet_hf_progress():
             hf_logging.enable_progress_bar()
 
 
+@contextlib.contextmanager
+def quiet_hf_logging():
+    """HF's warnings silenced (errors still shown) inside the block; restores the caller's level."""
+    import logging
+
+    from transformers.utils import logging as hf_logging
+
+    level = hf_logging.get_verbosity()
+    hf_logging.set_verbosity(logging.ERROR)
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(level)
+
+
 def save_checkpoint(trainer: CheckpointedTrainer) -> Path:
     """Write ``checkpoints/step-XXXXXXXX`` of the trainer's current step atomically; returns its path.
 
