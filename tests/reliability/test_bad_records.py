@@ -56,26 +56,13 @@ def test_a_surrogate_pair_is_one_character_not_a_bad_record(tmp_path):
     assert [d.text for d in docs] == ["smile \U0001F600"] and st.drops == {}
 
 
-def test_prepare_drops_a_lone_surrogate_record(tmp_path, capsys):
+def test_prepare_drops_a_lone_surrogate_record(tmp_path, tiny_experiment, capsys):
     corpus = _corpus(tmp_path / "c.jsonl", lines=400)
-    exp = tmp_path / "exp.yaml"
-    exp.write_text(f"""
-name: surrogate
-seq_len: 16
-corpora:
-  txt: {{source: jsonl, path: {corpus}, on_bad_record: drop}}
-tokenizer: {{kind: train, vocab_size: 300, sample_documents: 100}}
-data:
-  pt: {{corpus: txt, tokens: 2000, val_tokens: 64}}
-minimal_pairs: {{per_paradigm: 0}}
-model: {{preset: micro}}
-arms:
-  - name: a
-    stages: [{{name: pt, data: pt, tokens: 256}}]
-""")
-    assert main(["prepare", str(exp), "--out", str(tmp_path / "o")]) == 0, capsys.readouterr().err
+    assert main(["prepare", str(tiny_experiment), "--out", str(tmp_path / "o"), "--no-progress",
+                 "--set", f"corpora.txt={{source: jsonl, path: {corpus}, on_bad_record: drop}}"]) == 0, \
+        capsys.readouterr().err
     record = json.loads((tmp_path / "o" / "data" / "pt" / "dataset.json").read_text())
-    assert "bad_json" in json.dumps(record)
+    assert record["read"]["drops"] == {"bad_json": 1}
 
 
 def test_transform_l2t_names_the_line_or_drops_it(tmp_path, capsys):

@@ -8,12 +8,11 @@ run resumes from the previous intact one, ending as the uninterrupted run does.
 """
 
 import json
-import pickle
 
 import pytest
 import torch
 
-from preschool.io import sha256_file, write_json
+from preschool.io import write_json
 from preschool.train.checkpoint import STATE_FILE, record_checksums
 from preschool.train.trainer import train
 
@@ -111,40 +110,16 @@ def test_a_checksums_file_must_list_every_file(datasets, micro_cfg, stopped, cap
 
 # ---------------------------------------------------------------- item 12: a refused DCP tensor payload
 
-class _Payload:
-    def __init__(self, marker):
-        self.marker = str(marker)
-
-    def __reduce__(self):
-        return (open, (self.marker, "w"))
-
-
 def test_a_refused_tensor_payload_in_a_dcp_shard_gives_no_weights_only_hint(tmp_path, datasets, micro_cfg,
-                                                                           stop_at, capfd):
-    import io
-
+                                                                           stop_at, capfd, payload,
+                                                                           plant_in_dcp_entry):
     cfg = {**_cfg(micro_cfg), "parallel": "fsdp", "device": "cpu"}
     run = tmp_path / "f"
     train(cfg, run, datasets, callbacks=[stop_at(6)])
     folder = run / "checkpoints" / "step-00000006" / "sharded"
     marker = tmp_path / "PWNED"
-    with open(folder / ".metadata", "rb") as fh:
-        md = pickle.load(fh)
-    key = next(k for k in md.storage_data if k.fqn.startswith("model.") and k.fqn.endswith("weight"))
-    shard = folder / md.storage_data[key].relative_path
-    buf = io.BytesIO()
-    torch.save(_Payload(marker), buf)  # where a tensor is read: torch.load(weights_only=True) refuses it
-    offset = shard.stat().st_size
-    with open(shard, "ab") as fh:
-        fh.write(buf.getvalue())
-    md.storage_data[key].offset, md.storage_data[key].length = offset, len(buf.getvalue())
-    with open(folder / ".metadata", "wb") as fh:
-        pickle.dump(md, fh)
-    man = json.loads((folder / "manifest.json").read_text())
-    for f in (shard, folder / ".metadata"):
-        man["files"][f.name] = {"bytes": f.stat().st_size, "sha256": sha256_file(f)}
-    write_json(folder / "manifest.json", man)
-    record_checksums(folder.parent)
+    # where a tensor is read: torch.load(weights_only=True) refuses it, with a hint to retry without
+    plant_in_dcp_entry(folder, lambda fqn: fqn.startswith("model.") and fqn.endswith("weight"), payload(marker))
     capfd.readouterr()
     res = train(cfg, run, datasets)
     assert not marker.exists()

@@ -33,14 +33,6 @@ def _edit_config(ckpt, **changes):
     (ckpt / "config.json").write_text(json.dumps(cfg))
 
 
-class _Payload:
-    def __init__(self, marker):
-        self.marker = str(marker)
-
-    def __reduce__(self):
-        return (open, (self.marker, "w"))
-
-
 def test_the_intact_checkpoint_evaluates(ckpt, datasets, capsys):
     assert _eval(ckpt, datasets) == 0, capsys.readouterr().err
 
@@ -49,7 +41,8 @@ def test_the_intact_checkpoint_evaluates(ckpt, datasets, capsys):
     ("hidden_size", "config.json"), ("vocab_size", "config.json"),
     ("tokenizer", "tokenizer.json"), ("pickle", "pytorch_model.bin"),
 ])
-def test_a_checkpoint_that_makes_no_model_is_one_line(tmp_path, ckpt, datasets, one_line_error, damage, says):
+def test_a_checkpoint_that_makes_no_model_is_one_line(tmp_path, ckpt, datasets, one_line_error, payload, damage,
+                                                       says):
     marker = tmp_path / "PWNED"
     if damage == "hidden_size":
         _edit_config(ckpt, hidden_size=48)  # the weights are 32 wide
@@ -59,7 +52,7 @@ def test_a_checkpoint_that_makes_no_model_is_one_line(tmp_path, ckpt, datasets, 
         (ckpt / "tokenizer.json").write_text('{"version": "1.0", "model": {"type": "nonsense"}}')
     else:
         (ckpt / "model.safetensors").unlink()
-        torch.save({"w": _Payload(marker)}, ckpt / "pytorch_model.bin")
+        torch.save({"w": payload(marker)}, ckpt / "pytorch_model.bin")
     assert _eval(ckpt, datasets) == 2
     err = one_line_error(ckpt, says)
     assert "Traceback" not in err and "weights_only=False" not in err and "can still be loaded" not in err
