@@ -44,6 +44,7 @@ from typing import Annotated, Any, Literal, Mapping, Union
 import yaml
 
 from .errors import ConfigError
+from .seeds import check_seed
 
 
 def check(cond: bool, field: str, message: str) -> None:
@@ -286,7 +287,11 @@ def _field_type(obj: Any, name: str) -> Any:
 
 
 def validate(obj: Any, path: str = "") -> None:
-    """Run ``obj.validate()``, re-rooting any ConfigError at ``path``."""
+    """Run ``obj.validate()``, re-rooting any ConfigError at ``path``; first, in any config, a field named
+    ``seed`` must hold a seed (:func:`preschool.seeds.check_seed`), so no config class can forget it."""
+    if dataclasses.is_dataclass(obj) and "seed" in {f.name for f in dataclasses.fields(obj)} \
+            and isinstance(getattr(obj, "seed"), int):
+        check_seed(obj.seed, _join(path, "seed") if path else "seed")
     fn = getattr(obj, "validate", None)
     if fn is None:
         return

@@ -38,6 +38,7 @@ from .config import Partial, check, from_dict, load_config, overlay, to_dict, va
 from .data.prepare import DatasetSpec
 from .data.tokenizer import TokenizerConfig
 from .errors import ConfigError
+from .seeds import check_seed
 from .evals.runner import EvalSpec  # noqa: F401  (re-exported: experiment YAML schema)
 from .train.configs import StageConfig, TrainConfig  # not .trainer: validation needs no torch
 from .train.model import ModelConfig
@@ -153,6 +154,8 @@ class ReportSpec:
     def validate(self) -> None:
         from .analysis.sections import build_section
 
+        # a NaN window compares false with everything: every checkpoint fell outside and the verdict was NaN
+        check(0 < self.window <= 1, "window", f"must be in (0, 1] (the last fraction of each axis), got {self.window}")
         for name, params in self.sections.items():
             build_section(name, params, "sections")
 
@@ -181,6 +184,9 @@ class ExperimentConfig:
             layout.check_dataset_name(dname)
         check(self.seq_len >= 8, "seq_len", f"must be >= 8, got {self.seq_len}")
         check(len(self.seeds) > 0, "seeds", "give at least one training seed")
+        for i, s in enumerate(self.seeds):  # each one names a run folder, arms/<arm>/seed<k>
+            check_seed(s, f"seeds[{i}]")
+            check(s not in self.seeds[:i], f"seeds[{i}]", f"seed {s} is given twice; each seed runs once")
         check(len(self.arms) > 0, "arms", "an experiment needs at least one arm")
         check(self.workers >= 1, "workers", f"must be >= 1, got {self.workers}")
         names = [a.name for a in self.arms]

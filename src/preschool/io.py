@@ -152,10 +152,10 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
 PARTIAL_MARK = ".preschool-partial.json"
 
 
-def _temp_dir_re(name: str) -> "re.Pattern[str]":
-    # tempfile.mkdtemp's names: prefix, 8 characters of its alphabet, suffix (.tmp: a new output being
-    # written; .old: the output it replaces, on its way out)
-    return re.compile(rf"\.{re.escape(name)}\.[a-z0-9_]{{8}}\.(tmp|old)")
+def _temp_dir_re(name: str, suffixes: tuple[str, ...] = ("tmp", "old")) -> "re.Pattern[str]":
+    # tempfile.mkdtemp's (and mkstemp's) names: prefix, 8 characters of its alphabet, suffix (.tmp: a new
+    # output being written; .old: atomic_dir's output it replaces, on its way out)
+    return re.compile(rf"\.{re.escape(name)}\.[a-z0-9_]{{8}}\.({'|'.join(suffixes)})")
 
 
 def _own_dir(path: Path, suffix: str) -> Path:
@@ -167,6 +167,24 @@ def _own_dir(path: Path, suffix: str) -> Path:
     (d / PARTIAL_MARK).write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "for": path.name}),
                                   encoding="utf-8")
     return d
+
+
+def remove_orphan_temp_files(folder: str | Path, names: list[str] | None = None) -> list[Path]:
+    """Remove from ``folder`` the temp files :func:`atomic_path` left when its writer was killed (each
+    ``.<name>.XXXXXXXX.tmp``, for every ``name`` of ``names``, or any name); return them.
+
+    Such a file names no writer, so only a caller that holds the lock every writer of these files takes
+    may call this: no live writer is then midway. Folders and other names are never touched.
+    """
+    folder = Path(folder)
+    pats = [_temp_dir_re(n, ("tmp",)) for n in names] if names is not None else [re.compile(r"\..+\.[a-z0-9_]{8}\.tmp")]
+    removed = []
+    with contextlib.suppress(FileNotFoundError):
+        for f in sorted(folder.iterdir()):
+            if any(p.fullmatch(f.name) for p in pats) and f.is_file() and not f.is_symlink():
+                f.unlink(missing_ok=True)
+                removed.append(f)
+    return removed
 
 
 def remove_dead_temps(path: str | Path) -> list[Path]:
@@ -279,7 +297,13 @@ def torch_save(obj: Any, path: str | Path) -> None:
 
 
 def read_json(path: str | Path) -> Any:
-    return json.loads(Path(path).read_text(encoding="utf-8"))
+    """The JSON value in ``path``. Nesting deeper than Python's recursion limit (a crafted file) is a
+    ``json.JSONDecodeError`` like any other malformed JSON, never a RecursionError."""
+    text = Path(path).read_text(encoding="utf-8")
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise json.JSONDecodeError("nested too deeply to read", text, 0) from None
 
 
 def iter_jsonl(path: str | Path, last_line_may_be_cut: bool = False,

@@ -24,6 +24,18 @@ from __future__ import annotations
 
 import zlib
 
+from .errors import ConfigError
+
+#: seeds are numbers in [0, SEED_LIMIT): numpy's SeedSequence refuses a negative one, and torch's
+#: generators (seeded with a seed plus a salt or offset) hold at most 64 bits
+SEED_LIMIT = 2**63
+
+
+def check_seed(value, field: str) -> None:
+    """ConfigError naming ``field`` unless ``value`` is an int seed in [0, 2^63)."""
+    if not (isinstance(value, int) and not isinstance(value, bool) and 0 <= value < SEED_LIMIT):
+        raise ConfigError(field, f"must be a whole number in [0, 2^63), got {value!r}")
+
 
 def salt(purpose: str) -> int:
     """The salt of a named random stream: crc32 of its name."""

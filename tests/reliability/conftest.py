@@ -58,3 +58,56 @@ def one_line_error(capsys):
         return err
 
     return check
+
+
+class _Payload:
+    """Unpickling this creates the file ``marker``: proof that code ran."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (open, (self.marker, "w"))
+
+
+@pytest.fixture
+def payload():
+    """``payload(marker)``: an object whose unpickling creates the file ``marker`` (proof that code ran)."""
+    return _Payload
+
+
+@pytest.fixture
+def plant_in_dcp_entry():
+    """``plant(folder, fqn, obj)``: in the DCP folder ``folder`` (a checkpoint's ``sharded/``), point the first
+    entry whose name ``fqn(name)`` accepts at ``torch.save(obj)`` appended to its shard, and forge every hash
+    on the way (``.metadata``, ``manifest.json``, the checkpoint's ``checksums.json``): what someone who can
+    write the checkpoint can do. Only the loader then stands between the pickle and the run."""
+    import io
+    import json
+    import pickle
+
+    import torch
+
+    from preschool.io import sha256_file, write_json
+    from preschool.train.checkpoint import record_checksums
+
+    def plant(folder, fqn, obj):
+        with open(folder / ".metadata", "rb") as fh:
+            md = pickle.load(fh)
+        key = next(k for k in md.storage_data if fqn(k.fqn))
+        shard = folder / md.storage_data[key].relative_path
+        buf = io.BytesIO()
+        torch.save(obj, buf)
+        offset = shard.stat().st_size
+        with open(shard, "ab") as fh:
+            fh.write(buf.getvalue())
+        md.storage_data[key].offset, md.storage_data[key].length = offset, len(buf.getvalue())
+        with open(folder / ".metadata", "wb") as fh:
+            pickle.dump(md, fh)
+        man = json.loads((folder / "manifest.json").read_text())
+        for f in (shard, folder / ".metadata"):
+            man["files"][f.name] = {"bytes": f.stat().st_size, "sha256": sha256_file(f)}
+        write_json(folder / "manifest.json", man)
+        record_checksums(folder.parent)
+
+    return plant

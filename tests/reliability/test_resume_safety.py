@@ -241,34 +241,13 @@ def test_an_interrupted_checkpoint_write_is_removed_by_the_next_run_and_nothing_
 
 
 def test_a_planted_entry_in_a_dcp_shard_with_forged_checksums_is_refused(tmp_path, datasets, micro_cfg, stop_at,
-                                                                        capfd):
+                                                                        capfd, plant_in_dcp_entry):
     """DCP reads non-tensor entries (AdamW's hyper-parameters) with an unrestricted torch.load."""
-    import io
-
-    from preschool.io import sha256_file, write_json
-    from preschool.train.checkpoint import record_checksums
-
     cfg, run, ck = _fsdp_run(tmp_path, datasets, micro_cfg, stop_at)
     folder = ck / "step-00000006" / "sharded"
     marker = tmp_path / "PWNED"
     # point the "lr" entry at a pickle appended to the shard, and forge every hash on the way
-    with open(folder / ".metadata", "rb") as fh:
-        md = pickle.load(fh)
-    key = next(k for k in md.storage_data if k.fqn == "optimizer.param_groups.0.lr")
-    shard = folder / md.storage_data[key].relative_path
-    buf = io.BytesIO()
-    torch.save(_Payload(marker), buf)
-    offset = shard.stat().st_size
-    with open(shard, "ab") as fh:
-        fh.write(buf.getvalue())
-    md.storage_data[key].offset, md.storage_data[key].length = offset, len(buf.getvalue())
-    with open(folder / ".metadata", "wb") as fh:
-        pickle.dump(md, fh)
-    man = json.loads((folder / "manifest.json").read_text())
-    for f in (shard, folder / ".metadata"):
-        man["files"][f.name] = {"bytes": f.stat().st_size, "sha256": sha256_file(f)}
-    write_json(folder / "manifest.json", man)
-    record_checksums(folder.parent)
+    plant_in_dcp_entry(folder, lambda fqn: fqn == "optimizer.param_groups.0.lr", _Payload(marker))
     capfd.readouterr()
     res = train(cfg, run, datasets)
     assert not marker.exists()

@@ -16,17 +16,26 @@ which draws its acquisition curve and compares arms at equal task exposure.
 ``report.axes`` overrides the choice per metric prefix. The table, the plots
 and ``results.json`` (``axes``) say which axis each metric uses, and the
 evaluation setup (preset, stimuli) behind every evaluator's numbers.
+
+A value that is not finite (a NaN or infinite val loss, an evaluator's NaN) is never a number of the
+report: the run's metric that logged one is left out of every table, difference and plot (its other
+seeds still count), each such value is listed under "Non-finite values" (``results.json``:
+``nonfinite``), and every row it was left out of says so. ``results.json`` is strict JSON (``null``
+where there is no value).
 """
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from ..io import provenance, read_json, write_json, write_text
+from ..io import provenance, read_json, remove_orphan_temp_files, write_json, write_text
 from ..layout import arm_runs, checkpoints_dir, data_manifest_path, is_done, read_metrics
 from .sections import SectionContext, run_sections
+
+REPORT, RESULTS = "report.md", "results.json"  # beside plots/ in the experiment folder
 
 
 def _point(row: dict, value: float) -> dict:
@@ -86,6 +95,7 @@ def collect(cfg) -> dict[str, Any]:
                 if r.get("setup"):
                     setups[r["evaluator"]] = r["setup"]
         done = is_done(run_dir)
+        nonfinite = _take_nonfinite(points)
         a["seeds"][seed] = {
             "run_dir": str(run_dir),
             "done": done,
@@ -96,8 +106,26 @@ def collect(cfg) -> dict[str, Any]:
             "higher_is_better": directions,
             "reported": sorted(reported),
             "points": {k: [p for _, p in sorted(d.items())] for k, d in points.items()},
+            "nonfinite": nonfinite,
         }
     return arms
+
+
+def _take_nonfinite(points: dict[str, dict[int, dict]]) -> dict[str, list]:
+    """Remove from ``points`` (metric -> step -> point) every metric with a value that is not finite;
+    return them as metric -> ``[[step, "nan" | "inf" | "-inf"], ...]``. One such value makes the run's
+    metric unusable: a curve through it has no mean, and one without it would pass over the failure."""
+    out = {}
+    for m in [m for m, d in points.items() if any(not math.isfinite(p["value"]) for p in d.values())]:
+        out[m] = [[step, str(p["value"])] for step, p in sorted(points.pop(m).items()) if not math.isfinite(p["value"])]
+    return out
+
+
+def nonfinite_rows(arms: dict) -> list[dict]:
+    """Every non-finite value the runs logged: ``{arm, seed, metric, step, value}`` in arm, seed, metric order."""
+    return [{"arm": name, "seed": seed, "metric": m, "step": step, "value": v}
+            for name, a in arms.items() for seed, s in a["seeds"].items()
+            for m, bad in sorted(s.get("nonfinite", {}).items()) for step, v in bad]
 
 
 def stage_doses(rows: list[dict], stage_names: list[str]) -> dict[str, dict[str, int]]:
@@ -156,6 +184,10 @@ def _add_mean(s: dict, name: str, metrics: list[str]) -> None:
     """One seed's ``points[name]``: the per-checkpoint mean of ``metrics`` at the steps all of them have."""
     from ..errors import ConfigError
 
+    bad = sorted(v for m in metrics for v in s.get("nonfinite", {}).get(m, []))
+    if bad:  # an average over a non-finite value is not a number either
+        s["nonfinite"][name] = bad
+        return
     by_step = [{p["step"]: p for p in s["points"].get(m, [])} for m in metrics]
     steps = sorted(set.intersection(*(set(d) for d in by_step)))
     if not steps:
@@ -386,12 +418,19 @@ def write_report(cfg) -> Path:
     Collect (:func:`collect`: every run's logged and evaluated numbers) → compute (:func:`compute`: the
     standard tables) → sections (analysis/sections.py: those their evaluator's results switch on, then
     those ``report.sections`` names) → render (:func:`render`)."""
+    from ..lock import config_key, output_lock
+
     arms = collect(cfg)
     add_downstream_average(arms, cfg.report.efficiency.downstream)
     rep = compute(cfg, arms)
     ctx = section_context(cfg, rep)
-    ctx.plots.mkdir(parents=True, exist_ok=True)
-    return render(cfg, rep, ctx, run_sections(ctx, cfg.report.sections))
+    # one report writer at a time (the same config waits), so the temp files of plots, report.md and
+    # results.json that a killed report left are provably dead: removed here, not left forever
+    with output_lock(ctx.plots, f"preschool report ({cfg.name})", key=config_key(cfg), beside=True):
+        ctx.plots.mkdir(parents=True, exist_ok=True)
+        remove_orphan_temp_files(ctx.plots)
+        remove_orphan_temp_files(cfg.out_dir, [REPORT, RESULTS])
+        return render(cfg, rep, ctx, run_sections(ctx, cfg.report.sections))
 
 
 def compute(cfg, arms: dict) -> dict[str, Any]:
@@ -401,7 +440,9 @@ def compute(cfg, arms: dict) -> dict[str, Any]:
     the rendering needs (``names``, ``baseline``, ``stages``, ``headline``, ``higher``)."""
     names = [a.name for a in cfg.arms]
     baseline = cfg.report.baseline or names[0]
-    metric_names = sorted({k for a in arms.values() for s in a["seeds"].values() for k in s["points"]})
+    # a metric only non-finite values logged is still headlined, to say so
+    metric_names = sorted({k for a in arms.values() for s in a["seeds"].values()
+                           for k in [*s["points"], *s.get("nonfinite", {})]})
     stages = {arm.name: cfg.train_config(arm, cfg.seeds[0]).stages for arm in cfg.arms}
     axes = build_curves(arms, metric_axes(cfg, metric_names), stages)
     setups: dict[str, set] = defaultdict(set)
@@ -413,7 +454,7 @@ def compute(cfg, arms: dict) -> dict[str, Any]:
     table = final_table(arms, names, headline, stages)
     return {"names": names, "baseline": baseline, "stages": stages, "metric_names": metric_names,
             "headline": headline, "higher": higher,
-            "arms": arms, "table": table, "axes": axes,
+            "arms": arms, "table": table, "axes": axes, "nonfinite": nonfinite_rows(arms),
             "setups": {label: " / ".join(sorted(v)) for label, v in setups.items()},
             "directions": {m: "higher" if higher.get(m, True) else "lower" for m in headline},
             "after_stages": after_stage_rows(table, headline, stages),
@@ -434,7 +475,9 @@ def final_table(arms: dict, names: list[str], headline: list[str], stages: dict[
         for m in headline:
             vals = [_final(s["curves"].get(m, [])) for s in seeds.values()]
             row[m] = mean_sd(vals)
-        row["final_stage"] = {m: _common([s["final_stage"].get(m) for s in seeds.values()]) for m in headline}
+        row["nonfinite"] = {m: left for m in headline if (left := _nonfinite_seeds(seeds, m))}
+        row["final_stage"] = {m: _common([s["final_stage"].get(m) for s in seeds.values()
+                                          if m not in s.get("nonfinite", {})]) for m in headline}
         row["stage_ends"] = {m: {st: mean_sd([s["stage_ends"][m][st] for s in seeds.values()
                                                if st in s["stage_ends"].get(m, {})])
                                   for st in [x.name for x in stages[name]]
@@ -442,6 +485,17 @@ def final_table(arms: dict, names: list[str], headline: list[str], stages: dict[
                              for m in headline}
         table.append(row)
     return table
+
+
+def _nonfinite_seeds(seeds: dict, m: str) -> list:
+    """The seeds (of one arm's ``seeds``) whose metric ``m`` logged a non-finite value (it has no curve)."""
+    return [seed for seed, s in seeds.items() if m in s.get("nonfinite", {})]
+
+
+def _left_out(arms: dict, pairs: list[tuple[str, Any]], m: str) -> list[str]:
+    """``"<arm> seed <k>"`` for each (arm, seed) of ``pairs`` whose metric ``m`` logged a non-finite value."""
+    return [f"{name} seed {seed}" for name, seed in pairs
+            if m in arms[name]["seeds"].get(seed, {}).get("nonfinite", {})]
 
 
 def after_stage_rows(table: list[dict], headline: list[str], stages: dict[str, list]) -> list[dict]:
@@ -463,7 +517,9 @@ def after_stage_rows(table: list[dict], headline: list[str], stages: dict[str, l
 def stable_gains(arms: dict, names: list[str], baseline: str, headline: list[str], axes: dict[str, str],
                  higher: dict[str, bool], window: float) -> list[dict]:
     """Per arm and metric, the difference from the baseline over the last ``window`` of the metric's axis
-    (per seed at the baseline's checkpoints, then pooled) with the one-SD verdict."""
+    (per seed at the baseline's checkpoints, then pooled) with the one-SD verdict. A seed where either run
+    logged a non-finite value of the metric is left out and named (``nonfinite``); with none left the
+    row's verdict is ``not compared``."""
     from .stats import mean_sd, one_sd_verdict, stable_gain
 
     gains = []
@@ -471,9 +527,12 @@ def stable_gains(arms: dict, names: list[str], baseline: str, headline: list[str
         if name == baseline:
             continue
         for m in headline:
-            deltas_all, per_seed = [], []
+            deltas_all, per_seed, left_out = [], [], []
             for seed, s in arms[name]["seeds"].items():
                 b = arms[baseline]["seeds"].get(seed)
+                if bad := _left_out(arms, [(name, seed), (baseline, seed)], m):
+                    left_out += bad
+                    continue
                 if b is None or m not in s["curves"] or m not in b["curves"]:
                     continue
                 xs, av, bv = _on_base_grid(s["curves"][m], b["curves"][m])
@@ -488,8 +547,16 @@ def stable_gains(arms: dict, names: list[str], baseline: str, headline: list[str
                 verdict = one_sd_verdict(mean, sd, n)
                 gains.append({"arm": name, "metric": m, "axis": axes.get(m, "pt"), "mean": mean, "sd": sd, "n": n,
                               "stable": verdict == "above", "stable_harm": verdict == "below",
-                              "seeds": len(per_seed)})
+                              "verdict": _VERDICTS.get(verdict, "no stable difference"),
+                              "seeds": len(per_seed), "nonfinite": left_out})
+            elif left_out:
+                gains.append({"arm": name, "metric": m, "axis": axes.get(m, "pt"), "mean": None, "sd": None, "n": 0,
+                              "stable": False, "stable_harm": False, "verdict": "not compared", "seeds": 0,
+                              "nonfinite": left_out})
     return gains
+
+
+_VERDICTS = {"above": "stable gain", "below": "stable harm"}  # one_sd_verdict's, as the report words them
 
 
 def efficiency_rows(cfg, arms: dict, baseline: str, headline: list[str], axes: dict[str, str],
@@ -506,9 +573,12 @@ def efficiency_rows(cfg, arms: dict, baseline: str, headline: list[str], axes: d
             continue
         for m in headline:
             axis = axes.get(m, "pt")
-            per_seed, charged = [], []
+            per_seed, charged, left_out = [], [], []
             for seed, sdata in arms[arm.name]["seeds"].items():
                 b = arms[baseline]["seeds"].get(seed)
+                if bad := _left_out(arms, [(arm.name, seed), (baseline, seed)], m):
+                    left_out += bad
+                    continue
                 if b is None or not sdata["curves"].get(m) or not b["curves"].get(m):
                     continue
                 extra = sdata["ppt_tokens"] if axis == "pt" else 0  # PPT tokens are charged against language tokens only
@@ -524,7 +594,7 @@ def efficiency_rows(cfg, arms: dict, baseline: str, headline: list[str], axes: d
                 spec = targets.get(m)
                 efficiency.append({"arm": arm.name, "metric": m, "axis": axis, "crossing": crossing,
                                    "ppt_tokens": max(charged),
-                                   "seeds": len(per_seed), "reached": len(reached),
+                                   "seeds": len(per_seed), "reached": len(reached), "nonfinite": left_out,
                                    "not_comparable": sum(not e["comparable"] for e in per_seed),
                                    "target_spec": "baseline final" if spec is None else str(spec),
                                    "target": per_seed[0]["target"], "targets": [e["target"] for e in per_seed],
@@ -587,10 +657,22 @@ def render(cfg, rep: dict, ctx, sections: list) -> Path:
     results["table"] = [{k: (list(v) if isinstance(v, tuple) else v) for k, v in r.items()} for r in rep["table"]]
     results["axes"] = {m: {"axis": rep["axes"].get(m, "pt"), "label": axis_label(rep["axes"].get(m, "pt"))}
                        for m in rep["metric_names"]}
-    write_json(out / "results.json", {**results, **top, "sections": results_of, **prov})
-    path = out / "report.md"
+    write_json(out / RESULTS, _strict({**results, **top, "sections": results_of, **prov}))
+    path = out / REPORT
     write_text(path, "\n".join(lines))
     return path
+
+
+def _strict(obj: Any) -> Any:
+    """``obj`` with every float that is not finite (a mean over no values) as None: JSON has no NaN, and
+    readers other than Python's refuse the ``NaN`` it would write."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _strict(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_strict(v) for v in obj]
+    return obj
 
 
 def _headline_plots(out: Path, rep: dict) -> list[tuple[str, str]]:
@@ -626,6 +708,7 @@ def _standard_lines(cfg, rep: dict) -> list[str]:
               "`final stage` table), mean ± SD over seeds when there are several; a later stage's effect on a metric "
               "is its own row under \"After later stages\". Each evaluator states each metric's direction "
               "(lower is better for losses and perplexities, higher for accuracies).", ""]
+    lines += _nonfinite_lines(rep["nonfinite"])
     lines += ["## Arms", ""]
     for arm in cfg.arms:
         tc = cfg.train_config(arm, cfg.seeds[0])
@@ -661,7 +744,7 @@ def _standard_lines(cfg, rep: dict) -> list[str]:
     lines.append("|" + "---|" * len(hdr))
     for row in table:
         cells = [row["arm"] + ("" if row["done"] else " (unfinished)"), f"{row['total_tokens']:,}"]
-        cells += [format_mean_sd(*row[m]) for m in headline]
+        cells += [_result_cell(row, m) for m in headline]
         lines.append("| " + " | ".join(cells) + " |")
     lines.append("")
     lines += ["Final stage of each value (the last stage training on the metric's axis):", "",
@@ -687,8 +770,12 @@ def _standard_lines(cfg, rep: dict) -> list[str]:
                   f"rule); the same rule with the sign flipped flags a **stable harm**.", "",
                   "| arm | metric | axis | mean Δ | SD | n | verdict |", "|---|---|---|---|---|---|---|"]
         for g in gains:
-            verdict = "stable gain" if g["stable"] else "stable harm" if g["stable_harm"] else "no stable difference"
-            lines.append(f"| {g['arm']} | {g['metric']} | {axis_label(g['axis'])} | {g['mean']:+.4f} | {g['sd']:.4f} "
+            verdict, bad = g["verdict"], ", ".join(g["nonfinite"])
+            if bad:
+                verdict = f"not compared (non-finite values in {bad})" if verdict == "not compared" else \
+                    f"{verdict}; left out: non-finite values in {bad}"
+            mean, sd = ("–", "–") if g["mean"] is None else (f"{g['mean']:+.4f}", f"{g['sd']:.4f}")
+            lines.append(f"| {g['arm']} | {g['metric']} | {axis_label(g['axis'])} | {mean} | {sd} "
                          f"| {g['n']} | {verdict} |")
         lines.append("")
     lines += efficiency_lines(efficiency, baseline)
@@ -720,12 +807,38 @@ def efficiency_lines(efficiency: list[dict], baseline: str) -> list[str]:
         incl = "–" if e["saved_tokens_incl_ppt"] is None else \
             f"{f(e['saved_tokens_incl_ppt'])} ({f(e['saved_fraction_incl_ppt'], True)})"
         nc = f" ({e['not_comparable']} n.c.)" if e["not_comparable"] else ""
+        nc += f" (left out: non-finite values in {', '.join(e['nonfinite'])})" if e["nonfinite"] else ""
         lines.append(f"| {e['arm']} | {e['metric']} | {axis_label(e['axis'])} | {tg} | {e['crossing']} "
                      f"| {e['reached']}/{e['seeds']}{nc} | "
                      f"{f(e['base_tokens'])} | {f(e['arm_tokens'])} | {f(e['saved_tokens'])} | "
                      f"{f(e['saved_fraction'], True)} | {incl} |")
     lines.append("")
     return lines
+
+
+def _nonfinite_lines(rows: list[dict]) -> list[str]:
+    """report.md's list of the non-finite values the runs logged (nothing when there are none)."""
+    if not rows:
+        return []
+    return ["## Non-finite values",
+            "These logged values are not numbers: a run's metric with one is left out of the results, the "
+            "differences from the baseline and the token efficiency (each row it is left out of says so; the "
+            "other seeds still count), and its curve is not plotted. A NaN or infinite loss means the run "
+            "diverged there: look at its `metrics.jsonl` before reading anything below.", "",
+            "| arm | seed | metric | step | value |", "|---|---|---|---|---|",
+            *(f"| {r['arm']} | {r['seed']} | {r['metric']} | {r['step']} | {r['value']} |" for r in rows), ""]
+
+
+def _result_cell(row: dict, m: str) -> str:
+    """A results-table cell: mean ± SD over the seeds, and the seeds left out for a non-finite value."""
+    from .stats import format_mean_sd
+
+    bad = row["nonfinite"].get(m)
+    if not bad:
+        return format_mean_sd(*row[m])
+    if row[m][2] == 0:
+        return "non-finite"
+    return f"{format_mean_sd(*row[m])} (seed {', '.join(map(str, bad))} left out: non-finite)"
 
 
 def _mean_of(rows: list[dict], key: str) -> float | None:

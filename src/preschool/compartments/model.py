@@ -234,18 +234,13 @@ def restore_compartments(model, path: str | Path | None = None):
 
 def load_compartment_model(path: str | Path, **kwargs):
     """``AutoModelForCausalLM.from_pretrained`` plus the compartment embedding, if the checkpoint has one."""
-    import logging
-
     from transformers import AutoModelForCausalLM
-    from transformers.utils import logging as hf_logging
 
     from ..data.tokenizer import refuse_custom_code
+    from ..train.checkpoint import quiet_hf_logging
 
     refuse_custom_code(path)
-    level = hf_logging.get_verbosity()
-    hf_logging.set_verbosity(logging.ERROR)  # the extra key is expected; we load it ourselves below
-    try:
+
+    with quiet_hf_logging():  # the extra key is expected; we load it ourselves below
         model = AutoModelForCausalLM.from_pretrained(str(path), trust_remote_code=False, **kwargs)
-    finally:
-        hf_logging.set_verbosity(level)
     return restore_compartments(model, path)

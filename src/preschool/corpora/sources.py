@@ -64,6 +64,7 @@ DEFAULT_GLOB = "**/*"
 SEGMENT_BYTES = 1 << 20  # a line is read in pieces of at most this many bytes
 RECORD_CHARS_FACTOR = 16  # a JSON line may hold up to this many bytes per max_chars (escapes, markup)
 PARQUET_MAGIC = b"PAR1"
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")  # after json.loads, any left is unpaired (a pair decodes whole)
 
 
 def glob_regex(pattern: str) -> re.Pattern:
@@ -562,6 +563,12 @@ class JsonlSource(FileSource):
                                 f"{where}: no string field {c.text_field!r} (text_field) in this record, got {got}")
                 continue
             did = str(rec[c.id_field]) if c.id_field and c.id_field in rec else f"{rel}:{lineno}"
+            if (lone := _LONE_SURROGATE.search(rec[c.text_field]) or _LONE_SURROGATE.search(did)) is not None:
+                # JSON may escape half a UTF-16 pair alone; Python keeps it, but no UTF-8 writer (the
+                # tokenizer, a shard, a manifest) can, so the record would crash whatever reads it next
+                self.bad_record(stats, "bad_json", f"{where}: a lone surrogate \\u{ord(lone.group()):04x} "
+                                "(half of a UTF-16 pair) is not text UTF-8 can hold")
+                continue
             yield (Document(did, clean_text(rec[c.text_field]), {"source": "jsonl", "path": rel, "line": lineno}),
                    {"offset": start, "line": lineno})
         stats.replaced_bad_utf8 += replaced

@@ -153,6 +153,15 @@ class TokenizedSpec(DatasetSpec):
         check(self.val_tokens >= 0, "val_tokens", f"must be >= 0, got {self.val_tokens}")
         check(self.unit_tokens >= 1, "unit_tokens", f"must be >= 1, got {self.unit_tokens}")
 
+    def check_refs(self, name: str, experiment: Any) -> None:
+        # budgets are cut into whole rows of seq_len + 1 tokens: one under a row would build no split at
+        # all (or no val/ split that train.val and has_val count on), so it is refused before any write
+        row = experiment.seq_len + 1
+        for key, budget in (("tokens", self.tokens), ("val_tokens", self.val_tokens)):
+            check(budget == 0 or budget >= row, f"data.{name}.{key}",
+                  f"{budget} tokens make no row of seq_len + 1 = {row} tokens; give at least {row}"
+                  + (" (or 0: no val split)" if key == "val_tokens" else "") + ", or a shorter seq_len")
+
     @property
     def has_val(self) -> bool:
         return self.val_tokens > 0
@@ -170,6 +179,7 @@ class DocumentSpec(TokenizedSpec):
         check(0.0 <= self.val_fraction < 1.0, "val_fraction", f"must be in [0, 1), got {self.val_fraction}")
 
     def check_refs(self, name: str, experiment: Any) -> None:
+        super().check_refs(name, experiment)
         check(self.corpus in experiment.corpora, f"data.{name}.corpus",
               f"no corpus named {self.corpus!r}; have {sorted(experiment.corpora)}")
 

@@ -159,6 +159,11 @@ def check_data(out: str | Path, tokenizer_cfg: TokenizerConfig, corpora: dict[st
     """What :func:`prepare_data` would replace under ``out`` (:func:`plan_data` against the tokenizer already
     there); DataError naming the first, unless ``rebuild``. Writes nothing."""
     tok_dir = Path(out) / "tokenizer"
+    if tok_dir.is_dir() and not (tok_dir / "tokenizer.json").is_file() and (theirs := sorted(tok_dir.iterdir())):
+        # prepare writes the tokenizer folder whole (io.atomic_dir): it would take these files with it
+        raise DataError(f"{tok_dir}: holds files that are no tokenizer prepare made "
+                        f"({', '.join(p.name for p in theirs[:5])}{', ...' if len(theirs) > 5 else ''}); "
+                        "it is never written over: move them away or give another --out")
     thash = (tokenizer_hash(build_tokenizer(tokenizer_cfg, None, tok_dir, False))
              if (tok_dir / "tokenizer.json").is_file() else None)  # an existing tokenizer is only loaded
     stale = plan_data(out, corpora, datasets, seq_len, seed, thash)

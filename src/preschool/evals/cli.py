@@ -110,7 +110,8 @@ def run(args: argparse.Namespace) -> int:
     from ..errors import ConfigError
     from . import EVALUATORS
     from ..layout import CHECKPOINTS, evals_dir
-    from .runner import checkpoint_step, evaluate_checkpoint, evaluate_run
+    from ..lock import output_lock
+    from .runner import checkpoint_step, evaluate_checkpoint, evaluate_run, require_checkpoint_dir
 
     if args.list:
         for e in EVALUATORS:
@@ -142,8 +143,11 @@ def run(args: argparse.Namespace) -> int:
             out = evals_dir(run, step) if step is not None else evals_dir(run) / ckpt.name
         else:
             out = ckpt / "evals"
-        results = [evaluate_checkpoint(ckpt, specs, out, device=args.device, force=args.force,
-                                       log=lambda m: print(m, flush=True))]
+        require_checkpoint_dir(ckpt)  # before the lock, which creates the folder it sits in
+        # one writer per --out: of two evaluations writing one summary, the last would silently win
+        with output_lock(out, f"preschool eval --checkpoint {ckpt} --out {out}", beside=True):
+            results = [evaluate_checkpoint(ckpt, specs, out, device=args.device, force=args.force,
+                                           log=lambda m: print(m, flush=True))]
     if args.json:
         print(json.dumps([{"step": r["step"], "checkpoint": r["checkpoint"], "cached": r["cached"],
                            "metrics": {k: v["metrics"] for k, v in r["results"].items()}} for r in results], indent=2))

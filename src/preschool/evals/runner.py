@@ -113,8 +113,45 @@ def check_weight_files(ckpt: Path) -> None:
                             "(a training run rewrites it when resumed from an earlier one) or delete it") from None
 
 
+def _first_line(e: BaseException) -> str:
+    return f"{type(e).__name__}: {(str(e).splitlines() or [''])[0][:200]}"
+
+
+def check_model_config(ckpt: Path) -> None:
+    """DataError naming ``config.json`` when it makes no model (``vocab_size: -1``, an unknown type) or one
+    whose tensors differ in shape from those the ``*.safetensors`` files hold (a config of another size).
+
+    The model is built on the meta device (no memory) and compared with the files' headers, so the error
+    names the first tensor that differs; HF's own error says only to read the report it printed above."""
+    import torch
+    from safetensors import safe_open
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from ..train.checkpoint import quiet_hf_logging
+
+    cfg_path = ckpt / "config.json"
+    try:  # quiet: HF warns about what it is about to fail on (an EOS id outside vocab_size: -1)
+        with quiet_hf_logging(), torch.device("meta"):
+            config = AutoConfig.from_pretrained(str(ckpt), trust_remote_code=False)
+            shapes = {k: list(v.shape) for k, v in
+                      AutoModelForCausalLM.from_config(config, trust_remote_code=False).state_dict().items()}
+    except Exception as e:  # a ValueError, a negative size's RuntimeError, a KeyError of a malformed field...
+        raise DataError(f"{cfg_path}: makes no model ({_first_line(e)})") from None
+    for f in sorted(ckpt.glob("*.safetensors")):
+        with safe_open(str(f), "pt") as fh:
+            for k in fh.keys():
+                have = list(fh.get_slice(k).get_shape())
+                if k in shapes and shapes[k] != have:  # keys it lacks: a plug-in's hook attaches them later
+                    raise DataError(f"{cfg_path}: makes {k} of shape {shapes[k]}, but {f.name} holds {have} "
+                                    "(a config.json of another model size?)")
+
+
 def load_checkpoint(path: str | Path, device: str = "cpu"):
-    """``(model, tokenizer)`` from an HF ``save_pretrained`` folder: fp32 weights, eval mode, on ``device``."""
+    """``(model, tokenizer)`` from an HF ``save_pretrained`` folder: fp32 weights, eval mode, on ``device``.
+    DataError naming the file when the folder makes no model or tokenizer (never a traceback): weights cut
+    short, a config that does not fit them, a pickle beyond tensors, a tokenizer.json that is not one."""
+    import pickle
+
     from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerFast
 
     p = Path(path)
@@ -124,17 +161,8 @@ def load_checkpoint(path: str | Path, device: str = "cpu"):
     from ..data.tokenizer import refuse_custom_code
 
     refuse_custom_code(p)
-    try:
-        model = AutoModelForCausalLM.from_pretrained(str(p), trust_remote_code=False)
-    except (OSError, ValueError) as e:
-        raise DataError(f"{p}: cannot load model ({e})") from None
-    from ..plugins import checkpoint_hooks
-
-    # Plug-ins re-attach what lives outside the HF architecture (e.g. a compartment embedding).
-    for hook in checkpoint_hooks():
-        model = hook(model, p)
-    # .float() rather than a dtype argument: its name changed across transformers versions (torch_dtype -> dtype)
-    model = model.float().to(resolve_device(device)).eval()
+    check_model_config(p)
+    # the tokenizer first: a file that is not one fails before the weights are read
     try:
         if (p / "tokenizer.json").is_file() and (p / "tokenizer_config.json").is_file():
             from ..data.tokenizer import from_saved_files
@@ -142,14 +170,32 @@ def load_checkpoint(path: str | Path, device: str = "cpu"):
             tok = from_saved_files(p)  # not AutoTokenizer: see from_saved_files
         else:
             tok = AutoTokenizer.from_pretrained(str(p), trust_remote_code=False)
-    except (OSError, ValueError, TypeError):
+    except Exception:  # OSError, ValueError, TypeError; KeyError of a malformed file: one more try below
         if not (p / "tokenizer.json").is_file():
             raise DataError(f"{p}: no tokenizer files in this checkpoint") from None
         from ..data.tokenizer import EOS
 
         # Our own tokenizer.json without HF side files: <|endoftext|> is EOS, BOS and PAD.
-        tok = PreTrainedTokenizerFast(tokenizer_file=str(p / "tokenizer.json"), eos_token=EOS, bos_token=EOS,
-                                      pad_token=EOS)
+        try:
+            tok = PreTrainedTokenizerFast(tokenizer_file=str(p / "tokenizer.json"), eos_token=EOS, bos_token=EOS,
+                                          pad_token=EOS)
+        except Exception as e:  # the tokenizers library raises plain Exception for a file it cannot parse
+            raise DataError(f"{p / 'tokenizer.json'}: not a tokenizer this can read ({_first_line(e)})") from None
+    try:
+        model = AutoModelForCausalLM.from_pretrained(str(p), trust_remote_code=False)
+    except pickle.UnpicklingError:  # torch's message suggests weights_only=False: the very thing not to do here
+        names = ", ".join(f.name for f in sorted(p.glob("*.bin"))) or "its weights"
+        raise DataError(f"{p}: {names} holds objects other than tensors and plain data (refused, since "
+                        "unpickling them could run code)") from None
+    except Exception as e:  # OSError, ValueError, a RuntimeError of torch's
+        raise DataError(f"{p}: cannot load model ({_first_line(e)})") from None
+    from ..plugins import checkpoint_hooks
+
+    # Plug-ins re-attach what lives outside the HF architecture (e.g. a compartment embedding).
+    for hook in checkpoint_hooks():
+        model = hook(model, p)
+    # .float() rather than a dtype argument: its name changed across transformers versions (torch_dtype -> dtype)
+    model = model.float().to(resolve_device(device)).eval()
     return model, tok
 
 

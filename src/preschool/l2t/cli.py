@@ -143,6 +143,14 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("out", "--out is required (unless --preview)")
     if args.workers < 1:
         raise ConfigError("workers", f"must be >= 1, got {args.workers}")
+    if not args.tokenizer:  # the BPE trained here: TokenizerConfig's bounds (a byte-level BPE holds 256 bytes + EOS)
+        from ..config import from_dict
+        from ..data.tokenizer import TokenizerConfig
+
+        try:
+            from_dict(TokenizerConfig, {"kind": "train", "vocab_size": args.vocab_size})
+        except ConfigError as e:
+            raise ConfigError("--vocab-size", e.message) from None
     from ..device import check_row_memory
     from ..outdir import claim_output
     from .build import l2t_entries
@@ -163,7 +171,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _build(args: argparse.Namespace, cfg) -> int:
     from ..corpora import ReadStats
-    from ..data.tokenizer import backend, iter_sample, load_saved, train_bpe
+    from ..data.tokenizer import backend, iter_sample, load_saved, tokenizer_size, train_bpe
     from .build import build_l2t
     from .text import corpus_pool
 
@@ -173,7 +181,9 @@ def _build(args: argparse.Namespace, cfg) -> int:
         source_tok = {"kind": "load", "path": str(args.tokenizer)}
     else:
         tok = train_bpe(iter_sample(_texts(args), args.tokenizer_documents), args.vocab_size)
-        source_tok = {"kind": "train", "vocab_size": args.vocab_size, "documents": args.tokenizer_documents}
+        # "vocab_size" as asked; "size" what the BPE reached (fewer when the sample has too few merges)
+        source_tok = {"kind": "train", "vocab_size": args.vocab_size, "size": tokenizer_size(tok),
+                      "documents": args.tokenizer_documents}
     cpt = chars_per_token(backend(tok), _texts(args))
     cfg = build_config(args, cpt)
     if cfg.l2t.word_pool == "corpus":

@@ -13,11 +13,14 @@ resume loads them from. The folder appears atomically, whole or not at all.
 folder (``sharded/``'s files through ``sharded/manifest.json``, whose own
 hash it records). A resume checks them all before anything is deserialised
 (:func:`verify_checkpoint`) and falls back to the previous checkpoint, naming
-the file, when one differs; checkpoints written before ``checksums.json``
+the file, when one differs or is not listed; checkpoints written before ``checksums.json``
 existed are loaded unverified, with a warning (the sharded state of an FSDP one
 still is: its manifest always had hashes). Nothing is unpickled beyond tensors
 and plain data: ``trainer_state.pt`` with ``weights_only=True``, the DCP
-``.metadata`` through an unpickler of DCP's metadata classes only.
+``.metadata`` through an unpickler of DCP's metadata classes only. Matching
+checksums prove only that nobody changed a file since its hashes were recorded,
+so the trainer state must also have the shape the trainer writes and its
+folder's step (:func:`check_state`); one that does not is passed over too.
 
 Only the newest ``keep_optimizer_state`` checkpoints keep their training state
 (``trainer_state.pt`` and ``sharded/``); older ones stay loadable HF folders.
@@ -42,7 +45,7 @@ import torch
 from ..errors import DataError
 from ..io import PARTIAL_MARK, read_json, remove_dead_temps, sha256_file, torch_save, write_json
 from ..layout import (CKPT_CHECKSUMS, CKPT_META, CKPT_STATE, CKPT_WEIGHTS, checkpoint_dir, checkpoint_temp_dirs,
-                      checkpoints_dir, list_checkpoints)
+                      checkpoints_dir, list_checkpoints, step_of)
 from . import sharded_checkpoint
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -67,6 +70,21 @@ def quiet_hf_progress():
     finally:
         if was:
             hf_logging.enable_progress_bar()
+
+
+@contextlib.contextmanager
+def quiet_hf_logging():
+    """HF's warnings silenced (errors still shown) inside the block; restores the caller's level."""
+    import logging
+
+    from transformers.utils import logging as hf_logging
+
+    level = hf_logging.get_verbosity()
+    hf_logging.set_verbosity(logging.ERROR)
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(level)
 
 
 def save_checkpoint(trainer: CheckpointedTrainer) -> Path:
@@ -99,9 +117,11 @@ def save_checkpoint(trainer: CheckpointedTrainer) -> Path:
     if trainer.is_main and keep != "all":
         # counted back from this one (a newer, damaged checkpoint skipped on resume is replaced later)
         for old in resumable_checkpoints(trainer.out_dir, upto=trainer.step)[1 if keep == "last" else keep:]:
-            _drop_checksums(old, [STATE_FILE, sharded_checkpoint.SHARDED_DIR])
+            # files first: cut short in between, the folder is no resume candidate (no trainer state) rather
+            # than one whose checksums leave its state unlisted
             (old / STATE_FILE).unlink()
             shutil.rmtree(old / sharded_checkpoint.SHARDED_DIR, ignore_errors=True)
+            _drop_checksums(old, [STATE_FILE, sharded_checkpoint.SHARDED_DIR])
     trainer.barrier()
     return path
 
@@ -120,17 +140,16 @@ def resume(trainer: CheckpointedTrainer, upto: int | None = None) -> Path | None
             weights, st = read_checkpoint(ckpt, sharded=trainer.parallel.sharded)
             if trainer.parallel.sharded:  # weights and optimizer states from the DCP folder, resharded to this world
                 optims = sharded_checkpoint.load(ckpt, trainer.model, trainer.optimizer, sorted(st["groups"]))
-        except DataError as e:  # the next one tried loads every tensor again, over whatever this one left
+                for k, g in st["groups"].items():
+                    g["optim"] = optims[k]
+            else:
+                _load_weights(trainer.model, ckpt, weights, tied=trainer.cfg.model.tie_embeddings)
+            _load_state(trainer, st, ckpt / STATE_FILE)
+        except DataError as e:  # the next one tried loads every tensor and counter again, over whatever this one left
             damaged.append(str(e))
             if trainer.is_main:
                 print(f"[preschool] {e}; trying the previous checkpoint", file=sys.stderr, flush=True)
             continue
-        if trainer.parallel.sharded:
-            for k, g in st["groups"].items():
-                g["optim"] = optims[k]
-        else:
-            _load_weights(trainer.model, ckpt, weights, tied=trainer.cfg.model.tie_embeddings)
-        trainer.load_state_dict(st)
         # torch's load_state_dict moves the moments next to their parameters today; this keeps them off the
         # CPU whatever version loads them (the AdamW "step" counts stay where torch put them)
         for s in trainer.optimizer.state.values():
@@ -142,6 +161,16 @@ def resume(trainer: CheckpointedTrainer, upto: int | None = None) -> Path | None
         raise DataError(f"no intact checkpoint to resume from in {checkpoints_dir(trainer.out_dir)} "
                         f"({'; '.join(damaged)}); delete the damaged checkpoint folders to restart the run from step 0")
     return None
+
+
+def _load_state(trainer: CheckpointedTrainer, st: dict, spath: Path) -> None:
+    """``trainer.load_state_dict(st)``; DataError naming ``spath`` when the trainer cannot take it (a state
+    of the right shape for another run: other parameter groups, a stage this run does not have)."""
+    try:
+        trainer.load_state_dict(st)
+    except Exception as e:
+        raise DataError(f"{spath}: trainer state does not fit this run ({type(e).__name__}: "
+                        f"{(str(e).splitlines() or [''])[0][:200]})") from None
 
 
 def resumable_checkpoints(out_dir: Path, upto: int | None = None) -> list[Path]:
@@ -179,19 +208,62 @@ def read_checkpoint(ckpt: Path, sharded: bool = False) -> tuple[dict[str, torch.
         raise DataError(f"{spath}: unreadable trainer state ({str(e).splitlines()[0][:200]})") from None
     if not isinstance(st, dict) or any(k not in st for k in STATE_KEYS):
         raise DataError(f"{spath}: unreadable trainer state (not a preschool trainer state)")
+    check_state(st, spath, step_of(ckpt))
     return weights, st
 
 
-def record_checksums(folder: Path) -> None:
-    """Write ``folder/checksums.json``: byte size and sha256 of every file in the checkpoint folder, but
-    ``sharded/``'s files, which ``sharded/manifest.json`` (listed here) records."""
-    files = {}
+def _count(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
+def check_state(st: dict, spath: Path, step: int | None) -> None:
+    """DataError naming ``spath`` unless the trainer state ``st`` has the shape :meth:`Trainer.state_dict
+    <preschool.train.trainer.Trainer.state_dict>` gives it and the step of its folder (``step``).
+
+    Plain data passes ``weights_only``, so a state of any shape can arrive with matching checksums: a
+    negative step would resume "before" every logged row and end DONE with metrics.jsonl emptied, a
+    string for the RNG state would stop the resume with a traceback. Refused here, the previous
+    checkpoint is tried instead."""
+    def bad(why: str) -> DataError:
+        return DataError(f"{spath}: trainer state does not fit this run ({why})")
+
+    if step is not None and (not _count(st["step"]) or st["step"] != step):
+        raise bad(f"it says step {st['step']!r}, but {spath.parent.name} holds step {step}")
+    for k in ("stage_index", "stage_step", "tokens", "pt_tokens", "sched_base", "data_base"):
+        if not _count(st[k]):
+            raise bad(f"{k} is {st[k]!r}, not a count")
+    opt, groups, acc, rng = st["optimizer"], st["groups"], st["acc"], st["rng"]
+    if opt is not None and not (isinstance(opt, dict) and isinstance(opt.get("state"), dict)
+                                and isinstance(opt.get("param_groups"), list)):
+        raise bad("optimizer is not an optimizer state")
+    if not isinstance(groups, dict) or not all(
+            isinstance(g, dict) and _count(g.get("pos")) and _count(g.get("samples")) for g in groups.values()):
+        raise bad("groups are not paused optimizer groups")
+    if not isinstance(acc, dict) or not isinstance(acc.get("loss_sum"), (int, float)):
+        raise bad("acc is not a loss account")
+    if not isinstance(rng, dict) or not isinstance(rng.get("torch"), torch.Tensor) or rng["torch"].dtype != torch.uint8:
+        raise bad("rng holds no torch generator state")
+    if not isinstance(st.get("callbacks", []), list):
+        raise bad("callbacks is not a list of callback states")
+
+
+def _listed_files(folder: Path) -> list[str]:
+    """The files of a checkpoint folder that ``checksums.json`` lists (relative, sorted): every file but
+    itself and ``sharded/``'s, which ``sharded/manifest.json`` (listed) records."""
+    out = []
     for f in sorted(folder.rglob("*")):
         rel = f.relative_to(folder).as_posix()
         if not f.is_file() or rel in (CHECKSUMS, PARTIAL_MARK) or \
                 (rel.startswith(f"{sharded_checkpoint.SHARDED_DIR}/") and f.name != sharded_checkpoint.MANIFEST):
             continue
-        files[rel] = {"bytes": f.stat().st_size, "sha256": sha256_file(f)}
+        out.append(rel)
+    return out
+
+
+def record_checksums(folder: Path) -> None:
+    """Write ``folder/checksums.json``: byte size and sha256 of every file :func:`_listed_files` names."""
+    files = {rel: {"bytes": (folder / rel).stat().st_size, "sha256": sha256_file(folder / rel)}
+             for rel in _listed_files(folder)}
     write_json(folder / CHECKSUMS, {"format": "preschool checkpoint", "files": files})
 
 
@@ -214,7 +286,7 @@ def checksum_entries(ckpt: Path) -> list[tuple[Path, dict]] | None:
         files = read_json(path)["files"]
         entries = [(ckpt / rel, info) for rel, info in files.items()]
         if not all(isinstance(i["bytes"], int) and isinstance(i["sha256"], str) and ".." not in Path(r).parts
-                   for r, i in files.items()):
+                   and not Path(r).is_absolute() for r, i in files.items()):
             raise TypeError
     except (ValueError, KeyError, TypeError, AttributeError):
         raise DataError(f"{path}: unreadable checksums (damaged checkpoint)") from None
@@ -233,6 +305,12 @@ def verify_checkpoint(ckpt: Path, sharded: bool = False) -> None:
             print(f"[preschool] {ckpt}: no {CHECKSUMS} (written by an older preschool): its files are not verified"
                   + (" but for sharded/" if sharded else ""), file=sys.stderr, flush=True)
         entries = []
+    else:  # a file it does not list would be read unverified: "files": {} must not pass a flipped weights file
+        listed = {f for f, _ in entries}
+        unlisted = [rel for rel in _listed_files(ckpt) if ckpt / rel not in listed]
+        if unlisted:
+            raise DataError(f"{ckpt}: {', '.join(unlisted)} not listed in {CHECKSUMS}, so not verified (a file "
+                            "added to the checkpoint, or a checksums file that lists too little)")
     if sharded:  # checksums.json lists sharded/manifest.json, whose hashes the shards are checked against
         entries = entries + sharded_checkpoint.manifest_entries(ckpt)
     sharded_checkpoint.verify_files(entries)

@@ -258,6 +258,10 @@ def load(ckpt: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
         exc = e.failures[min(e.failures)][0]
         if isinstance(exc, DataError):
             raise exc from None
+        if isinstance(exc, pickle.UnpicklingError):  # a tensor entry's torch.load(weights_only=True) refused it;
+            # torch's message goes on to suggest weights_only=False, the very thing not to do here
+            raise DataError(f"{folder}: a tensor entry holds objects other than tensors and plain data "
+                            "(refused, since unpickling them could run code)") from None
         raise DataError(f"{folder}: unreadable sharded state ({type(exc).__name__}: "
                         f"{(str(exc).splitlines() or [''])[0][:200]})") from None
     set_state_dict(model, optimizer, model_state_dict=msd, optim_state_dict=osd)

@@ -187,7 +187,10 @@ class Trainer:
         }
 
     def load_state_dict(self, st: dict[str, Any]) -> None:
-        """Continue from a :meth:`state_dict` (the optimizer too unless it is None: sharded, loaded with the weights)."""
+        """Continue from a :meth:`state_dict` (the optimizer too unless it is None: sharded, loaded with the weights).
+        ValueError, before anything changes, for a stage this run does not have."""
+        if not st["stage_index"] < len(self.cfg.stages):  # else every stage would count as done: DONE at once
+            raise ValueError(f"stage_index {st['stage_index']} but this run has {len(self.cfg.stages)} stages")
         if st["optimizer"] is not None:
             self.optimizer.load_state_dict(st["optimizer"])
         self.step, self.stage_index, self.stage_step = st["step"], st["stage_index"], st["stage_step"]
