@@ -250,10 +250,12 @@ def test_a_module_that_fails_to_import_raises_every_time_and_private_ones_are_sk
     reg = registry_of("Report section")
     drop(reg, "analysis/_my_helper", "raise RuntimeError('a private helper is never imported')\n")
     assert "plateau" in reg.names()  # the plug-in's sections are found too
-    drop(reg, "analysis/my_broken", "raise RuntimeError('broken part')\n")
-    for _ in range(2):  # a broken part is never silently missing, not even on the next lookup
+    broken = drop(reg, "analysis/my_broken", "raise RuntimeError('broken part')\n")
+    for _ in range(2):  # a broken part is never silently missing, not even on the next listing
         with pytest.raises(RuntimeError, match="broken part"):
-            reg.get("plateau")
+            reg.names()
+    with pytest.raises(RuntimeError, match="broken part"):
+        reg.get(broken)  # nor when looked up by its file name
 
 
 def test_every_registry_finds_its_parts_and_the_plugins_without_importing_torch():

@@ -20,9 +20,13 @@ already done (so an interrupted run resumes and ends with the same numbers):
 Seeds: ``seed`` is the data seed, ``seeds`` the training seeds of the arm x seed
 grid; what each changes is documented once, in ``preschool/seeds.py``.
 
+Parts from outside the package (your own generators, evaluators, sections...)
+come from ``plugins: [my_lab.tasks, ./my_tasks.py, ./my_tasks/]`` (paths relative
+to the YAML's folder; ``preschool.plugins``), imported before the rest is read.
+
 Layout under ``out``::
 
-    experiment.yaml                 the resolved config
+    experiment.yaml                 the resolved config (+ plugins_used: each plug-in's version, sha256)
     data/                           tokenizer + shard sets + manifest.json
     arms/<arm>/seed<k>/             one trainer run folder (docs/interfaces.md)
     report.md, results.json, plots/
@@ -34,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
 
-from .config import Partial, check, from_dict, load_config, overlay, to_dict, validate
+from .config import Partial, check, from_dict, overlay, to_dict, validate
 from .data.prepare import DatasetSpec
 from .data.tokenizer import TokenizerConfig
 from .errors import ConfigError
@@ -126,6 +130,9 @@ class ReportSpec:
 class ExperimentConfig:
     name: str
     out: str | None = None  # default: runs/<name>
+    # plug-ins with parts from outside preschool: modules, .py files, folders (preschool/plugins.py), imported
+    # before the rest of the config is read; relative paths are relative to the YAML's folder (saved absolute)
+    plugins: list[str] = field(default_factory=list)
     seed: int = 0  # data seed
     seeds: list[int] = field(default_factory=lambda: [0])  # training seeds; each arm runs once per seed
     seq_len: int = 128
@@ -343,9 +350,15 @@ _OLD_COMPARTMENTS_KEYS = ("stage", "tokens", "val_per_decade", "presentations", 
                           "similarity_layer", "compare", "monolingual", "weights", "kind")
 
 
+# what experiment.yaml records beside the config of the plug-ins that ran (plugins.loaded); not read back
+PLUGINS_USED = "plugins_used"
+
+
 def load_experiment(path: str | Path, overrides: list[str] = ()) -> ExperimentConfig:
-    """The experiment YAML at ``path`` (plus ``key=value`` overrides), validated."""
-    from .config import load_yaml
+    """The experiment YAML at ``path`` (plus ``key=value`` overrides), validated, once its ``plugins`` are
+    imported (so the parts they register can be named in it); they are kept as imported (paths absolute)."""
+    from .config import apply_overrides, load_yaml
+    from .plugins import use
 
     raw = load_yaml(path)
     old = [k for k in _OLD_COMPARTMENTS_KEYS if k in raw]
@@ -354,7 +367,13 @@ def load_experiment(path: str | Path, overrides: list[str] = ()) -> ExperimentCo
                           "compartments experiments and audits are `preschool run` experiments now: derived "
                           "datasets (kind: compartmented / shifted), arm callbacks and report sections "
                           "(docs/compartments.md, 'Migrating an old YAML'; examples/compartments_*.yaml)")
-    return load_config(ExperimentConfig, path, overrides)
+    raw = apply_overrides(raw, list(overrides)) if overrides else raw
+    raw.pop(PLUGINS_USED, None)  # what an earlier run recorded: this run records its own
+    names = raw.get("plugins") or []
+    check(isinstance(names, list) and all(isinstance(n, str) for n in names), "plugins",
+          f"must be a list of modules, .py files or folders, got {names!r}")
+    raw["plugins"] = [p.plugin for p in use(names, Path(path).resolve().parent)]
+    return from_dict(ExperimentConfig, raw)
 
 
 def _corpora(cfg: ExperimentConfig) -> dict:
@@ -480,8 +499,11 @@ def run_experiment(cfg: ExperimentConfig, progress: bool = True, stages: tuple[s
             if all((p / "dataset.json").is_file() for n, p in cfg.arm_datasets(arm).items()
                    if n in cfg.stage_datasets(arm)):
                 check_arm_run(cfg, arm, seed, run_dir)
+    from .plugins import loaded
+
     cfg.out_dir.mkdir(parents=True, exist_ok=True)
-    write_text(cfg.out_dir / "experiment.yaml", yaml.safe_dump(to_dict(cfg), sort_keys=False))
+    write_text(cfg.out_dir / "experiment.yaml",
+               yaml.safe_dump({**to_dict(cfg), PLUGINS_USED: loaded()}, sort_keys=False))
     prepare(cfg, progress, rebuild)
     if "train" in stages:
         train_arms(cfg, progress)
