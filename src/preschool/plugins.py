@@ -149,13 +149,13 @@ _lock = threading.RLock()
 
 
 def source_hash(root: Path) -> str:
-    """sha256 of a plug-in's source: the file, or every file under the folder (by relative path, compiled
-    caches left out), so the record changes exactly when its code does."""
+    """sha256 of a plug-in's source: the file's (as ``sha256sum`` prints it), or for a folder of every file
+    under it by relative path (compiled caches left out), so the record changes exactly when its code does."""
+    if root.is_file():
+        return hashlib.sha256(root.read_bytes()).hexdigest()
     h = hashlib.sha256()
-    files = [root] if root.is_file() else sorted(
-        p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc")
-    for p in files:
-        h.update(str(p.relative_to(root) if p != root else p.name).encode() + b"\0" + p.read_bytes() + b"\0")
+    for p in sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+        h.update(str(p.relative_to(root)).encode() + b"\0" + p.read_bytes() + b"\0")
     return h.hexdigest()
 
 

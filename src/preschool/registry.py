@@ -62,9 +62,9 @@ class Registry:
 
     def discover(self) -> None:
         """Import the modules that hold this registry's parts (once; see the module docstring)."""
+        plugins.use_installed()  # once per process; also for a registry without packages (presets...)
         if self._discovered:
             return
-        plugins.use_installed()
         with self._lock:  # another thread waits here until the parts are all found
             if self._discovered or self._discovering:
                 return  # a module this thread is importing looked the registry up: it sees the parts found so far
