@@ -440,7 +440,7 @@ def check_arm_run(cfg: ExperimentConfig, arm: ArmSpec, seed: int, run_dir: Path)
     datasets = cfg.arm_datasets(arm)
     tcfg = cfg.train_config(arm, seed, f"arms[{i}]")
     try:
-        check_run_dir(tcfg, run_dir, datasets, layout.data_dir(cfg.out_dir) / "tokenizer")
+        check_run_dir(tcfg, run_dir, datasets, layout.tokenizer_dir(layout.data_dir(cfg.out_dir)))
     except ConfigError as e:
         where = (cfg.written_at(arm, f"arms[{i}]", e.field[len("train."):]) if e.field.startswith("train.")
                  else f"arms[{i}].{e.field}")
@@ -465,7 +465,7 @@ def train_arms(cfg: ExperimentConfig, progress: bool = True) -> None:
                               lambda other, s=seed: layout.run_dir(cfg.out_dir, other, s))
         callbacks = build_callbacks(arm.callbacks, ctx, f"arms[{i}].callbacks")
         print(f"[preschool] arm {arm.name} seed {seed}: training -> {run_dir}")
-        train(tcfg, run_dir, datasets, data_dir / "tokenizer", callbacks)
+        train(tcfg, run_dir, datasets, layout.tokenizer_dir(data_dir), callbacks)
 
 
 def evaluate_arms(cfg: ExperimentConfig) -> None:
@@ -496,13 +496,13 @@ def run_experiment(cfg: ExperimentConfig, progress: bool = True, stages: tuple[s
     if "train" in stages:
         for arm, seed, run_dir in arm_dirs(cfg):
             # a run whose data is not all prepared yet is checked once it is (train_arms)
-            if all((p / "dataset.json").is_file() for n, p in cfg.arm_datasets(arm).items()
+            if all(layout.dataset_record_path(p).is_file() for n, p in cfg.arm_datasets(arm).items()
                    if n in cfg.stage_datasets(arm)):
                 check_arm_run(cfg, arm, seed, run_dir)
     from .plugins import loaded
 
     cfg.out_dir.mkdir(parents=True, exist_ok=True)
-    write_text(cfg.out_dir / "experiment.yaml",
+    write_text(layout.experiment_config_path(cfg.out_dir),
                yaml.safe_dump({**to_dict(cfg), PLUGINS_USED: loaded()}, sort_keys=False))
     prepare(cfg, progress, rebuild)
     if "train" in stages:
@@ -600,8 +600,8 @@ def check_prepared(exp: Experiment) -> dict:
         entry = manifest["datasets"].get(name)
         if entry is None or entry.get("spec") != spec.record() or manifest.get("seq_len") != exp.cfg.seq_len:
             raise _not_prepared(exp, f"dataset {name!r} in {data} is missing or was prepared from another spec")
-        if not (data / name / "dataset.json").is_file():
-            raise _not_prepared(exp, f"dataset {name!r} has no {data / name / 'dataset.json'}")
+        if not layout.dataset_record_path(data / name).is_file():
+            raise _not_prepared(exp, f"dataset {name!r} has no {layout.dataset_record_path(data / name)}")
     return manifest
 
 

@@ -259,7 +259,7 @@ def current_jobs(exp: Experiment, jobs: list[Job]) -> dict[str, str]:
         # verify "size": compare the manifests' recorded checksums, not rehash every shard on the login node
         tcfg = replace(exp.cfg.train_config(arm, int(seed), f"arms[{i}]"), verify="size")
         try:
-            check_run_dir(tcfg, run, exp.cfg.arm_datasets(arm), data_dir / "tokenizer")
+            check_run_dir(tcfg, run, exp.cfg.arm_datasets(arm), layout.tokenizer_dir(data_dir))
         except ConfigError as e:
             raise ConfigError(f"arms[{i}].{e.field}", f"arm {arm_name} seed {seed}: {e.message}") from None
         if layout.is_done(run):

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from .. import layout
 from ..config import check, to_dict
 from ..errors import ConfigError
 from ..registry import Registry
@@ -314,7 +315,7 @@ class TokenizedBuilder(DatasetBuilder):
 
     def why_stale(self, name: str, spec, key: dict | None, rec: dict, ctx: BuildContext) -> tuple[str, str]:
         if key is None:
-            return "tokenizer", f"the tokenizer it was tokenized with, {ctx.out / 'tokenizer'}, is gone"
+            return "tokenizer", f"the tokenizer it was tokenized with, {layout.tokenizer_dir(ctx.out)}, is gone"
         d = first_difference(rec["key"], key, "") if isinstance(rec.get("key"), dict) else None
         if d is None:  # a dataset.json from before builds recorded their key: compare what it does record
             d = first_difference(rec.get("spec"), spec.record(), "spec")

@@ -63,6 +63,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
+from .. import layout
 from ..errors import ConfigError, DataError
 from ..io import atomic_dir, code_version, read_json, sha256_file, write_json, write_text
 from ..outdir import claim_output, read_manifest
@@ -91,7 +92,7 @@ def dataset_splits(dataset_dir: str | Path) -> dict[str, Path]:
             raise DataError(f"{man}: manifest is corrupt ({e})") from None
     # a split the dataset has (its folder, or its entry in dataset.json) but whose manifest is gone is a
     # broken dataset: exporting the other split alone would look like a whole export
-    recorded = (read_manifest(d / "dataset.json") or {}).get("splits")
+    recorded = (read_manifest(layout.dataset_record_path(d)) or {}).get("splits")
     expected = [s for s in ("train", "val") if (d / s).exists() or (isinstance(recorded, dict) and s in recorded)]
     for s in expected:
         if not (d / s / "manifest.json").is_file():
@@ -345,7 +346,7 @@ class NumpyExporter(Exporter):
 
 
 def find_tokenizer(dataset_dir: Path) -> Path | None:
-    for cand in (dataset_dir / "tokenizer", dataset_dir.parent / "tokenizer"):
+    for cand in (layout.tokenizer_dir(dataset_dir), layout.tokenizer_dir(dataset_dir.parent)):
         if (cand / "tokenizer.json").is_file():
             return cand
     return None
@@ -356,7 +357,7 @@ def export_entries(folder: Path) -> set[str] | None:
     info = read_manifest(folder / "export.json")
     if info is None or info.get("format") not in EXPORTERS.names() or not isinstance(info.get("splits"), dict):
         return None
-    return {"export.json", "README.md", "dataset_dict.json", "tokenizer", *info["splits"]}
+    return {"export.json", "README.md", "dataset_dict.json", layout.TOKENIZER, *info["splits"]}
 
 
 def export_dataset(dataset_dir: str | Path, fmt: str, out: str | Path, splits: list[str] | None = None,
@@ -410,7 +411,7 @@ def _eod_id(fmt: str, eod_id: int | None, tok: Path | None, dataset_dir: Path, f
     if eod_id is None:
         if tok is None:
             raise ConfigError("eod_id", f"{dataset_dir}: no tokenizer beside the dataset (looked for "
-                              f"{dataset_dir / 'tokenizer'} and {dataset_dir.parent / 'tokenizer'}) to take "
+                              f"{layout.tokenizer_dir(dataset_dir)} and {layout.tokenizer_dir(dataset_dir.parent)}) to take "
                               "Megatron's EOD token from; pass --eod-id with the EOS id the data was made with")
         from .tokenizer import load_special_ids
 
@@ -428,7 +429,7 @@ def _export(dataset_dir: Path, fmt: str, out: Path, sets: dict[str, ShardSet], t
     # datatrove's metadata names the tokenizer (Nanotron loads it with AutoTokenizer.from_pretrained): ours
     # travels with the export, so it is named relative to the split folder holding the metadata, which
     # stays right when the export is moved or copied (resolve it against that folder)
-    tok_name = "../tokenizer" if tok else "unknown"
+    tok_name = f"../{layout.TOKENIZER}" if tok else "unknown"
     options = {"nanotron": {"tokenizer_name": tok_name}, "megatron": {"eod_id": eod_id}}
     exporter = entry.cls(**options.get(fmt, {}))
     info: dict[str, Any] = {
@@ -449,11 +450,11 @@ def _export(dataset_dir: Path, fmt: str, out: Path, sets: dict[str, ShardSet], t
         if any(ss.has_loss_mask for ss in sets.values()):
             info["loss_mask"] = {"read": exporter.mask_read, "by": exporter.mask_reader}
         if tok is not None:
-            shutil.copytree(tok, tmp / "tokenizer")
+            shutil.copytree(tok, layout.tokenizer_dir(tmp))
             from .tokenizer import load_special_ids
 
             # which ids end documents, start and pad them: the tokenizer's (an HF tokenizer's are not id 0)
-            info["tokenizer"] = {"path": "tokenizer", "sha256": sha256_file(tok / "tokenizer.json"),
+            info["tokenizer"] = {"path": layout.TOKENIZER, "sha256": sha256_file(tok / "tokenizer.json"),
                                  "special_ids": load_special_ids(tok).as_dict()}
         write_json(tmp / "export.json", info)
         write_text(tmp / "README.md", _readme(info))
