@@ -281,3 +281,23 @@ def test_every_registry_finds_its_parts_and_the_plugins_without_importing_torch(
     assert {"minimal_pairs", "heldout", "lm_eval"} <= set(evaluators.split())
     assert builders == "corpus derived generator l2t"  # data/builders/: how prepare builds each dataset
     assert last == "1 []"
+
+
+def test_looking_a_part_up_by_name_imports_only_its_module():
+    """The file name is the registry name, so a lookup imports that one module; listing imports them all."""
+    code = ("import sys\n"
+            "from preschool.synthetic import GENERATORS\n"
+            "from preschool.evals import EVALUATORS\n"
+            "from preschool.l2t.base import L2T_TASKS\n"
+            "from preschool.analysis.sections import SECTIONS\n"
+            "GENERATORS.build('stack', {}); EVALUATORS.get('heldout'); L2T_TASKS.get('typo')\n"
+            "SECTIONS.get('verbatim_positions')\n"
+            "for pkg in ('synthetic', 'evals', 'l2t.tasks', 'analysis', 'compartments'):\n"
+            "    print(' '.join(sorted(m.rsplit('.', 1)[1] for m in sys.modules if m.startswith(f'preschool.{pkg}.'))))\n"
+            "GENERATORS.names()\n"
+            "print('nca' in sys.modules.get('preschool.synthetic').__dict__)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    synthetic, evals, tasks, analysis, compartments, listed = out.strip().split("\n")
+    assert synthetic == "base stack" and evals == "base heldout" and tasks == "typo"
+    assert analysis == "sections verbatim_positions" and compartments == ""  # no plug-in module either
+    assert listed == "True"  # listing found every generator module
