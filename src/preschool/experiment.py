@@ -7,7 +7,7 @@ already done (so an interrupted run resumes and ends with the same numbers):
    evaluators, bad budgets, missing files) before any work;
 2. ``prepare``: tokenizer + shard sets for every named dataset (data/prepare.py),
    plus the storybook minimal pairs when asked for;
-   derived datasets (``kind:``, e.g. ``compartmented``; data/derived.py) are built
+   derived datasets (``kind:``, e.g. ``compartmented``; data/builders/derived.py) are built
    from the datasets they read;
 3. train every arm x seed with the staged trainer (train/trainer.py), which
    resumes from its last checkpoint, with the callbacks the arm names
@@ -239,7 +239,7 @@ class ExperimentConfig:
 
     def _parts(self, arm: ArmSpec) -> list[str]:
         """The parts (per-compartment val sets, say) of the derived datasets the arm trains on."""
-        from .data.derived import dataset_parts
+        from .data.builders.derived import dataset_parts
 
         return [p for t in self.stage_datasets(arm) if t in self.data for p in dataset_parts(self.data, t)]
 
@@ -256,7 +256,7 @@ class ExperimentConfig:
         stage datasets (``<dataset>/<part>``, scored as ``val/<part>``). Another arm's derived
         datasets stay out: a c=8 presentation does not widen a c=1 arm's vocabulary.
         """
-        from .data.derived import dataset_parts
+        from .data.builders.derived import dataset_parts
 
         data_dir = layout.data_dir(self.out_dir)
         out = {n: data_dir / n for n, d in self.data.items() if d.source_dataset is None}
@@ -285,7 +285,7 @@ class ExperimentConfig:
         if cfg.val is None and self._parts(arm):
             # a derived dataset with parts has no val/ of its own: the arm scores its parts (and the
             # other stage datasets that have a val split, as the trainer's default would)
-            from .data.derived import dataset_parts
+            from .data.builders.derived import dataset_parts
 
             val: list[str] = []
             for n in self._stage_names(arm):

@@ -2,7 +2,7 @@
 
 Every dataset of an experiment is built by the builder of its spec's variant
 (:data:`DATASET_BUILDERS`, one builder per file: ``corpus`` and ``derived`` in
-``data/builders/``; ``generator`` in ``synthetic/builder.py`` and ``l2t`` in
+``data/builders/``, the kinds of derived dataset ``derived`` runs registered beside them; ``generator`` in ``synthetic/builder.py`` and ``l2t`` in
 ``l2t/builder.py``, because those packages build on ``data`` and ``data`` never imports
 them). ``prepare`` (data/prepare.py) is then one
 loop over :func:`build_order`: for each dataset, the builder says what it is built
@@ -33,8 +33,9 @@ from ..registry import Registry
 from .engine import DEFAULT_UNIT_TOKENS
 
 # Where builders live: every module of data/builders/, the one builder module of each package above data
-# that prepare builds from, and a plug-in's `builders` module. A new builder (with its spec variant) is one
-# new file in data/builders/ (or a package's builder.py).
+# that prepare builds from, and a plug-in's `builders` module. A new builder (with its spec variant), or a
+# new kind of derived dataset (data/builders/derived.py), is one new file in data/builders/ (or a
+# package's builder.py).
 DATASET_BUILDERS = Registry("dataset builder", packages=(
     "preschool.data.builders", "preschool.synthetic.builder", "preschool.l2t.builder"), plugin_module="builders")
 
@@ -179,8 +180,9 @@ def _field(path: str, key: str) -> str:
 
 
 def spec_variants() -> dict[type, str]:
-    """Every spec variant a builder reads (``config=`` of its registration) -> the builder's name."""
-    out = {e.config: e.name for e in DATASET_BUILDERS if e.config is not None}
+    """Every spec variant a builder reads (``config=`` of its registration) -> the builder's name (the kinds
+    of derived dataset register their params instead: they are built by ``derived``)."""
+    out = {e.config: e.name for e in DATASET_BUILDERS if isinstance(e.config, type) and issubclass(e.config, DatasetSpec)}
     keys = [v.named_by for v in out]
     if len(set(keys)) != len(keys) or not all(keys):  # a bug in the builders, not in a config
         raise AssertionError(f"every dataset spec variant needs its own named_by key, got {keys}")

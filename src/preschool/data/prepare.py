@@ -19,7 +19,7 @@ documents, use ``exclude``), a synthetic generator (text render: tokenized by
 the run's tokenizer; reserved render: symbols get their own ids after the
 tokenizer's vocabulary), L2T from a corpus (``l2t:``), or a **derived** dataset
 (``kind`` + ``source``) built from another prepared dataset by a registered kind
-(data/derived.py). ``prepare`` is one loop over them in dependency order.
+(data/builders/derived.py). ``prepare`` is one loop over them in dependency order.
 """
 
 from __future__ import annotations
