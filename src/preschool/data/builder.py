@@ -31,6 +31,7 @@ from ..config import check, to_dict
 from ..errors import ConfigError
 from ..registry import Registry
 from .engine import DEFAULT_UNIT_TOKENS
+from .flat_spec import FLAT_FIELDS, saved_default
 
 # Where builders live: every module of data/builders/, the one builder module of each package above data
 # that prepare builds from, and a plug-in's `builders` module. A new builder (with its spec variant), or a
@@ -38,17 +39,6 @@ from .engine import DEFAULT_UNIT_TOKENS
 # package's builder.py).
 DATASET_BUILDERS = Registry("dataset builder", packages=(
     "preschool.data.builders", "preschool.synthetic.builder", "preschool.l2t.builder"), plugin_module="builders")
-
-
-# The one flat spec every dataset had before the variants, field by field with its default. Two uses: the
-# built-in variants record themselves in this form (dataset.json's spec and hash stay those of data prepared
-# then), and a saved config of that time (experiment.yaml held every field for every kind) still reads: a
-# field of another kind at this default is what it wrote, and meant nothing then either.
-FLAT_FIELDS: dict[str, Any] = {
-    "corpus": None, "generator": None, "preset": None, "params": {}, "render": "text", "tokens": 0,
-    "val_tokens": 0, "val_fraction": 0.02, "pack": "concat", "exact_fill": False, "exclude": [], "l2t": None,
-    "unit_tokens": DEFAULT_UNIT_TOKENS, "kind": None, "source": None}
-_FLAT_RECORD = [k for k in FLAT_FIELDS if k not in ("kind", "source")]  # derived specs add theirs after these
 
 
 @dataclass
@@ -65,7 +55,6 @@ class DatasetSpec:
     """
 
     named_by: ClassVar[str] = ""  # the YAML key that names this kind (a field of the variant)
-    recorded_flat: ClassVar[bool] = False  # record() in the pre-variant flat form (the built-in kinds)
 
     @classmethod
     def choose_variant(cls, data: dict, path: str) -> type:
@@ -91,7 +80,7 @@ class DatasetSpec:
     @classmethod
     def upgrade_raw(cls, data: dict, path: str) -> tuple[dict, list[str]]:
         """``data`` without the fields of other kinds that hold the flat spec's default (what a saved config of
-        that time wrote for every dataset); any other value of another kind's field is a ConfigError naming
+        that time wrote for every dataset; ``data/flat_spec.py``); any other value of another kind's field is a ConfigError naming
         ``<path>.<field>`` and this kind. Keys of no kind are left for from_dict's "unknown key"."""
         own = _init_fields(cls)
         others = set(FLAT_FIELDS).union(*(_init_fields(v) for v in spec_variants()))
@@ -99,7 +88,7 @@ class DatasetSpec:
         for k, v in data.items():
             if k in own or k not in others:
                 out[k] = v
-            elif not (k in FLAT_FIELDS and v == FLAT_FIELDS[k]):
+            elif not saved_default(k, v):
                 raise ConfigError(_field(path, k), f"does not apply to a {spec_variants().get(cls, cls.__name__)} "
                                   f"dataset (named by {cls.named_by!r}), which takes: {', '.join(own)}")
         return out, []
@@ -108,15 +97,9 @@ class DatasetSpec:
         """ConfigError naming the field (relative to the spec) that its builder cannot build from."""
 
     def record(self) -> dict:
-        """The spec as recorded in ``dataset.json`` and hashed. A built-in kind (:attr:`recorded_flat`) records
-        the flat spec it was before the variants (every :data:`FLAT_FIELDS` field but ``kind``/``source``,
-        another kind's at its default, then its own other fields), so data prepared then stays up to date;
-        a plug-in kind records its fields."""
-        own = to_dict(self)
-        if not self.recorded_flat:
-            return own
-        flat = {k: own.pop(k) if k in own else to_dict(FLAT_FIELDS[k]) for k in _FLAT_RECORD}
-        return {**flat, **own}
+        """The spec as recorded in ``dataset.json`` and hashed: its fields (a built-in kind records the flat
+        form it had before the variants: ``data/flat_spec.FlatRecord``)."""
+        return to_dict(self)
 
     def check_refs(self, name: str, experiment: Any) -> None:
         """Checks that need the rest of the experiment (``corpora``, ``data``, ``seq_len``, ``seed``): the

@@ -29,6 +29,7 @@ from typing import Any
 from ...config import check
 from ...errors import ConfigError
 from ..builder import DATASET_BUILDERS, BuildContext, DatasetBuilder, DatasetSpec, dataset_entry, first_difference
+from ..flat_spec import FlatRecord
 
 
 class DatasetKind:
@@ -75,14 +76,13 @@ def dataset_parts(datasets: dict, name: str) -> list[str]:
 
 
 @dataclass(kw_only=True)
-class DerivedSpec(DatasetSpec):
+class DerivedSpec(FlatRecord, DatasetSpec):
     """``data.<name>: {kind: <dataset kind>, source: <dataset>, params: {...}}``: built from another dataset.
 
     ``params`` are the kind's config (its registered dataclass), not a generator's. No
     budgets of its own: the kind decides what of ``source`` it writes."""
 
     named_by = "kind"
-    recorded_flat = True
     kind: str  # a registered dataset kind (a DatasetKind in DATASET_BUILDERS)
     source: str  # the dataset of this experiment it is built from
     params: dict[str, Any] = field(default_factory=dict)  # the kind's config
