@@ -273,7 +273,8 @@ def test_every_registry_finds_its_parts_and_the_plugins_without_importing_torch(
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     sections, callbacks, generators, tasks, evaluators, builders, last = out.strip().split("\n")
     # the core's evaluator sections and the plug-in's (found by module name)
-    assert sections == "audit_gap fields3 phenomena plateau similarity slowdown verbatim_positions"
+    assert sections == ("audit_gap fields3 fields3_margin phenomena phenomena_margin plateau similarity slowdown "
+                        "verbatim_positions")
     assert callbacks == "compartment_model infonce"
     assert {"shuffle_dyck", "nca", "stack"} <= set(generators.split()) and len(tasks.split()) >= 14
     assert {"minimal_pairs", "heldout", "lm_eval"} <= set(evaluators.split())

@@ -46,6 +46,13 @@ def test_quickstart_micro_end_to_end_and_rerun_is_a_noop(tmp_path):
     assert (out / "plots" / "val_pt.png").stat().st_size > 1000
     assert (out / "plots" / "minimal_pairs_by_phenomenon.png").is_file()
     res = json.loads((out / "results.json").read_text())
+    # accuracy's continuous proxies (issue #30 item 3) get their own column, gain and efficiency rows, higher
+    # is better, and a per-phenomenon table of their own
+    for m in ("minimal_pairs/margin", "minimal_pairs/margin_tokmean"):
+        assert res["directions"][m] == "higher" and all(m in row for row in res["table"])
+        assert {g["arm"] for g in res["stable_gain"] if g["metric"] == m} == {"ppt_dyck", "ppt_dyck_reinit"}
+        assert {e["arm"] for e in res["token_efficiency"] if e["metric"] == m} == {"ppt_dyck", "ppt_dyck_reinit"}
+    assert "subject_verb_agreement" in res["phenomena_margin"]["pt_only"] and "log-prob margin" in text
     assert res["code_version"]["preschool"] and res["config"]["name"] == "quickstart"
     assert set(res["data_manifests"]["datasets"]) == {"pt", "dyck"}
     for arm in ("pt_only", "ppt_dyck"):

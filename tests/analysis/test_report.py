@@ -226,6 +226,22 @@ def test_the_l2t_three_field_accuracies_get_their_own_report_table():
     assert "| syntax | 0.700 | 0.900 |" in lines
 
 
+def test_minimal_pair_margins_get_their_own_breakdown_tables_beside_the_accuracies():
+    """margin/term/* and margin/field3/* (issue #30: accuracy's continuous proxy) are tabled on their own,
+    never mixed into the accuracy tables (nor margin_tokmean into the margin ones)."""
+    from preschool.analysis.minimal_pairs_tables import Fields3Margin, PhenomenaMargin, final_breakdown
+
+    curves = {"minimal_pairs/acc/term/binding": [(2, 0.5)], "minimal_pairs/margin/term/binding": [(1, 0.0), (2, 1.5)],
+              "minimal_pairs/margin_tokmean/term/binding": [(2, 0.1)], "minimal_pairs/margin/field3/syntax": [(2, 2.0)]}
+    arms = {"raw": {"seeds": {0: {"curves": curves}, 1: {"curves": {**curves, "minimal_pairs/margin/term/binding":
+                                                                   [(2, 2.5)]}}}}}
+    assert final_breakdown(arms, ["raw"], "term") == {"raw": {"binding": 0.5}}
+    assert final_breakdown(arms, ["raw"], "term", "margin") == {"raw": {"binding": 2.0}}
+    assert final_breakdown(arms, ["raw"], "field3", "margin") == {"raw": {"syntax": 2.0}}
+    assert (PhenomenaMargin.metric, PhenomenaMargin.results_key) == ("margin", "phenomena_margin")
+    assert (Fields3Margin.group, Fields3Margin.results_key) == ("field3", "fields3_margin")
+
+
 def test_verbatim_positions_come_from_the_checkpoint_of_the_final_value(tmp_path):
     from preschool.analysis.sections import SectionContext
     from preschool.analysis.verbatim_positions import verbatim_positions

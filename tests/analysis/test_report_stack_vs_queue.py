@@ -110,15 +110,15 @@ def test_depo_accuracy_per_hop_rows(svq):
         for i, (_, acc) in enumerate(curves["depo/acc"]):
             assert acc == pytest.approx(sum(rows[i][1] for rows in per_hop) / len(hops))
     # each hop count is a headline metric: a table column, a gain row and an efficiency row per arm, on
-    # DEPO tokens, higher is better; the per-hop NLLs stay out
+    # DEPO tokens, higher is better; and so is its continuous proxy, the answer NLL, lower is better (#30)
     table = {r["arm"]: r for r in res["table"]}
     for k in hops:
-        m = f"depo/acc/k{k}"
-        assert res["directions"][m] == "higher" and res["axes"][m]["axis"] == "depo"
-        assert all(m in row for row in table.values())
-        assert {g["arm"] for g in res["stable_gain"] if g["metric"] == m} == {"stack", "queue"}
-        assert {e["arm"] for e in res["token_efficiency"] if e["metric"] == m} >= {"stack", "queue"}
-    assert "depo/nll/k1" not in table["pt_only"]
+        for m, direction in ((f"depo/acc/k{k}", "higher"), (f"depo/nll/k{k}", "lower")):
+            assert res["directions"][m] == direction and res["axes"][m]["axis"] == "depo"
+            assert all(m in row for row in table.values())
+            assert {g["arm"] for g in res["stable_gain"] if g["metric"] == m} == {"stack", "queue"}
+            assert {e["arm"] for e in res["token_efficiency"] if e["metric"] == m} >= {"stack", "queue"}
+    assert res["directions"]["depo/nll"] == "lower"
 
 
 @pytest.mark.slow
@@ -141,4 +141,9 @@ def test_a_local_lm_eval_task_reaches_the_report_higher_is_better(svq):
     assert {g["arm"] for g in res["stable_gain"] if g["metric"] == m} == {"stack", "queue"}
     assert {e["arm"] for e in res["token_efficiency"] if e["metric"] == m} >= {"stack", "queue"}
     assert f"lm_eval/{TASK}/acc_stderr" not in res["table"][0]
+    # beside it, its continuous proxy: the correct choice's log-likelihood, higher is better (#30 item 3)
+    for proxy in (f"lm_eval/{TASK}/ll_correct", f"lm_eval/{TASK}/ll_correct_norm"):
+        assert res["directions"][proxy] == "higher" and all(proxy in r for r in res["table"])
+        assert {g["arm"] for g in res["stable_gain"] if g["metric"] == proxy} == {"stack", "queue"}
+        assert {e["arm"] for e in res["token_efficiency"] if e["metric"] == proxy} >= {"stack", "queue"}
     assert (out / "plots" / f"lm_eval_{TASK}_acc.png").is_file()

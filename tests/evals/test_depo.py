@@ -119,10 +119,29 @@ def test_default_hops_are_the_reference_powers_of_two_up_to_max_hops(hf_tok):
                                                     ).documents(hf_tok)}) == [1, 2, 4]
 
 
-def test_report_headlines_the_mean_and_each_hop_count_not_the_nlls():
+def test_report_headlines_each_hop_counts_accuracy_and_answer_nll():
     """Beyond Perplexity's acquisition curves are per hop count: each acc/k<k> gets table, gain and
-    efficiency rows; the per-hop NLLs are recorded but not headlined."""
+    efficiency rows, and so does its continuous proxy nll/k<k> (issue #30 item 3), lower is better."""
     from preschool.evals.depo import DepoEval
 
     assert DepoEval.reported("acc") and DepoEval.reported("acc/k1") and DepoEval.reported("acc/k4")
-    assert not DepoEval.reported("nll/k1") and not DepoEval.reported("nll")
+    assert DepoEval.reported("nll/k1") and DepoEval.reported("nll") and not DepoEval.reported("n/k1")
+    assert DepoEval.higher_is_better("acc/k2") and not DepoEval.higher_is_better("nll/k2")
+    assert not DepoEval.higher_is_better("nll")
+
+
+def test_answer_nll_per_hop_equals_a_hand_computation(hf_tok):
+    """nll/k<k>: per query, the mean NLL of its answer tokens given the document so far; the mean over queries
+    of hop count k; nll: the mean over hop counts (as acc is)."""
+    model = micro_model(len(hf_tok) + 40)
+    ev = EVALUATORS.build("depo", {"task": TASK, "instances": 3, "render": "reserved", "hops": [1, 3]})
+    res = ev.evaluate(model, hf_tok)
+    per_k = {1: [], 3: []}
+    for d in ev.documents(hf_tok):
+        with torch.no_grad():
+            logp = torch.log_softmax(model(input_ids=torch.as_tensor(d["ids"])[None]).logits[0].double(), -1)
+        for a, e in d["spans"]:  # the answer tokens a..e-1, each predicted at the position before it
+            per_k[d["k"]].append(-float(np.mean([logp[t - 1, d["ids"][t]] for t in range(a, e)])))
+    for k, nlls in per_k.items():
+        assert len(nlls) == res.metrics[f"n/k{k}"] and res.metrics[f"nll/k{k}"] == pytest.approx(np.mean(nlls), abs=1e-4)
+    assert res.metrics["nll"] == pytest.approx((np.mean(per_k[1]) + np.mean(per_k[3])) / 2, abs=1e-4)

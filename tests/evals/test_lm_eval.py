@@ -74,6 +74,55 @@ def test_lm_eval_evaluator(setup):
         EVALUATORS.build("lm_eval", {"tasks": []})
 
 
+def test_the_correct_choices_log_likelihood_equals_a_hand_computation(setup):
+    """The continuous proxy beside lm-eval's acc (issue #30 item 3): the gold choice's log-likelihood, summed
+    (ll_correct) and per character of the choice as acc_norm normalises (ll_correct_norm), mean over docs."""
+    from preschool.evals.lm_eval import LmEval
+    from preschool.evals.minimal_pairs import encode_for_scoring
+
+    model, tok, pairs, tasks = setup
+    ev = EVALUATORS.build("lm_eval", {"tasks": ["mp_test"], "include_path": str(tasks), "limit": 5,
+                                    "include_defaults": False})
+    res = ev.evaluate(model, tok)
+    lls, norm = [], []
+    for p in pairs[:5]:  # lm-eval's docs are the pairs in order; the gold choice is the good sentence
+        (ids,) = encode_for_scoring(tok, [" " + p.good], "prepend")  # BOS, then " " + sentence (its delimiter)
+        with torch.no_grad():
+            logp = torch.log_softmax(model(input_ids=torch.tensor([ids])).logits[0, :-1].double(), -1)
+        lls.append(float(logp[torch.arange(len(ids) - 1), torch.tensor(ids[1:])].sum()))
+        norm.append(lls[-1] / len(p.good))
+    assert res.metrics["mp_test/ll_correct"] == pytest.approx(np.mean(lls), abs=1e-4)
+    assert res.metrics["mp_test/ll_correct_norm"] == pytest.approx(np.mean(norm), abs=1e-5)
+    for m in ("mp_test/ll_correct", "mp_test/ll_correct_norm"):
+        assert LmEval.reported(m) and res.higher_is_better.get(m, LmEval.higher_is_better(m)) is True
+
+
+def test_correct_choice_proxy_reads_the_gold_choice_and_skips_what_it_cannot_tell():
+    from preschool.evals.lm_eval import correct_choice_likelihoods
+
+    def smp(target, conts, lls, ctxs=None, filt="none"):
+        ctxs = ctxs or ["Q:"] * len(conts)
+        return {"target": target, "arguments": list(zip(ctxs, conts)), "filtered_resps": [(v, False) for v in lls],
+                "filter": filt}
+
+    mc = {"output_type": "multiple_choice", "target_delimiter": " "}
+    res = {"configs": {"t": mc, "mi": {**mc, "metric_list": [{"metric": "acc_mutual_info"}]}, "gen": {},
+                       "wino": mc},
+           "samples": {
+               "t": [smp(1, [" no", " yes"], [-3.0, -6.0]),  # an index: the 2nd choice, "yes" (3 characters)
+                     smp("no", [" no", " yes"], [-2.0, -1.0]),  # a string: the choice it names
+                     smp([0, 1], [" no", " yes"], [-1.0, -1.0]),  # several golds: left out
+                     smp(1, [" no", " yes"], [0.0, 0.0], filt="other")],  # a second filter: left out
+               # mutual information: the unconditional requests (the second half) are not the answer's
+               "mi": [smp(0, [" ab", " c", " ab", " c"], [-4.0, -5.0, -1.0, -1.0], ["Q:", "Q:", "", ""])],
+               "gen": [smp(0, [" x"], [-1.0])],
+               # winogrande-style partial scoring: one continuation after each of two contexts
+               "wino": [smp("x", [" x", " x"], [-1.0, -2.0], ["A", "B"])]}}
+    got = correct_choice_likelihoods(res)
+    assert got == {"t/ll_correct": pytest.approx(-4.0), "t/ll_correct_norm": pytest.approx((-6 / 3 - 2 / 2) / 2),
+                   "mi/ll_correct": -4.0, "mi/ll_correct_norm": -2.0}
+
+
 def test_per_task_num_fewshot_runs_each_task_with_its_shots(setup, shared_data, tmp_path):
     """verify-ppt / L2T run some tasks 5-shot and the rest 0-shot in one evaluator: num_fewshot per task."""
     model, tok, _, _ = setup

@@ -288,3 +288,41 @@ def test_lm_eval_preset_counts_only_an_exact_tie_as_correct(tmp_path):
     own = MinimalPairs(EVALUATORS.build_config("minimal_pairs", {"path": str(path), "preset": "preschool"}))
     assert own.cfg.tie_tolerance == 1e-5
     assert [r["correct"] for r in own.evaluate(BigramLM(W), word_tokenizer()).items] == [0.5, 0.5]
+
+
+def _logp_by_hand(model, ids):
+    """Summed log-prob of ids[1:] given the prefix: one unpadded forward, log-softmax in float64."""
+    with torch.no_grad():
+        logits = model(input_ids=torch.tensor([ids])).logits[0, :-1].double()
+    return float(torch.log_softmax(logits, -1)[torch.arange(len(ids) - 1), torch.tensor(ids[1:])].sum())
+
+
+def test_log_prob_margins_equal_a_hand_computation(bpe, tmp_path):
+    """The continuous proxies beside accuracy (issue #30 item 3): per pair logp(good) - logp(bad), summed and per
+    token, averaged as accuracy is (macro over paradigms, then per phenomenon / field), higher is better."""
+    model = micro_model(len(bpe), seed=5)
+    rows = [pair("agr", i, SENTENCES[i], SENTENCES[i].lower(), "morphology", "agreement") for i in range(3)]
+    rows += [pair("isl", i, SENTENCES[i + 3], SENTENCES[i], "syntax", "island_effects") for i in range(2)]
+    path = write_pairs(tmp_path / "mp.jsonl", rows)
+    ev = MinimalPairs(EVALUATORS.build_config("minimal_pairs", {"path": str(path), "preset": "preschool"}))
+    res = ev.evaluate(model, bpe)
+    margin, per_token = {"agr": [], "isl": []}, {"agr": [], "isl": []}
+    for r in rows:
+        (g, b) = encode_for_scoring(bpe, [r["sentence_good"], r["sentence_bad"]], "prepend")
+        lg, lb = _logp_by_hand(model, g), _logp_by_hand(model, b)
+        margin[r["UID"]].append(lg - lb)
+        per_token[r["UID"]].append(lg / (len(g) - 1) - lb / (len(b) - 1))
+    for key, hand in (("margin", margin), ("margin_tokmean", per_token)):
+        per_uid = {u: np.mean(v) for u, v in hand.items()}
+        assert res.metrics[key] == pytest.approx(np.mean(list(per_uid.values())), abs=1e-4)
+        assert res.metrics[f"{key}_micro"] == pytest.approx(np.mean(hand["agr"] + hand["isl"]), abs=1e-4)
+        assert res.metrics[f"{key}/term/agreement"] == pytest.approx(per_uid["agr"], abs=1e-4)
+        assert res.metrics[f"{key}/term/island_effects"] == pytest.approx(per_uid["isl"], abs=1e-4)
+        assert res.metrics[f"{key}/field/syntax"] == pytest.approx(per_uid["isl"], abs=1e-4)
+        assert res.metrics[f"{key}/field3/syntax"] == pytest.approx(per_uid["isl"], abs=1e-4)
+        assert res.metrics[f"{key}/uid/agr"] == pytest.approx(per_uid["agr"], abs=1e-4)
+        # a report headlines the overall proxy beside acc, higher is better; breakdowns and micro means stay out
+        assert MinimalPairs.reported(key) and MinimalPairs.higher_is_better(key)
+        assert not MinimalPairs.reported(f"{key}_micro") and not MinimalPairs.reported(f"{key}/term/agreement")
+    assert [r["margin"] for r in res.items] == pytest.approx(margin["agr"] + margin["isl"], abs=1e-4)
+    assert res.extra["paradigms"]["isl"]["margin"] == pytest.approx(np.mean(margin["isl"]), abs=1e-4)

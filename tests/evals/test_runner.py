@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from preschool.errors import ConfigError, DataError
+from preschool.evals import EVALUATORS
 from preschool.evals.runner import (
     collect_results,
     evaluate_checkpoint,
@@ -68,7 +69,8 @@ def test_run_is_cached_and_resumable(run_dir, tmp_path):
     assert [r["step"] for r in first] == [100, 200, 300] and all(r["cached"] == [] for r in first)
     s = run_dir / "evals" / "step-00000200" / "minimal_pairs" / "summary.json"
     summary = json.loads(s.read_text())
-    assert summary["cache"]["version"] == "1" and summary["checkpoint_meta"]["tokens"] == 200 * 64
+    assert summary["cache"]["version"] == EVALUATORS.get("minimal_pairs").cls.version
+    assert summary["checkpoint_meta"]["tokens"] == 200 * 64
     assert (s.parent / "items.jsonl").is_file()
     # different BOS modes really differ, so the labels hold different results
     assert summary != json.loads((s.parent.parent / "mp_nobos" / "summary.json").read_text())

@@ -224,3 +224,15 @@ def test_verify_ppt_preset_reads_the_published_inputs_and_reports_say_which(tmp_
         EVALUATORS.build_config("verbatim", {"preset": "verify_ppt"})
     with pytest.raises(ConfigError, match="inputs_dir"):
         EVALUATORS.build_config("verbatim", {"preset": "verify_ppt", "inputs_dir": str(tmp_path / "missing")})
+
+
+def test_report_headlines_the_list_surprisals_lower_is_better_beside_retrieval_success(micro, tmp_path):
+    """Verbatim retrieval's continuous proxy is its loss (issue #30 item 3): the list-2 surprisal is headlined
+    beside the 0/1 retrieval success, lower is better, as summary.json records it."""
+    model, tok = micro
+    s = EVALUATORS.build("verbatim", {"list_lengths": [3], "intervening_words": [0], "n_lists": 2,
+                                      "bootstrap_resamples": 10}).run(model, tok, out_dir=tmp_path)
+    for m in ("nll_list2", "nll_list1", "x_perc", "x_del"):
+        assert m in s["reported"] and s["higher_is_better"][m] is False, m
+    assert "retrieval_success" in s["reported"] and s["higher_is_better"]["retrieval_success"] is True
+    assert "n_stimuli" not in s["reported"] and "repeat/nll_list2" not in s["reported"]

@@ -1,9 +1,11 @@
 """Report sections on the minimal-pairs evaluator's breakdowns: accuracy by phenomenon (table + bar plot)
-and by the L2T paper's three fields (table).
+and by the L2T paper's three fields (table), and the same two tables of the log-prob margin, accuracy's
+continuous proxy (good − bad, nats; issue #30).
 
 Each switches on when some run has its breakdown (``<label>/acc/term/<phenomenon>``,
-``<label>/acc/field3/<field>``: ``minimal_pairs`` writes them for BLiMP-style stimuli)
-and puts its table under a top-level ``results.json`` key: ``phenomena``, ``fields3``.
+``<label>/acc/field3/<field>``, ``<label>/margin/...``: ``minimal_pairs`` writes them for BLiMP-style
+stimuli) and puts its table under a top-level ``results.json`` key: ``phenomena``, ``fields3``,
+``phenomena_margin``, ``fields3_margin``.
 """
 
 from __future__ import annotations
@@ -13,15 +15,16 @@ from collections import defaultdict
 from .sections import Section, SectionContext, SECTIONS
 
 
-def final_breakdown(arms: dict, names: list[str], group: str) -> dict[str, dict[str, float]]:
-    """Per arm, each ``<evaluator>/acc/<group>/<name>`` minimal-pair accuracy at the final checkpoint, mean over
-    seeds (``group`` ``term``: BLiMP's phenomena; ``field3``: the L2T paper's three fields); arms without any left out."""
+def final_breakdown(arms: dict, names: list[str], group: str, metric: str = "acc") -> dict[str, dict[str, float]]:
+    """Per arm, each ``<evaluator>/<metric>/<group>/<name>`` minimal-pair value (``acc``: accuracy; ``margin``:
+    log-prob margin) at the final checkpoint, mean over seeds (``group`` ``term``: BLiMP's phenomena;
+    ``field3``: the L2T paper's three fields); arms without any left out."""
     out = {}
     for name in names:
         acc = defaultdict(list)
         for s in arms.get(name, {}).get("seeds", {}).values():
             for m, pts in s["curves"].items():
-                if f"/acc/{group}/" in m and pts:
+                if f"/{metric}/{group}/" in m and pts:
                     acc[m.rsplit("/", 1)[-1]].append(pts[-1][1])
         if acc:
             out[name] = {k: sum(v) / len(v) for k, v in sorted(acc.items())}
@@ -36,18 +39,20 @@ def breakdown_lines(title: str, what: str, table: dict[str, dict[str, float]]) -
 
 
 class _Breakdown(Section):
-    """A breakdown table of the final minimal-pair accuracies (``group``: the metric level it reads)."""
+    """A breakdown table of a final minimal-pair metric (``metric``: its family; ``group``: the level it reads)."""
 
+    evaluator = "minimal_pairs"
+    metric = "acc"
     group = ""
     title = ""
     what = ""
 
     @classmethod
     def applies(cls, ctx: SectionContext) -> bool:
-        return bool(final_breakdown(ctx.results.get("arms", {}), ctx.arms, cls.group))
+        return bool(final_breakdown(ctx.results.get("arms", {}), ctx.arms, cls.group, cls.metric))
 
     def table(self, ctx: SectionContext) -> dict[str, dict[str, float]]:
-        return final_breakdown(ctx.results.get("arms", {}), ctx.arms, self.group)
+        return final_breakdown(ctx.results.get("arms", {}), ctx.arms, self.group, self.metric)
 
     def write(self, ctx: SectionContext) -> tuple[dict, list[str]]:
         table = self.table(ctx)
@@ -58,7 +63,6 @@ class _Breakdown(Section):
 class Phenomena(_Breakdown):
     """Minimal-pair accuracy by phenomenon at the final checkpoint: table and bar plot."""
 
-    evaluator = "minimal_pairs"
     order = 10
     results_key = "phenomena"
     group, title, what = "term", "Minimal pairs by phenomenon (final checkpoint)", "phenomenon"
@@ -76,7 +80,22 @@ class Phenomena(_Breakdown):
 class Fields3(_Breakdown):
     """Minimal-pair accuracy by the L2T paper's three fields (semantics, morphology, syntax) at the final checkpoint."""
 
-    evaluator = "minimal_pairs"
     order = 20
     results_key = "fields3"
     group, title, what = "field3", "Minimal pairs by field, the L2T paper's three (final checkpoint)", "field"
+
+
+@SECTIONS.register("phenomena_margin")
+class PhenomenaMargin(_Breakdown):
+    """Minimal-pair log-prob margin (good − bad, nats) by phenomenon at the final checkpoint (table only)."""
+
+    order, results_key, metric, group, what = 11, "phenomena_margin", "margin", "term", "phenomenon"
+    title = "Minimal pairs by phenomenon: log-prob margin, good − bad, nats (final checkpoint; higher is better)"
+
+
+@SECTIONS.register("fields3_margin")
+class Fields3Margin(Fields3):
+    """The same three fields' log-prob margin (good − bad, nats) at the final checkpoint."""
+
+    order, results_key, metric = 21, "fields3_margin", "margin"
+    title = "Minimal pairs by field, the L2T paper's three: log-prob margin, good − bad, nats (final checkpoint)"

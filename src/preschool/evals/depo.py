@@ -21,7 +21,10 @@ default the tokenizer's vocabulary size), with EOS in front as the packer puts
 it between training documents (``prepend_eos``).
 
 Metrics: ``acc/k<k>`` (exact-match rate), ``nll/k<k>`` (mean answer-token
-NLL, nats, fp32 log-softmax), ``acc`` (mean over the hop counts scored).
+NLL, nats, fp32 log-softmax: per query the mean over its answer tokens, then
+the mean over queries), ``acc`` and ``nll`` (means over the hop counts scored).
+A report headlines both: the NLL is exact match's continuous proxy, lower is
+better, and falls long before a whole answer word comes out right.
 """
 
 from __future__ import annotations
@@ -76,10 +79,11 @@ def reference_hops(max_hops: int) -> list[int]:
 class DepoEval(Evaluator):
     """DEPO k-hop exact-match accuracy per hop count on held-out instances (Beyond Perplexity)."""
 
-    version: ClassVar[str] = "2"  # 2: default hop set = powers of two (was 1..max_hops)
-    headline_metrics: ClassVar[tuple[str, ...]] = ("acc", "acc/*")
-    # the mean and each hop count's accuracy (Beyond Perplexity's acquisition curves are per k); NLLs stay out
-    report_patterns: ClassVar[tuple[str, ...]] = ("acc", "acc/k*")
+    version: ClassVar[str] = "3"  # 2: default hop set = powers of two (was 1..max_hops); 3: nll headlined, nll mean
+    headline_metrics: ClassVar[tuple[str, ...]] = ("acc", "acc/*", "nll", "nll/*")
+    # the mean and each hop count's accuracy (Beyond Perplexity's acquisition curves are per k), each beside
+    # its continuous proxy, the answer NLL: it moves while exact match is still 0 (issue #30, DataDecide)
+    report_patterns: ClassVar[tuple[str, ...]] = ("acc", "acc/k*", "nll", "nll/k*")
     lower_is_better: ClassVar[tuple[str, ...]] = ("nll", "nll/*")
     cfg: DepoEvalConfig
 
@@ -172,4 +176,5 @@ class DepoEval(Evaluator):
             metrics[f"nll/k{k}"] = float(np.mean([r["nll"] for r in sel]))
             metrics[f"n/k{k}"] = float(len(sel))
         metrics["acc"] = float(np.mean([metrics[f"acc/k{k}"] for k in ks]))
+        metrics["nll"] = float(np.mean([metrics[f"nll/k{k}"] for k in ks]))
         return EvalResult(metrics=metrics, items=rows, extra={"hops": ks, "render": self.cfg.render})

@@ -20,6 +20,10 @@ accelerate and peft, which its HF backend imports).
   for every task or a per-task mapping (verify-ppt: arc_easy, openbookqa,
   social_iqa 5-shot, the rest 0-shot); tasks sharing a count run in one
   ``simple_evaluate`` call, and ``extra["n_shot"]`` records what each task ran with.
+  Beside lm-eval's own metrics, each multiple-choice task gets the gold choice's
+  log-likelihood, ``<task>/ll_correct`` and per character ``<task>/ll_correct_norm``
+  (:func:`correct_choice_likelihoods`): accuracy's continuous proxy, which moves at
+  scales where accuracy sits at chance (issue #30; DataDecide, Magnusson et al. 2025).
 
 Known difference, kept on purpose: lm-eval's ``acc`` takes ``argmax`` over the
 two log-likelihoods, so an exact tie counts as correct (index 0 wins);
@@ -200,11 +204,13 @@ class LmEvalConfig:
 
 def run_shot_groups(model, tokenizer, cfg: LmEvalConfig) -> dict:
     """lm-eval's results for every task of ``cfg``, one ``simple_evaluate`` per shot count, merged per task
-    (``results``, ``versions``, ``n-samples``, ``n-shot``, ``higher_is_better``)."""
-    merged: dict[str, dict] = {k: {} for k in ("results", "versions", "n-samples", "n-shot", "higher_is_better")}
+    (``results``, ``versions``, ``n-samples``, ``n-shot``, ``higher_is_better``, and the per-document
+    ``samples`` and task ``configs`` that :func:`correct_choice_likelihoods` reads)."""
+    merged: dict[str, dict] = {k: {} for k in ("results", "versions", "n-samples", "n-shot", "higher_is_better",
+                                               "samples", "configs")}
     for shots, tasks in cfg.shot_groups().items():
         res = run_lm_eval(model, tokenizer, tasks, cfg.include_path, cfg.batch_size, cfg.limit, shots,
-                          include_defaults=cfg.include_defaults)
+                          log_samples=True, include_defaults=cfg.include_defaults)
         for key, part in merged.items():
             part.update(res.get(key) or {})
     return merged
@@ -236,13 +242,58 @@ def lm_eval_directions(results: dict, metrics: dict[str, float]) -> dict[str, bo
     return out
 
 
+def correct_choice_likelihoods(results: dict) -> dict[str, float]:
+    """The continuous proxy beside each multiple-choice task's ``acc``: ``<task>/ll_correct``, the gold
+    choice's log-likelihood given the context (nats, mean over documents), and ``<task>/ll_correct_norm``,
+    the same divided by the choice's length in characters (how ``acc_norm`` normalises), from a
+    ``log_samples=True`` run's ``samples`` and ``configs``. Higher is better for both.
+
+    Left out, rather than guessed: documents with several gold choices (a list target), tasks that put
+    the choices in the context and score one continuation (``winogrande``'s partial scoring), other output
+    types, and groups (a group's aggregate is lm-eval's to define; its subtasks each get the proxy).
+    With ``acc_mutual_info`` the conditional log-likelihoods (the first half of the requests) are used.
+    """
+    out: dict[str, float] = {}
+    for task, samples in (results.get("samples") or {}).items():
+        conf = (results.get("configs") or {}).get(task) or {}
+        if conf.get("output_type") != "multiple_choice" or not samples:
+            continue
+        delim = conf.get("target_delimiter") or ""
+        mutual = any(isinstance(m, dict) and m.get("metric") == "acc_mutual_info" for m in conf.get("metric_list") or ())
+        first_filter = samples[0].get("filter")
+        lls, norms = [], []
+        for smp in samples:
+            if smp.get("filter") != first_filter:  # one row per document: the task's first filter
+                continue
+            args = [tuple(a) for a in smp["arguments"]]
+            ll = [float(r[0]) for r in smp["filtered_resps"]]
+            if mutual:
+                args, ll = args[: len(args) // 2], ll[: len(ll) // 2]
+            if len(args) > 1 and len({c for _, c in args}) == 1:  # choices in the context, one continuation
+                continue
+            choices = [c[len(delim):] if c.startswith(delim) else c for _, c in args]
+            gold = smp.get("target")
+            if isinstance(gold, str):
+                gold = choices.index(gold) if gold in choices else None
+            if isinstance(gold, bool) or not isinstance(gold, int) or not 0 <= gold < len(choices):
+                continue
+            lls.append(ll[gold])
+            norms.append(ll[gold] / max(len(choices[gold]), 1))
+        if lls:
+            out[f"{task}/ll_correct"] = float(np.mean(lls))
+            out[f"{task}/ll_correct_norm"] = float(np.mean(norms))
+    return out
+
+
 @EVALUATORS.register("lm_eval", config=LmEvalConfig)
 class LmEval(Evaluator):
     """Any lm-evaluation-harness task on our checkpoints via its HF backend (optional extra `lmeval`)."""
 
-    version: ClassVar[str] = "1"
+    version: ClassVar[str] = "2"  # 2: the correct choice's log-likelihood beside acc (ll_correct, ll_correct_norm)
     headline_metrics: ClassVar[tuple[str, ...]] = ("*/acc", "*/acc_norm", "*/exact_match", "*/word_perplexity")
     report_patterns = headline_metrics  # each task's main scores, not stderrs or other filters
+    # ... and each one's continuous proxy (issue #30: it moves while accuracy is still at chance)
+    report_patterns += ("*/ll_correct", "*/ll_correct_norm")
     # lm-eval's own direction per metric is recorded with each result (lm_eval_directions); this rule only
     # serves summaries written before that: its lower-is-better metrics are the perplexities and bits per byte
     lower_is_better: ClassVar[tuple[str, ...]] = ("*/*perplexity*", "*/bits_per_byte*", "*/ter*")
@@ -258,5 +309,6 @@ class LmEval(Evaluator):
                                  "prefix_token_id": tokenizer.bos_token_id if tokenizer.bos_token_id is not None
                                  else tokenizer.eos_token_id}
         metrics = flatten_metrics(res)
+        metrics.update(correct_choice_likelihoods(res))
         return EvalResult(metrics=metrics, extra=json.loads(json.dumps(extra, default=str)),
                           higher_is_better=lm_eval_directions(res, metrics))

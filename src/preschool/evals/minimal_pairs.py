@@ -39,6 +39,12 @@ spec style_and_peers.md part 2):
 - **two decisions**: by summed log-prob (``acc*``, the BLiMP/lm-eval metric)
   and by token-mean log-prob (``acc_tokmean*``), which removes the length bias
   of sums when the two sentences tokenize to different lengths.
+- **and their margins**, the continuous proxies beside them (issue #30; DataDecide,
+  Magnusson et al. 2025: at small compute accuracy sits at chance while the
+  likelihood already moves): ``margin`` = logp(good) - logp(bad), summed nats,
+  and ``margin_tokmean`` = the difference of the token-mean log-probs (nats per
+  token), each averaged exactly as its accuracy is. Higher is better; 0 is
+  indifference.
 - **batch-size independent**: sentences are right-padded with an attention
   mask and sorted by length into buckets; padding never changes a causal
   model's log-probs of real tokens, so results match batch size 1 to ~1e-6.
@@ -50,7 +56,7 @@ mean over pairs (they coincide on full BLiMP, 1000 pairs per paradigm);
 after Shah et al. 2024: binding and control/raising under syntax; by
 phenomenon, :data:`FIELDS3`) (group scores are macro means over their
 paradigms); the same family with the
-``acc_tokmean`` prefix; ``ties``, ``ties_tokmean``, ``n_pairs``,
+``acc_tokmean``, ``margin`` and ``margin_tokmean`` prefixes; ``ties``, ``ties_tokmean``, ``n_pairs``,
 ``n_paradigms``. Per-pair rows go to ``items.jsonl``.
 
 Departure from Hu et al.: they divide by a fixed 67,000; we divide by the
@@ -418,20 +424,31 @@ def score_pairs(model, tokenizer, pairs: Sequence[MinimalPair], bos: BosMode = "
             "n_tokens_good": int(nt[g]), "n_tokens_bad": int(nt[b]),
             "correct": decide(lp[g], lp[b], tie_tolerance, credit),
             "correct_tokmean": decide(mg, mb, tie_tolerance, credit),
+            # the decisions' continuous versions: how far apart the two sentences are, not just which wins
+            "margin": float(lp[g] - lp[b]),
+            "margin_tokmean": float(mg - mb),
             "tie": bool(abs(lp[g] - lp[b]) <= tie_tolerance),
             "tie_tokmean": bool(abs(mg - mb) <= tie_tolerance),
         })
     return rows
 
 
+# per-pair row key -> metric family; each family is averaged the same way (macro over paradigms, then groups)
+FAMILIES = (("correct", "acc"), ("correct_tokmean", "acc_tokmean"), ("margin", "margin"),
+            ("margin_tokmean", "margin_tokmean"))
+
+
 def summarize(rows: Sequence[dict]) -> tuple[dict[str, float], dict[str, Any]]:
-    """Metrics (flat floats) and a per-paradigm table from per-pair rows."""
+    """Metrics (flat floats) and a per-paradigm table from per-pair rows (rows without the margins,
+    as older items.jsonl files have, give the accuracies only)."""
     metrics: dict[str, float] = {}
     table: dict[str, dict] = {}
     by_uid: dict[str, list[dict]] = {}
     for r in rows:
         by_uid.setdefault(r["UID"], []).append(r)
-    for key, prefix in (("correct", "acc"), ("correct_tokmean", "acc_tokmean")):
+    for key, prefix in FAMILIES:
+        if not all(key in r for r in rows):
+            continue
         per_uid = {u: float(np.mean([r[key] for r in rs])) for u, rs in by_uid.items()}
         metrics[prefix] = float(np.mean(list(per_uid.values())))
         metrics[f"{prefix}_micro"] = float(np.mean([r[key] for r in rows]))
@@ -446,15 +463,14 @@ def summarize(rows: Sequence[dict]) -> tuple[dict[str, float], dict[str, Any]]:
                 metrics[f"{prefix}/{kind}/{g}"] = float(np.mean(accs))
         for u in sorted(per_uid):
             metrics[f"{prefix}/uid/{u}"] = per_uid[u]
-        tie_key = "tie" if key == "correct" else "tie_tokmean"
-        ties = sum(1 for r in rows if r.get(tie_key, r[key] == 0.5))
-        metrics["ties" if key == "correct" else "ties_tokmean"] = float(ties)
+    for key, tie_key, name in (("correct", "tie", "ties"), ("correct_tokmean", "tie_tokmean", "ties_tokmean")):
+        metrics[name] = float(sum(1 for r in rows if r.get(tie_key, r[key] == 0.5)))
     metrics["n_pairs"] = float(len(rows))
     metrics["n_paradigms"] = float(len(by_uid))
     for u, rs in sorted(by_uid.items()):
         table[u] = {
             "field": rs[0]["field"], "linguistics_term": rs[0]["linguistics_term"], "n": len(rs),
-            "acc": metrics[f"acc/uid/{u}"], "acc_tokmean": metrics[f"acc_tokmean/uid/{u}"],
+            **{prefix: metrics[f"{prefix}/uid/{u}"] for _, prefix in FAMILIES if f"{prefix}/uid/{u}" in metrics},
             "ties": sum(1 for r in rs if r.get("tie", r["correct"] == 0.5)),
         }
     return metrics, table
@@ -464,8 +480,10 @@ def summarize(rows: Sequence[dict]) -> tuple[dict[str, float], dict[str, Any]]:
 class MinimalPairs(Evaluator):
     """BLiMP-style minimal-pair accuracy by fp32 summed (and token-mean) sentence log-prob."""
 
-    version: ClassVar[str] = "1"  # presets and tie credit are config fields, so they are in the cache key
-    headline_metrics: ClassVar[tuple[str, ...]] = ("acc", "acc_micro", "acc_tokmean", "ties", "n_pairs")
+    # presets and tie credit are config fields, so they are in the cache key; 2: log-prob margins beside accuracy
+    version: ClassVar[str] = "2"
+    headline_metrics: ClassVar[tuple[str, ...]] = ("acc", "acc_micro", "acc_tokmean", "margin", "margin_tokmean",
+                                                   "ties", "n_pairs")
 
     def setup(self) -> str:
         """``preset lm_eval`` / ``preset preschool``, plus any field set against the preset."""
