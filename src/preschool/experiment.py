@@ -382,8 +382,8 @@ def _corpora(cfg: ExperimentConfig) -> dict:
     return {n: from_dict(CorpusConfig, c, f"corpora.{n}") for n, c in cfg.corpora.items()}
 
 
-def check_prepare(cfg: ExperimentConfig, rebuild: bool = False) -> list:
-    """What :func:`prepare` would replace, checked before anything is written: a dataset prepared from
+def check_stale_data(cfg: ExperimentConfig, rebuild: bool = False) -> list:
+    """What :func:`build_data` would replace, checked before anything is written: a dataset prepared from
     another spec is a DataError naming it and the field (``data.check_data``), unless ``rebuild``; and with
     ``rebuild``, an arm x seed run folder that trained on one of them is a DataError naming the run (its
     data would be gone: it could neither resume nor be reused). Returns the datasets to rebuild."""
@@ -407,13 +407,13 @@ def check_prepare(cfg: ExperimentConfig, rebuild: bool = False) -> list:
     return stale
 
 
-def prepare(cfg: ExperimentConfig, progress: bool = True, rebuild: bool = False) -> dict:
+def build_data(cfg: ExperimentConfig, progress: bool = True, rebuild: bool = False) -> dict:
     """Step 2: tokenizer, shard sets and minimal pairs under ``<out>/data``; data prepared from another spec
-    is refused before anything is written, or with ``rebuild`` replaced (:func:`check_prepare`)."""
+    is refused before anything is written, or with ``rebuild`` replaced (:func:`check_stale_data`)."""
     from .data.prepare import prepare_data
 
     out = layout.data_dir(cfg.out_dir)
-    check_prepare(cfg, rebuild)
+    check_stale_data(cfg, rebuild)
     manifest = prepare_data(out, cfg.tokenizer, _corpora(cfg), cfg.data, cfg.seq_len, cfg.seed, cfg.workers, progress,
                             rebuild=rebuild)
     if cfg.minimal_pairs.per_paradigm > 0:
@@ -486,13 +486,13 @@ def run_experiment(cfg: ExperimentConfig, progress: bool = True, stages: tuple[s
     """Prepare the data (always: every step needs it), then the named ``stages`` in order.
 
     Nothing is written (``experiment.yaml`` included) until the data prepared from another spec is
-    refused, or with ``rebuild`` cleared of trained runs (:func:`check_prepare`), and every arm x seed
+    refused, or with ``rebuild`` cleared of trained runs (:func:`check_stale_data`), and every arm x seed
     folder that already holds a run on data kept as it is still matches the config (``check_arm_run``).
     """
     from .io import write_text
     import yaml
 
-    check_prepare(cfg, rebuild)
+    check_stale_data(cfg, rebuild)
     if "train" in stages:
         for arm, seed, run_dir in arm_dirs(cfg):
             # a run whose data is not all prepared yet is checked once it is (train_arms)
@@ -504,7 +504,7 @@ def run_experiment(cfg: ExperimentConfig, progress: bool = True, stages: tuple[s
     cfg.out_dir.mkdir(parents=True, exist_ok=True)
     write_text(layout.experiment_config_path(cfg.out_dir),
                yaml.safe_dump({**to_dict(cfg), PLUGINS_USED: loaded()}, sort_keys=False))
-    prepare(cfg, progress, rebuild)
+    build_data(cfg, progress, rebuild)
     if "train" in stages:
         train_arms(cfg, progress)
     if "eval" in stages and cfg.evals:
@@ -525,7 +525,7 @@ def run_experiment(cfg: ExperimentConfig, progress: bool = True, stages: tuple[s
 
 
 @dataclass
-class Experiment:
+class ExperimentFile:
     """An experiment YAML, loaded, as the commands that run it see it (path and ``--set`` overrides kept
     to name the command a second process is told about, or the one to run first)."""
 
@@ -541,42 +541,42 @@ class Experiment:
         return self.cfg.out_dir
 
 
-def load(path: str | Path, overrides: list[str] = ()) -> Experiment:
-    """Load an experiment YAML (``preschool run``/``prepare``/``launch``; compartments experiments and
-    audits included)."""
+def load_experiment_file(path: str | Path, overrides: list[str] = ()) -> ExperimentFile:
+    """The experiment YAML at ``path`` with its ``--set`` overrides, as ``preschool run``/``prepare``/``launch``
+    see it (compartments experiments and audits included); the config alone is :func:`load_experiment`."""
     path = Path(path)
     cfg = load_experiment(path, list(overrides))
-    return Experiment(path, list(overrides), cfg, [a.name for a in cfg.arms], list(cfg.seeds),
+    return ExperimentFile(path, list(overrides), cfg, [a.name for a in cfg.arms], list(cfg.seeds),
                       cfg.arm_dependencies())
 
 
 def output_lock(cfg: ExperimentConfig, command: str):
     """The one lock the runner takes: ``<out>/.preschool.lock`` keyed by the config (:mod:`preschool.lock`).
 
-    ``preschool run`` holds it for every step, ``preschool prepare`` (:func:`prepare_locked`) for the data;
+    ``preschool run`` holds it for every step, ``preschool prepare`` (:func:`prepare_experiment`) for the data;
     a second process of the same config waits, one of another config stops naming ``command``."""
     from .lock import config_key, output_lock as lock
 
     return lock(cfg.out_dir, command, key=config_key(cfg))
 
 
-def prepare_locked(exp: Experiment, progress: bool = True, command: str | None = None,
-                   rebuild: bool = False) -> dict:
+def prepare_experiment(exp: ExperimentFile, progress: bool = True, command: str | None = None,
+                       rebuild: bool = False) -> dict:
     """Build the experiment's data once, holding the output lock; returns the data manifest.
 
     ``command`` is what a second process is told is running (default: the
     ``preschool prepare`` line of ``exp``). A second prepare of the same config
     waits and reuses the data; one of another config into the same ``out``
     raises :class:`DataError` (see :mod:`preschool.lock`). Data prepared from
-    another spec is refused, or with ``rebuild`` replaced (:func:`check_prepare`).
+    another spec is refused, or with ``rebuild`` replaced (:func:`check_stale_data`).
     """
     from .lock import command_line
 
     with output_lock(exp.cfg, command or command_line("prepare", str(exp.path), exp.overrides, None)):
-        return prepare(exp.cfg, progress, rebuild)
+        return build_data(exp.cfg, progress, rebuild)
 
 
-def _not_prepared(exp: Experiment, why: str):
+def _not_prepared(exp: ExperimentFile, why: str):
     import shlex
 
     from .errors import DataError
@@ -586,7 +586,7 @@ def _not_prepared(exp: Experiment, why: str):
     return DataError(f"{why}; prepare the data first: {cmd}")
 
 
-def check_prepared(exp: Experiment) -> dict:
+def require_prepared(exp: ExperimentFile) -> dict:
     """The data manifest, if every dataset of the config is prepared with its current spec; else a
     DataError naming the dataset and the ``preschool prepare`` line to run."""
     from .io import read_json
@@ -630,7 +630,7 @@ def rank_threads() -> int | None:
     return n
 
 
-def run_arm(exp: Experiment, arm: str, seed: int | None = None, progress: bool = True) -> Path:
+def run_arm(exp: ExperimentFile, arm: str, seed: int | None = None, progress: bool = True) -> Path:
     """Train one arm x seed of a prepared experiment (``preschool run EXP --arm A [--seed S]``).
 
     Refuses (``DataError`` naming the prepare command) when the data is not
@@ -645,7 +645,7 @@ def run_arm(exp: Experiment, arm: str, seed: int | None = None, progress: bool =
     seed = exp.seeds[0] if seed is None else int(seed)
     if seed not in exp.seeds:
         raise ConfigError("--seed", f"seed {seed} is not in the experiment's seeds {exp.seeds}")
-    check_prepared(exp)
+    require_prepared(exp)
     rank_threads()
     one = replace(exp.cfg, arms=[a for a in exp.cfg.arms if a.name == arm], seeds=[seed])
     train_arms(one, progress)  # the trainer forms the process group under torchrun
