@@ -288,24 +288,28 @@ def use_installed() -> None:
         if _installed_done:
             return
         _installed_done = True  # before importing: a plug-in that looks a part up must not come back here
-        use(split_names(os.environ.get(ENV)), named_by=ENV)
-        from importlib import metadata
+        try:
+            use(split_names(os.environ.get(ENV)), named_by=ENV)
+            from importlib import metadata
 
-        for ep in metadata.entry_points(group=ENTRY_POINTS):
-            dist = getattr(ep, "dist", None)
-            named = f"entry point {ep.name!r} of {dist.name} {dist.version}" if dist else f"entry point {ep.name!r}"
-            if ep.value in _outside:
-                continue
-            module, _, hook = ep.value.partition(":")
+            for ep in metadata.entry_points(group=ENTRY_POINTS):
+                dist = getattr(ep, "dist", None)
+                named = f"entry point {ep.name!r} of {dist.name} {dist.version}" if dist else f"entry point {ep.name!r}"
+                if ep.value in _outside:
+                    continue
+                module, _, hook = ep.value.partition(":")
 
-            def do(module=module, hook=hook, ep=ep) -> None:
-                import_package(module)
-                if hook:  # "module:function": the function is called once the module is imported
-                    ep.load()()
+                def do(module=module, hook=hook, ep=ep) -> None:
+                    import_package(module)
+                    if hook:  # "module:function": the function is called once the module is imported
+                        ep.load()()
 
-            mod = _import(module, f"{ep.value} ({named})", named, do)
-            _outside[ep.value] = Plugin(ep.value, named, (module,), _module_root(mod),
-                                        dist.version if dist else None)
+                mod = _import(module, f"{ep.value} ({named})", named, do)
+                _outside[ep.value] = Plugin(ep.value, named, (module,), _module_root(mod),
+                                            dist.version if dist else None)
+        except BaseException:
+            _installed_done = False  # the next lookup raises again: a broken plug-in is never silently missing
+            raise
 
 
 def loaded() -> list[dict]:

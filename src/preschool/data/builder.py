@@ -2,7 +2,8 @@
 
 Every dataset of an experiment is built by the builder of its spec's variant
 (:data:`DATASET_BUILDERS`, one builder per file: ``corpus`` and ``derived`` in
-``data/builders/``, the kinds of derived dataset ``derived`` runs registered beside them; ``generator`` in ``synthetic/builder.py`` and ``l2t`` in
+``data/builders/``, the kinds of derived dataset ``derived`` runs registered beside them;
+``generator`` in ``synthetic/builder.py`` and ``l2t`` in
 ``l2t/builder.py``, because those packages build on ``data`` and ``data`` never imports
 them). ``prepare`` (data/prepare.py) is then one
 loop over :func:`build_order`: for each dataset, the builder says what it is built
@@ -165,7 +166,8 @@ def _field(path: str, key: str) -> str:
 def spec_variants() -> dict[type, str]:
     """Every spec variant a builder reads (``config=`` of its registration) -> the builder's name (the kinds
     of derived dataset register their params instead: they are built by ``derived``)."""
-    out = {e.config: e.name for e in DATASET_BUILDERS if isinstance(e.config, type) and issubclass(e.config, DatasetSpec)}
+    out = {e.config: e.name for e in DATASET_BUILDERS
+           if isinstance(e.config, type) and issubclass(e.config, DatasetSpec)}
     keys = [v.named_by for v in out]
     if len(set(keys)) != len(keys) or not all(keys):  # a bug in the builders, not in a config
         raise AssertionError(f"every dataset spec variant needs its own named_by key, got {keys}")
