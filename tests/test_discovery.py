@@ -29,14 +29,13 @@ def recipes() -> dict[str, tuple[str, str]]:
 def registry_of(kind: str):
     from preschool.analysis.sections import SECTIONS
     from preschool.data.builder import DATASET_BUILDERS
-    from preschool.data.derived import DATASET_KINDS
     from preschool.evals import EVALUATORS
     from preschool.l2t.base import L2T_TASKS
     from preschool.synthetic import GENERATORS
     from preschool.train.callbacks.registry import CALLBACKS
 
     return {"Generator": GENERATORS, "L2T task": L2T_TASKS, "Evaluator": EVALUATORS,
-            "Dataset builder": DATASET_BUILDERS, "Derived dataset kind": DATASET_KINDS, "Report section": SECTIONS,
+            "Dataset builder": DATASET_BUILDERS, "Derived dataset kind": DATASET_BUILDERS, "Report section": SECTIONS,
             "Report section for an evaluator": SECTIONS, "Trainer callback": CALLBACKS}[kind]
 
 
@@ -168,7 +167,7 @@ def test_a_new_dataset_kind_file_is_found_and_builds(drop, tmp_path):
     for split, n in (("train", 6), ("val", 2)):
         with ShardWriter(src / split, 4, 10, arrays=["loss_mask"]) as w:
             w.add_rows(rows[:n], loss_mask=np.ones((n, 4), np.uint8))
-    from preschool.data.derived import kind_of
+    from preschool.data.builders.derived import kind_of
 
     kind = kind_of(DerivedSpec(kind=name, source="base", params={"rows": 3}), "data.small")
     written = kind.build(src, tmp_path / "small")
@@ -250,10 +249,12 @@ def test_a_module_that_fails_to_import_raises_every_time_and_private_ones_are_sk
     reg = registry_of("Report section")
     drop(reg, "analysis/_my_helper", "raise RuntimeError('a private helper is never imported')\n")
     assert "plateau" in reg.names()  # the plug-in's sections are found too
-    drop(reg, "analysis/my_broken", "raise RuntimeError('broken part')\n")
-    for _ in range(2):  # a broken part is never silently missing, not even on the next lookup
+    broken = drop(reg, "analysis/my_broken", "raise RuntimeError('broken part')\n")
+    for _ in range(2):  # a broken part is never silently missing, not even on the next listing
         with pytest.raises(RuntimeError, match="broken part"):
-            reg.get("plateau")
+            reg.names()
+    with pytest.raises(RuntimeError, match="broken part"):
+        reg.get(broken)  # nor when looked up by its file name
 
 
 def test_every_registry_finds_its_parts_and_the_plugins_without_importing_torch():
@@ -261,22 +262,42 @@ def test_every_registry_finds_its_parts_and_the_plugins_without_importing_torch(
     code = ("import sys\n"
             "from preschool.analysis.sections import SECTIONS\n"
             "from preschool.data.builder import DATASET_BUILDERS\n"
-            "from preschool.data.derived import DATASET_KINDS\n"
             "from preschool.evals import EVALUATORS\n"
             "from preschool.l2t.base import L2T_TASKS\n"
             "from preschool.synthetic import GENERATORS\n"
             "from preschool.train.callbacks.registry import CALLBACKS\n"
             "from preschool.plugins import checkpoint_hooks\n"
-            "for r in (SECTIONS, DATASET_KINDS, CALLBACKS, GENERATORS, L2T_TASKS, EVALUATORS, DATASET_BUILDERS):\n"
+            "for r in (SECTIONS, CALLBACKS, GENERATORS, L2T_TASKS, EVALUATORS, DATASET_BUILDERS):\n"
             "    print(' '.join(r.names()))\n"
             "print(len(checkpoint_hooks()), sorted(m for m in ('torch', 'transformers') if m in sys.modules))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    sections, kinds, callbacks, generators, tasks, evaluators, builders, last = out.strip().split("\n")
+    sections, callbacks, generators, tasks, evaluators, builders, last = out.strip().split("\n")
     # the core's evaluator sections and the plug-in's (found by module name)
     assert sections == ("audit_gap fields3 fields3_margin phenomena phenomena_margin plateau similarity slowdown "
                         "verbatim_positions")
-    assert kinds == "compartmented shifted" and callbacks == "compartment_model infonce"
+    assert callbacks == "compartment_model infonce"
     assert {"shuffle_dyck", "nca", "stack"} <= set(generators.split()) and len(tasks.split()) >= 14
     assert {"minimal_pairs", "heldout", "lm_eval"} <= set(evaluators.split())
-    assert builders == "corpus derived generator l2t"  # data/builders/: how prepare builds each dataset
+    # one dataset registry: how prepare builds each dataset (data/builders/), the plug-in's derived kinds too
+    assert builders == "compartmented corpus derived generator l2t shifted"
     assert last == "1 []"
+
+
+def test_looking_a_part_up_by_name_imports_only_its_module():
+    """The file name is the registry name, so a lookup imports that one module; listing imports them all."""
+    code = ("import sys\n"
+            "from preschool.synthetic import GENERATORS\n"
+            "from preschool.evals import EVALUATORS\n"
+            "from preschool.l2t.base import L2T_TASKS\n"
+            "from preschool.analysis.sections import SECTIONS\n"
+            "GENERATORS.build('stack', {}); EVALUATORS.get('heldout'); L2T_TASKS.get('typo')\n"
+            "SECTIONS.get('verbatim_positions')\n"
+            "for pkg in ('synthetic', 'evals', 'l2t.tasks', 'analysis', 'compartments'):\n"
+            "    print(' '.join(sorted(m.rsplit('.', 1)[1] for m in sys.modules if m.startswith(f'preschool.{pkg}.'))))\n"
+            "GENERATORS.names()\n"
+            "print('nca' in sys.modules.get('preschool.synthetic').__dict__)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    synthetic, evals, tasks, analysis, compartments, listed = out.strip().split("\n")
+    assert synthetic == "base stack" and evals == "base heldout" and tasks == "typo"
+    assert analysis == "sections verbatim_positions" and compartments == ""  # no plug-in module either
+    assert listed == "True"  # listing found every generator module

@@ -203,11 +203,11 @@ def test_reserved_ids_render_grows_the_vocabulary_and_feeds_mean_transfer(tmp_pa
 def test_l2t_dataset_is_built_by_the_runner(tmp_path):
     """An `l2t:` dataset goes through the L2T transform with the experiment's tokenizer and split rule."""
     from preschool.data.shards import ShardSet
-    from preschool.experiment import prepare
+    from preschool.experiment import build_data
 
     out = tmp_path / "l"
     cfg = _cfg(out, ["seq_len=256", "data.l2t={corpus: storybook, tokens: 16384, val_tokens: 0, l2t: {scenario: shared}}"])
-    man = prepare(cfg, progress=False)
+    man = build_data(cfg, progress=False)
     l2t = ShardSet(out / "data" / "l2t" / "train")
     assert l2t.row_len == 257 and len(l2t) == 16384 // 257
     assert l2t.manifest["tokenizer_sha256"] == man["tokenizer"]["sha256"]
@@ -217,22 +217,22 @@ def test_l2t_dataset_is_built_by_the_runner(tmp_path):
 
 def test_l2t_dataset_that_yields_no_exercise_is_an_error(tmp_path):
     """Chunks too short for every task (seq_len 32): fail naming the dataset, never a silent raw-only arm."""
-    from preschool.experiment import prepare
+    from preschool.experiment import build_data
 
     cfg = _cfg(tmp_path / "l", ["data.l2t={corpus: storybook, tokens: 4096, val_tokens: 0, l2t: {scenario: shared}}"])
     with pytest.raises(ConfigError, match="no document produced an L2T sample") as e:
-        prepare(cfg, progress=False)
+        build_data(cfg, progress=False)
     assert e.value.field == "data.l2t.l2t"
     assert not (tmp_path / "l" / "data" / "l2t").exists()
 
 
 def test_exact_fill_makes_one_dyck_document_per_row(tmp_path):
     from preschool.data.shards import ShardSet
-    from preschool.experiment import prepare
+    from preschool.experiment import build_data
 
     out = tmp_path / "x"
     cfg = _cfg(out, ["data.dyck.render=reserved", "data.dyck.exact_fill=true", "data.dyck.params={k: 16, max_depth: 8}"])
-    man = prepare(cfg, progress=False)
+    man = build_data(cfg, progress=False)
     ss = ShardSet(out / "data" / "dyck" / "train")
     eos = 0
     rows = ss.rows(range(len(ss)))
@@ -242,11 +242,11 @@ def test_exact_fill_makes_one_dyck_document_per_row(tmp_path):
 
 def test_control_dataset_is_disjoint_from_pt_by_document(tmp_path):
     """Control (verify-ppt): natural text from the PT source that PT never trains on."""
-    from preschool.experiment import prepare
+    from preschool.experiment import build_data
 
     out = tmp_path / "c"
     cfg = _cfg(out, ["data.control={corpus: storybook, tokens: 2112, exclude: [pt]}"])
-    man = prepare(cfg, progress=False)
+    man = build_data(cfg, progress=False)
     ids = lambda name, split: set((out / "data" / name / f"{split}.doc_ids.txt").read_text().split())  # noqa: E731
     control = ids("control", "train")
     assert control and not control & (ids("pt", "train") | ids("pt", "val"))

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from preschool.cli import main
-from preschool.experiment import load
+from preschool.experiment import load_experiment_file
 from preschool.launch import slurm_jobs, SlurmOptions
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -107,7 +107,7 @@ def test_launch_submits_the_job_graph_with_fake_sbatch(tmp_path, monkeypatch, ca
 
 
 def test_compartments_init_from_arm_waits_for_its_source(tmp_path):
-    exp = load(ROOT / "examples/compartments_infonce.yaml", [f"out={tmp_path}"])
+    exp = load_experiment_file(ROOT / "examples/compartments_infonce.yaml", [f"out={tmp_path}"])
     jobs = {j.name: j for j in slurm_jobs(exp, SlurmOptions(gpus_per_node=1))}
     assert exp.depends  # the example expands a trained c=1 arm
     for arm, src in exp.depends.items():
@@ -199,7 +199,7 @@ def test_cpu_cluster_jobs_ask_no_gpu_and_every_resource_flag(tmp_path, monkeypat
 
 
 def test_gpu_jobs_size_prepare_and_report_for_what_they_do(tmp_path):
-    exp = load(ROOT / "examples/quickstart.yaml", [f"out={tmp_path}"])
+    exp = load_experiment_file(ROOT / "examples/quickstart.yaml", [f"out={tmp_path}"])
     jobs = {j.name: j.script for j in slurm_jobs(exp, SlurmOptions(nodes=2, gpus_per_node=4))}
     assert "#SBATCH --gpus-per-node=4" in jobs["pt_only-seed0"] and "#SBATCH --nodes=2" in jobs["pt_only-seed0"]
     assert "--gpus-per-node" not in jobs["prepare"]  # data building needs no GPU
@@ -210,7 +210,7 @@ def test_gpu_jobs_size_prepare_and_report_for_what_they_do(tmp_path):
 
 
 def test_every_job_sets_cpus_per_task_and_srun_passes_them_on(tmp_path):
-    exp = load(ROOT / "examples/quickstart.yaml", [f"out={tmp_path}"])
+    exp = load_experiment_file(ROOT / "examples/quickstart.yaml", [f"out={tmp_path}"])
     jobs = {j.name: j.script for j in slurm_jobs(exp, SlurmOptions(gpus_per_node=2))}
     assert "#SBATCH --cpus-per-task=8" in jobs["pt_only-seed0"].splitlines()  # 4 per process by default
     for name, s in jobs.items():

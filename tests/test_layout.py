@@ -79,11 +79,16 @@ def test_named_salts_keep_the_values_existing_data_was_made_with():
     assert len(named) == len(set(named))  # no two purposes share a stream
 
 
-# every file name a run or an experiment's data folder gets, as its literal; only layout.py may spell them
+# every file name a run, an experiment folder or its data folder gets, as its literal; only layout.py spells them
 _RUN_FILE_LITERALS = re.compile(
     r"""["'](DONE|config\.yaml|metrics\.jsonl|wandb_id\.txt|meta\.json|model\.safetensors|trainer_state\.pt"""
     r"""|checksums\.json|sharded|summary\.json|items\.jsonl)["']"""
-    r"""|\bdata["']?\s*/\s*["']manifest\.json["']""")
+    r"""|\bdata["']?\s*/\s*["']manifest\.json["']"""
+    # an experiment folder's files, a dataset's record and the tokenizer folder beside datasets: as a quoted
+    # name, a path joined with `/`, a markdown link into plots/ or a manifest's relative path (prose in
+    # docstrings and messages names them in backticks, which is not a path)
+    r"""|["'](experiment\.yaml|dataset\.json|results\.json|report\.md|plots/?)["']"""
+    r"""|/\s*["']tokenizer["']|["']path["']\s*:\s*["']tokenizer["']|\(plots/|["']\.\./tokenizer["']""")
 
 def _spellers() -> dict[str, list[str]]:
     src = Path(layout.__file__).parent
@@ -108,3 +113,10 @@ def test_the_literal_grep_sees_each_name():
     assert _RUN_FILE_LITERALS.search('out / "data" / "manifest.json"')
     assert _RUN_FILE_LITERALS.search('data / "manifest.json"')  # data = layout.data_dir(out)
     assert not _RUN_FILE_LITERALS.search('folder / "manifest.json"')  # a shard set's own manifest is data's
+    for spelled in ('out / "experiment.yaml"', "dpath / 'dataset.json'", 'write_json(out / "results.json", r)',
+                    'out / "report.md"', 'out / "plots"', 'f"[{p}](plots/{p})"', 'data_dir / "tokenizer"',
+                    '{"path": "tokenizer", "sha256": h}', 'tok_name = "../tokenizer"'):
+        assert _RUN_FILE_LITERALS.search(spelled), spelled
+    for prose in ('"""Write ``report.md`` and ``results.json``."""', 'ConfigError("tokenizer", "no tokenizer")',
+                  'manifest["tokenizer"]["vocab_size"]', '{"tokenizer": thash}'):
+        assert not _RUN_FILE_LITERALS.search(prose), prose

@@ -5,6 +5,9 @@ A subcommand module exposes ``HELP`` (one line, a string literal),
 when its command is the one on the command line: ``preschool --help`` reads
 each ``HELP`` from the module's source and imports none of them, so it stays
 fast and a broken optional dependency in one command does not break the others.
+
+Every command takes ``--plugins A,B`` (modules, ``.py`` files, folders: parts from
+outside the package, imported before the command runs; ``preschool.plugins``).
 """
 
 from __future__ import annotations
@@ -45,10 +48,12 @@ def help_line(modname: str) -> str:
     return importlib.import_module(modname).HELP
 
 
-def add_commands(sub, commands: dict[str, str], run_attr: str, only: str | None = None) -> None:
+def add_commands(sub, commands: dict[str, str], run_attr: str, only: str | None = None,
+                 plugins_option: bool = False) -> None:
     """One sub-parser per ``name -> module`` (the module's ``HELP``, ``DESCRIPTION``, ``add_arguments``);
     the parsed namespace gets the module's ``run`` as ``run_attr``. Used for commands and ``transform`` kinds.
-    With ``only``, the other names get their help line alone and their modules are not imported."""
+    With ``only``, the other names get their help line alone and their modules are not imported. With
+    ``plugins_option``, each also takes ``--plugins``."""
     for name, modname in commands.items():
         if only is not None and name != only:
             sub.add_parser(name, help=help_line(modname))
@@ -57,6 +62,10 @@ def add_commands(sub, commands: dict[str, str], run_attr: str, only: str | None 
         p = sub.add_parser(name, help=mod.HELP, description=getattr(mod, "DESCRIPTION", mod.HELP),
                            formatter_class=argparse.RawDescriptionHelpFormatter)
         mod.add_arguments(p)
+        if plugins_option:
+            p.add_argument("--plugins", metavar="A,B", default=None,
+                           help="plug-ins with parts from outside preschool, imported first: modules, .py files, "
+                           "folders, comma-separated (also PRESCHOOL_PLUGINS; an experiment's `plugins:`)")
         p.set_defaults(**{run_attr: mod.run})
 
 
@@ -78,7 +87,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
 
     parser.add_argument("--version", action="version", version=f"preschool {__version__}")
     add_commands(parser.add_subparsers(dest="command", metavar="COMMAND"), COMMANDS, "_run",
-                 None if argv is None else command_of(argv))
+                 None if argv is None else command_of(argv), plugins_option=True)
     return parser
 
 
@@ -90,6 +99,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
+        if getattr(args, "plugins", None):
+            from .plugins import split_names, use
+
+            use(split_names(args.plugins), named_by="--plugins")
         return int(args._run(args) or 0)
     except PreschoolError as e:
         print(f"preschool {args.command}: error: {e}", file=sys.stderr)

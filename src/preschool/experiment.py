@@ -7,7 +7,7 @@ already done (so an interrupted run resumes and ends with the same numbers):
    evaluators, bad budgets, missing files) before any work;
 2. ``prepare``: tokenizer + shard sets for every named dataset (data/prepare.py),
    plus the storybook minimal pairs when asked for;
-   derived datasets (``kind:``, e.g. ``compartmented``; data/derived.py) are built
+   derived datasets (``kind:``, e.g. ``compartmented``; data/builders/derived.py) are built
    from the datasets they read;
 3. train every arm x seed with the staged trainer (train/trainer.py), which
    resumes from its last checkpoint, with the callbacks the arm names
@@ -20,9 +20,13 @@ already done (so an interrupted run resumes and ends with the same numbers):
 Seeds: ``seed`` is the data seed, ``seeds`` the training seeds of the arm x seed
 grid; what each changes is documented once, in ``preschool/seeds.py``.
 
+Parts from outside the package (your own generators, evaluators, sections...)
+come from ``plugins: [my_lab.tasks, ./my_tasks.py, ./my_tasks/]`` (paths relative
+to the YAML's folder; ``preschool.plugins``), imported before the rest is read.
+
 Layout under ``out``::
 
-    experiment.yaml                 the resolved config
+    experiment.yaml                 the resolved config (+ plugins_used: each plug-in's version, sha256)
     data/                           tokenizer + shard sets + manifest.json
     arms/<arm>/seed<k>/             one trainer run folder (docs/interfaces.md)
     report.md, results.json, plots/
@@ -34,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from .config import Partial, check, from_dict, load_config, overlay, to_dict, validate
+from .config import Partial, check, from_dict, overlay, to_dict, validate
 from .data.prepare import DatasetSpec
 from .data.tokenizer import TokenizerConfig
 from .errors import ConfigError
@@ -164,6 +168,9 @@ class ReportSpec:
 class ExperimentConfig:
     name: str
     out: str | None = None  # default: runs/<name>
+    # plug-ins with parts from outside preschool: modules, .py files, folders (preschool/plugins.py), imported
+    # before the rest of the config is read; relative paths are relative to the YAML's folder (saved absolute)
+    plugins: list[str] = field(default_factory=list)
     seed: int = 0  # data seed
     seeds: list[int] = field(default_factory=lambda: [0])  # training seeds; each arm runs once per seed
     seq_len: int = 128
@@ -276,7 +283,7 @@ class ExperimentConfig:
 
     def _parts(self, arm: ArmSpec) -> list[str]:
         """The parts (per-compartment val sets, say) of the derived datasets the arm trains on."""
-        from .data.derived import dataset_parts
+        from .data.builders.derived import dataset_parts
 
         return [p for t in self.stage_datasets(arm) if t in self.data for p in dataset_parts(self.data, t)]
 
@@ -293,7 +300,7 @@ class ExperimentConfig:
         stage datasets (``<dataset>/<part>``, scored as ``val/<part>``). Another arm's derived
         datasets stay out: a c=8 presentation does not widen a c=1 arm's vocabulary.
         """
-        from .data.derived import dataset_parts
+        from .data.builders.derived import dataset_parts
 
         data_dir = layout.data_dir(self.out_dir)
         out = {n: data_dir / n for n, d in self.data.items() if d.source_dataset is None}
@@ -322,7 +329,7 @@ class ExperimentConfig:
         if cfg.val is None and self._parts(arm):
             # a derived dataset with parts has no val/ of its own: the arm scores its parts (and the
             # other stage datasets that have a val split, as the trainer's default would)
-            from .data.derived import dataset_parts
+            from .data.builders.derived import dataset_parts
 
             val: list[str] = []
             for n in self._stage_names(arm):
@@ -387,9 +394,15 @@ _OLD_COMPARTMENTS_KEYS = ("stage", "tokens", "val_per_decade", "presentations", 
                           "similarity_layer", "compare", "monolingual", "weights", "kind")
 
 
+# what experiment.yaml records beside the config of the plug-ins that ran (plugins.loaded); not read back
+PLUGINS_USED = "plugins_used"
+
+
 def load_experiment(path: str | Path, overrides: list[str] = ()) -> ExperimentConfig:
-    """The experiment YAML at ``path`` (plus ``key=value`` overrides), validated."""
-    from .config import load_yaml
+    """The experiment YAML at ``path`` (plus ``key=value`` overrides), validated, once its ``plugins`` are
+    imported (so the parts they register can be named in it); they are kept as imported (paths absolute)."""
+    from .config import apply_overrides, load_yaml
+    from .plugins import use
 
     raw = load_yaml(path)
     old = [k for k in _OLD_COMPARTMENTS_KEYS if k in raw]
@@ -398,7 +411,13 @@ def load_experiment(path: str | Path, overrides: list[str] = ()) -> ExperimentCo
                           "compartments experiments and audits are `preschool run` experiments now: derived "
                           "datasets (kind: compartmented / shifted), arm callbacks and report sections "
                           "(docs/compartments.md, 'Migrating an old YAML'; examples/compartments_*.yaml)")
-    return load_config(ExperimentConfig, path, overrides)
+    raw = apply_overrides(raw, list(overrides)) if overrides else raw
+    raw.pop(PLUGINS_USED, None)  # what an earlier run recorded: this run records its own
+    names = raw.get("plugins") or []
+    check(isinstance(names, list) and all(isinstance(n, str) for n in names), "plugins",
+          f"must be a list of modules, .py files or folders, got {names!r}")
+    raw["plugins"] = [p.plugin for p in use(names, Path(path).resolve().parent)]
+    return from_dict(ExperimentConfig, raw)
 
 
 def _corpora(cfg: ExperimentConfig) -> dict:
@@ -407,8 +426,8 @@ def _corpora(cfg: ExperimentConfig) -> dict:
     return {n: from_dict(CorpusConfig, c, f"corpora.{n}") for n, c in cfg.corpora.items()}
 
 
-def check_prepare(cfg: ExperimentConfig, rebuild: bool = False) -> list:
-    """What :func:`prepare` would replace, checked before anything is written: a dataset prepared from
+def check_stale_data(cfg: ExperimentConfig, rebuild: bool = False) -> list:
+    """What :func:`build_data` would replace, checked before anything is written: a dataset prepared from
     another spec is a DataError naming it and the field (``data.check_data``), unless ``rebuild``; and with
     ``rebuild``, an arm x seed run folder that trained on one of them is a DataError naming the run (its
     data would be gone: it could neither resume nor be reused). Returns the datasets to rebuild."""
@@ -432,13 +451,13 @@ def check_prepare(cfg: ExperimentConfig, rebuild: bool = False) -> list:
     return stale
 
 
-def prepare(cfg: ExperimentConfig, progress: bool = True, rebuild: bool = False) -> dict:
+def build_data(cfg: ExperimentConfig, progress: bool = True, rebuild: bool = False) -> dict:
     """Step 2: tokenizer, shard sets and minimal pairs under ``<out>/data``; data prepared from another spec
-    is refused before anything is written, or with ``rebuild`` replaced (:func:`check_prepare`)."""
+    is refused before anything is written, or with ``rebuild`` replaced (:func:`check_stale_data`)."""
     from .data.prepare import prepare_data
 
     out = layout.data_dir(cfg.out_dir)
-    check_prepare(cfg, rebuild)
+    check_stale_data(cfg, rebuild)
     manifest = prepare_data(out, cfg.tokenizer, _corpora(cfg), cfg.data, cfg.seq_len, cfg.seed, cfg.workers, progress,
                             rebuild=rebuild)
     if cfg.minimal_pairs.per_paradigm > 0:
@@ -465,7 +484,7 @@ def check_arm_run(cfg: ExperimentConfig, arm: ArmSpec, seed: int, run_dir: Path)
     datasets = cfg.arm_datasets(arm)
     tcfg = cfg.train_config(arm, seed, f"arms[{i}]")
     try:
-        check_run_dir(tcfg, run_dir, datasets, layout.data_dir(cfg.out_dir) / "tokenizer")
+        check_run_dir(tcfg, run_dir, datasets, layout.tokenizer_dir(layout.data_dir(cfg.out_dir)))
     except ConfigError as e:
         where = (cfg.written_at(arm, f"arms[{i}]", e.field[len("train."):]) if e.field.startswith("train.")
                  else f"arms[{i}].{e.field}")
@@ -490,7 +509,7 @@ def train_arms(cfg: ExperimentConfig, progress: bool = True) -> None:
                               lambda other, s=seed: layout.run_dir(cfg.out_dir, other, s))
         callbacks = build_callbacks(arm.callbacks, ctx, f"arms[{i}].callbacks")
         print(f"[preschool] arm {arm.name} seed {seed}: training -> {run_dir}")
-        train(tcfg, run_dir, datasets, data_dir / "tokenizer", callbacks)
+        train(tcfg, run_dir, datasets, layout.tokenizer_dir(data_dir), callbacks)
 
 
 def evaluate_arms(cfg: ExperimentConfig) -> None:
@@ -511,22 +530,25 @@ def run_experiment(cfg: ExperimentConfig, progress: bool = True, stages: tuple[s
     """Prepare the data (always: every step needs it), then the named ``stages`` in order.
 
     Nothing is written (``experiment.yaml`` included) until the data prepared from another spec is
-    refused, or with ``rebuild`` cleared of trained runs (:func:`check_prepare`), and every arm x seed
+    refused, or with ``rebuild`` cleared of trained runs (:func:`check_stale_data`), and every arm x seed
     folder that already holds a run on data kept as it is still matches the config (``check_arm_run``).
     """
     from .io import write_text
     import yaml
 
-    check_prepare(cfg, rebuild)
+    check_stale_data(cfg, rebuild)
     if "train" in stages:
         for arm, seed, run_dir in arm_dirs(cfg):
             # a run whose data is not all prepared yet is checked once it is (train_arms)
-            if all((p / "dataset.json").is_file() for n, p in cfg.arm_datasets(arm).items()
+            if all(layout.dataset_record_path(p).is_file() for n, p in cfg.arm_datasets(arm).items()
                    if n in cfg.stage_datasets(arm)):
                 check_arm_run(cfg, arm, seed, run_dir)
+    from .plugins import loaded
+
     cfg.out_dir.mkdir(parents=True, exist_ok=True)
-    write_text(cfg.out_dir / "experiment.yaml", yaml.safe_dump(to_dict(cfg), sort_keys=False))
-    prepare(cfg, progress, rebuild)
+    write_text(layout.experiment_config_path(cfg.out_dir),
+               yaml.safe_dump({**to_dict(cfg), PLUGINS_USED: loaded()}, sort_keys=False))
+    build_data(cfg, progress, rebuild)
     if "train" in stages:
         train_arms(cfg, progress)
     if "eval" in stages and cfg.evals:
@@ -547,7 +569,7 @@ def run_experiment(cfg: ExperimentConfig, progress: bool = True, stages: tuple[s
 
 
 @dataclass
-class Experiment:
+class ExperimentFile:
     """An experiment YAML, loaded, as the commands that run it see it (path and ``--set`` overrides kept
     to name the command a second process is told about, or the one to run first)."""
 
@@ -563,42 +585,42 @@ class Experiment:
         return self.cfg.out_dir
 
 
-def load(path: str | Path, overrides: list[str] = ()) -> Experiment:
-    """Load an experiment YAML (``preschool run``/``prepare``/``launch``; compartments experiments and
-    audits included)."""
+def load_experiment_file(path: str | Path, overrides: list[str] = ()) -> ExperimentFile:
+    """The experiment YAML at ``path`` with its ``--set`` overrides, as ``preschool run``/``prepare``/``launch``
+    see it (compartments experiments and audits included); the config alone is :func:`load_experiment`."""
     path = Path(path)
     cfg = load_experiment(path, list(overrides))
-    return Experiment(path, list(overrides), cfg, [a.name for a in cfg.arms], list(cfg.seeds),
+    return ExperimentFile(path, list(overrides), cfg, [a.name for a in cfg.arms], list(cfg.seeds),
                       cfg.arm_dependencies())
 
 
 def output_lock(cfg: ExperimentConfig, command: str):
     """The one lock the runner takes: ``<out>/.preschool.lock`` keyed by the config (:mod:`preschool.lock`).
 
-    ``preschool run`` holds it for every step, ``preschool prepare`` (:func:`prepare_locked`) for the data;
+    ``preschool run`` holds it for every step, ``preschool prepare`` (:func:`prepare_experiment`) for the data;
     a second process of the same config waits, one of another config stops naming ``command``."""
     from .lock import config_key, output_lock as lock
 
     return lock(cfg.out_dir, command, key=config_key(cfg))
 
 
-def prepare_locked(exp: Experiment, progress: bool = True, command: str | None = None,
-                   rebuild: bool = False) -> dict:
+def prepare_experiment(exp: ExperimentFile, progress: bool = True, command: str | None = None,
+                       rebuild: bool = False) -> dict:
     """Build the experiment's data once, holding the output lock; returns the data manifest.
 
     ``command`` is what a second process is told is running (default: the
     ``preschool prepare`` line of ``exp``). A second prepare of the same config
     waits and reuses the data; one of another config into the same ``out``
     raises :class:`DataError` (see :mod:`preschool.lock`). Data prepared from
-    another spec is refused, or with ``rebuild`` replaced (:func:`check_prepare`).
+    another spec is refused, or with ``rebuild`` replaced (:func:`check_stale_data`).
     """
     from .lock import command_line
 
     with output_lock(exp.cfg, command or command_line("prepare", str(exp.path), exp.overrides, None)):
-        return prepare(exp.cfg, progress, rebuild)
+        return build_data(exp.cfg, progress, rebuild)
 
 
-def _not_prepared(exp: Experiment, why: str):
+def _not_prepared(exp: ExperimentFile, why: str):
     import shlex
 
     from .errors import DataError
@@ -608,7 +630,7 @@ def _not_prepared(exp: Experiment, why: str):
     return DataError(f"{why}; prepare the data first: {cmd}")
 
 
-def check_prepared(exp: Experiment) -> dict:
+def require_prepared(exp: ExperimentFile) -> dict:
     """The data manifest, if every dataset of the config is prepared with its current spec; else a
     DataError naming the dataset and the ``preschool prepare`` line to run."""
     from .io import read_json
@@ -622,8 +644,8 @@ def check_prepared(exp: Experiment) -> dict:
         entry = manifest["datasets"].get(name)
         if entry is None or entry.get("spec") != spec.record() or manifest.get("seq_len") != exp.cfg.seq_len:
             raise _not_prepared(exp, f"dataset {name!r} in {data} is missing or was prepared from another spec")
-        if not (data / name / "dataset.json").is_file():
-            raise _not_prepared(exp, f"dataset {name!r} has no {data / name / 'dataset.json'}")
+        if not layout.dataset_record_path(data / name).is_file():
+            raise _not_prepared(exp, f"dataset {name!r} has no {layout.dataset_record_path(data / name)}")
     return manifest
 
 
@@ -652,7 +674,7 @@ def rank_threads() -> int | None:
     return n
 
 
-def run_arm(exp: Experiment, arm: str, seed: int | None = None, progress: bool = True) -> Path:
+def run_arm(exp: ExperimentFile, arm: str, seed: int | None = None, progress: bool = True) -> Path:
     """Train one arm x seed of a prepared experiment (``preschool run EXP --arm A [--seed S]``).
 
     Refuses (``DataError`` naming the prepare command) when the data is not
@@ -667,7 +689,7 @@ def run_arm(exp: Experiment, arm: str, seed: int | None = None, progress: bool =
     seed = exp.seeds[0] if seed is None else int(seed)
     if seed not in exp.seeds:
         raise ConfigError("--seed", f"seed {seed} is not in the experiment's seeds {exp.seeds}")
-    check_prepared(exp)
+    require_prepared(exp)
     rank_threads()
     one = replace(exp.cfg, arms=[a for a in exp.cfg.arms if a.name == arm], seeds=[seed])
     train_arms(one, progress)  # the trainer forms the process group under torchrun

@@ -46,7 +46,7 @@ def add_arguments(p) -> None:
 def run(args) -> int:
     if args.arm is not None or args.seed is not None:
         from .errors import ConfigError
-        from .experiment import load, run_arm
+        from .experiment import load_experiment_file, run_arm
 
         if args.arm is None:
             raise ConfigError("--seed", "needs --arm (which arm to train)")
@@ -54,7 +54,7 @@ def run(args) -> int:
             raise ConfigError("--only", "not with --arm: one arm x seed is trained, nothing else")
         if args.rebuild:
             raise ConfigError("--rebuild", "not with --arm: the data is prepared first (preschool prepare --rebuild)")
-        exp = load(args.config, list(args.overrides) + ([f"out={args.out}"] if args.out else []))
+        exp = load_experiment_file(args.config, list(args.overrides) + ([f"out={args.out}"] if args.out else []))
         run_dir = run_arm(exp, args.arm, args.seed, progress=not args.no_progress)
         print(f"[preschool] arm {args.arm}: {run_dir}")
         return 0

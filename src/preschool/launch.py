@@ -48,7 +48,7 @@ from pathlib import Path
 from .errors import ConfigError, DataError, PreschoolError
 # the runner (experiment.py) loads the experiment and says whether its data is prepared; this module only
 # writes and submits the jobs that run its commands
-from .experiment import Experiment, check_prepared, load
+from .experiment import ExperimentFile, require_prepared, load_experiment_file
 
 
 # ----------------------------------------------------------------------------- Slurm scripts
@@ -129,7 +129,7 @@ def _q(x: object) -> str:
     return shlex.quote(str(x))
 
 
-def _header(exp: Experiment, name: str, opt: SlurmOptions, nodes: int, gpus: int, cpus: int, logs: Path,
+def _header(exp: ExperimentFile, name: str, opt: SlurmOptions, nodes: int, gpus: int, cpus: int, logs: Path,
             time: str | None) -> list[str]:
     lines = ["#!/bin/bash", f"#SBATCH --job-name={exp.cfg.name}-{name}", f"#SBATCH --nodes={nodes}",
              "#SBATCH --ntasks-per-node=1", f"#SBATCH --cpus-per-task={cpus}",
@@ -152,17 +152,17 @@ def _header(exp: Experiment, name: str, opt: SlurmOptions, nodes: int, gpus: int
 _SRUN = 'srun --ntasks-per-node=1 --cpus-per-task="$SLURM_CPUS_PER_TASK"'
 
 
-def _cli(exp: Experiment, *args: str) -> str:
+def _cli(exp: ExperimentFile, *args: str) -> str:
     sets = " ".join(f"--set {_q(o)}" for o in exp.overrides)
     return " ".join(["python -m preschool.cli", args[0], _q(exp.path.resolve()), *args[1:]]) + (f" {sets}" if sets else "")
 
 
-def report_stamp(exp: Experiment) -> Path:
+def report_stamp(exp: ExperimentFile) -> Path:
     """The file the report job writes once its eval + report succeeded: the config key it reported."""
     return exp.out_dir / "slurm" / "report.done"
 
 
-def slurm_jobs(exp: Experiment, opt: SlurmOptions) -> list[Job]:
+def slurm_jobs(exp: ExperimentFile, opt: SlurmOptions) -> list[Job]:
     """The job graph: prepare -> one job per arm x seed -> eval + report (scripts as text)."""
     from .lock import config_key
 
@@ -203,7 +203,7 @@ def slurm_jobs(exp: Experiment, opt: SlurmOptions) -> list[Job]:
     return jobs
 
 
-def write_scripts(exp: Experiment, jobs: list[Job]) -> dict[str, Path]:
+def write_scripts(exp: ExperimentFile, jobs: list[Job]) -> dict[str, Path]:
     """Write every job's script to ``<out>/slurm/<name>.sbatch``; returns name -> path.
 
     Each script is checked with ``bash -n`` first: one that does not parse (an
@@ -227,7 +227,7 @@ def write_scripts(exp: Experiment, jobs: list[Job]) -> dict[str, Path]:
     return paths
 
 
-def current_jobs(exp: Experiment, jobs: list[Job]) -> dict[str, str]:
+def current_jobs(exp: ExperimentFile, jobs: list[Job]) -> dict[str, str]:
     """The jobs whose outputs are complete and current, name -> why; a later launch submits only the rest.
 
     prepare: every dataset is prepared with its current spec. An arm x seed: the
@@ -243,7 +243,7 @@ def current_jobs(exp: Experiment, jobs: list[Job]) -> dict[str, str]:
 
     done: dict[str, str] = {}
     try:
-        check_prepared(exp)
+        require_prepared(exp)
     except DataError:
         return done  # the data is (re)built, so every arm trains on what prepare makes
     done["prepare"] = "data prepared with the current spec"
@@ -259,7 +259,7 @@ def current_jobs(exp: Experiment, jobs: list[Job]) -> dict[str, str]:
         # verify "size": compare the manifests' recorded checksums, not rehash every shard on the login node
         tcfg = replace(exp.cfg.train_config(arm, int(seed), f"arms[{i}]"), verify="size")
         try:
-            check_run_dir(tcfg, run, exp.cfg.arm_datasets(arm), data_dir / "tokenizer")
+            check_run_dir(tcfg, run, exp.cfg.arm_datasets(arm), layout.tokenizer_dir(data_dir))
         except ConfigError as e:
             raise ConfigError(f"arms[{i}].{e.field}", f"arm {arm_name} seed {seed}: {e.message}") from None
         if layout.is_done(run):
@@ -342,7 +342,7 @@ def submit(jobs: list[Job], paths: dict[str, Path], dry_run: bool = False) -> di
     return ids
 
 
-def launch(exp: Experiment, opt: SlurmOptions, dry_run: bool = False) -> dict[str, str]:
+def launch(exp: ExperimentFile, opt: SlurmOptions, dry_run: bool = False) -> dict[str, str]:
     """Write the scripts, skip the jobs whose outputs are current, submit the rest; name -> job id.
 
     A dry run prints the same decision and the sbatch commands, submitting nothing.
@@ -434,5 +434,5 @@ def run(args) -> int:
                           "multi-node torchrun without a scheduler)")
     opt = options(args)
     opt.validate()
-    launch(load(args.config, args.overrides), opt, dry_run=args.dry_run)
+    launch(load_experiment_file(args.config, args.overrides), opt, dry_run=args.dry_run)
     return 0

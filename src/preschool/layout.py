@@ -3,7 +3,8 @@
 An experiment folder (``preschool run``)::
 
     <out>/experiment.yaml                 the resolved config
-    <out>/data/                           tokenizer/ + one folder per dataset (train/, val/) + manifest.json
+    <out>/data/                           tokenizer/ + one folder per dataset (train/, val/, dataset.json)
+                                          + manifest.json
     <out>/arms/<arm>/seed<k>/             one trainer run folder (below), one per arm x seed
     <out>/report.md, results.json, plots/
 
@@ -31,8 +32,14 @@ from pathlib import Path
 from .errors import ConfigError, DataError
 from .io import iter_jsonl
 
+EXPERIMENT_CONFIG = "experiment.yaml"
 DATA = "data"
 ARMS = "arms"
+REPORT = "report.md"
+RESULTS = "results.json"
+PLOTS = "plots"
+TOKENIZER = "tokenizer"  # <out>/data/tokenizer/ (and beside an exported or transformed dataset)
+DATASET_RECORD = "dataset.json"  # <out>/data/<dataset>/dataset.json: how prepare built it
 CHECKPOINTS = "checkpoints"
 EVALS = "evals"
 METRICS = "metrics.jsonl"
@@ -108,6 +115,35 @@ def data_dir(out: str | Path) -> Path:
 def run_dir(out: str | Path, arm: str, seed: int) -> Path:
     """``<out>/arms/<arm>/seed<k>``: the trainer run folder of one arm and training seed."""
     return Path(out) / ARMS / arm / f"seed{seed}"
+
+
+def experiment_config_path(out: str | Path) -> Path:
+    """``<out>/experiment.yaml``: the resolved config a run wrote."""
+    return Path(out) / EXPERIMENT_CONFIG
+
+
+def report_path(out: str | Path) -> Path:
+    return Path(out) / REPORT
+
+
+def results_path(out: str | Path) -> Path:
+    """``<out>/results.json``: every number of the report."""
+    return Path(out) / RESULTS
+
+
+def plots_dir(out: str | Path) -> Path:
+    return Path(out) / PLOTS
+
+
+def tokenizer_dir(folder: str | Path) -> Path:
+    """``<folder>/tokenizer``: the tokenizer of the datasets in ``folder`` (an experiment's data folder, an
+    export, an L2T transform's output)."""
+    return Path(folder) / TOKENIZER
+
+
+def dataset_record_path(dataset: str | Path) -> Path:
+    """``<out>/data/<dataset>/dataset.json``: what the dataset was built from, present once it is built."""
+    return Path(dataset) / DATASET_RECORD
 
 
 def data_manifest_path(out: str | Path) -> Path:

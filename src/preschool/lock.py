@@ -25,7 +25,7 @@ it dies. A second process asking for the same folder:
   that process is gone.
 
 Within one process the lock is re-entrant: ``preschool prepare`` holds it and
-calls :func:`preschool.experiment.prepare_locked`, which takes it again.
+calls :func:`preschool.experiment.prepare_experiment`, which takes it again.
 
 ``preschool train`` holds it on its run folder (rank 0, keyed by its config).
 ``export``, ``generate`` and ``transform l2t`` replace their ``--out`` whole, so
@@ -205,7 +205,7 @@ def output_lock(folder: str | Path, command: str, key: str | None = None, beside
     path = lock_path(folder, beside)
     held = folder.resolve()  # once: the folder may be replaced (or a link retargeted) while the lock is held
     mine = _held.get(held)
-    if mine is not None:  # this process holds it already (prepare CLI -> experiment.prepare_locked)
+    if mine is not None:  # this process holds it already (prepare CLI -> experiment.prepare_experiment)
         if key is not None and mine[0] is not None and key != mine[0]:
             raise DataError(f"{folder}: this process holds its lock for config key {mine[0]}, not {key}")
         mine[1] += 1

@@ -149,8 +149,7 @@ def load_targets(path: str | Path, overrides: list[str] = ()) -> tuple[str, list
     a callback config with ``extra_params(hidden_size, kinds)`` adds parameters outside the HF model
     (the compartment embedding).
     """
-    from .data.builders.derived import DerivedSpec
-    from .data.derived import kind_of
+    from .data.builders.derived import DerivedSpec, kind_of
     from .experiment import load_experiment
     from .train.callbacks.registry import callback_configs
     from .train.model import describe, embedding_rows

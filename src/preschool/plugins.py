@@ -1,37 +1,70 @@
-"""How parts are found: packages walked by the registries, and plug-ins.
+"""How parts are found: the packages the registries walk, and plug-ins from inside and outside the package.
 
 Every registry that takes parts from files (generators, L2T tasks,
 evaluators, dataset builders, derived dataset kinds, report sections,
-callbacks; see :class:`preschool.registry.Registry`) imports on first use every module of its
-own package (:func:`import_package`). A part is therefore one file in that
-package and registers itself when imported; there is no list to edit.
+callbacks, model presets, export formats, corpus sources, compartment offsets;
+see :class:`preschool.registry.Registry`) finds a part by its name in the module
+of that name (``dyck`` in ``synthetic/dyck.py``), and imports every module of
+its own package (:func:`import_package`) when it lists them or the name is not a
+file's. A part is therefore one file in that package and registers itself when
+imported; there is no list to edit.
 
-Plug-ins are packages that extend the core without being imported by it, so
-dependencies point down (``evals`` loads a compartments checkpoint without
-importing ``compartments``). ``PLUGINS`` names them, in this one place. A
-registry also imports, in each plug-in package, the module or sub-package
-named after the kind of part it holds (``Registry.plugin_module``):
-``synthetic`` (generators), ``l2t_tasks``, ``evals``, ``builders`` (dataset
-builders), ``kinds`` (derived dataset kinds), ``sections`` (report sections),
-``callbacks``. Only those
-modules are imported, so a plug-in's heavy modules (torch) load when used.
-What is not a registry part goes in the plug-in's ``plugin`` module,
-imported by :func:`load_plugins`: today the checkpoint-loader hook
-(:func:`register_checkpoint_hook`).
+**Parts from outside the package** (your own repository) are plug-ins named by
+
+- an experiment's ``plugins: [my_lab.tasks, ./my_tasks.py, ./my_tasks/]``
+  (relative paths are relative to the YAML's folder),
+- ``preschool <command> --plugins my_lab.tasks,./my_tasks.py ...`` (relative to
+  the working folder), or the environment variable ``PRESCHOOL_PLUGINS`` (the
+  same list, for every command and every Slurm job that inherits it),
+- an installed distribution's ``preschool.plugins`` entry point (its value is a
+  module; found by every command, nothing to name).
+
+Each is imported once (:func:`use`): a module name is imported (a package with
+every module under it), a ``.py`` file is imported as a module named after its
+stem, a folder with ``__init__.py`` as a package named after the folder, any
+other folder as its ``.py`` files. A part in it registers exactly as a part
+inside does (``@GENERATORS.register(...)``), and ``preschool generate --list``
+/ ``eval --list`` say where each part came from (:func:`origin`). One that fails
+to import is a ConfigError naming it; :func:`loaded` records each with its
+version and the sha256 of its source (``experiment.yaml``'s ``plugins_used``).
+Files and folders are imported in this process (and the processes it forks);
+a Slurm or Ray executor of ``prepare`` needs them importable as modules.
+
+**In-tree plug-ins** (``PLUGINS``) are packages that extend the core without
+being imported by it, so dependencies point down (``evals`` loads a
+compartments checkpoint without importing ``compartments``). A registry also
+imports, in each, the module or sub-package named after the kind of part it
+holds (``Registry.plugin_module``): ``synthetic`` (generators), ``l2t_tasks``,
+``evals``, ``builders`` (dataset builders), ``kinds`` (derived dataset kinds),
+``sections`` (report sections), ``callbacks``, ``presets``, ``exporters``,
+``sources``, ``offsets``. Only those modules are imported, so a plug-in's heavy
+modules (torch) load when used. What is not a registry part goes in its
+``plugin`` module, imported by :func:`load_plugins`: today the
+checkpoint-loader hook (:func:`register_checkpoint_hook`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import importlib.util
+import os
 import pkgutil
+import sys
+import threading
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from .errors import ConfigError
+
 PLUGINS: tuple[str, ...] = ("preschool.compartments",)
+ENV = "PRESCHOOL_PLUGINS"  # comma-separated plug-ins for every command (relative paths: the working folder)
+ENTRY_POINTS = "preschool.plugins"  # the entry-point group an installed distribution declares its plug-in in
 
 _loaded = False
 _checkpoint_hooks: list[Callable[[Any, Path], Any]] = []
+_CORE = Path(__file__).resolve().parent
 
 
 def import_package(name: str) -> None:
@@ -50,7 +83,8 @@ def _plugin_module(package: str, module: str) -> str | None:
 
 
 def plugin_parts(module: str) -> None:
-    """Import, in every plug-in package, the module or sub-package ``module`` (walked like a core package)."""
+    """Import, in every in-tree plug-in package, the module or sub-package ``module`` (walked like a core
+    package)."""
     for package in PLUGINS:
         full = _plugin_module(package, module)
         if full is not None:
@@ -58,8 +92,10 @@ def plugin_parts(module: str) -> None:
 
 
 def load_plugins() -> None:
-    """Import every plug-in's ``plugin`` module once (what is not a registry part: the checkpoint hook)."""
+    """Import every in-tree plug-in's ``plugin`` module once (the checkpoint hook), and the plug-ins from
+    outside (:func:`use_installed`)."""
     global _loaded
+    use_installed()
     if _loaded:
         return
     _loaded = True
@@ -81,3 +117,217 @@ def register_checkpoint_hook(fn: Callable[[Any, Path], Any]) -> Callable[[Any, P
 def checkpoint_hooks() -> list[Callable[[Any, Path], Any]]:
     load_plugins()
     return list(_checkpoint_hooks)
+
+
+# ----------------------------------------------------------------------------- plug-ins from outside
+
+
+@dataclass(frozen=True)
+class Plugin:
+    """One plug-in from outside the package, imported."""
+
+    plugin: str  # as named: a module, or a file or folder made absolute
+    named_by: str  # where it was named: "plugins" (an experiment), "--plugins", PRESCHOOL_PLUGINS, "entry point <n>"
+    modules: tuple[str, ...]  # the module names it was imported as
+    root: Path | None  # its source: the file or folder (None: a module without a file)
+    version: str | None  # its distribution's version, when it is installed as one
+
+    @property
+    def label(self) -> str:
+        """How a listing names it: ``plug-in <name>`` (``<dist> <version>`` for an entry point)."""
+        return f"plug-in {self.plugin}" + (f" ({self.named_by})" if self.named_by.startswith("entry point") else "")
+
+    def record(self) -> dict:
+        """What ``experiment.yaml`` records of it: name, where named, version, sha256 of its source."""
+        return {"plugin": self.plugin, "named_by": self.named_by, "version": self.version,
+                "sha256": source_hash(self.root) if self.root is not None else None}
+
+
+_outside: dict[str, Plugin] = {}
+_installed_done = False
+_lock = threading.RLock()
+
+
+def source_hash(root: Path) -> str:
+    """sha256 of a plug-in's source: the file's (as ``sha256sum`` prints it), or for a folder of every file
+    under it by relative path (compiled caches left out), so the record changes exactly when its code does."""
+    if root.is_file():
+        return hashlib.sha256(root.read_bytes()).hexdigest()
+    h = hashlib.sha256()
+    for p in sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+        h.update(str(p.relative_to(root)).encode() + b"\0" + p.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def split_names(text: str | None) -> list[str]:
+    """The plug-ins of a comma-separated list (``--plugins``, ``PRESCHOOL_PLUGINS``)."""
+    return [s.strip() for s in (text or "").split(",") if s.strip()]
+
+
+def use(names: list[str] | tuple[str, ...], base: Path | None = None, named_by: str = "plugins") -> list[Plugin]:
+    """Import the plug-ins ``names`` (modules, ``.py`` files, folders; relative paths against ``base``, default
+    the working folder), each once; ConfigError naming ``named_by`` and the plug-in when one is missing or
+    fails to import. Returns them, as imported."""
+    out = []
+    for i, name in enumerate(names):
+        field = f"{named_by}[{i}]" if named_by == "plugins" else named_by
+        out.append(_use_one(str(name), base, field, named_by))
+    return out
+
+
+def _is_path(name: str) -> bool:
+    return "/" in name or os.sep in name or name.endswith(".py") or name.startswith(".")
+
+
+def _use_one(name: str, base: Path | None, field: str, named_by: str) -> Plugin:
+    path = Path(name).expanduser()
+    if _is_path(name) and not path.is_absolute():
+        path = (base or Path.cwd()) / path
+    key = str(path.resolve()) if _is_path(name) else name
+    with _lock:
+        if key in _outside:
+            return _outside[key]
+        if _is_path(name):
+            if not path.exists():
+                raise ConfigError(field, f"plug-in {name!r}: no such file or folder ({path.resolve()})")
+            modules = _import_path(path.resolve(), name, field)
+            plugin = Plugin(key, named_by, tuple(modules), path.resolve(), None)
+        else:
+            module = _import(name, name, field, lambda: import_package(name))
+            plugin = Plugin(key, named_by, (name,), _module_root(module), _version_of(name))
+        _outside[key] = plugin
+        return plugin
+
+
+def _import(name: str, shown: str, field: str, do: Callable[[], Any]) -> Any:
+    """Run the import ``do``; any failure is a one-line ConfigError naming the plug-in and the cause."""
+    try:
+        do()
+        return sys.modules.get(name)
+    except ConfigError:
+        raise
+    except ModuleNotFoundError as e:
+        if e.name and (name == e.name or name.startswith(e.name + ".")):
+            raise ConfigError(field, f"plug-in {shown!r}: no module named {name!r} (not installed, not on "
+                              "PYTHONPATH; a file or folder is named by its path, e.g. ./my_parts.py)") from None
+        raise ConfigError(field, f"plug-in {shown!r} failed to import: {type(e).__name__}: {e}") from None
+    except Exception as e:  # noqa: BLE001 - whatever a plug-in raises, the user gets one line naming it
+        where = ""
+        tb = e.__traceback__
+        while tb is not None:  # the plug-in's own line that raised, when it is one of its files
+            if not Path(tb.tb_frame.f_code.co_filename).resolve().is_relative_to(_CORE):
+                where = f" ({tb.tb_frame.f_code.co_filename}:{tb.tb_lineno})"
+            tb = tb.tb_next
+        raise ConfigError(field, f"plug-in {shown!r} failed to import: {type(e).__name__}: {e}{where}") from None
+
+
+def _import_path(path: Path, shown: str, field: str) -> list[str]:
+    """Import a plug-in file or folder; the module names it became."""
+    if path.is_file():
+        if path.suffix != ".py":
+            raise ConfigError(field, f"plug-in {shown!r}: a file plug-in is a .py file")
+        return [_import_file(path, path.stem, shown, field)]
+    if (path / "__init__.py").is_file():
+        name = _import_file(path / "__init__.py", path.name, shown, field, package=path)
+        _import(name, shown, field, lambda: import_package(name))
+        return [name]
+    files = sorted(p for p in path.glob("*.py") if not p.name.startswith("_"))
+    if not files:
+        raise ConfigError(field, f"plug-in {shown!r}: the folder {path} has no .py file and no __init__.py")
+    return [_import_file(p, p.stem, shown, field) for p in files]
+
+
+def _import_file(file: Path, name: str, shown: str, field: str, package: Path | None = None) -> str:
+    """Import ``file`` as module ``name`` (registered in sys.modules, so dataclasses and pickling find it)."""
+    old = sys.modules.get(name)
+    if old is not None:
+        if Path(getattr(old, "__file__", "") or "").resolve() == file:
+            return name
+        raise ConfigError(field, f"plug-in {shown!r}: its module name {name!r} is taken by "
+                          f"{getattr(old, '__file__', None) or 'a built-in module'}; rename the file or folder")
+    spec = importlib.util.spec_from_file_location(
+        name, file, submodule_search_locations=[str(package)] if package is not None else None)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+
+    def run() -> None:
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            sys.modules.pop(name, None)  # a broken plug-in is never half there: the next use raises again
+            raise
+
+    _import(name, shown, field, run)
+    return name
+
+
+def _module_root(module: Any) -> Path | None:
+    """A module's source: its package folder, or its file."""
+    paths = list(getattr(module, "__path__", None) or [])
+    if paths:
+        return Path(paths[0]).resolve()
+    file = getattr(module, "__file__", None)
+    return Path(file).resolve() if file else None
+
+
+def _version_of(module: str) -> str | None:
+    """The version of the installed distribution that holds ``module`` (None: not installed as one)."""
+    from importlib import metadata
+
+    dists = metadata.packages_distributions().get(module.split(".")[0]) or []
+    return metadata.version(dists[0]) if dists else None
+
+
+def use_installed() -> None:
+    """Import, once per process, the plug-ins of ``PRESCHOOL_PLUGINS`` and every installed
+    ``preschool.plugins`` entry point (each registry does this before it looks a part up)."""
+    global _installed_done
+    if _installed_done:
+        return
+    with _lock:
+        if _installed_done:
+            return
+        _installed_done = True  # before importing: a plug-in that looks a part up must not come back here
+        try:
+            use(split_names(os.environ.get(ENV)), named_by=ENV)
+            from importlib import metadata
+
+            for ep in metadata.entry_points(group=ENTRY_POINTS):
+                dist = getattr(ep, "dist", None)
+                named = f"entry point {ep.name!r} of {dist.name} {dist.version}" if dist else f"entry point {ep.name!r}"
+                if ep.value in _outside:
+                    continue
+                module, _, hook = ep.value.partition(":")
+
+                def do(module=module, hook=hook, ep=ep) -> None:
+                    import_package(module)
+                    if hook:  # "module:function": the function is called once the module is imported
+                        ep.load()()
+
+                mod = _import(module, f"{ep.value} ({named})", named, do)
+                _outside[ep.value] = Plugin(ep.value, named, (module,), _module_root(mod),
+                                            dist.version if dist else None)
+        except BaseException:
+            _installed_done = False  # the next lookup raises again: a broken plug-in is never silently missing
+            raise
+
+
+def loaded() -> list[dict]:
+    """Every plug-in from outside imported so far, as ``experiment.yaml`` records it (:meth:`Plugin.record`)."""
+    use_installed()
+    return [p.record() for p in _outside.values()]
+
+
+def origin(module: str) -> str:
+    """Where the part defined in ``module`` came from: ``preschool`` (the package and its in-tree plug-ins),
+    ``plug-in <name>`` for a plug-in from outside, else the module's name."""
+    mod = sys.modules.get(module)
+    file = Path(getattr(mod, "__file__", "") or "").resolve() if mod is not None else None
+    if module == "preschool" or module.startswith("preschool.") and file is not None and file.is_relative_to(_CORE):
+        return "preschool"
+    for p in _outside.values():
+        if any(module == m or module.startswith(m + ".") for m in p.modules):
+            return p.label
+        if file is not None and p.root is not None and (file == p.root or file.is_relative_to(p.root)):
+            return p.label
+    return module

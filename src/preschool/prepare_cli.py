@@ -99,17 +99,17 @@ def run(args) -> int:
 
     from .data.distributed import Submitted
     from .data.engine import distributed
-    from .experiment import load, prepare_locked
+    from .experiment import load_experiment_file, prepare_experiment
     from .lock import command_line
 
     dist = executor_options(args)
     overrides = list(args.overrides) + ([f"out={args.out}"] if args.out else [])
     overrides.append(f"workers={args.workers or os.cpu_count() or 1}")
-    exp = load(args.config, overrides)
+    exp = load_experiment_file(args.config, overrides)
     try:
         with distributed(dist):
-            # prepare_locked holds the output lock (<out>/.preschool.lock) while it works
-            manifest = prepare_locked(exp, progress=not args.no_progress,
+            # prepare_experiment holds the output lock (<out>/.preschool.lock) while it works
+            manifest = prepare_experiment(exp, progress=not args.no_progress,
                                command=command_line("prepare", args.config, args.overrides, args.out),
                                rebuild=args.rebuild)
     except Submitted as e:

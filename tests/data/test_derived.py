@@ -7,10 +7,9 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from preschool.data.builder import BuildContext, builder_of, spec_hash
+from preschool.data.builder import DATASET_BUILDERS, BuildContext, builder_of, spec_hash
 from preschool.data.builders.corpus import CorpusSpec
-from preschool.data.builders.derived import DerivedSpec
-from preschool.data.derived import DATASET_KINDS, DatasetKind, dataset_parts
+from preschool.data.builders.derived import DatasetKind, DerivedSpec, dataset_parts
 from preschool.data.prepare import build_datasets
 from preschool.data.shards import ShardSet, ShardWriter
 from preschool.errors import ConfigError
@@ -25,7 +24,7 @@ class PlusConfig:
 BUILDS = []
 
 
-@DATASET_KINDS.register("test_plus", config=PlusConfig)
+@DATASET_BUILDERS.register("test_plus", config=PlusConfig)
 class Plus(DatasetKind):
     """Every id + ``add`` (a test kind); one part, ``shifted``, holding the same rows as val."""
 

@@ -32,10 +32,9 @@ from pathlib import Path
 from typing import Any
 
 from ..io import provenance, read_json, remove_orphan_temp_files, write_json, write_text
-from ..layout import arm_runs, checkpoints_dir, data_manifest_path, is_done, read_metrics
+from ..layout import (PLOTS, REPORT, RESULTS, arm_runs, checkpoints_dir, data_manifest_path, is_done, plots_dir,
+                      read_metrics, report_path, results_path)
 from .sections import SectionContext, run_sections
-
-REPORT, RESULTS = "report.md", "results.json"  # beside plots/ in the experiment folder
 
 
 def _point(row: dict, value: float) -> dict:
@@ -657,8 +656,8 @@ def render(cfg, rep: dict, ctx, sections: list) -> Path:
     results["table"] = [{k: (list(v) if isinstance(v, tuple) else v) for k, v in r.items()} for r in rep["table"]]
     results["axes"] = {m: {"axis": rep["axes"].get(m, "pt"), "label": axis_label(rep["axes"].get(m, "pt"))}
                        for m in rep["metric_names"]}
-    write_json(out / RESULTS, _strict({**results, **top, "sections": results_of, **prov}))
-    path = out / REPORT
+    write_json(results_path(out), _strict({**results, **top, "sections": results_of, **prov}))
+    path = report_path(out)
     write_text(path, "\n".join(lines))
     return path
 
@@ -679,7 +678,7 @@ def _headline_plots(out: Path, rep: dict) -> list[tuple[str, str]]:
     """One plot per headline metric with a curve (each arm's seeds on the metric's axis); ``(title, path)``."""
     from . import plots
 
-    pdir = out / "plots"
+    pdir = plots_dir(out)
     figures = []
     arms, axes = rep["arms"], rep["axes"]
     for m in rep["headline"]:
@@ -691,7 +690,7 @@ def _headline_plots(out: Path, rep: dict) -> list[tuple[str, str]]:
         setup = rep["setups"].get(m.split("/", 1)[0])
         plots.plot_metric_vs_tokens(curves, pdir / fname, title=m + (f" [{setup}]" if setup else ""), ylabel=m,
                                     xlabel=axis_label(axes.get(m, "pt")), ylim=ylim)
-        figures.append((m, f"plots/{fname}"))
+        figures.append((m, f"{PLOTS}/{fname}"))
     return figures
 
 

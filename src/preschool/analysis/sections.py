@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..layout import arm_runs, data_dir, metrics_path
+from ..layout import arm_runs, data_dir, metrics_path, plots_dir
 from ..registry import Registry
 
 SECTIONS = Registry("report section", packages=("preschool.analysis",), plugin_module="sections")
@@ -58,7 +58,7 @@ class SectionContext:
 
     @property
     def plots(self) -> Path:
-        return self.out / "plots"
+        return plots_dir(self.out)
 
     @property
     def data_dir(self) -> Path:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import layout
 from ..errors import ConfigError, DataError
 from ..io import read_json
 from ..train.callbacks.registry import CALLBACKS, CallbackContext
@@ -21,7 +22,8 @@ def stage_compartments(ctx: CallbackContext) -> tuple[int, int, Path, str]:
     found = []
     for name in dict.fromkeys(ctx.stage_datasets):
         folder = ctx.datasets[name]
-        info = read_json(folder / "dataset.json") if (folder / "dataset.json").is_file() else {}
+        record = layout.dataset_record_path(folder)
+        info = read_json(record) if record.is_file() else {}
         if (info.get("spec") or {}).get("kind") == "compartmented":
             pres = read_json(folder / "train" / "manifest.json")["compartments"]["presentation"]
             found.append((int(pres["n_compartments"]), int(pres["base_vocab"]), ctx.data_dir / info["source"],

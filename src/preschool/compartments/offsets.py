@@ -29,10 +29,10 @@ import numpy as np
 from ..config import check
 from ..errors import DataError
 from ..registry import Registry
-from ..seeds import COMPARTMENT_PERMUTATION
 
-PRESENTATIONS = Registry("presentation")
-_SALT = COMPARTMENT_PERMUTATION
+# the presentations by name, one per file of compartments/presentations/ (offset, permute)
+PRESENTATIONS = Registry("presentation", packages=("preschool.compartments.presentations",),
+                         plugin_module="presentations")
 
 
 @dataclass
@@ -50,7 +50,7 @@ class PresentationConfig:
 
 
 class Presentation:
-    """Maps base ids to compartment ids and back. Subclasses: offset, permute."""
+    """Maps base ids to compartment ids and back. Subclasses: ``presentations/offset.py``, ``permute.py``."""
 
     registry_name = "?"
     mode: Literal["offset", "permute"]
@@ -89,72 +89,6 @@ class Presentation:
     def manifest(self) -> dict:
         return {"mode": self.mode, "n_compartments": self.c, "base_vocab": self.V,
                 "vocab_size": self.vocab_size, "translation_id": self.translation_id, "seed": self.cfg.seed}
-
-
-@PRESENTATIONS.register("offset", config=PresentationConfig)
-class OffsetPresentation(Presentation):
-    """Compartment i shows base token t as t + i*V; vocabulary c*V + 1, marker c*V (Howe & Wingate)."""
-
-    mode = "offset"
-
-    @property
-    def vocab_size(self) -> int:
-        return self.c * self.V + 1
-
-    def encode(self, ids: np.ndarray, compartment: int) -> np.ndarray:
-        return self._check(ids, compartment) + compartment * self.V
-
-    def compartment_of(self, ids: np.ndarray) -> np.ndarray:
-        """Compartment of each id; the marker gets -1."""
-        ids = np.asarray(ids, dtype=np.int64)
-        out = ids // self.V
-        return np.where(ids == self.translation_id, -1, out)
-
-    def decode(self, ids: np.ndarray, compartment: int | None = None) -> np.ndarray:
-        ids = np.asarray(ids, dtype=np.int64)
-        if ids.size and (ids.min() < 0 or ids.max() >= self.vocab_size):
-            raise DataError(f"id out of range [0, {self.vocab_size}): {ids.min()}..{ids.max()}")
-        comp = self.compartment_of(ids)
-        if compartment is not None:
-            bad = (comp != compartment) & (comp >= 0)
-            if bad.any():
-                raise DataError(f"ids {ids[bad][:5].tolist()} are not in compartment {compartment}")
-        return np.where(comp < 0, -1, ids % self.V)
-
-
-@PRESENTATIONS.register("permute", config=PresentationConfig)
-class PermutedPresentation(Presentation):
-    """Compartment i relabels the base vocabulary with a seeded permutation; vocabulary V + 1, marker V."""
-
-    mode = "permute"
-
-    def __init__(self, cfg: PresentationConfig):
-        super().__init__(cfg)
-        self._fwd = np.empty((self.c, self.V), np.int64)
-        self._inv = np.empty((self.c, self.V), np.int64)
-        for i in range(self.c):
-            perm = np.arange(self.V) if i == 0 else np.random.default_rng([cfg.seed, i, _SALT]).permutation(self.V)
-            self._fwd[i] = perm
-            self._inv[i][perm] = np.arange(self.V)
-
-    @property
-    def vocab_size(self) -> int:
-        return self.V + 1
-
-    def permutation(self, compartment: int) -> np.ndarray:
-        return self._fwd[compartment].copy()
-
-    def encode(self, ids: np.ndarray, compartment: int) -> np.ndarray:
-        return self._fwd[compartment][self._check(ids, compartment)]
-
-    def decode(self, ids: np.ndarray, compartment: int | None = None) -> np.ndarray:
-        if compartment is None:
-            raise DataError("permute presentation: ids do not reveal their compartment; pass compartment=")
-        ids = np.asarray(ids, dtype=np.int64)
-        if ids.size and (ids.min() < 0 or ids.max() >= self.vocab_size):
-            raise DataError(f"id out of range [0, {self.vocab_size}): {ids.min()}..{ids.max()}")
-        marker = ids == self.translation_id
-        return np.where(marker, -1, self._inv[compartment][np.where(marker, 0, ids)])
 
 
 def build_presentation(mode: str, n_compartments: int, base_vocab: int, seed: int = 0) -> Presentation:

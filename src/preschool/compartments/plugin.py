@@ -2,7 +2,7 @@
 
 Its registry parts are found by the registries in their own modules:
 
-- dataset kinds ``compartmented`` and ``shifted`` (``kinds.py``), built by ``prepare``;
+- dataset kinds ``compartmented`` and ``shifted`` (``builders.py``), built by ``prepare``;
 - callbacks ``compartment_model`` and ``infonce`` (``callbacks.py``), named per arm;
 - report sections ``plateau``, ``slowdown``, ``similarity``, ``audit_gap`` (``sections.py``).
 

@@ -34,7 +34,7 @@ from ..analysis.sections import SECTIONS, Section, SectionContext
 from ..analysis.stats import format_mean_sd, one_sd_verdict, seed_summary
 from ..config import check
 from ..io import read_json
-from ..layout import final_checkpoint, is_done, read_metrics
+from ..layout import PLOTS, final_checkpoint, is_done, read_metrics
 from .slowdown import Curve, plateau, read_val_curve, slowdown_at_targets, slowdown_curve
 
 _COMPARTMENT_KEY = re.compile(r"^val/c\d+$")
@@ -178,7 +178,7 @@ class PlateauSection(Section):
             lines.append(f"| {arm} | {e['n_compartments']} | {e['translation_fraction']:g} | {e['init_from'] or '–'} "
                          f"| {_pm(e['final'], 4)} | {per} | {_pm(e['translation'])} | {'yes' if done else 'NO'} |")
         lines += _compare_lines(res["compare"], "final loss")
-        lines += ["", "Plots: " + ", ".join(f"[{p}](plots/{p})" for p in plots), ""]
+        lines += ["", "Plots: " + ", ".join(f"[{p}]({PLOTS}/{p})" for p in plots), ""]
         return res, lines
 
     @staticmethod
@@ -290,7 +290,7 @@ class SlowdownSection(Section):
             lines.append(f"| {arm} | " + " | ".join(cells + [_pm(e["median"], 2, "x")]) + " |")
         for t, pairs in res["compare"].items():
             lines += _compare_lines(pairs, f"slowdown at loss {float(t):g}", 2)
-        lines += ["", f"Plot: [{plot}](plots/{plot})", ""]
+        lines += ["", f"Plot: [{plot}]({PLOTS}/{plot})", ""]
         return res, lines
 
     @staticmethod
@@ -412,7 +412,7 @@ class AuditGapSection(Section):
         for arm, e in res["arms"].items():
             for p, v in e["summary"].items():
                 lines.append(f"| {arm} | {p} | {_pm(v['final_gap'], 4)} | {_pm(v['mean_gap_second_half'], 4)} |")
-        lines += ["", f"Plot: [{plot}](plots/{plot})", ""]
+        lines += ["", f"Plot: [{plot}]({PLOTS}/{plot})", ""]
         return res, lines
 
     def _plot(self, ctx: SectionContext, res: dict) -> str:

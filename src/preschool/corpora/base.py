@@ -27,7 +27,7 @@ from ..config import check
 from ..registry import Registry
 from .storybook import StorybookConfig
 
-SOURCES = Registry("source")  # filled by sources.py (imported with the package)
+SOURCES = Registry("source", packages=("preschool.corpora.sources",), plugin_module="sources")  # sources.py
 
 
 @dataclass

@@ -2,7 +2,8 @@
 
 Every dataset of an experiment is built by the builder of its spec's variant
 (:data:`DATASET_BUILDERS`, one builder per file: ``corpus`` and ``derived`` in
-``data/builders/``; ``generator`` in ``synthetic/builder.py`` and ``l2t`` in
+``data/builders/``, the kinds of derived dataset ``derived`` runs registered beside them;
+``generator`` in ``synthetic/builder.py`` and ``l2t`` in
 ``l2t/builder.py``, because those packages build on ``data`` and ``data`` never imports
 them). ``prepare`` (data/prepare.py) is then one
 loop over :func:`build_order`: for each dataset, the builder says what it is built
@@ -26,27 +27,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from .. import layout
 from ..config import check, to_dict
 from ..errors import ConfigError
 from ..registry import Registry
 from .engine import DEFAULT_UNIT_TOKENS
+from .flat_spec import FLAT_FIELDS, saved_default
 
 # Where builders live: every module of data/builders/, the one builder module of each package above data
-# that prepare builds from, and a plug-in's `builders` module. A new builder (with its spec variant) is one
-# new file in data/builders/ (or a package's builder.py).
+# that prepare builds from, and a plug-in's `builders` module. A new builder (with its spec variant), or a
+# new kind of derived dataset (data/builders/derived.py), is one new file in data/builders/ (or a
+# package's builder.py).
 DATASET_BUILDERS = Registry("dataset builder", packages=(
     "preschool.data.builders", "preschool.synthetic.builder", "preschool.l2t.builder"), plugin_module="builders")
-
-
-# The one flat spec every dataset had before the variants, field by field with its default. Two uses: the
-# built-in variants record themselves in this form (dataset.json's spec and hash stay those of data prepared
-# then), and a saved config of that time (experiment.yaml held every field for every kind) still reads: a
-# field of another kind at this default is what it wrote, and meant nothing then either.
-FLAT_FIELDS: dict[str, Any] = {
-    "corpus": None, "generator": None, "preset": None, "params": {}, "render": "text", "tokens": 0,
-    "val_tokens": 0, "val_fraction": 0.02, "pack": "concat", "exact_fill": False, "exclude": [], "l2t": None,
-    "unit_tokens": DEFAULT_UNIT_TOKENS, "kind": None, "source": None}
-_FLAT_RECORD = [k for k in FLAT_FIELDS if k not in ("kind", "source")]  # derived specs add theirs after these
 
 
 @dataclass
@@ -63,7 +56,6 @@ class DatasetSpec:
     """
 
     named_by: ClassVar[str] = ""  # the YAML key that names this kind (a field of the variant)
-    recorded_flat: ClassVar[bool] = False  # record() in the pre-variant flat form (the built-in kinds)
 
     @classmethod
     def choose_variant(cls, data: dict, path: str) -> type:
@@ -89,7 +81,7 @@ class DatasetSpec:
     @classmethod
     def upgrade_raw(cls, data: dict, path: str) -> tuple[dict, list[str]]:
         """``data`` without the fields of other kinds that hold the flat spec's default (what a saved config of
-        that time wrote for every dataset); any other value of another kind's field is a ConfigError naming
+        that time wrote for every dataset; ``data/flat_spec.py``); any other value of another kind's field is a ConfigError naming
         ``<path>.<field>`` and this kind. Keys of no kind are left for from_dict's "unknown key"."""
         own = _init_fields(cls)
         others = set(FLAT_FIELDS).union(*(_init_fields(v) for v in spec_variants()))
@@ -97,7 +89,7 @@ class DatasetSpec:
         for k, v in data.items():
             if k in own or k not in others:
                 out[k] = v
-            elif not (k in FLAT_FIELDS and v == FLAT_FIELDS[k]):
+            elif not saved_default(k, v):
                 raise ConfigError(_field(path, k), f"does not apply to a {spec_variants().get(cls, cls.__name__)} "
                                   f"dataset (named by {cls.named_by!r}), which takes: {', '.join(own)}")
         return out, []
@@ -106,15 +98,9 @@ class DatasetSpec:
         """ConfigError naming the field (relative to the spec) that its builder cannot build from."""
 
     def record(self) -> dict:
-        """The spec as recorded in ``dataset.json`` and hashed. A built-in kind (:attr:`recorded_flat`) records
-        the flat spec it was before the variants (every :data:`FLAT_FIELDS` field but ``kind``/``source``,
-        another kind's at its default, then its own other fields), so data prepared then stays up to date;
-        a plug-in kind records its fields."""
-        own = to_dict(self)
-        if not self.recorded_flat:
-            return own
-        flat = {k: own.pop(k) if k in own else to_dict(FLAT_FIELDS[k]) for k in _FLAT_RECORD}
-        return {**flat, **own}
+        """The spec as recorded in ``dataset.json`` and hashed: its fields (a built-in kind records the flat
+        form it had before the variants: ``data/flat_spec.FlatRecord``)."""
+        return to_dict(self)
 
     def check_refs(self, name: str, experiment: Any) -> None:
         """Checks that need the rest of the experiment (``corpora``, ``data``, ``seq_len``, ``seed``): the
@@ -193,8 +179,10 @@ def _field(path: str, key: str) -> str:
 
 
 def spec_variants() -> dict[type, str]:
-    """Every spec variant a builder reads (``config=`` of its registration) -> the builder's name."""
-    out = {e.config: e.name for e in DATASET_BUILDERS if e.config is not None}
+    """Every spec variant a builder reads (``config=`` of its registration) -> the builder's name (the kinds
+    of derived dataset register their params instead: they are built by ``derived``)."""
+    out = {e.config: e.name for e in DATASET_BUILDERS
+           if isinstance(e.config, type) and issubclass(e.config, DatasetSpec)}
     keys = [v.named_by for v in out]
     if len(set(keys)) != len(keys) or not all(keys):  # a bug in the builders, not in a config
         raise AssertionError(f"every dataset spec variant needs its own named_by key, got {keys}")
@@ -334,7 +322,7 @@ class TokenizedBuilder(DatasetBuilder):
 
     def why_stale(self, name: str, spec, key: dict | None, rec: dict, ctx: BuildContext) -> tuple[str, str]:
         if key is None:
-            return "tokenizer", f"the tokenizer it was tokenized with, {ctx.out / 'tokenizer'}, is gone"
+            return "tokenizer", f"the tokenizer it was tokenized with, {layout.tokenizer_dir(ctx.out)}, is gone"
         d = first_difference(rec["key"], key, "") if isinstance(rec.get("key"), dict) else None
         if d is None:  # a dataset.json from before builds recorded their key: compare what it does record
             d = first_difference(rec.get("spec"), spec.record(), "spec")

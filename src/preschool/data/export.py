@@ -63,13 +63,16 @@ from typing import Any, Iterator
 
 import numpy as np
 
+from .. import layout
 from ..errors import ConfigError, DataError
 from ..io import atomic_dir, code_version, read_json, sha256_file, write_json, write_text
 from ..outdir import claim_output, read_manifest
 from ..registry import Registry
 from .shards import FORMAT, ShardSet, content_sha256
 
-EXPORTERS = Registry("export format")
+# formats by name, one per file of data/exporters/ (and a plug-in's `exporters`); the helpers they share
+# (iter_blocks, document_ends, write_megatron_index) stay here
+EXPORTERS = Registry("export format", packages=("preschool.data.exporters",), plugin_module="exporters")
 
 # Megatron's DType codes (indexed_dataset.DType): the index stores the code of the .bin's dtype.
 MEGATRON_MAGIC = b"MMIDIDX\x00\x00"
@@ -91,7 +94,7 @@ def dataset_splits(dataset_dir: str | Path) -> dict[str, Path]:
             raise DataError(f"{man}: manifest is corrupt ({e})") from None
     # a split the dataset has (its folder, or its entry in dataset.json) but whose manifest is gone is a
     # broken dataset: exporting the other split alone would look like a whole export
-    recorded = (read_manifest(d / "dataset.json") or {}).get("splits")
+    recorded = (read_manifest(layout.dataset_record_path(d)) or {}).get("splits")
     expected = [s for s in ("train", "val") if (d / s).exists() or (isinstance(recorded, dict) and s in recorded)]
     for s in expected:
         if not (d / s / "manifest.json").is_file():
@@ -142,108 +145,6 @@ class Exporter:
         """Top-level files of the export, after every split is written."""
 
 
-@EXPORTERS.register("hf")
-class HFExporter(Exporter):
-    """Hugging Face ``datasets`` folder (``load_from_disk``): input_ids (+ loss_mask)."""
-
-    read_hint = "datasets.load_from_disk(OUT)[split]"
-    mask_reader = "datasets.load_from_disk (its loss_mask column; your collator turns it into labels)"
-
-    def write(self, ss: ShardSet, out: Path) -> dict[str, Any]:
-        import pyarrow as pa
-        from datasets import Dataset
-
-        cols = ["tokens"] + (["loss_mask"] if ss.has_loss_mask else [])
-        work = out.parent / f".{out.name}.arrow"
-        work.mkdir(parents=True, exist_ok=True)
-        raw = work / "rows.arrow"
-        fields = [pa.field("input_ids", pa.list_(pa.int32(), ss.row_len))]
-        if ss.has_loss_mask:
-            fields.append(pa.field("loss_mask", pa.list_(pa.uint8(), ss.row_len)))
-        schema = pa.schema(fields)
-        # An Arrow stream file is what `datasets` memory-maps; writing it block by block keeps memory flat.
-        with pa.OSFile(str(raw), "wb") as sink, pa.ipc.new_stream(sink, schema) as writer:
-            for _, block in iter_blocks(ss, cols):
-                arrays = [pa.FixedSizeListArray.from_arrays(pa.array(block["tokens"].astype(np.int32).ravel()),
-                                                            ss.row_len)]
-                if ss.has_loss_mask:
-                    arrays.append(pa.FixedSizeListArray.from_arrays(pa.array(block["loss_mask"].ravel()),
-                                                                    ss.row_len))
-                writer.write_batch(pa.RecordBatch.from_arrays(arrays, schema=schema))
-        import datasets
-
-        bars = datasets.is_progress_bar_enabled()
-        datasets.disable_progress_bars()
-        try:
-            Dataset.from_file(str(raw)).save_to_disk(str(out))
-        finally:
-            if bars:
-                datasets.enable_progress_bars()
-        shutil.rmtree(work)
-        return {"columns": [f.name for f in fields], "rows": ss.n_rows}
-
-    def finish(self, out: Path, splits: list[str]) -> None:
-        # what DatasetDict.save_to_disk writes: load_from_disk(out) then returns every split
-        write_json(out / "dataset_dict.json", {"splits": splits})
-
-
-@EXPORTERS.register("megatron")
-class MegatronExporter(Exporter):
-    """Megatron MMapIndexedDataset ``.bin/.idx``: one sequence (and document) per document of ours,
-    each ending with the EOD token ``eod_id``.
-
-    Megatron's GPT dataset treats each *sequence* of the index as a document
-    (``GPTDataset.numel_low_level_dataset`` counts sequences): it shuffles them
-    and cuts its own windows across them. So a sequence here is one of our
-    documents, a run of one segment number inside a row (:func:`document_ends`),
-    not a whole row. Inside a window it tells documents apart only by EOD, so a
-    document whose last token is not ``eod_id`` (cut at a row end, or a padded
-    row) is written with ``eod_id`` appended (its loss mask repeats the
-    document's last value, as our packer's EOS does); the ``.bin`` is otherwise
-    the rows' token stream unchanged.
-    """
-
-    read_hint = "megatron.core.datasets.indexed_dataset.IndexedDataset('OUT/<split>/text_document')"
-    mask_read = False
-    mask_reader = ("Megatron-core's GPTDataset (its loss_mask marks EOD/pad tokens only; loss_mask_document "
-                   "is written for a dataset class of your own)")
-
-    def __init__(self, eod_id: int):
-        self.eod_id = eod_id
-
-    def write(self, ss: ShardSet, out: Path) -> dict[str, Any]:
-        out.mkdir(parents=True, exist_ok=True)
-        # Megatron has no uint32 code: larger vocabularies go to int32 (ids < 2^31).
-        tok_dtype = np.dtype(np.uint16) if ss.dtype == np.uint16 else np.dtype(np.int32)
-        kinds = {"tokens": ("text_document", tok_dtype)}
-        if ss.has_loss_mask:
-            kinds["loss_mask"] = ("loss_mask_document", np.dtype(np.uint8))
-        names = list(kinds) + (["segments"] if "segments" in ss.array_names else [])
-        lengths, added = [], 0
-        handles = {n: open(out / f"{prefix}.bin", "wb") for n, (prefix, _) in kinds.items()}
-        try:
-            for _, block in iter_blocks(ss, names):
-                toks = block["tokens"].ravel()
-                # blocks hold whole rows and every row end ends a document, so documents never straddle blocks
-                ends = document_ends(block.get("segments"), len(block["tokens"]), ss.row_len)
-                is_open = toks[ends - 1] != self.eod_id  # documents without their EOD
-                open_ends = ends[is_open]
-                handles["tokens"].write(np.insert(toks, open_ends, self.eod_id).astype(tok_dtype).tobytes())
-                if ss.has_loss_mask:
-                    m = block["loss_mask"].ravel()
-                    handles["loss_mask"].write(np.insert(m, open_ends, m[open_ends - 1]).astype(np.uint8).tobytes())
-                lengths.append(np.diff(ends, prepend=0) + is_open)
-                added += len(open_ends)
-        finally:
-            for fh in handles.values():
-                fh.close()
-        lengths = np.concatenate(lengths) if lengths else np.zeros(0, np.int64)
-        for prefix, dtype in kinds.values():
-            write_megatron_index(out / f"{prefix}.idx", lengths, dtype)
-        return {"prefixes": {n: prefix for n, (prefix, _) in kinds.items()}, "dtype": tok_dtype.name,
-                "sequences": len(lengths), "documents": len(lengths), "eod_id": self.eod_id, "eod_added": added}
-
-
 def write_megatron_index(path: Path, lengths: np.ndarray, dtype: np.dtype, doc_indices: np.ndarray | None = None) -> None:
     """Megatron's index: magic, version 1, dtype code, counts, lengths (int32), byte pointers (int64),
     document indices (int64, ``[0, ..., n_sequences]``: sequence ranges per document)."""
@@ -262,90 +163,8 @@ def write_megatron_index(path: Path, lengths: np.ndarray, dtype: np.dtype, doc_i
         fh.write(docs.tobytes(order="C"))
 
 
-@EXPORTERS.register("nanotron")
-class NanotronExporter(Exporter):
-    """datatrove tokenized files (``.ds`` + ``.ds.index`` [+ ``.ds.loss``] + ``.ds.metadata``) for Nanotron."""
-
-    read_hint = "datatrove.utils.dataset.DatatroveFolderDataset('OUT/<split>', seq_len=SEQ_LEN, token_size=TOKEN_SIZE)"
-    mask_read = False
-    mask_reader = ("datatrove's DatatroveFolderDataset, which Nanotron reads (.ds.loss is written; "
-                   "preschool.data.datatrove_reader.MaskedDatatroveFolderDataset yields it as loss_mask)")
-
-    def __init__(self, tokenizer_name: str = "unknown"):
-        self.tokenizer_name = tokenizer_name
-
-    def write(self, ss: ShardSet, out: Path) -> dict[str, Any]:
-        out.mkdir(parents=True, exist_ok=True)
-        token_size = ss.dtype.itemsize  # 2 (uint16) or 4 (uint32), datatrove's two token sizes
-        cols = ["tokens"] + [a for a in ("loss_mask", "segments") if a in ss.array_names]
-        names, handles, written, ends = [], {}, 0, []
-        shard = -1
-
-        def close() -> None:
-            if shard < 0:
-                return
-            for fh in handles.values():
-                fh.close()
-            base = out / f"{shard:05d}.ds"
-            base.with_name(base.name + ".index").write_bytes(np.concatenate(ends).astype("<u8").tobytes()
-                                                             if ends else b"")
-            base.with_name(base.name + ".metadata").write_text(
-                f"{self.tokenizer_name}|{token_size}\n{written}\n{written} tokens", encoding="utf-8")
-
-        for k, block in iter_blocks(ss, cols):
-            if k != shard:  # one datatrove file per shard file, in order (datatrove lists them sorted)
-                close()
-                shard, written, ends = k, 0, []
-                base = out / f"{shard:05d}.ds"
-                names.append(base.name)
-                handles = {"tokens": open(base, "wb")}
-                if ss.has_loss_mask:
-                    handles["loss_mask"] = open(base.with_name(base.name + ".loss"), "wb")
-            toks = block["tokens"]
-            handles["tokens"].write(toks.astype(f"<u{token_size}").tobytes())
-            if ss.has_loss_mask:
-                handles["loss_mask"].write(block["loss_mask"].astype(np.bool_).tobytes())
-            ends.append(document_ends(block.get("segments"), len(toks), ss.row_len, start=written))
-            written += toks.size
-        close()
-        return {"files": names, "token_size": token_size, "seq_len": ss.row_len - 1}
-
-
-@EXPORTERS.register("numpy")
-class NumpyExporter(Exporter):
-    """Flat headerless uint16/uint32 token files as OLMo-core memory-maps them (+ bool label masks)."""
-
-    read_hint = "olmo_core.data.NumpyFSLDataset(*files, sequence_length=ROW_LEN, dtype=DTYPE, ...)"
-    mask_reader = "OLMo-core's NumpyFSLDataset(label_mask_paths=<the label_mask files>), as label_mask"
-
-    def write(self, ss: ShardSet, out: Path) -> dict[str, Any]:
-        out.mkdir(parents=True, exist_ok=True)
-        cols = ["tokens"] + (["loss_mask"] if ss.has_loss_mask else [])
-        files: dict[str, list[str]] = {"tokens": [], "label_mask": []}
-        handles: dict[str, Any] = {}
-        shard = -1
-        for k, block in iter_blocks(ss, cols):
-            if k != shard:
-                for fh in handles.values():
-                    fh.close()
-                shard = k
-                handles = {"tokens": open(out / f"part-{k:05d}.npy", "wb")}
-                files["tokens"].append(f"part-{k:05d}.npy")
-                if ss.has_loss_mask:
-                    handles["loss_mask"] = open(out / f"part-{k:05d}.label_mask.npy", "wb")
-                    files["label_mask"].append(f"part-{k:05d}.label_mask.npy")
-            handles["tokens"].write(block["tokens"].astype(ss.dtype.newbyteorder("<")).tobytes())
-            if ss.has_loss_mask:
-                handles["loss_mask"].write(block["loss_mask"].astype(np.bool_).tobytes())
-        for fh in handles.values():
-            fh.close()
-        if not files["label_mask"]:
-            del files["label_mask"]
-        return {"files": files, "dtype": ss.dtype.name, "sequence_length": ss.row_len}
-
-
 def find_tokenizer(dataset_dir: Path) -> Path | None:
-    for cand in (dataset_dir / "tokenizer", dataset_dir.parent / "tokenizer"):
+    for cand in (layout.tokenizer_dir(dataset_dir), layout.tokenizer_dir(dataset_dir.parent)):
         if (cand / "tokenizer.json").is_file():
             return cand
     return None
@@ -356,7 +175,7 @@ def export_entries(folder: Path) -> set[str] | None:
     info = read_manifest(folder / "export.json")
     if info is None or info.get("format") not in EXPORTERS.names() or not isinstance(info.get("splits"), dict):
         return None
-    return {"export.json", "README.md", "dataset_dict.json", "tokenizer", *info["splits"]}
+    return {"export.json", "README.md", "dataset_dict.json", layout.TOKENIZER, *info["splits"]}
 
 
 def export_dataset(dataset_dir: str | Path, fmt: str, out: str | Path, splits: list[str] | None = None,
@@ -410,7 +229,7 @@ def _eod_id(fmt: str, eod_id: int | None, tok: Path | None, dataset_dir: Path, f
     if eod_id is None:
         if tok is None:
             raise ConfigError("eod_id", f"{dataset_dir}: no tokenizer beside the dataset (looked for "
-                              f"{dataset_dir / 'tokenizer'} and {dataset_dir.parent / 'tokenizer'}) to take "
+                              f"{layout.tokenizer_dir(dataset_dir)} and {layout.tokenizer_dir(dataset_dir.parent)}) to take "
                               "Megatron's EOD token from; pass --eod-id with the EOS id the data was made with")
         from .tokenizer import load_special_ids
 
@@ -428,7 +247,7 @@ def _export(dataset_dir: Path, fmt: str, out: Path, sets: dict[str, ShardSet], t
     # datatrove's metadata names the tokenizer (Nanotron loads it with AutoTokenizer.from_pretrained): ours
     # travels with the export, so it is named relative to the split folder holding the metadata, which
     # stays right when the export is moved or copied (resolve it against that folder)
-    tok_name = "../tokenizer" if tok else "unknown"
+    tok_name = f"../{layout.TOKENIZER}" if tok else "unknown"
     options = {"nanotron": {"tokenizer_name": tok_name}, "megatron": {"eod_id": eod_id}}
     exporter = entry.cls(**options.get(fmt, {}))
     info: dict[str, Any] = {
@@ -449,11 +268,11 @@ def _export(dataset_dir: Path, fmt: str, out: Path, sets: dict[str, ShardSet], t
         if any(ss.has_loss_mask for ss in sets.values()):
             info["loss_mask"] = {"read": exporter.mask_read, "by": exporter.mask_reader}
         if tok is not None:
-            shutil.copytree(tok, tmp / "tokenizer")
+            shutil.copytree(tok, layout.tokenizer_dir(tmp))
             from .tokenizer import load_special_ids
 
             # which ids end documents, start and pad them: the tokenizer's (an HF tokenizer's are not id 0)
-            info["tokenizer"] = {"path": "tokenizer", "sha256": sha256_file(tok / "tokenizer.json"),
+            info["tokenizer"] = {"path": layout.TOKENIZER, "sha256": sha256_file(tok / "tokenizer.json"),
                                  "special_ids": load_special_ids(tok).as_dict()}
         write_json(tmp / "export.json", info)
         write_text(tmp / "README.md", _readme(info))

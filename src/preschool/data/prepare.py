@@ -19,7 +19,7 @@ documents, use ``exclude``), a synthetic generator (text render: tokenized by
 the run's tokenizer; reserved render: symbols get their own ids after the
 tokenizer's vocabulary), L2T from a corpus (``l2t:``), or a **derived** dataset
 (``kind`` + ``source``) built from another prepared dataset by a registered kind
-(data/derived.py). ``prepare`` is one loop over them in dependency order.
+(data/builders/derived.py). ``prepare`` is one loop over them in dependency order.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
+from .. import layout
 from ..config import to_dict
 from ..errors import ConfigError, DataError
 from ..io import atomic_dir, read_json, write_json
@@ -119,7 +120,7 @@ def _recorded(name: str, dpath: Path) -> dict | None:
     if not dpath.exists():
         return None
     try:
-        rec = read_json(dpath / "dataset.json")
+        rec = read_json(layout.dataset_record_path(dpath))
     except (OSError, ValueError):
         rec = None
     if not isinstance(rec, dict):
@@ -158,7 +159,7 @@ def check_data(out: str | Path, tokenizer_cfg: TokenizerConfig, corpora: dict[st
                datasets: dict[str, DatasetSpec], seq_len: int, seed: int = 0, rebuild: bool = False) -> list[Stale]:
     """What :func:`prepare_data` would replace under ``out`` (:func:`plan_data` against the tokenizer already
     there); DataError naming the first, unless ``rebuild``. Writes nothing."""
-    tok_dir = Path(out) / "tokenizer"
+    tok_dir = layout.tokenizer_dir(out)
     if tok_dir.is_dir() and not (tok_dir / "tokenizer.json").is_file() and (theirs := sorted(tok_dir.iterdir())):
         # prepare writes the tokenizer folder whole (io.atomic_dir): it would take these files with it
         raise DataError(f"{tok_dir}: holds files that are no tokenizer prepare made "
@@ -200,18 +201,18 @@ def prepare_data(
     first_corpus = next(iter(corpora.values())) if corpora else None
     if tokenizer_cfg.kind == "train" and first_corpus is None:
         raise ConfigError("tokenizer.kind", "training a tokenizer needs a corpus; add one under 'corpora' or load one")
-    tok = build_tokenizer(tokenizer_cfg, first_corpus, out / "tokenizer", progress)
+    tok = build_tokenizer(tokenizer_cfg, first_corpus, layout.tokenizer_dir(out), progress)
     thash = tokenizer_hash(tok)
     # which tokenizer (config, content hash of its saved files) and its special ids: a rerun with another
     # tokenizer config is refused (build_tokenizer), and a changed one changes every dataset's key
-    manifest: dict[str, Any] = {"tokenizer": {"path": "tokenizer", "sha256": thash, "vocab_size": tokenizer_size(tok),
+    manifest: dict[str, Any] = {"tokenizer": {"path": layout.TOKENIZER, "sha256": thash, "vocab_size": tokenizer_size(tok),
                                               "config": tokenizer_record(tokenizer_cfg),
-                                              "files_sha256": files_hash(out / "tokenizer"),
+                                              "files_sha256": files_hash(layout.tokenizer_dir(out)),
                                               "special_ids": special_ids(tok).as_dict()},
                                 "seq_len": seq_len, "datasets": {}}
     build_datasets(BuildContext(out, corpora, datasets, seq_len, seed, thash, tok, workers, progress), manifest,
                    {s.dataset for s in stale})
-    write_json(out / "manifest.json", manifest)
+    write_json(out / layout.DATA_MANIFEST, manifest)
     return manifest
 
 
@@ -239,13 +240,13 @@ def build_datasets(ctx: BuildContext, manifest: dict, rebuild: set[str] = frozen
                                 "was written: rerun once the corpus stays as it is")
             if sources:
                 entry["sources"] = sources
-            write_json(tmp / "dataset.json", entry)
+            write_json(layout.dataset_record_path(tmp), entry)
         manifest["datasets"][name] = entry
 
 
 def _up_to_date(manifest: dict, name: str, dpath: Path, h: str) -> bool:
     """Whether ``dpath`` already holds dataset ``name`` built with hash ``h`` (then its entry joins ``manifest``)."""
-    done = dpath / "dataset.json"
+    done = layout.dataset_record_path(dpath)
     if not (done.is_file() and read_json(done).get("hash") == h):
         return False
     manifest["datasets"][name] = read_json(done)

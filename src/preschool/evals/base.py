@@ -1,10 +1,11 @@
 """The evaluator contract.
 
 An evaluator is a config dataclass + a class registered in ``EVALUATORS``.
-``evaluate(model, tokenizer, out_dir)`` scores one checkpoint and returns an
+``evaluate(model, tokenizer)`` scores one checkpoint and returns an
 :class:`EvalResult`: flat scalar ``metrics`` (names like ``acc``,
-``acc/field/syntax``, ``loss/storybook``) plus optional per-item rows written
-to ``out_dir/items.jsonl``. ``version`` changes whenever the evaluator's
+``acc/field/syntax``, ``loss/storybook``) plus optional per-item rows;
+``run(model, tokenizer, out_dir)`` calls it and writes ``summary.json`` and the
+rows as ``items.jsonl`` into ``out_dir``. ``version`` changes whenever the evaluator's
 semantics change, so cached results from an older version are never reused.
 
 Each metric's direction is the evaluator's to say, not the report's to guess

@@ -115,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.list:
         for e in EVALUATORS:
-            print(f"{e.name:<16} v{e.cls.version:<3} {e.summary}")
+            print(f"{e.name:<16} v{e.cls.version:<3} {e.summary}  [{e.origin}]")
         return 0
     if not (args.checkpoints or args.checkpoint):
         raise ConfigError("--checkpoints", "give --checkpoints RUN_DIR or --checkpoint DIR (see --help)")

@@ -35,6 +35,7 @@ from typing import Iterable, Literal
 
 import numpy as np
 
+from .. import layout
 from ..config import check, from_dict, to_dict
 from ..data.engine import (
     DEFAULT_UNIT_TOKENS, DocumentJob, adopt_units, job_key, link_shards, run_units, sum_counts, unit_path,
@@ -428,7 +429,7 @@ def l2t_entries(folder: Path) -> set[str] | None:
     top = read_manifest(Path(folder) / "manifest.json")
     if top is None or top.get("format") != L2T_FORMAT or not isinstance(top.get("splits"), dict):
         return None
-    return {"manifest.json", "stats.json", str(top.get("tokenizer") or "tokenizer"),
+    return {"manifest.json", "stats.json", str(top.get("tokenizer") or layout.TOKENIZER),
             *(str(m.get("path", s)) for s, m in top["splits"].items() if isinstance(m, dict))}
 
 
@@ -498,7 +499,7 @@ def build_l2t(
             for kind in ("l2t", "raw"):
                 link_shards(units / f"{s}-{kind}", [(unit_path(units, int(i["unit"])) / f"{s}-{kind}",
                                                      i["rows"][f"{s}-{kind}"]) for i in infos])
-        tok_dir = save_tokenizer(tokenizer, tmp / "tokenizer").parent
+        tok_dir = save_tokenizer(tokenizer, layout.tokenizer_dir(tmp)).parent
         stats = {}
         for s in ("train", "val"):
             st = sum_counts([i["stats"][s] for i in infos])

@@ -14,11 +14,12 @@ from typing import Any
 from ..corpora.base import ReadStats
 from ..data.builder import DATASET_BUILDERS, BuildContext, DocumentSpec, TokenizedBuilder
 from ..data.builders.corpus import corpus_of, read_record
+from ..data.flat_spec import FlatRecord
 from .prepare import l2t_build_config, write_l2t_dataset
 
 
 @dataclass(kw_only=True)
-class L2TSpec(DocumentSpec):
+class L2TSpec(FlatRecord, DocumentSpec):
     """``data.<name>: {corpus: <corpora entry>, l2t: {...}, tokens: ...}``: a corpus as L2T samples + raw text.
 
     Named by ``l2t`` (its ``corpus`` is the text it transforms, so ``corpus:`` + ``l2t:`` is this kind, not
@@ -26,7 +27,6 @@ class L2TSpec(DocumentSpec):
     ``params``."""
 
     named_by = "l2t"
-    recorded_flat = True
     l2t: dict[str, Any]  # l2t.build.BuildConfig fields
 
     def document_start(self) -> str | None:

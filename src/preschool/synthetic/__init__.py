@@ -1,7 +1,8 @@
 """Synthetic pre-pretraining generators, one per file (file stem = registry name).
 
-``GENERATORS`` imports every module of this package on first use, so a new
-generator is one new file. ``PRESETS`` (named parameter sets, registered
+``GENERATORS`` finds a generator by name in the module of that name (and
+imports every module of this package when it lists them), so a new generator
+is one new file. ``PRESETS`` (named parameter sets, registered
 beside their generators) is read through this package, which finds the
 generators first.
 """

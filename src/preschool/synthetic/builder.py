@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from ..config import check
 from ..data.builder import DATASET_BUILDERS, BuildContext, TokenizedBuilder, TokenizedSpec
+from ..data.flat_spec import FlatRecord
 from ..data.tokenizer import backend, special_ids, tokenizer_hash, tokenizer_size
 from ..seeds import VAL_SEED_OFFSET
 from .base import GENERATORS
@@ -23,7 +24,7 @@ from .write import SymbolEncoder, fit_generator, write_generator_shards
 
 
 @dataclass(kw_only=True)
-class GeneratorSpec(TokenizedSpec):
+class GeneratorSpec(FlatRecord, TokenizedSpec):
     """``data.<name>: {generator: <name>, preset: ..., params: {...}, tokens: ...}``: synthetic items.
 
     ``params`` are the generator's config (its registered dataclass; ``preschool generate --list``), over
@@ -31,7 +32,6 @@ class GeneratorSpec(TokenizedSpec):
     stream, so there is no ``val_fraction``."""
 
     named_by = "generator"
-    recorded_flat = True
     generator: str  # registered generator name (see ``preschool generate --list``)
     preset: str | None = None  # named generator parameter set
     params: dict[str, Any] = field(default_factory=dict)  # the generator's config, over the preset's

@@ -78,7 +78,7 @@ def list_tasks(out=None) -> None:
 
     out = out or sys.stdout
     for e in GENERATORS:
-        print(f"{e.name}: {e.summary}", file=out)
+        print(f"{e.name}: {e.summary}  [{e.origin}]", file=out)
         docs = _field_docs(e.config)
         for f in dataclasses.fields(e.config):
             default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]

@@ -26,6 +26,7 @@ from ...config import check, to_dict
 from ...corpora.base import ReadStats, is_validation
 from ...errors import ConfigError
 from ..builder import DATASET_BUILDERS, BuildContext, DocumentSpec, TokenizedBuilder
+from ..flat_spec import FlatRecord
 from ..engine import DocumentJob, adopt_units, job_key, link_shards, rows_in_order, run_units, unit_path, work_dir
 from ..packing import ConcatPacker, Doc, PackStats
 from ..shards import ShardWriter
@@ -33,14 +34,13 @@ from ..tokenizer import backend, encode_batch, eos_id, special_ids, tokenizer_ha
 
 
 @dataclass(kw_only=True)
-class CorpusSpec(DocumentSpec):
+class CorpusSpec(FlatRecord, DocumentSpec):
     """``data.<name>: {corpus: <corpora entry>, tokens: ..., val_tokens: ...}``: natural text.
 
     ``tokens`` / ``val_tokens`` rows are filled from the corpus's documents, each document in train or val
     by a hash of its id (``val_fraction``). No ``params``: the corpus entry says how its text is read."""
 
     named_by = "corpus"
-    recorded_flat = True
     exclude: list[str] = field(default_factory=list)  # skip documents these datasets used (a Control set)
     # between documents: EOS after each (eos), BOS before each and no EOS (bos), or auto (module docstring)
     separator: Literal["auto", "eos", "bos"] = "auto"

@@ -1,8 +1,27 @@
-"""derived: a dataset built from another dataset of the experiment by a registered kind (``kind:`` + ``source:``;
-data/derived.py, kinds in data/kinds/ and plug-ins)."""
+"""derived: a dataset built from another dataset of the experiment (``kind:`` + ``source:`` in ``data``).
+
+A derived dataset is declared like any other dataset of an experiment and
+built by ``prepare`` after the datasets it reads::
+
+    data:
+      base: {corpus: storybook, tokens: 1_200_000, val_tokens: 16_384}
+      c4: {kind: compartmented, source: base, params: {n_compartments: 4}}
+
+Its kind is a dataset builder like the others: a :class:`DatasetKind` subclass
+registered in ``DATASET_BUILDERS`` with its config dataclass (``params``), in
+its own file in ``data/builders/`` or in a plug-in (``compartments/builders.py``:
+``compartmented``, ``shifted``). The ``derived`` builder below reads the spec
+(:class:`DerivedSpec`) and runs the kind it names. ``build`` writes ``train/``
+and/or ``val/`` shard sets into the dataset folder and may add **parts**:
+sub-folders ``<dataset>/<part>/val/`` that an arm training on the dataset
+scores as ``val/<part>`` (one val set per compartment, say). The folder is
+written atomically and rebuilt only when the kind, its params or the source's
+content hash change (``dataset.json`` records them).
+"""
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -10,19 +29,61 @@ from typing import Any
 from ...config import check
 from ...errors import ConfigError
 from ..builder import DATASET_BUILDERS, BuildContext, DatasetBuilder, DatasetSpec, dataset_entry, first_difference
-from ..derived import kind_of
+from ..flat_spec import FlatRecord
+
+
+class DatasetKind:
+    """A derived dataset: ``params`` (the registered config) turn the ``source`` dataset into a new one.
+    A subclass registers in ``DATASET_BUILDERS`` under its kind's name, ``config=`` its params dataclass."""
+
+    def __init__(self, cfg: Any):
+        self.cfg = cfg
+
+    def build(self, source: Path, out: Path, progress: bool = False) -> dict[str, dict]:
+        """Write the dataset from ``source`` (a prepared dataset folder) into ``out``; return
+        ``{split: shard manifest}`` for the splits written (``train``, ``val``)."""
+        raise NotImplementedError
+
+    def parts(self) -> list[str]:
+        """Names of the val sets written as ``<out>/<part>/val/`` (scored as ``val/<part>``); none by default."""
+        return []
+
+    def vocab_size(self, source_vocab: int) -> int:
+        """The vocabulary of the shards ``build`` writes from a source over ``source_vocab`` ids."""
+        return source_vocab
+
+
+def _is_kind(entry) -> bool:
+    return isinstance(entry.cls, type) and issubclass(entry.cls, DatasetKind)
+
+
+def kind_of(spec, field: str = "") -> DatasetKind:
+    """The built :class:`DatasetKind` of a derived spec (its ``kind`` and ``params``); errors name
+    ``<field>.kind`` / ``<field>.params``."""
+    pre = f"{field}." if field else ""
+    if spec.kind not in DATASET_BUILDERS or not _is_kind(DATASET_BUILDERS.get(spec.kind)):
+        kinds = [e.name for e in DATASET_BUILDERS if _is_kind(e)]
+        close = difflib.get_close_matches(spec.kind, kinds, n=3)
+        hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+        raise ConfigError(pre + "kind", f"unknown dataset kind {spec.kind!r}{hint} (known: {', '.join(kinds)})")
+    return DATASET_BUILDERS.get(spec.kind).cls(DATASET_BUILDERS.build_config(spec.kind, spec.params, pre + "params"))
+
+
+def dataset_parts(datasets: dict, name: str) -> list[str]:
+    """The parts of dataset ``name`` of ``datasets`` (``{name: DatasetSpec}``, ``DatasetSpec.parts``); []
+    for a base dataset."""
+    return datasets[name].parts(f"data.{name}")
 
 
 @dataclass(kw_only=True)
-class DerivedSpec(DatasetSpec):
+class DerivedSpec(FlatRecord, DatasetSpec):
     """``data.<name>: {kind: <dataset kind>, source: <dataset>, params: {...}}``: built from another dataset.
 
-    ``params`` are the kind's config (its registered dataclass, ``DATASET_KINDS``), not a generator's. No
+    ``params`` are the kind's config (its registered dataclass), not a generator's. No
     budgets of its own: the kind decides what of ``source`` it writes."""
 
     named_by = "kind"
-    recorded_flat = True
-    kind: str  # a registered dataset kind (data/kinds/, a plug-in's kinds module)
+    kind: str  # a registered dataset kind (a DatasetKind in DATASET_BUILDERS)
     source: str  # the dataset of this experiment it is built from
     params: dict[str, Any] = field(default_factory=dict)  # the kind's config
 

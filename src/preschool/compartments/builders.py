@@ -1,4 +1,4 @@
-"""The plug-in's derived dataset kinds (data/derived.py): ``compartmented`` and ``shifted``.
+"""The plug-in's dataset builders: the derived kinds ``compartmented`` and ``shifted`` (data/builders/derived.py).
 
 ``compartmented`` (Howe & Wingate's training presentation; compartments/dataset.py)::
 
@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..config import check
-from ..data.derived import DATASET_KINDS, DatasetKind
+from ..data.builder import DATASET_BUILDERS
+from ..data.builders.derived import DatasetKind
 from ..data.shards import ShardSet, ShardWriter
 from ..errors import DataError
 from .dataset import CompartmentsConfig, write_compartment_val, write_compartmented, write_translation_val
@@ -41,7 +42,7 @@ def _split(source: Path, split: str) -> Path:
     return path
 
 
-@DATASET_KINDS.register("compartmented", config=CompartmentsConfig)
+@DATASET_BUILDERS.register("compartmented", config=CompartmentsConfig)
 class Compartmented(DatasetKind):
     """The source shown in c compartments: a compartmented training set and one val set per compartment."""
 
@@ -92,7 +93,7 @@ def shift_shard_set(src: str | Path, out: str | Path, k: int, n_presentations: i
                        compartments={"presentation": pres.manifest(), "compartment": k})
 
 
-@DATASET_KINDS.register("shifted", config=ShiftConfig)
+@DATASET_BUILDERS.register("shifted", config=ShiftConfig)
 class Shifted(DatasetKind):
     """The source with every id shifted into another compartment (no id shared with the source)."""
 

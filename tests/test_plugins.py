@@ -1,0 +1,234 @@
+"""Parts from outside the package: CONTRIBUTING's "Your own parts" recipe run from a temporary folder, an
+installed distribution's entry point, one error line for a broken plug-in, and (slow) a run that uses a
+plug-in part of every kind. Every command runs in its own process, as a user runs it, so the plug-ins never
+reach the registries of the other tests."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+import preschool
+
+SRC = Path(preschool.__file__).resolve().parent
+CONTRIBUTING = SRC.parents[1] / "CONTRIBUTING.md"
+OUTSIDE = re.compile(r"^Your parts — `my_lab/parts\.py`[^\n]*\n\n```python\n(?P<code>.*?)^```", re.M | re.S)
+
+
+def outside_recipe() -> str:
+    return OUTSIDE.search(CONTRIBUTING.read_text(encoding="utf-8"))["code"]
+
+
+def preschool_cli(cwd: Path, *args: str, env: dict | None = None, ok: bool = True) -> subprocess.CompletedProcess:
+    """``preschool ARGS`` in a fresh process in ``cwd`` (the package of this checkout first on the path)."""
+    env = dict(env or {})
+    path = [str(SRC.parent), *filter(None, [env.pop("PYTHONPATH", "")])]
+    full = {**os.environ, "PRESCHOOL_PLUGINS": "", **env, "PYTHONPATH": os.pathsep.join(path)}
+    out = subprocess.run([sys.executable, "-c", "import sys; from preschool.cli import main; sys.exit(main())", *args],
+                         cwd=cwd, env=full, capture_output=True, text=True, timeout=600)
+    assert (out.returncode == 0) == ok, out.stdout + out.stderr
+    return out
+
+
+MICRO = {"seed": 0, "seeds": [0], "seq_len": 32, "workers": 1,
+         "tokenizer": {"kind": "train", "vocab_size": 300, "sample_documents": 200},
+         "train": {"batch_size": 4, "micro_batch_size": 4, "lr": 1e-3, "eval_every": 2, "checkpoint_every": 2,
+                   "val_rows": 4, "log_every": 1}}
+
+
+def test_the_contributing_recipe_runs_from_a_folder_outside_the_repository(tmp_path):
+    """`plugins:` in the YAML (relative to it) brings the recipe's source and preset; `--plugins` its export
+    format; experiment.yaml records the plug-in with the sha256 of its file."""
+    lab = tmp_path / "my_lab"
+    lab.mkdir()
+    (lab / "parts.py").write_text(outside_recipe(), encoding="utf-8")
+    exp = tmp_path / "exp" / "lab.yaml"
+    exp.parent.mkdir()
+    exp.write_text(yaml.safe_dump({
+        "name": "lab", "out": str(tmp_path / "run"), "plugins": ["../my_lab/parts.py"], **MICRO,
+        "corpora": {"rhymes": {"source": "my_source", "max_documents": 3000}},
+        "data": {"pt": {"corpus": "rhymes", "tokens": 2048, "val_tokens": 128}},
+        "model": {"preset": "my_preset"},
+        "arms": [{"name": "a", "stages": [{"name": "pt", "data": "pt", "tokens": 256}]}]}))
+    preschool_cli(tmp_path, "run", str(exp), "--only", "report", "--no-progress")
+    saved = yaml.safe_load((tmp_path / "run" / "experiment.yaml").read_text())
+    from preschool.io import sha256_file
+
+    part = str((lab / "parts.py").resolve())
+    assert saved["plugins"] == [part]
+    assert saved["plugins_used"] == [{"plugin": part, "named_by": "plugins", "version": None,
+                                      "sha256": sha256_file(lab / "parts.py")}]
+    # every command sees the plug-ins of PRESCHOOL_PLUGINS (the export itself runs in the slow test below)
+    usage = preschool_cli(tmp_path, "export", "--help", env={"PRESCHOOL_PLUGINS": "./my_lab/parts.py"}).stdout
+    assert "one of: hf, megatron, my_format, nanotron, numpy" in " ".join(usage.split())
+    # the same YAML read again from the run folder (absolute plug-in path, the old record dropped) validates
+    preschool_cli(tmp_path, "plan", str(tmp_path / "run" / "experiment.yaml"))
+
+
+def _installed(site: Path, code: str, entry: str = "other = other_lab") -> Path:
+    """``other_lab`` (``code`` as its ``__init__``), installed as distribution other-lab 0.3 in ``site``
+    with a ``preschool.plugins`` entry point: what ``pip install`` leaves (a dist-info is enough)."""
+    (site / "other_lab").mkdir(parents=True)
+    (site / "other_lab" / "__init__.py").write_text(textwrap.dedent(code))
+    info = site / "other_lab-0.3.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: other-lab\nVersion: 0.3\n")
+    (info / "top_level.txt").write_text("other_lab\n")
+    (info / "entry_points.txt").write_text(f"[preschool.plugins]\n{entry}\n")
+    return site
+
+
+EP_GENERATOR = '''
+    """An installed plug-in: one generator."""
+    from dataclasses import dataclass
+
+    import numpy as np
+
+    from preschool.synthetic.base import GENERATORS, Generator, GeneratorConfig, Item
+
+
+    @dataclass
+    class CountConfig(GeneratorConfig):
+        length: int = 8
+
+
+    @GENERATORS.register("ep_count", config=CountConfig)
+    class Count(Generator):
+        """0, 1, 2, ... (an installed generator)."""
+
+        @property
+        def vocab_size(self):
+            return self.cfg.length
+
+        def item(self, index):
+            s = np.arange(self.cfg.length, dtype=np.int64)
+            return Item(s, np.ones(self.cfg.length, dtype=bool), {})
+'''
+
+
+def test_an_installed_entry_point_is_found_by_every_command_and_listed_with_its_origin(tmp_path):
+    site = _installed(tmp_path / "site", EP_GENERATOR)
+    env = {"PYTHONPATH": str(site)}
+    listing = preschool_cli(tmp_path, "generate", "--list", env=env).stdout
+    line = next(ln for ln in listing.splitlines() if ln.startswith("ep_count:"))
+    assert line.endswith("[plug-in other_lab (entry point 'other' of other-lab 0.3)]")
+    assert re.search(r"^shuffle_dyck: .*\[preschool\]$", listing, re.M)
+    preview = preschool_cli(tmp_path, "generate", "ep_count", "--preview", "1", env=env).stdout
+    assert "symbols: 0 1 2 3 4 5 6 7" in preview
+    evals = preschool_cli(tmp_path, "eval", "--list", env=env).stdout
+    assert all(ln.endswith("[preschool]") for ln in evals.splitlines())
+
+
+def test_a_plugin_that_fails_to_import_is_one_error_line_naming_it(tmp_path):
+    (tmp_path / "broken.py").write_text("import json\n\nraise ValueError('no tasks today')\n")
+    for args, env, named in (
+            (["eval", "--list", "--plugins", "./broken.py"], {}, "--plugins: plug-in './broken.py'"),
+            (["eval", "--list"], {"PRESCHOOL_PLUGINS": "broken.py"}, "PRESCHOOL_PLUGINS: plug-in 'broken.py'")):
+        err = preschool_cli(tmp_path, *args, env=env, ok=False).stderr
+        assert err.count("\n") == 1 and named in err and "failed to import: ValueError: no tasks today" in err
+        assert f"({tmp_path / 'broken.py'}:3)" in err  # the plug-in's line that raised
+    err = preschool_cli(tmp_path, "eval", "--list", "--plugins", "my_lab.nothing", ok=False).stderr
+    assert err.count("\n") == 1 and "no module named 'my_lab.nothing'" in err
+    site = _installed(tmp_path / "site", "raise ImportError('needs a GPU library')\n")
+    err = preschool_cli(tmp_path, "eval", "--list", env={"PYTHONPATH": str(site)}, ok=False).stderr
+    assert err.count("\n") == 1 and "entry point 'other' of other-lab 0.3" in err and "needs a GPU library" in err
+    exp = tmp_path / "exp.yaml"
+    exp.write_text("name: x\nplugins: [./missing_parts.py]\narms: []\n")
+    err = preschool_cli(tmp_path, "plan", str(exp), ok=False).stderr
+    assert err.count("\n") == 1 and "plugins[0]: plug-in './missing_parts.py': no such file or folder" in err
+
+
+# ----------------------------------------------------------------------------- a run with a part of each kind
+
+INSIDE = re.compile(r"^(?P<kind>[^\n`]+?) — `src/preschool/(?P<path>[\w/]+)\.py`:\n\n```python\n(?P<code>.*?)^```",
+                    re.M | re.S)
+
+
+def absolute_imports(path: str, code: str) -> str:
+    """An inside recipe (at ``src/preschool/<path>.py``) as a file outside: each relative import made absolute."""
+    package = ["preschool", *path.split("/")[:-1]]
+
+    def absolute(m: re.Match) -> str:
+        up = len(m["dots"]) - 1
+        base = package[:len(package) - up]
+        return f"from {'.'.join(base + ([m['rest']] if m['rest'] else []))} import"
+
+    return re.sub(r"^from (?P<dots>\.+)(?P<rest>[\w.]*) import", absolute, code, flags=re.M)
+
+
+def lab_package(root: Path) -> Path:
+    """A plug-in package with one part of every kind: the outside recipe and each inside recipe of
+    CONTRIBUTING.md, moved out of the package."""
+    lab = root / "my_lab"
+    lab.mkdir(parents=True)
+    (lab / "__init__.py").write_text('"""My lab\'s parts for preschool."""\n')
+    (lab / "parts.py").write_text(outside_recipe())
+    for m in INSIDE.finditer(CONTRIBUTING.read_text(encoding="utf-8")):
+        code = absolute_imports(m["path"], m["code"])
+        assert "from ." not in code
+        (lab / f"{m['path'].rsplit('/', 1)[-1]}.py").write_text(code)
+    return lab
+
+
+def test_inside_recipes_moved_out_keep_their_meaning():
+    assert absolute_imports("data/builders/my_builder", "from ...config import check\nfrom ..builder import X\n"
+                            "from .base import Y\n") == ("from preschool.config import check\n"
+                                                        "from preschool.data.builder import X\n"
+                                                        "from preschool.data.builders.base import Y\n")
+
+
+@pytest.mark.slow
+def test_a_run_uses_a_plugin_part_of_every_kind(tmp_path):
+    lab = lab_package(tmp_path / "repo")
+    exp = tmp_path / "repo" / "lab.yaml"
+    exp.write_text(yaml.safe_dump({
+        "name": "lab", "out": str(tmp_path / "run"), "plugins": ["./my_lab"], **MICRO,
+        "seq_len": 128, "corpora": {"rhymes": {"source": "my_source", "max_documents": 5000},
+                                    "stories": {"source": "storybook", "seed": 0}},
+        "data": {"pt": {"corpus": "rhymes", "tokens": 4096, "val_tokens": 512},
+                 "copy": {"generator": "my_generator", "params": {"length": 33, "values": 5}, "render": "text",
+                          "tokens": 1024, "val_tokens": 256},
+                 "l2t": {"corpus": "stories", "l2t": {"l2t": {"tasks": ["my_task"], "min_num_words": 0,
+                                                                 "task_params": {"my_task": {"min_num_words": 0}}},
+                                                         "raw_ratio": 0.0},
+                         "tokens": 1024, "val_tokens": 0},
+                 "rep": {"my_builder": "the cat sat on the mat.", "tokens": 1024, "val_tokens": 0},
+                 "small": {"kind": "my_kind", "source": "pt", "params": {"rows": 8}}},
+        "model": {"preset": "my_preset"},
+        "arms": [{"name": "a", "callbacks": {"my_callback": {"prefix": "run_"}},
+                  "stages": [{"name": "ppt", "data": "copy", "tokens": 256, "counts_as_pt": False},
+                             {"name": "pt", "data": {"pt": 1.0, "l2t": 1.0, "rep": 1.0, "small": 1.0},
+                              "tokens": 512}]}],
+        "evals": [{"name": "my_evaluator"}],
+        "report": {"sections": {"my_section": {"min_runs": 1}}}}))
+    preschool_cli(tmp_path, "run", str(exp), "--no-progress")
+    run = tmp_path / "run"
+    results = json.loads((run / "results.json").read_text())
+    assert results["sections"]["my_section"]["a"]["runs"] == 1
+    metrics = [json.loads(ln) for ln in (run / "arms" / "a" / "seed0" / "metrics.jsonl").read_text().splitlines()]
+    assert any(r.get("run_arm") == "a" and r.get("run_seed") == 0 for r in metrics)  # the callback
+    evals = sorted((run / "arms" / "a" / "seed0" / "evals").glob("step-*/my_evaluator/summary.json"))
+    assert evals and json.loads(evals[-1].read_text())["metrics"]["params_m"] > 0  # preset's model, scored
+    data = json.loads((run / "data" / "manifest.json").read_text())["datasets"]
+    assert set(data) == {"pt", "copy", "l2t", "rep", "small"}
+    from preschool.data.shards import ShardSet
+
+    assert len(ShardSet(run / "data" / "small" / "train")) == 8  # the derived kind
+    saved = yaml.safe_load((run / "experiment.yaml").read_text())
+    assert [p["plugin"] for p in saved["plugins_used"]] == [str(lab.resolve())]
+    # the export format, named for the command
+    out = tmp_path / "exported"
+    preschool_cli(tmp_path, "export", str(run / "data" / "pt"), "--format", "my_format", "--out", str(out),
+                  "--plugins", str(lab))
+    train = ShardSet(run / "data" / "pt" / "train")
+    rows = [json.loads(line) for line in (out / "train" / "rows.jsonl").read_text().splitlines()]
+    assert np.array_equal(np.asarray(rows), train.rows(range(len(train))))
+    listing = preschool_cli(tmp_path, "generate", "--list", "--plugins", str(lab)).stdout
+    assert re.search(rf"^my_generator: .*\[plug-in {re.escape(str(lab.resolve()))}\]$", listing, re.M)
