@@ -816,7 +816,7 @@ def efficiency_lines(efficiency: list[dict], baseline: str) -> list[str]:
 
 
 def _nonfinite_lines(rows: list[dict]) -> list[str]:
-    """report.md's list of the non-finite values the runs logged (nothing when there are none)."""
+    """``report.md``'s list of the non-finite values the runs logged (nothing when there are none)."""
     if not rows:
         return []
     return ["## Non-finite values",
