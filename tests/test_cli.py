@@ -1,4 +1,5 @@
 import importlib
+import os
 import subprocess
 import sys
 
@@ -30,13 +31,15 @@ def test_missing_config_file(tmp_path, capsys):
     assert "config file not found" in capsys.readouterr().err
 
 
-def _modules_after(argv: list[str]) -> list[str]:
-    """The preschool modules a fresh interpreter has imported after ``main(argv)`` (help exits 0)."""
+def _modules_after(argv: list[str], package: str | None = "preschool") -> list[str]:
+    """The modules of ``package`` (None: every module) a fresh interpreter has imported after ``main(argv)``,
+    which must succeed (help exits 0); no plug-in from the environment joins."""
     code = ("import contextlib, io, sys\nfrom preschool.cli import main\n"
             "with contextlib.redirect_stdout(io.StringIO()):\n"
-            f"    try:\n        main({argv!r})\n    except SystemExit as e:\n        assert e.code == 0, e.code\n"
-            "print(' '.join(sorted(m for m in sys.modules if m.split('.')[0] == 'preschool')))\n")
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+            f"    try:\n        assert main({argv!r}) == 0\n    except SystemExit as e:\n        assert e.code == 0, e.code\n"
+            f"print(' '.join(sorted(m for m in sys.modules if {package!r} in (None, m.split('.')[0]))))\n")
+    env = {**os.environ, "PRESCHOOL_PLUGINS": ""}
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env).stdout.split()
 
 
 def test_help_imports_no_command_module_and_shows_each_commands_help_line(capsys):
@@ -52,3 +55,16 @@ def test_help_imports_no_command_module_and_shows_each_commands_help_line(capsys
 def test_a_command_imports_its_own_module_not_the_others():
     loaded = set(_modules_after(["plan", "--help"]))
     assert "preschool.plan" in loaded and loaded.isdisjoint(set(COMMANDS.values()) - {"preschool.plan"})
+
+
+# What `--help` and the listings must never load: the model and data stacks the parts use when they run
+# (each imports them inside the function that needs them; CONTRIBUTING "Where a new part goes").
+HEAVY = ("torch", "transformers", "safetensors", "datasets", "tokenizers", "lm_eval", "datatrove", "pyarrow",
+         "pandas", "scipy", "sklearn", "matplotlib", "tqdm", "blingfire")
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["generate", "--list"], ["eval", "--list"]])
+def test_help_and_the_part_listings_import_no_heavy_library(argv):
+    """Listing reads each part's name, origin, docstring and config; none of that needs torch & co."""
+    tops = {m.split(".")[0] for m in _modules_after(argv, package=None)}
+    assert "preschool" in tops and sorted(tops.intersection(HEAVY)) == []
