@@ -24,11 +24,12 @@ log-probabilities in fp32 and be independent of batch size.
 from __future__ import annotations
 
 import fnmatch
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from ..io import provenance, write_json
+from ..io import atomic_path, provenance, write_json
 from ..layout import EVAL_ITEMS, EVAL_SUMMARY
 from ..registry import Registry
 
@@ -87,10 +88,6 @@ class Evaluator:
 
     def run(self, model, tokenizer, out_dir: str | Path | None = None, checkpoint: str | None = None, **prov: Any) -> dict:
         """Evaluate and (if ``out_dir``) write ``summary.json`` + ``items.jsonl`` atomically."""
-        import json
-
-        from ..io import atomic_path
-
         res = self.evaluate(model, tokenizer)
         summary = {
             "evaluator": self.registry_name,

@@ -7,6 +7,13 @@ import fnmatch
 import json
 from pathlib import Path
 
+from ..config import apply_overrides
+from ..errors import ConfigError
+from ..layout import CHECKPOINTS, evals_dir
+from ..lock import output_lock
+from . import EVALUATORS
+from .runner import checkpoint_step, evaluate_checkpoint, evaluate_run, require_checkpoint_dir
+
 HELP = "evaluate checkpoints (BLiMP minimal pairs, held-out loss, ...), cached and resumable"
 DESCRIPTION = """\
 Evaluate one checkpoint or the checkpoints of a run folder with one or more
@@ -76,8 +83,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _evaluator_specs(raw: list[dict]) -> list[tuple]:
-    from ..config import apply_overrides
-
     specs = []
     for ev in raw:
         values = apply_overrides({}, ev["sets"])
@@ -86,8 +91,6 @@ def _evaluator_specs(raw: list[dict]) -> list[tuple]:
 
 
 def _headline(name: str, metrics: dict) -> list[tuple[str, float]]:
-    from . import EVALUATORS
-
     patterns = getattr(EVALUATORS.get(name).cls, "headline_metrics", None) or ("*",)
     keys = []
     for pat in patterns:
@@ -107,12 +110,6 @@ def format_table(results: list[dict]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..errors import ConfigError
-    from . import EVALUATORS
-    from ..layout import CHECKPOINTS, evals_dir
-    from ..lock import output_lock
-    from .runner import checkpoint_step, evaluate_checkpoint, evaluate_run, require_checkpoint_dir
-
     if args.list:
         for e in EVALUATORS:
             print(f"{e.name:<16} v{e.cls.version:<3} {e.summary}  [{e.origin}]")

@@ -20,6 +20,7 @@ the trainer does; sets without ``segments`` are scored unchanged.
 
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,8 +29,10 @@ from typing import ClassVar
 import numpy as np
 
 from ..config import check
+from ..data.shards import ShardSet
 from ..errors import DataError
-from ..train.scoring import scored_rows
+from ..io import sha256_file
+from ..train.scoring import batch_nll, scored_rows
 from .base import EVALUATORS, EvalResult, Evaluator
 
 
@@ -71,8 +74,6 @@ def rows_nll(model, tokens: np.ndarray, loss_mask: np.ndarray | None, batch_size
     """
     import torch
 
-    from ..train.scoring import batch_nll
-
     try:
         device = next(model.parameters()).device
     except StopIteration:
@@ -109,18 +110,12 @@ class Heldout(Evaluator):
     @classmethod
     def data_fingerprint(cls, cfg: HeldoutConfig) -> str:
         """sha256 over each source's manifest.json (it lists every shard file's sha256): runner cache key."""
-        import hashlib
-
-        from ..io import sha256_file
-
         h = hashlib.sha256()
         for name in sorted(cfg.sources):
             h.update(f"{name}\0{sha256_file(resolve_shard_path(cfg.sources[name]) / 'manifest.json')}\0".encode())
         return h.hexdigest()
 
     def evaluate(self, model, tokenizer) -> EvalResult:
-        from ..data.shards import ShardSet
-
         vocab = getattr(getattr(model, "config", None), "vocab_size", None)
         metrics: dict[str, float] = {}
         extra: dict = {"sources": {}}

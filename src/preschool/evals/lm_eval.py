@@ -43,7 +43,9 @@ import numpy as np
 
 from ..config import check
 from ..errors import DataError, MissingDependency
+from ..io import write_text
 from .base import EVALUATORS, EvalResult, Evaluator
+from .minimal_pairs import load_pairs
 
 
 def require_lm_eval():
@@ -115,9 +117,6 @@ def write_minimal_pair_task(
     is lm-eval's default (``" "``, as in its BLiMP task), so the sentences are
     scored with a leading space; match it with ``sentence_prefix=" "`` on our side.
     """
-    from ..io import write_text
-    from .minimal_pairs import load_pairs
-
     pairs, _ = load_pairs(pairs_path, paradigms, max_pairs_per_paradigm)
     out = Path(out_dir)
     data = out / f"{task}.jsonl"

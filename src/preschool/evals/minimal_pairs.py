@@ -66,6 +66,7 @@ accuracy.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -288,8 +289,6 @@ def load_pairs(
 
 
 def _combined_sha256(files: Sequence[Path]) -> str:
-    import hashlib
-
     h = hashlib.sha256()
     for f in files:
         h.update(f"{f.name}\0{sha256_file(f)}\0".encode())

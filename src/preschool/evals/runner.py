@@ -29,19 +29,23 @@ from __future__ import annotations
 
 import hashlib
 import json
+import pickle
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from ..config import to_dict
+from ..data.tokenizer import EOS, from_saved_files, refuse_custom_code
 from ..errors import ConfigError, DataError
 from ..io import read_json
 from ..layout import check_name
 from ..device import resolve_device
 from ..layout import CKPT_META, CKPT_STATE, EVAL_SUMMARY
 from ..layout import checkpoint_dir, evals_dir, list_checkpoints, step_dirname, step_of  # noqa: F401 (re-exported)
+from ..plugins import checkpoint_hooks
 from . import EVALUATORS
+from .base import Evaluator
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
 EvaluatorSpec = tuple  # (name, config dict) or (name, config dict, label)
@@ -150,30 +154,23 @@ def load_checkpoint(path: str | Path, device: str = "cpu"):
     """``(model, tokenizer)`` from an HF ``save_pretrained`` folder: fp32 weights, eval mode, on ``device``.
     DataError naming the file when the folder makes no model or tokenizer (never a traceback): weights cut
     short, a config that does not fit them, a pickle beyond tensors, a tokenizer.json that is not one."""
-    import pickle
-
     from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerFast
 
     p = Path(path)
     if not (p / "config.json").is_file():
         raise DataError(f"{p}: not a checkpoint (no config.json)")
     check_weight_files(p)
-    from ..data.tokenizer import refuse_custom_code
-
     refuse_custom_code(p)
     check_model_config(p)
     # the tokenizer first: a file that is not one fails before the weights are read
     try:
         if (p / "tokenizer.json").is_file() and (p / "tokenizer_config.json").is_file():
-            from ..data.tokenizer import from_saved_files
-
             tok = from_saved_files(p)  # not AutoTokenizer: see from_saved_files
         else:
             tok = AutoTokenizer.from_pretrained(str(p), trust_remote_code=False)
     except Exception:  # OSError, ValueError, TypeError; KeyError of a malformed file: one more try below
         if not (p / "tokenizer.json").is_file():
             raise DataError(f"{p}: no tokenizer files in this checkpoint") from None
-        from ..data.tokenizer import EOS
 
         # Our own tokenizer.json without HF side files: <|endoftext|> is EOS, BOS and PAD.
         try:
@@ -189,7 +186,6 @@ def load_checkpoint(path: str | Path, device: str = "cpu"):
                         "unpickling them could run code)") from None
     except Exception as e:  # OSError, ValueError, a RuntimeError of torch's
         raise DataError(f"{p}: cannot load model ({_first_line(e)})") from None
-    from ..plugins import checkpoint_hooks
 
     # Plug-ins re-attach what lives outside the HF architecture (e.g. a compartment embedding).
     for hook in checkpoint_hooks():
@@ -362,8 +358,6 @@ def collect_results(run_dir: str | Path) -> list[dict]:
     reports headline it, as the summary records them (summaries written before
     they did: the evaluator class's rule, :class:`~preschool.evals.base.Evaluator`).
     """
-    from .base import Evaluator
-
     root = evals_dir(run_dir)
     if not root.is_dir():
         return []
@@ -440,8 +434,6 @@ def with_data_dir(value: Any, data_dir: Path) -> Any:
 
 def evaluate_specs(run_dir: str | Path, specs: Sequence[EvalSpec], data_dir: str | Path) -> bool:
     """Every spec on the run's (every-th) checkpoints, cached; False (nothing done) when it has none yet."""
-    from ..layout import list_checkpoints
-
     if not list_checkpoints(run_dir, required=False):
         return False
     for e in specs:

@@ -53,6 +53,8 @@ that cannot fit are skipped and counted.
 
 from __future__ import annotations
 
+import ast
+import bisect
 import json
 import math
 import re
@@ -64,6 +66,7 @@ import numpy as np
 
 from ..config import check
 from ..errors import ConfigError, DataError
+from ..numerics import bootstrap_ci, mad
 from .base import EVALUATORS, EvalResult, Evaluator, max_positions
 from ..seeds import VERBATIM_PERMUTE
 from ..seeds import salt as seed_salt
@@ -337,8 +340,6 @@ def load_rnn_inputs(path: str | Path, sid_start: int = 0) -> list[Stimulus]:
     its condition (e.g. ``categorized_lists_sce1``), ``intervening`` the
     ``prompt_len`` key (1-5) and ``condition`` the stem's last part.
     """
-    import ast
-
     p = Path(path)
     mp = p.with_name(p.stem + "_markers" + p.suffix)
     for f in (p, mp):
@@ -480,8 +481,6 @@ def _token_words(text: str, spans, offsets) -> list[int]:
     Word spans are sorted and disjoint, so each token's candidate words are found
     by bisection; ties go to the earlier word.
     """
-    import bisect
-
     starts = [a for a, _, _, _ in spans]
     res = []
     for a, b in offsets:
@@ -570,8 +569,6 @@ def summarise(rows: list[dict], conditions: list[str], resamples: int = 10000, s
     ``x_perc/int<words>``; Armeni word-level: ``armeni/x_perc_median``,
     ``armeni/x_perc_ci_lo``/``_ci_hi``, ``armeni/x_perc_mad``.
     """
-    from ..numerics import bootstrap_ci, mad
-
     metrics: dict[str, float] = {}
     extra: dict[str, Any] = {"positions": {}, "by_group": []}
     keys = ("nll_list1", "nll_list2", "x_perc", "x_del", "retrieval_success", "coarse_nll_full")

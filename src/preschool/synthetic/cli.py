@@ -3,10 +3,20 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import difflib
 import inspect
 import json
 import re
 import sys
+
+from ..config import override_value
+from ..data.tokenizer import backend, eos_id, load_saved, tokenizer_size
+from ..device import check_row_memory
+from ..errors import ConfigError
+from ..outdir import claim_output
+from . import GENERATORS
+from .write import SymbolEncoder, fit_generator, generated_entries, write_generator_shards
 
 HELP = "generate synthetic pre-pretraining data (Dyck, Set, MP-Struct, NCA, Stack, Queue, DEPO, retrieval)"
 DESCRIPTION = """Generate a synthetic pre-pretraining task into a token shard set.
@@ -72,9 +82,7 @@ def _field_docs(cfg_cls) -> dict[str, str]:
 
 
 def list_tasks(out=None) -> None:
-    import dataclasses
-
-    from . import GENERATORS, PRESETS
+    from . import PRESETS  # the package's lazy attribute: read once every generator is found
 
     out = out or sys.stdout
     for e in GENERATORS:
@@ -93,16 +101,12 @@ def list_tasks(out=None) -> None:
 
 
 def _params(args) -> tuple[str, dict, set]:
-    from ..config import override_value
-    from ..errors import ConfigError
-    from . import GENERATORS, PRESETS
+    from . import PRESETS  # the package's lazy attribute: read once every generator is found
 
     name = args.task
     params: dict = {}
     if args.preset:
         if args.preset not in PRESETS:
-            import difflib
-
             close = difflib.get_close_matches(args.preset, list(PRESETS), n=3)
             raise ConfigError("preset", f"unknown preset {args.preset!r}"
                               + (f"; did you mean {', '.join(map(repr, close))}?" if close else "")
@@ -128,10 +132,6 @@ def _params(args) -> tuple[str, dict, set]:
 
 
 def _encoder(args):
-    from ..data.tokenizer import backend, eos_id, load_saved, tokenizer_size
-    from ..errors import ConfigError
-    from .write import SymbolEncoder
-
     tok = load_saved(args.tokenizer) if args.tokenizer else None
     render = args.render or ("text" if tok is not None else "reserved")
     if render == "text":
@@ -169,10 +169,6 @@ def preview(gen, enc, n: int, out=None, max_symbols: int = 96) -> None:
 
 
 def run(args) -> int:
-    from ..errors import ConfigError
-    from . import GENERATORS
-    from .write import generated_entries
-
     if args.list:
         list_tasks()
         return 0
@@ -190,8 +186,6 @@ def run(args) -> int:
         raise ConfigError("seq_len", f"must be >= 1, got {args.seq_len}")
     if args.workers < 1:
         raise ConfigError("workers", f"must be >= 1, got {args.workers}")
-    from ..device import check_row_memory
-    from ..outdir import claim_output
 
     check_row_memory(args.seq_len, args.workers, "--seq-len")
 
@@ -204,9 +198,6 @@ def run(args) -> int:
 
 
 def _write(args, name: str, params: dict, explicit: set) -> int:
-    from . import GENERATORS
-    from .write import fit_generator, write_generator_shards
-
     enc, eos, _ = _encoder(args)
     row_len = args.seq_len + 1
     exact = not args.no_exact_fill

@@ -14,14 +14,17 @@ from typing import Literal
 
 import numpy as np
 
+from ..config import to_dict
 from ..data.engine import (
     DEFAULT_UNIT_TOKENS, UnitJob, adopt_units, job_key, link_shards, rows_in_order, run_units, unit_path, work_dir,
 )
 from ..data.packing import Doc, PackStats, pack
-from ..data.shards import ShardWriter
+from ..data.shards import FORMAT, ShardWriter
+from ..data.tokenizer import load_tokenizer
 from ..errors import ConfigError, DataError
 from ..io import atomic_dir
-from .base import Generator, render_text
+from ..outdir import read_manifest
+from .base import GENERATORS, Generator, render_text
 from ..seeds import RESERVED_EMBEDDINGS
 
 Render = Literal["text", "reserved"]
@@ -54,8 +57,6 @@ class SymbolEncoder:
     def text(cls, tokenizer, max_digits: int = 3) -> "SymbolEncoder":
         """Text render with a ``tokenizers.Tokenizer`` (or a path to tokenizer.json / its folder)."""
         if isinstance(tokenizer, (str, Path)):
-            from ..data.tokenizer import load_tokenizer
-
             tokenizer = load_tokenizer(tokenizer)
         return cls("text", tokenizer.to_str(), max_digits=max_digits)
 
@@ -163,8 +164,6 @@ def exact_fill_length(gen: Generator, enc: SymbolEncoder, row_len: int, eos_id: 
 
 def fit_generator(name: str, params: dict, enc: SymbolEncoder, row_len: int, eos_id: int | None) -> Generator:
     """Build generator ``name`` with its length set so documents fill rows exactly (then verify a sample)."""
-    from .base import GENERATORS
-
     gen = GENERATORS.build(name, params)
     field = gen.length_field
     if field is None:
@@ -203,8 +202,6 @@ class GeneratorJob(UnitJob):
         self.max_rows = max_rows
 
     def key(self) -> str:
-        from ..config import to_dict
-
         return job_key("generator", self.gen.registry_name, to_dict(self.gen.cfg), self.enc.render,
                        self.enc.reserved_offset, self.enc.max_digits, self.enc.tokenizer_json, self.row_len,
                        self.vocab_size, self.eos_id, self.pack_mode, self.pad_id, self.exact_fill, self.items,
@@ -240,9 +237,6 @@ class GeneratorJob(UnitJob):
 def generated_entries(folder: Path) -> set[str] | None:
     """What an earlier ``generate`` output in ``folder`` holds (from its manifest), or None if it is none:
     a shard set whose manifest says a generator wrote it (a prepared dataset's split is not one)."""
-    from ..data.shards import FORMAT
-    from ..outdir import read_manifest
-
     man = read_manifest(Path(folder) / "manifest.json")
     if (man is None or man.get("format") != FORMAT or not isinstance(man.get("source"), dict)
             or man["source"].get("kind") != "generator" or man.get("split") is not None):
@@ -283,8 +277,6 @@ def write_generator_shards(
     ``exact_fill=True`` asserts that every row is exactly one document (see
     :func:`fit_generator`); a row holding parts of two documents raises DataError.
     """
-    from ..config import to_dict
-
     out = Path(out)
     job = GeneratorJob(gen, enc, row_len, vocab_size, eos_id, pack_mode, pad_id, exact_fill, unit_tokens, n_rows)
     work = work_dir(Path(resume_as or out), job.key())
