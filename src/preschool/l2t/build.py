@@ -37,13 +37,18 @@ import numpy as np
 
 from .. import layout
 from ..config import check, from_dict, to_dict
+from ..corpora import is_validation, iter_documents
+from ..corpora.base import drop_summary
 from ..data.engine import (
     DEFAULT_UNIT_TOKENS, DocumentJob, adopt_units, job_key, link_shards, run_units, sum_counts, unit_path,
     work_dir,
 )
 from ..data.packing import Doc
 from ..data.shards import ShardSet, ShardWriter
+from ..data.tokenizer import backend, eos_id, save_tokenizer, special_ids, tokenizer_hash, tokenizer_size
+from ..errors import DataError
 from ..io import atomic_dir, code_version, write_json
+from ..outdir import read_manifest
 from .mixing import TokenRouter, route_by_documents, row_order, share_profile
 from ..data.packing import ConcatPacker, PackStats
 from .packing import pack_greedy
@@ -130,8 +135,6 @@ class DocumentEncoder:
 
     @property
     def bos(self) -> int:
-        from ..data.tokenizer import eos_id
-
         return eos_id(self.tok) if self.bos_id is None else self.bos_id
 
     def route(self, index: int) -> str:
@@ -175,8 +178,6 @@ class DocumentEncoder:
 
     def process(self, start: int, docs: list[tuple[str, str]], prev_text: str | None) -> list[DocOut]:
         """Documents ``start, start+1, ...`` given as ``(doc_id, text)``; ``prev_text`` precedes the first."""
-        from ..corpora import is_validation
-
         outs = []
         tf = self.transform
         prev_sents = None
@@ -324,8 +325,6 @@ def _merge(cfg: BuildConfig, pools: Path, split: str, out: Path, vocab: int, ext
 def no_train_rows_message(where: str, n_docs: int, stats: dict, read: dict | None) -> str:
     """Why an output has no training row: where the documents went and every drop, by reason
     (``stats``: the per-split counts of ``stats.json``)."""
-    from ..corpora.base import drop_summary
-
     val_docs = sum(stats["val"]["documents_by_route"].values())
     parts = [f"{where}: no training rows from {n_docs} documents"]
     if read is not None:
@@ -364,8 +363,6 @@ class L2TJob(DocumentJob):
                        self.source, self.enc.bos_id, self.pad)
 
     def units(self, start=None):
-        from ..corpora import iter_documents
-
         m, token = start if start is not None else (0, {})
         if start is not None:  # a resumed build: continue the stream where unit m starts
             texts = iter_documents(self.corpus_cfg, self.read, start=token["position"])
@@ -424,8 +421,6 @@ L2T_FORMAT = "preschool-l2t-v1"
 
 def l2t_entries(folder: Path) -> set[str] | None:
     """What an earlier ``transform l2t`` output in ``folder`` holds (from its manifest), or None if it is none."""
-    from ..outdir import read_manifest
-
     top = read_manifest(Path(folder) / "manifest.json")
     if top is None or top.get("format") != L2T_FORMAT or not isinstance(top.get("splits"), dict):
         return None
@@ -460,9 +455,6 @@ def build_l2t(
     document is dropped, or one so small that every document was held out for
     validation never looks like success.
     """
-    from ..data.tokenizer import backend, save_tokenizer, special_ids, tokenizer_hash, tokenizer_size
-    from ..errors import DataError
-
     if not isinstance(cfg, BuildConfig):
         cfg = from_dict(BuildConfig, cfg)
     special = special_ids(tokenizer)

@@ -7,6 +7,17 @@ import itertools
 import sys
 from pathlib import Path
 
+from ..config import from_dict, to_dict
+from ..corpora import ReadStats
+from ..data.tokenizer import TokenizerConfig, backend, iter_sample, load_saved, tokenizer_size, train_bpe
+from ..device import check_row_memory
+from ..errors import ConfigError
+from ..outdir import claim_output
+from .build import BuildConfig, build_l2t, l2t_entries
+from .inputs import corpus_config, iter_texts
+from .text import corpus_pool
+from .transform import L2TTransform
+
 HELP = "language-learning-task (L2T) data from a corpus (Yamaguchi et al. 2026)"
 DESCRIPTION = """\
 Turn documents into L2T training data mixed with raw text, as in Yamaguchi, Mi &
@@ -64,9 +75,6 @@ def _tasks(raw: list[str] | None) -> list[str] | None:
 
 
 def build_config(args: argparse.Namespace, chars_per_token: float = 4.0):
-    from ..config import from_dict
-    from .build import BuildConfig
-
     l2t = {"seed": args.seed, "min_num_words": args.min_words, "splitter": args.splitter,
            "word_pool": args.word_pool, "count_tokens": args.count_tokens, "chars_per_token": chars_per_token,
            "chunk_tokens": args.chunk_tokens or max(1, args.seq_len // 4)}
@@ -81,22 +89,16 @@ def build_config(args: argparse.Namespace, chars_per_token: float = 4.0):
 
 
 def _texts(args):
-    from .inputs import iter_texts
-
     return (t for _, t in iter_texts(args.input, args.text_field, args.max_documents or None))
 
 
 def _docs(args, stats):
-    from .inputs import iter_texts
-
     return iter_texts(args.input, args.text_field, args.max_documents or None, stats)
 
 
 def preview(cfg, args, out=None) -> int:
     """Print ``args.preview`` samples per task (each task forced on the first documents)."""
     out = out or sys.stdout
-    from .transform import L2TTransform
-    from .text import corpus_pool
 
     docs = list(itertools.islice(_texts(args), 200))
     pool = corpus_pool(docs) if cfg.l2t.word_pool == "corpus" else None
@@ -116,8 +118,6 @@ def preview(cfg, args, out=None) -> int:
 
 
 def _plain(cfg):
-    from ..config import to_dict
-
     return to_dict(cfg)
 
 
@@ -134,8 +134,6 @@ def chars_per_token(tok, texts, max_chars: int = 2_000_000) -> float:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..errors import ConfigError
-
     cfg = build_config(args)  # validates before any slow work
     if args.preview:
         return preview(cfg, args)
@@ -144,19 +142,12 @@ def run(args: argparse.Namespace) -> int:
     if args.workers < 1:
         raise ConfigError("workers", f"must be >= 1, got {args.workers}")
     if not args.tokenizer:  # the BPE trained here: TokenizerConfig's bounds (a byte-level BPE holds 256 bytes + EOS)
-        from ..config import from_dict
-        from ..data.tokenizer import TokenizerConfig
-
         try:
             from_dict(TokenizerConfig, {"kind": "train", "vocab_size": args.vocab_size})
         except ConfigError as e:
             raise ConfigError("--vocab-size", e.message) from None
-    from ..device import check_row_memory
-    from ..outdir import claim_output
-    from .build import l2t_entries
 
     check_row_memory(args.seq_len, args.workers, "--seq-len")
-    from .inputs import corpus_config
 
     # what is read: --input, the files a corpus YAML names, the tokenizer
     read = [args.input, getattr(corpus_config(args.input, args.text_field, args.max_documents or None), "path", None),
@@ -170,11 +161,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _build(args: argparse.Namespace, cfg) -> int:
-    from ..corpora import ReadStats
-    from ..data.tokenizer import backend, iter_sample, load_saved, tokenizer_size, train_bpe
-    from .build import build_l2t
-    from .text import corpus_pool
-
     pool = None
     if args.tokenizer:
         tok = load_saved(args.tokenizer)  # a folder with HF files: its own BOS/PAD

@@ -19,12 +19,11 @@ from pathlib import Path
 from typing import Iterator
 
 from ..config import from_dict, load_yaml
+from ..corpora import CorpusConfig, iter_documents
 from ..errors import ConfigError
 
 
 def corpus_config(src: str | Path, text_field: str = "text", max_documents: int | None = None):
-    from ..corpora import CorpusConfig
-
     s = str(src)
     p = Path(s)
     extra = {"max_documents": max_documents} if max_documents else {}
@@ -44,7 +43,5 @@ def corpus_config(src: str | Path, text_field: str = "text", max_documents: int 
 def iter_texts(src: str | Path, text_field: str = "text", max_documents: int | None = None,
                stats=None) -> Iterator[tuple[str, str]]:
     """``(doc_id, text)`` of ``src``; ``stats`` (a ``corpora.ReadStats``) counts what was read and dropped."""
-    from ..corpora import iter_documents
-
     for d in iter_documents(corpus_config(src, text_field, max_documents), stats):
         yield d.id, d.text

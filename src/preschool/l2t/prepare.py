@@ -25,10 +25,16 @@ import itertools
 from pathlib import Path
 from typing import Any
 
-from ..config import from_dict
+from ..config import from_dict, to_dict
+from ..corpora import iter_documents
+from ..corpora.base import drop_summary
+from ..data.shards import ShardSet
+from ..data.tokenizer import backend
 from ..errors import ConfigError
 from ..io import read_json
 from .build import BuildConfig, build_l2t
+from .cli import chars_per_token
+from .text import corpus_pool
 
 
 def l2t_build_config(l2t: dict[str, Any], seq_len: int, seed: int, tokens: int, val_tokens: int,
@@ -49,13 +55,6 @@ def write_l2t_dataset(name: str, l2t: dict[str, Any], corpus_cfg, tok, row_len: 
 
     ``read_stats`` (a ``corpora.ReadStats``) is filled in by the corpus read that feeds the build.
     """
-    from ..config import to_dict
-    from ..corpora import iter_documents
-    from ..corpora.base import drop_summary
-    from ..data.shards import ShardSet
-    from ..data.tokenizer import backend
-    from .cli import chars_per_token
-
     field = f"data.{name}.l2t"
     l2t_build_config(l2t, row_len - 1, seed, tokens, val_tokens, val_fraction, field=field)  # fail fast
     sample = (d.text for d in itertools.islice(iter_documents(corpus_cfg), 200))
@@ -63,8 +62,6 @@ def write_l2t_dataset(name: str, l2t: dict[str, Any], corpus_cfg, tok, row_len: 
                            chars_per_token(backend(tok), sample), field)
     pool = None
     if cfg.l2t.word_pool == "corpus":
-        from .text import corpus_pool
-
         pool = corpus_pool(d.text for d in itertools.islice(iter_documents(corpus_cfg), 20000))
     m = build_l2t(iter_documents(corpus_cfg, read_stats), out, cfg, tok, workers=workers, pool=pool,
                   source={"kind": f"corpus of data.{name}", "config": to_dict(corpus_cfg)}, progress=progress,

@@ -37,6 +37,7 @@ from typing import Literal
 import numpy as np
 
 from ..config import check, from_dict
+from ..corpora.base import chunk_lines
 from .base import L2T_TASKS, Chunk, Context, Skip, Task
 from .format import ANSWER_PREFIXES, join
 from .text import STOPWORDS, chunk_sentences, estimate_tokens, split_sentences, word_pool
@@ -131,8 +132,6 @@ class L2TTransform:
         out = split_sentences(text, self.cfg.splitter)
         limit = self.cfg.max_sentence_chars
         if any(len(x) > limit for x in out):
-            from ..corpora.base import chunk_lines
-
             out = list(chunk_lines(out, "lines", limit, limit))
         return out
 
