@@ -62,9 +62,7 @@ def compartment_model(cfg: CompartmentModelOptions, ctx: CallbackContext):
     init = None
     if cfg.init_from:
         try:
-            from ..layout import final_checkpoint
-
-            init = final_checkpoint(ctx.run_dir_of(cfg.init_from))
+            init = layout.final_checkpoint(ctx.run_dir_of(cfg.init_from))
         except DataError as e:
             raise ConfigError(f"{ctx.field}.init_from", f"{e} (train arm {cfg.init_from} first)") from None
     options = CompartmentModelConfig(**{k: getattr(cfg, k) for k in CompartmentModelConfig.__dataclass_fields__})

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Literal
 
 from ..config import check
+from ..errors import ConfigError, DataError
 from ..registry import Registry
 from .storybook import StorybookConfig
 
@@ -150,8 +151,6 @@ class CorpusConfig:
         try:
             self.storybook.validate()
         except Exception as e:  # re-root the nested field name
-            from ..errors import ConfigError
-
             if isinstance(e, ConfigError):
                 raise ConfigError(f"storybook.{e.field}", str(e).split(": ", 1)[-1]) from None
             raise
@@ -215,7 +214,6 @@ def utf16_policy(where: str, head: bytes, policy: str, stats: ReadStats) -> bool
     if policy == "drop":
         stats.drop("utf16")
         return False
-    from ..errors import DataError
 
     raise DataError(utf16_message(where, hint))
 
@@ -238,8 +236,6 @@ def decode_bytes(data: bytes, where: str, policy: str, stats: ReadStats, base_of
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
         if policy == "error":
-            from ..errors import DataError
-
             line = None if first_line is None else first_line + data.count(b"\n", 0, e.start)
             raise DataError(bad_utf8_message(where, base_offset + e.start, line, data[e.start:e.start + 4])) from None
         if policy == "drop":
@@ -502,8 +498,6 @@ def split_documents(docs: Iterable[Document | str], val_fraction: float, seed: i
     ``by_source``: hash the id without its ``#<chunk>`` suffix, so every chunk of
     one file or record (a whole novel) lands on the same side.
     """
-    from ..errors import ConfigError
-
     if not 0.0 <= val_fraction < 1.0:
         raise ConfigError("val_fraction", f"must be in [0, 1), got {val_fraction}")
     train: list[str] = []

@@ -10,6 +10,12 @@ import argparse
 import json
 import sys
 
+from ..cli import main as cli_main
+from ..config import apply_overrides, from_dict, load_yaml
+from .base import CorpusConfig, ReadStats
+from .sources import iter_documents
+from .storybook import Storybook, write_minimal_pairs
+
 HELP = "inspect a text corpus, print storybook stories, write storybook minimal pairs"
 DESCRIPTION = """\
 Examples:
@@ -42,21 +48,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.action == "stories":
-        from .storybook import Storybook
-
         book = Storybook(seed=args.seed)
         for i in range(args.start, args.start + args.n):
             print(f"[storybook:{i}] {book.story(i)}")
         return 0
     if args.action == "pairs":
-        from .storybook import write_minimal_pairs
-
         for path in write_minimal_pairs(args.out, seed=args.seed, n_per_paradigm=args.per_paradigm):
             print(path)
         return 0
-    from ..config import apply_overrides, from_dict, load_yaml
-    from .base import CorpusConfig, ReadStats
-    from .sources import iter_documents
 
     data = load_yaml(args.config) if args.config else {}
     cfg = from_dict(CorpusConfig, apply_overrides(data, args.set))
@@ -70,6 +69,4 @@ def run(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m preschool.corpora ...`` = ``preschool corpus ...``."""
-    from ..cli import main as cli_main
-
     return cli_main(["corpus", *(sys.argv[1:] if argv is None else argv)])

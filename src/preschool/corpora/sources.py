@@ -55,9 +55,11 @@ import re
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
-from ..errors import ConfigError, DataError
+from ..config import from_dict
+from ..errors import ConfigError, DataError, MissingDependency
 from .base import (SOURCES, CorpusConfig, Document, ReadStats, bad_utf8_message, chunk_marked, chunk_text, clean_text,
                    decode_bytes, join_segments, utf16_policy)
+from .storybook import Storybook
 
 
 DEFAULT_GLOB = "**/*"
@@ -732,8 +734,6 @@ class StorybookSource(Source):
     """The built-in offline corpus: simple English stories from a probabilistic grammar (endless; limit it)."""
 
     def documents(self, stats: ReadStats) -> Iterator[Document]:
-        from .storybook import Storybook
-
         book = Storybook(self.cfg.storybook, seed=self.cfg.seed)
         for i in itertools.count():
             yield Document(f"storybook:{i}", book.story(i), {"source": "storybook", "index": i, "seed": self.cfg.seed})
@@ -766,7 +766,6 @@ class DatatroveSource(Source):
         c = self.cfg
         if not c.path:
             raise ConfigError("path", f"source {self.registry_name!r} needs path (the reader's data_folder)")
-        from ..errors import MissingDependency
 
         try:
             from datatrove.pipeline import readers
@@ -847,8 +846,6 @@ def iter_documents(cfg: CorpusConfig | dict, stats: ReadStats | None = None,
     mode ``none`` gets chunk ids ``<id>#<k>`` like a split one.
     """
     if isinstance(cfg, dict):
-        from ..config import from_dict
-
         cfg = from_dict(CorpusConfig, cfg)
     stats = stats if stats is not None else ReadStats()
     source = SOURCES.get(cfg.source, "source").cls(cfg)

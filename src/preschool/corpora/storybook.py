@@ -39,6 +39,8 @@ from typing import Callable, Iterator
 import numpy as np
 
 from ..config import check
+from ..errors import ConfigError
+from ..io import atomic_path, code_version, sha256_file, write_json
 from . import lexicon as L
 from ..seeds import STORYBOOK, salt
 
@@ -453,8 +455,6 @@ class Storybook:
     def minimal_pairs(self, paradigm: str, n: int) -> list[dict]:
         """``n`` pairs with distinct good sentences (pairs are drawn by index; duplicates are skipped)."""
         if paradigm not in PARADIGMS:
-            from ..errors import ConfigError
-
             raise ConfigError("paradigm", f"unknown paradigm {paradigm!r}; known: {', '.join(PARADIGMS)}")
         out, seen, i = [], set(), 0
         while len(out) < n and i < 50 * n + 100:
@@ -626,9 +626,6 @@ def write_minimal_pairs(out_dir: str | Path, seed: int = 0, n_per_paradigm: int 
 
     Returns the JSONL paths in paradigm order. Same (seed, n_per_paradigm) -> same bytes.
     """
-    from ..errors import ConfigError
-    from ..io import atomic_path, code_version, sha256_file, write_json
-
     if n_per_paradigm <= 0:
         raise ConfigError("n_per_paradigm", f"must be > 0, got {n_per_paradigm}")
     names = list(paradigms) if paradigms is not None else list(PARADIGMS)

@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from ... import corpora
 from ...config import check, to_dict
 from ...corpora.base import ReadStats, is_validation
 from ...errors import ConfigError
@@ -132,12 +133,9 @@ class CorpusJob(DocumentJob):
     def units(self, start=None):
         # files, datatrove readers and a streamed hf corpus can continue where a unit starts (iter_documents
         # positions); other sources (storybook, a non-streamed hf dataset) read again from their start
-        from ...corpora import iter_documents
-
         m, token = start if start is not None else (0, {})
-        docs = ((d.id, d.text, d.meta.get("position")) for d in iter_documents(self.corpus_cfg, self.read,
-                                                                               start=token.get("position"))
-                if d.id not in self.excluded)
+        read = corpora.iter_documents(self.corpus_cfg, self.read, start=token.get("position"))
+        docs = ((d.id, d.text, d.meta.get("position")) for d in read if d.id not in self.excluded)
         return self.document_units(docs, self.unit_tokens, first=m)
 
     def run(self, k: int, docs: list[tuple[str, str]], out: Path) -> dict:
