@@ -17,16 +17,17 @@ sha256 and how many passes over the source were made.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 import numpy as np
 
-from ..config import check, to_dict
+from ..config import check, to_dict, validate as validate_config
 from ..data.shards import ShardSet, ShardWriter
 from ..errors import DataError
-from ..io import read_json, write_json
+from ..io import read_json, sha256_file, write_json
 from .offsets import PRESENTATIONS, Presentation, PresentationConfig
 from .plan import PLAN_FILE, PlanConfig, load_plan, make_plan, plan_manifest, save_plan
 from .translation import TranslationConfig, min_row_len, span_length, translation_rows
@@ -47,10 +48,8 @@ class CompartmentsConfig:
         self.plan_config()  # validates shares / translation fraction
 
     def plan_config(self) -> PlanConfig:
-        from ..config import validate
-
         cfg = PlanConfig(self.n_compartments, self.shares, self.translation.fraction, self.translation.mode, self.seed)
-        validate(cfg)
+        validate_config(cfg)
         return cfg
 
     def record(self) -> dict:
@@ -144,15 +143,11 @@ def write_compartmented(src: str | Path | ShardSet, out: str | Path, cfg: Compar
 
 
 def _plan_sha(plan) -> str:
-    import hashlib
-
     arr = np.stack([plan.src, plan.dst], axis=1).astype(np.int16)
     return hashlib.sha256(arr.tobytes()).hexdigest()
 
 
 def _manifest_hash(src: ShardSet) -> str:
-    from ..io import sha256_file
-
     return sha256_file(src.path / "manifest.json")
 
 

@@ -39,9 +39,11 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from ..data.shards import ShardSet
 from ..errors import ConfigError
 from ..seeds import INFONCE_PAIRS
 from .configs import InfoNCEConfig  # torch-free home of the config (the planner reads it)
+from .model import compartment_embedding_disabled
 
 _SALT = INFONCE_PAIRS
 
@@ -108,8 +110,6 @@ def pair_loss(model, base_ids: torch.Tensor, n_compartments: int, base_vocab: in
     ``spans: shards`` draws one pair (i, j) for the whole call, as the reference;
     ``spans: batch`` draws one per span.
     """
-    from .model import compartment_embedding_disabled
-
     if n_compartments < 2:
         raise ConfigError("infonce", "needs n_compartments >= 2")
     i, j = draw_pairs(1 if cfg.spans == "shards" else len(base_ids), n_compartments, rng)
@@ -149,8 +149,6 @@ class SpanPool:
     """
 
     def __init__(self, shards, span_len: int):
-        from ..data.shards import ShardSet
-
         self.shards = shards if isinstance(shards, ShardSet) else ShardSet(Path(shards), verify="size")
         self.row_len = self.shards.row_len
         self.span_len = span_len or self.row_len - 1  # the training context: rows hold T + 1 tokens

@@ -31,12 +31,14 @@ Follows Howe & Wingate (vinhowe/compartmentalization ``src/model.py``,
 from __future__ import annotations
 
 import contextlib
+import weakref
 from pathlib import Path
 from typing import Iterable
 
 import torch
 from torch import nn
 
+from ..data.tokenizer import refuse_custom_code
 from ..errors import ConfigError, DataError
 from ..seeds import COMPARTMENT_VECTORS
 from .configs import COPY_PARTS, CompartmentModelConfig  # torch-free home of the config (the planner reads it)
@@ -84,8 +86,6 @@ def _hook(module, args, output):
 def attach_compartment_embedding(model, n_compartments: int, base_vocab: int, init_std: float = 0.02,
                                  seed: int = 0) -> nn.Embedding:
     """Add a learned per-compartment vector to the token embeddings of ``model`` (in place)."""
-    import weakref
-
     vocab = model.get_input_embeddings().weight.shape[0]
     if vocab != n_compartments * base_vocab + 1:
         raise ConfigError("compartment_embedding",
@@ -236,7 +236,6 @@ def load_compartment_model(path: str | Path, **kwargs):
     """``AutoModelForCausalLM.from_pretrained`` plus the compartment embedding, if the checkpoint has one."""
     from transformers import AutoModelForCausalLM
 
-    from ..data.tokenizer import refuse_custom_code
     from ..train.checkpoint import quiet_hf_logging
 
     refuse_custom_code(path)
