@@ -14,6 +14,14 @@ def test_list_shows_every_task_parameters_and_presets(capsys):
     assert "p_open = 0.5" in out and "preset dyck_hu2025" in out and "# symbols per document" in out
 
 
+def test_list_shows_a_fields_comment_but_not_a_type_checker_pragma(capsys):
+    assert main(["generate", "--list"]) == 0
+    queue = capsys.readouterr().out.split("\nqueue:")[1].split("\n\n")[0]
+    # QueueConfig narrows Stack's answer_order under `# type: ignore[...]`: no parameter doc; inherited docs stay
+    assert "    answer_order = 'front_first'  (Literal['front_first', 'back_first'])\n" in queue
+    assert "length = 128  (int)  # symbols per document (padded); must be >= 2 * n_ops" in queue
+
+
 def test_preview_prints_decoded_items(capsys):
     assert main(["generate", "stack", "--preview", "2", "--set", "n_ops=8", "--set", "length=16"]) == 0
     out = capsys.readouterr().out

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import ast
 import dataclasses
 import difflib
+import functools
 import inspect
 import json
 import re
 import sys
+from pathlib import Path
 
 from ..config import override_value
 from ..data.tokenizer import backend, eos_id, load_saved, tokenizer_size
@@ -68,16 +71,39 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
+@functools.lru_cache(maxsize=None)
+def _class_sources(path: str) -> dict[str, str]:
+    """The source of every class defined in the file ``path``, by qualified name. Each file is parsed once
+    (``inspect.getsource`` parses a class's whole module on every call, once per class listed)."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError:
+        return {}
+    lines = text.splitlines()
+    out: dict[str, str] = {}
+
+    def walk(body: list, prefix: str) -> None:
+        for node in body:
+            if isinstance(node, ast.ClassDef):  # whole lines: a last field's comment is past the node's end
+                out[prefix + node.name] = "\n".join(lines[node.lineno - 1:node.end_lineno])
+                walk(node.body, f"{prefix}{node.name}.")
+
+    walk(ast.parse(text).body, "")
+    return out
+
+
 def _field_docs(cfg_cls) -> dict[str, str]:
-    """Inline ``# comments`` of a config dataclass's fields (the parameter docs)."""
+    """Inline ``# comments`` of a config dataclass's fields, its bases' too (the parameter docs)."""
     docs: dict[str, str] = {}
     for klass in reversed(cfg_cls.__mro__):
         try:
-            src = inspect.getsource(klass)
-        except (OSError, TypeError):
+            path = inspect.getsourcefile(klass)
+        except TypeError:  # a built-in class (object)
             continue
+        src = _class_sources(path).get(klass.__qualname__, "") if path else ""
         for m in re.finditer(r"^\s+(\w+):\s*[^=\n]+=[^#\n]*#\s*(.+)$", src, re.M):
-            docs[m.group(1)] = m.group(2).strip()
+            if not re.match(r"(type|pragma):|noqa\b", m.group(2)):  # a tool's pragma documents nothing
+                docs[m.group(1)] = m.group(2).strip()
     return docs
 
 
