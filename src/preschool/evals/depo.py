@@ -39,6 +39,7 @@ import numpy as np
 
 from ..config import check
 from ..errors import ConfigError, DataError
+from ..synthetic import GENERATORS, Item
 from .base import EVALUATORS, EvalResult, Evaluator
 
 
@@ -55,8 +56,6 @@ class DepoEvalConfig:
     batch_size: int = 16
 
     def validate(self) -> None:
-        from ..synthetic import GENERATORS
-
         check(self.instances >= 1, "instances", f"must be >= 1, got {self.instances}")
         check(self.batch_size >= 1, "batch_size", f"must be >= 1, got {self.batch_size}")
         check(self.seed >= 0, "seed", f"must be >= 0, got {self.seed}")
@@ -95,13 +94,11 @@ class DepoEval(Evaluator):
     cfg: DepoEvalConfig
 
     def generator(self, k: int):
-        from ..synthetic import GENERATORS
-
         fixed = {"n_nodes_dist": "fixed"} if self.cfg.nodes == "max" else {}
         return GENERATORS.build("depo", {**self.cfg.task, "seed": self.cfg.seed, "hops": [k], **fixed})
 
     def encoder(self, tokenizer):
-        from ..synthetic.write import SymbolEncoder
+        from ..synthetic.write import SymbolEncoder  # the shard-writing stack: not needed to list evaluators
 
         if self.cfg.render == "reserved":
             off = self.cfg.reserved_offset
@@ -117,8 +114,6 @@ class DepoEval(Evaluator):
 
     def documents(self, tokenizer) -> list[dict]:
         """Encoded held-out documents: ids, and per query its k and answer token span."""
-        from ..synthetic import Item
-
         enc = self.encoder(tokenizer)
         eos = getattr(tokenizer, "eos_token_id", None) if self.cfg.prepend_eos and tokenizer is not None else None
         cfg_hops = self.cfg.hops or reference_hops(self.generator(1).cfg.max_hops)
