@@ -2,7 +2,6 @@
 
 import os
 import re
-import stat
 import subprocess
 import threading
 import time
@@ -62,21 +61,8 @@ def test_prepare_then_one_arm_then_report_from_whatever_finished(tmp_path, capsy
     assert list((run / "evals").glob("step-*/minimal_pairs/summary.json"))
 
 
-def _fake_sbatch(bin_dir: Path, log: Path) -> None:
-    """An sbatch that records its arguments and answers like `sbatch --parsable` (id;cluster)."""
-    bin_dir.mkdir(parents=True, exist_ok=True)
-    exe = bin_dir / "sbatch"
-    exe.write_text(f"""#!/bin/bash
-n=$(( $(wc -l < {log} 2>/dev/null || echo 0) + 1001 ))
-echo "$n $*" >> {log}
-echo "$n;testcluster"
-""")
-    exe.chmod(exe.stat().st_mode | stat.S_IEXEC)
-
-
 def test_launch_submits_the_job_graph_with_fake_sbatch(tmp_path, monkeypatch, capsys):
-    log = tmp_path / "sbatch.log"
-    _fake_sbatch(tmp_path / "bin", log)
+    log = _fake_slurm(tmp_path / "bin", tmp_path / "sbatch.log")
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.chdir(tmp_path)
     cfg = ROOT / "examples/paper/verify_ppt_1b.yaml"
@@ -98,10 +84,10 @@ def test_launch_submits_the_job_graph_with_fake_sbatch(tmp_path, monkeypatch, ca
     line = next(x for x in script.splitlines() if "torchrun --nnodes" in x)
     assert line.startswith("srun ")
     for piece in ('--nnodes "$SLURM_NNODES"', "--nproc-per-node 4", "--rdzv-backend c10d",
-                  '--rdzv-endpoint "$head:29500"', '--rdzv-id "$SLURM_JOB_ID"', "-m preschool.cli run",
+                  '--rdzv-endpoint "$head:$port"', '--rdzv-id "$SLURM_JOB_ID"', "-m preschool.cli run",
                   "--arm dyck --seed 6", "--set out=run"):
         assert piece in line
-    assert "scontrol show hostnames" in script
+    assert "scontrol show hostnames" in script and "port=$(( 29500 + SLURM_JOB_ID % 1000 ))" in script
     out = capsys.readouterr().out
     assert "submitted report: job" in out
 
@@ -160,17 +146,29 @@ def test_compartments_prepare_then_one_arm(tmp_path, capsys):
 
 # ----------------------------------------------------------------------------- cluster-real (issue 25)
 
-def _fake_slurm(bin_dir: Path, log: Path, answer: str = '"$n;testcluster"', fail_at: int = 0) -> Path:
-    """sbatch answering ``answer`` (exit 1 on call ``fail_at``) and an scancel recording what it cancels."""
+def _fake_slurm(bin_dir: Path, log: Path, answer: str = '"$n;testcluster"', fail_at: int = 0,
+                queue: bool = False) -> Path:
+    """A fake Slurm in ``bin_dir``: sbatch records its arguments in ``log`` and answers ``answer`` (exit 1
+    on call ``fail_at``); with ``queue`` each job it is given is queued (PENDING, with its script's
+    comment) in ``<log>.queue``, which squeue prints (``%i|%T|%r|%k``); scancel records what it cancels in
+    ``<log>.scancel``; sinfo prints ``<log>.sinfo`` if written, else two 64-CPU nodes of 8 GPUs."""
     bin_dir.mkdir(parents=True, exist_ok=True)
     (bin_dir / "sbatch").write_text(f"""#!/bin/bash
 n=$(( $(wc -l < {log} 2>/dev/null || echo 0) + 1001 ))
 echo "$n $*" >> {log}
 if [ $n -eq {1000 + fail_at} ]; then echo "sbatch: error: Invalid generic resource (gres) specification" >&2; exit 1; fi
+if {'true' if queue else 'false'}; then
+  echo "$n|PENDING|None|$(sed -n 's/^#SBATCH --comment=//p' "${{@: -1}}")" >> {log}.queue
+fi
 echo {answer}
 """)
     (bin_dir / "scancel").write_text(f'#!/bin/bash\necho "$*" > {log}.scancel\n')
-    for exe in ("sbatch", "scancel"):
+    (bin_dir / "squeue").write_text(f"#!/bin/bash\ncat {log}.queue 2>/dev/null || true\n")
+    (bin_dir / "sinfo").write_text(f"""#!/bin/bash
+if [ -f {log}.sinfo ]; then cat {log}.sinfo; else
+  printf 'n1|gpu*|64|512000|gpu:8|infinite\\nn2|gpu*|64|512000|gpu:8|infinite\\n'; fi
+""")
+    for exe in ("sbatch", "scancel", "squeue", "sinfo"):
         (bin_dir / exe).chmod(0o755)
     return log
 
