@@ -95,6 +95,13 @@ def test_launch_on_a_local_slurm_shared_node_relaunch_and_fsdp(tmp_path):
         status = subprocess.run(base + ["--status"], env=env, cwd=tmp_path, capture_output=True, text=True)
         assert status.returncode == 0 and re.search(r"a-seed0: (PENDING|RUNNING) as job", status.stdout), status
         arm_ids = [i for n, i in ids if n.endswith("-seed0")]
+        # and again once an arm job runs: still nothing is submitted twice
+        end = time.monotonic() + 600
+        while "RUNNING" not in _states(env, arm_ids).values() and time.monotonic() < end:
+            time.sleep(1)
+        running = run("--cpus-per-task", "1")
+        assert running.returncode == 0 and "submitted" not in running.stdout, running
+        assert re.search(r"skip [abc]-seed0: already in Slurm as job \d+ \(RUNNING", running.stdout), running.stdout
         states, together = _wait(env, [i for _, i in ids], timeout=1200, arms=arm_ids)
         logs = {p.name: p.read_text() for p in sorted((out / "slurm" / "logs").glob("*.out"))}
         assert set(states.values()) == {"COMPLETED"}, (states, logs)
@@ -114,7 +121,7 @@ def test_launch_on_a_local_slurm_shared_node_relaunch_and_fsdp(tmp_path):
         assert "nothing to run" in last.stdout and "submitted" not in last.stdout
         print(f"$ preschool launch --cpus-per-task 4\n{refused.stderr}\n$ preschool launch (first)\n{first.stdout}\n"
               f"$ preschool launch (again, while queued)\n{again.stdout}\n$ preschool launch --status\n"
-              f"{status.stdout}\njob states: {states}; arm jobs running at once: {together}; spans: {spans}\n"
+              f"{status.stdout}\n$ preschool launch (again, while an arm runs)\n{running.stdout}\njob states: {states}; arm jobs running at once: {together}; spans: {spans}\n"
               f"$ preschool launch (after)\n{last.stdout}")
     finally:
         subprocess.run([str(SCRIPT), "stop", str(state)], capture_output=True)
