@@ -616,9 +616,11 @@ def launch(exp: ExperimentFile, opt: SlurmOptions, dry_run: bool = False) -> dic
         print(f"[preschool] queued jobs not checked ({unchecked})")
     for name, why in done.items():
         print(f"[preschool] skip {name}: {why}")
-    for name, q in (queued or {}).items():
-        if name not in done and name not in {j.name for j in todo}:
-            print(f"[preschool] skip {name}: already in Slurm as job {q.job_id} ({q.state}, reason {q.reason})")
+    submitting = {j.name for j in todo}
+    for j in jobs:  # in the graph's order
+        q = (queued or {}).get(j.name)
+        if q is not None and j.name not in done and j.name not in submitting:
+            print(f"[preschool] skip {j.name}: already in Slurm as job {q.job_id} ({q.state}, reason {q.reason})")
     if not todo:
         print("[preschool] nothing to run: every job's outputs are complete and current"
               + (", or it is queued or running" if queued else ""))
