@@ -516,7 +516,8 @@ def _sinfo(log: Path, *rows: str) -> None:
     (("--nodes", "2"), "--nodes", "ask 2 nodes, but partition cpu has 1"),
     (("--mem", "64G"), "--mem", "asks 64G per node, but the largest node of partition cpu has 3900M"),
     (("--time", "02:00:00"), "--time", "over the time limit of partition cpu (1:00:00"),
-    (("--gpus-per-node", "1"), "--gpus-per-node", "ask 1 GPUs on a node, but the nodes of partition cpu have at most 0"),
+    (("--gpus-per-node", "1"), "--gpus-per-node",
+     "ask 1 GPUs on a node, but the nodes of partition cpu have at most 0"),
     (("--partition", "gpu"), "--partition", "sinfo lists no node in partition 'gpu'"),
 ])
 def test_a_request_the_partition_can_never_run_is_refused_before_submitting(extra, flag, says, tmp_path,

@@ -45,6 +45,7 @@ from :class:`SlurmOptions` (``--gpus-per-node 0``: CPU jobs); every job sets
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import re
 import shlex
@@ -646,17 +647,12 @@ def _log_tail(exp: ExperimentFile, name: str, job_id: str | None, lines: int = 1
     logs = _logs_dir(exp)
     stem = slurm_job_name(exp, name)
     cands = [logs / f"{stem}-{job_id}.out"] if job_id else []
-    cands = [p for p in cands if p.is_file()] or sorted(logs.glob(f"{glob_escape(stem)}-*.out"),
+    cands = [p for p in cands if p.is_file()] or sorted(logs.glob(f"{glob.escape(stem)}-*.out"),
                                                        key=lambda p: p.stat().st_mtime)
     if not cands:
         return None
     text = cands[-1].read_text(encoding="utf-8", errors="replace").rstrip("\n").splitlines()
     return cands[-1], "\n".join(text[-lines:])
-
-
-def glob_escape(s: str) -> str:
-    """``s`` with glob's special characters matched literally."""
-    return re.sub(r"([*?\[])", r"[\1]", s)
 
 
 def _ended_state(job_id: str) -> str | None:

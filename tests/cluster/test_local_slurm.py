@@ -81,7 +81,8 @@ def test_launch_on_a_local_slurm_shared_node_relaunch_and_fsdp(tmp_path):
         # a job the one 2-CPU node can never run is refused before anything is submitted (item 4)
         refused = run("--cpus-per-task", "4")
         assert refused.returncode == 2 and "--cpus-per-task" in refused.stderr, refused.stderr
-        assert "the largest node of partition cpu has 2" in refused.stderr and not (out / "slurm" / "jobs.json").exists()
+        assert "the largest node of partition cpu has 2" in refused.stderr
+        assert not (out / "slurm" / "jobs.json").exists()
         # one CPU per arm job: two of them run on the node at once (item 1)
         first = run("--cpus-per-task", "1")
         assert first.returncode == 0, first.stderr
@@ -121,7 +122,8 @@ def test_launch_on_a_local_slurm_shared_node_relaunch_and_fsdp(tmp_path):
         assert "nothing to run" in last.stdout and "submitted" not in last.stdout
         print(f"$ preschool launch --cpus-per-task 4\n{refused.stderr}\n$ preschool launch (first)\n{first.stdout}\n"
               f"$ preschool launch (again, while queued)\n{again.stdout}\n$ preschool launch --status\n"
-              f"{status.stdout}\n$ preschool launch (again, while an arm runs)\n{running.stdout}\njob states: {states}; arm jobs running at once: {together}; spans: {spans}\n"
+              f"{status.stdout}\n$ preschool launch (again, while an arm runs)\n{running.stdout}\n"
+              f"job states: {states}; arm jobs running at once: {together}; spans: {spans}\n"
               f"$ preschool launch (after)\n{last.stdout}")
     finally:
         subprocess.run([str(SCRIPT), "stop", str(state)], capture_output=True)
