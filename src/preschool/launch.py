@@ -442,8 +442,8 @@ def pending(jobs: list[Job], done: dict[str, str], queued: dict[str, Queued] | N
     """The jobs still to submit, their dependencies on skipped (finished) jobs dropped.
 
     A job ``queued`` (pending or running in Slurm) is not submitted again; jobs after it depend on its
-    job id. The report job is the exception: when any job it waits for is submitted now, a new report
-    is submitted after them, since a queued report would report without the resubmitted arms.
+    job id. The report job is the exception: when any other job is submitted now, a new report is
+    submitted after it, since the queued report would report without the resubmitted arms.
     """
     queued = queued or {}
     out = []

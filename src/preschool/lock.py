@@ -30,7 +30,10 @@ it dies. A second process asking for the same folder:
 Within one process the lock is re-entrant: ``preschool prepare`` holds it and
 calls :func:`preschool.experiment.prepare_experiment`, which takes it again.
 
-``preschool train`` holds it on its run folder (rank 0, keyed by its config).
+``preschool train`` holds it on its run folder (rank 0, keyed by its config); the runner's
+trainer (``preschool run``, and ``run --arm`` in a cluster job) holds it on each arm x seed's run
+folder while training it, without a key, so a second trainer of that folder stops
+(:func:`preschool.experiment.run_lock`).
 ``export``, ``generate`` and ``transform l2t`` replace their ``--out`` whole, so
 they hold it *beside* the folder (``beside=True``: ``<parent>/.<name>.preschool.lock``)
 and without a key: a second writer of the same ``--out`` stops (:mod:`preschool.outdir`).
