@@ -465,12 +465,12 @@ def test_a_lock_of_a_slurm_job_that_ended_on_another_node_is_taken_over(tmp_path
 
     _fake_slurm(tmp_path / "bin", tmp_path / "sbatch.log")
     (tmp_path / "bin" / "squeue").write_text(
-        '#!/bin/bash\nif [[ "$*" == *--jobs=77* ]]; then echo RUNNING; else echo "slurm_load_jobs error: '
-        'Invalid job id specified" >&2; exit 1; fi\n')
+        '#!/bin/bash\nif [[ "$*" == *--jobs=77* ]]; then echo RUNNING; elif [[ "$*" == *--jobs=78* ]]; then '
+        'echo TIMEOUT; else echo "slurm_load_jobs error: Invalid job id specified" >&2; exit 1; fi\n')
     _on_path(monkeypatch, tmp_path)
     run = tmp_path / "run"
     run.mkdir()
-    for job, taken in (("77", False), ("78", True)):
+    for job, taken in (("77", False), ("78", True), ("79", True)):  # running; ended (still listed); forgotten
         (run / ".preschool.lock").write_text(_json.dumps(
             {"pid": 1, "host": "node-elsewhere", "started": "x", "command": "preschool run --arm a", "slurm_job": job}))
         if taken:

@@ -504,7 +504,10 @@ def _slurm_job_alive(holder: dict) -> bool | None:
     res = subprocess.run(["squeue", "--noheader", "--format=%T", f"--jobs={job}"], capture_output=True, text=True)
     if res.returncode != 0:
         return False if "Invalid job id" in res.stderr else None
-    return bool(res.stdout.strip())
+    # squeue -j may still list a job that ended (for MinJobAge): only a state before the end is alive
+    ended = {"COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL", "DEADLINE",
+             "OUT_OF_MEMORY"}
+    return any(state.strip() not in ended for state in res.stdout.split())
 
 
 def run_lock(run_dir: Path, command: str):
