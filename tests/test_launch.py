@@ -2,7 +2,7 @@
 
 import os
 import re
-import stat
+import shutil
 import subprocess
 import threading
 import time
@@ -12,6 +12,7 @@ import pytest
 
 from preschool.cli import main
 from preschool.experiment import load_experiment_file
+from preschool.errors import ConfigError, DataError
 from preschool.launch import slurm_jobs, SlurmOptions
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -62,21 +63,8 @@ def test_prepare_then_one_arm_then_report_from_whatever_finished(tmp_path, capsy
     assert list((run / "evals").glob("step-*/minimal_pairs/summary.json"))
 
 
-def _fake_sbatch(bin_dir: Path, log: Path) -> None:
-    """An sbatch that records its arguments and answers like `sbatch --parsable` (id;cluster)."""
-    bin_dir.mkdir(parents=True, exist_ok=True)
-    exe = bin_dir / "sbatch"
-    exe.write_text(f"""#!/bin/bash
-n=$(( $(wc -l < {log} 2>/dev/null || echo 0) + 1001 ))
-echo "$n $*" >> {log}
-echo "$n;testcluster"
-""")
-    exe.chmod(exe.stat().st_mode | stat.S_IEXEC)
-
-
 def test_launch_submits_the_job_graph_with_fake_sbatch(tmp_path, monkeypatch, capsys):
-    log = tmp_path / "sbatch.log"
-    _fake_sbatch(tmp_path / "bin", log)
+    log = _fake_slurm(tmp_path / "bin", tmp_path / "sbatch.log")
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.chdir(tmp_path)
     cfg = ROOT / "examples/paper/verify_ppt_1b.yaml"
@@ -98,10 +86,10 @@ def test_launch_submits_the_job_graph_with_fake_sbatch(tmp_path, monkeypatch, ca
     line = next(x for x in script.splitlines() if "torchrun --nnodes" in x)
     assert line.startswith("srun ")
     for piece in ('--nnodes "$SLURM_NNODES"', "--nproc-per-node 4", "--rdzv-backend c10d",
-                  '--rdzv-endpoint "$head:29500"', '--rdzv-id "$SLURM_JOB_ID"', "-m preschool.cli run",
+                  '--rdzv-endpoint "$head:$port"', '--rdzv-id "$SLURM_JOB_ID"', "-m preschool.cli run",
                   "--arm dyck --seed 6", "--set out=run"):
         assert piece in line
-    assert "scontrol show hostnames" in script
+    assert "scontrol show hostnames" in script and "port=$(( 29500 + SLURM_JOB_ID % 1000 ))" in script
     out = capsys.readouterr().out
     assert "submitted report: job" in out
 
@@ -160,17 +148,29 @@ def test_compartments_prepare_then_one_arm(tmp_path, capsys):
 
 # ----------------------------------------------------------------------------- cluster-real (issue 25)
 
-def _fake_slurm(bin_dir: Path, log: Path, answer: str = '"$n;testcluster"', fail_at: int = 0) -> Path:
-    """sbatch answering ``answer`` (exit 1 on call ``fail_at``) and an scancel recording what it cancels."""
+def _fake_slurm(bin_dir: Path, log: Path, answer: str = '"$n;testcluster"', fail_at: int = 0,
+                queue: bool = False) -> Path:
+    """A fake Slurm in ``bin_dir``: sbatch records its arguments in ``log`` and answers ``answer`` (exit 1
+    on call ``fail_at``); with ``queue`` each job it is given is queued (PENDING, with its script's
+    comment) in ``<log>.queue``, which squeue prints (``%i|%T|%r|%k``); scancel records what it cancels in
+    ``<log>.scancel``; sinfo prints ``<log>.sinfo`` if written, else two 64-CPU nodes of 8 GPUs."""
     bin_dir.mkdir(parents=True, exist_ok=True)
     (bin_dir / "sbatch").write_text(f"""#!/bin/bash
 n=$(( $(wc -l < {log} 2>/dev/null || echo 0) + 1001 ))
 echo "$n $*" >> {log}
 if [ $n -eq {1000 + fail_at} ]; then echo "sbatch: error: Invalid generic resource (gres) specification" >&2; exit 1; fi
+if {'true' if queue else 'false'}; then
+  echo "$n|PENDING|None|$(sed -n 's/^#SBATCH --comment=//p' "${{@: -1}}")" >> {log}.queue
+fi
 echo {answer}
 """)
     (bin_dir / "scancel").write_text(f'#!/bin/bash\necho "$*" > {log}.scancel\n')
-    for exe in ("sbatch", "scancel"):
+    (bin_dir / "squeue").write_text(f"#!/bin/bash\ncat {log}.queue 2>/dev/null || true\n")
+    (bin_dir / "sinfo").write_text(f"""#!/bin/bash
+if [ -f {log}.sinfo ]; then cat {log}.sinfo; else
+  printf 'n1|gpu*|64|512000|gpu:8|infinite\\nn2|gpu*|64|512000|gpu:8|infinite\\n'; fi
+""")
+    for exe in ("sbatch", "scancel", "squeue", "sinfo"):
         (bin_dir / exe).chmod(0o755)
     return log
 
@@ -227,6 +227,7 @@ def test_rank_threads_divide_the_process_cpus_among_local_ranks(monkeypatch):
 
     before = torch.get_num_threads()
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(8)))
+    monkeypatch.delenv("SLURM_CPUS_PER_TASK", raising=False)
     try:
         monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
         assert rank_threads() is None and torch.get_num_threads() == before  # not under torchrun: untouched
@@ -234,6 +235,30 @@ def test_rank_threads_divide_the_process_cpus_among_local_ranks(monkeypatch):
         assert rank_threads() == 4 and torch.get_num_threads() == 4
         monkeypatch.setenv("LOCAL_WORLD_SIZE", "16")
         assert rank_threads() == 1 and torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_threads_follow_the_slurm_allocation_where_slurm_does_not_confine_cpus(monkeypatch, capsys):
+    """Under TaskPlugin=task/none the affinity mask is the whole node: a job given 1 CPU of 2 ran 2
+    torch threads (issue 33 item 5). SLURM_CPUS_PER_TASK bounds it, with or without torchrun."""
+    import torch
+
+    from preschool.experiment import allocated_cpus, rank_threads
+
+    before = torch.get_num_threads()
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(2)))
+    monkeypatch.setenv("SLURM_CPUS_PER_TASK", "1")
+    try:
+        monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+        assert allocated_cpus() == (1, "SLURM_CPUS_PER_TASK")
+        assert rank_threads() == 1 and torch.get_num_threads() == 1  # a job's python without torchrun
+        monkeypatch.setenv("LOCAL_WORLD_SIZE", "1")
+        assert rank_threads() == 1 and torch.get_num_threads() == 1
+        assert "torch threads per rank: 1 (1 CPUs (SLURM_CPUS_PER_TASK) / 1 local ranks)" in capsys.readouterr().out
+        # a confining Slurm's mask is already the allocation (and a larger SLURM_CPUS_PER_TASK never widens it)
+        monkeypatch.setenv("SLURM_CPUS_PER_TASK", "8")
+        assert allocated_cpus() == (2, "affinity mask")
     finally:
         torch.set_num_threads(before)
 
@@ -342,3 +367,217 @@ def test_a_second_launch_submits_only_what_is_not_current(finished, tmp_path, mo
     assert _launch(cfg, "--gpus-per-node", "0", "--set", "report.window=0.25", "--dry-run", out=out) == 0
     text = capsys.readouterr().out
     assert "would run: report" in text and "skip a-seed0" in text and "skip b-seed0" in text
+
+
+# ----------------------------------------------------------------------------- shared clusters (issue 33)
+
+def _on_path(monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.chdir(tmp_path)
+
+
+def test_arm_jobs_sharing_a_node_never_share_a_rendezvous(tmp_path):
+    """Every arm job met at $head:29500, so a second job on the same node joined the first one's store
+    and died when it ended (item 1): a one-node job uses torchrun --standalone (a free local port), a
+    multi-node job a port derived from its job id."""
+    exp = load_experiment_file(MICRO_YAML, [f"out={tmp_path}"])
+    one = {j.name: j.script for j in slurm_jobs(exp, SlurmOptions(gpus_per_node=0))}
+    line = next(x for x in one["a-seed0"].splitlines() if x.startswith("srun "))
+    assert "torchrun --standalone --nnodes 1 " in line and "rdzv" not in line and "29500" not in one["a-seed0"]
+    two = {j.name: j.script for j in slurm_jobs(exp, SlurmOptions(nodes=2, gpus_per_node=0, port=20000))}
+    script = two["a-seed0"]
+    assert '--rdzv-endpoint "$head:$port"' in script and "--standalone" not in script
+    port_line = next(x for x in script.splitlines() if x.startswith("port="))
+    ports = [subprocess.run(["bash", "-c", f'{port_line}; echo "$port"'], env={"SLURM_JOB_ID": str(i)},
+                            capture_output=True, text=True, check=True).stdout.strip() for i in (41, 42, 1041)]
+    assert ports[0] != ports[1] and all(20000 <= int(p) < 21000 for p in ports)
+    with pytest.raises(ConfigError, match="--port"):
+        SlurmOptions(port=65000).validate()  # no room for the job's offset
+
+
+def _queue_rows(log: Path) -> list[str]:
+    return log.with_name(log.name + ".queue").read_text().splitlines()
+
+
+def test_a_relaunch_skips_the_jobs_slurm_still_holds(tmp_path, monkeypatch, capsys):
+    """A relaunch while jobs are queued or running submitted them again (item 2): launch finds its jobs
+    with squeue by the comment each carries and submits only the rest, with their real ids as
+    dependencies; a job that left the queue unfinished (failed) is submitted again."""
+    log = _fake_slurm(tmp_path / "bin", tmp_path / "sbatch.log", queue=True)
+    _on_path(monkeypatch, tmp_path)
+    args = ("--gpus-per-node", "0", "--cpus-per-task", "1")
+    assert _launch(MICRO_YAML, *args) == 0
+    rows = _queue_rows(log)
+    assert [r.split("|")[3].rsplit(":", 1)[1] for r in rows] == ["prepare", "a-seed0", "b-seed0", "report"]
+    assert all(r.split("|")[3].startswith("preschool:") for r in rows)
+    capsys.readouterr()
+    assert _launch(MICRO_YAML, *args) == 0
+    text = capsys.readouterr().out
+    assert "skip a-seed0: already in Slurm as job 1002 (PENDING, reason None)" in text and "nothing to run" in text
+    assert len(log.read_text().splitlines()) == 4  # nothing submitted twice
+    # prepare runs, a-seed0 failed (it left the queue without DONE): only a-seed0 and a new report go
+    queue = log.with_name(log.name + ".queue")
+    queue.write_text("\n".join([rows[0].replace("PENDING", "RUNNING")] + rows[2:]) + "\n")
+    assert _launch(MICRO_YAML, *args) == 0
+    text = capsys.readouterr().out
+    assert "skip prepare: already in Slurm as job 1001 (RUNNING" in text and "to run: a-seed0, report" in text
+    new = log.read_text().splitlines()[4:]
+    assert [Path(r.split()[-1]).stem for r in new] == ["a-seed0", "report"]
+    assert "--dependency=afterok:1001 " in new[0] and "--dependency=afterany:1005:1003 " in new[1]
+    # another out folder of the same experiment name is another experiment: nothing of this one is skipped
+    assert _launch(MICRO_YAML, *args, out="other") == 0
+    assert "to run: prepare, a-seed0, b-seed0, report" in capsys.readouterr().out
+
+
+def test_a_second_run_of_one_arm_stops_naming_the_first(tmp_path, capsys):
+    """run --arm took no lock, so two jobs trained arms/a/seed0 at once (item 2): the second stops with
+    one line naming the holder, and the run folder is untouched by it."""
+    import sys
+
+    out = tmp_path / "out"
+    assert main(["prepare", str(MICRO_YAML), "--set", f"out={out}", "--no-progress"]) == 0
+    run = out / "arms" / "a" / "seed0"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time\nfrom preschool.lock import output_lock\n"
+         "with output_lock(sys.argv[1], 'preschool run micro --arm a --seed 0'):\n"
+         "    print('held', flush=True)\n    time.sleep(60)\n", str(run)],
+        stdout=subprocess.PIPE, text=True, env={**os.environ, "SLURM_JOB_ID": "4242"})
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        capsys.readouterr()
+        assert main(["run", str(MICRO_YAML), "--arm", "a", "--seed", "0", "--set", f"out={out}",
+                     "--no-progress"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and f"pid {holder.pid}" in err and "(Slurm job 4242)" in err
+        assert "preschool run micro --arm a --seed 0" in err
+        assert not (run / "config.yaml").exists() and not (run / "metrics.jsonl").exists()
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_a_lock_of_a_slurm_job_that_ended_on_another_node_is_taken_over(tmp_path, monkeypatch, capsys):
+    """A job killed at its time limit leaves its run folder's lock file; its resubmission may land on
+    another node, where the pid cannot be checked: Slurm says the holder's job is gone."""
+    import json as _json
+
+    from preschool.experiment import run_lock
+
+    _fake_slurm(tmp_path / "bin", tmp_path / "sbatch.log")
+    (tmp_path / "bin" / "squeue").write_text(
+        '#!/bin/bash\nif [[ "$*" == *--jobs=77* ]]; then echo RUNNING; elif [[ "$*" == *--jobs=78* ]]; then '
+        'echo TIMEOUT; else echo "slurm_load_jobs error: Invalid job id specified" >&2; exit 1; fi\n')
+    _on_path(monkeypatch, tmp_path)
+    run = tmp_path / "run"
+    run.mkdir()
+    for job, taken in (("77", False), ("78", True), ("79", True)):  # running; ended (still listed); forgotten
+        (run / ".preschool.lock").write_text(_json.dumps(
+            {"pid": 1, "host": "node-elsewhere", "started": "x", "command": "preschool run --arm a", "slurm_job": job}))
+        if taken:
+            with run_lock(run, "preschool run --arm a (again)"):
+                assert "taking over the stale lock" in capsys.readouterr().err
+        else:
+            with pytest.raises(DataError, match="Slurm job 77"):
+                with run_lock(run, "preschool run --arm a (again)"):
+                    pass
+
+
+def test_an_sbatch_that_printed_no_id_but_queued_its_job_leaves_no_orphan(tmp_path, monkeypatch, capsys):
+    """sbatch printed no id although the job was queued, and launch said "nothing was submitted" (item
+    3): squeue finds the job by its comment and it is cancelled with the rest; without squeue the
+    error names the job to look for."""
+    log = _fake_slurm(tmp_path / "bin", tmp_path / "sbatch.log", answer='"Submitted batch job"', queue=True)
+    _on_path(monkeypatch, tmp_path)
+    assert _launch(MICRO_YAML, "--gpus-per-node", "0") == 2
+    err = capsys.readouterr().err
+    assert "printed no job id" in err and "prepare, queued although sbatch printed no id (1001)" in err
+    assert (tmp_path / "sbatch.log.scancel").read_text().split() == ["1001"]
+    # no squeue at all (nor any other Slurm tool but the fake sbatch): only the tools the scripts use
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    for exe in ("bash", "wc", "sed", "cat"):
+        (tools / exe).symlink_to(shutil.which(exe))
+    (tmp_path / "bin" / "squeue").unlink()
+    (tmp_path / "bin" / "sinfo").unlink()
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{tools}")
+    log.unlink()
+    assert _launch(MICRO_YAML, "--gpus-per-node", "0", out="run2") == 2
+    err = capsys.readouterr().err
+    assert "sbatch may still have queued it: look for job name micro-prepare with comment preschool:" in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def _sinfo(log: Path, *rows: str) -> None:
+    log.with_name(log.name + ".sinfo").write_text("".join(r + "\n" for r in rows))
+
+
+@pytest.mark.parametrize("extra, flag, says", [
+    (("--cpus-per-task", "4"), "--cpus-per-task", "ask 4 CPUs on a node, but the largest node of partition cpu has 2"),
+    (("--nodes", "2"), "--nodes", "ask 2 nodes, but partition cpu has 1"),
+    (("--mem", "64G"), "--mem", "asks 64G per node, but the largest node of partition cpu has 3900M"),
+    (("--time", "02:00:00"), "--time", "over the time limit of partition cpu (1:00:00"),
+    (("--gpus-per-node", "1"), "--gpus-per-node",
+     "ask 1 GPUs on a node, but the nodes of partition cpu have at most 0"),
+    (("--partition", "gpu"), "--partition", "sinfo lists no node in partition 'gpu'"),
+])
+def test_a_request_the_partition_can_never_run_is_refused_before_submitting(extra, flag, says, tmp_path,
+                                                                             monkeypatch, capsys):
+    """--cpus-per-task 4 on a 2-CPU partition was accepted and stayed pending forever (item 4)."""
+    log = _fake_slurm(tmp_path / "bin", tmp_path / "sbatch.log")
+    _sinfo(log, "node1|cpu*|2|3900|(null)|1:00:00", "node1|big|2|3900|(null)|infinite")
+    if flag == "--partition":  # sinfo --partition=gpu lists nothing
+        (tmp_path / "bin" / "sinfo").write_text("#!/bin/bash\nexit 0\n")
+    _on_path(monkeypatch, tmp_path)
+    opts = ["--gpus-per-node", "0", "--cpus-per-task", "1"]
+    assert _launch(MICRO_YAML, *(opts + list(extra))) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and f"error: {flag}: " in err and says in err, err
+    assert not log.exists()  # nothing submitted
+    if flag != "--partition":
+        assert _launch(MICRO_YAML, *opts) == 0  # what fits is submitted
+        assert "partition cpu: 1 node(s), up to 2 CPUs" in capsys.readouterr().out
+
+
+def test_status_shows_states_reasons_and_a_failed_jobs_log(tmp_path, monkeypatch, capsys):
+    """launch --status: each job's state and Slurm's reason, and the tail of a job that ended
+    unfinished, so nobody has to read squeue (item 4)."""
+    log = _fake_slurm(tmp_path / "bin", tmp_path / "sbatch.log", queue=True)
+    (tmp_path / "bin" / "sacct").write_text('#!/bin/bash\necho FAILED\n')
+    (tmp_path / "bin" / "sacct").chmod(0o755)
+    _on_path(monkeypatch, tmp_path)
+    assert main(["launch", str(MICRO_YAML), "--status", "--set", "out=run"]) == 0
+    assert "a-seed0: not submitted" in capsys.readouterr().out
+    assert _launch(MICRO_YAML, "--gpus-per-node", "0", "--cpus-per-task", "1") == 0
+    rows = _queue_rows(log)
+    queue = log.with_name(log.name + ".queue")
+    queue.write_text("\n".join([rows[0].replace("PENDING|None", "RUNNING|None"),
+                                rows[1].replace("None", "Dependency")] + rows[3:]) + "\n")
+    (tmp_path / "run/slurm/logs/micro-b-seed0-1003.out").write_text(
+        "".join(f"line {i}\n" for i in range(30)) + "RuntimeError: boom\n")
+    capsys.readouterr()
+    assert main(["launch", str(MICRO_YAML), "--status", "--set", "out=run"]) == 0
+    text = capsys.readouterr().out
+    assert "prepare: RUNNING as job 1001 (reason None)" in text
+    assert "a-seed0: PENDING as job 1002 (reason Dependency)" in text
+    assert "b-seed0: job 1003 ended without finishing (FAILED)" in text
+    assert "RuntimeError: boom" in text and "line 21" in text and "line 20\n" not in text
+    assert "report: PENDING as job 1004" in text
+
+
+def test_a_dry_run_prints_a_submission_script_that_runs_as_it_is(tmp_path, monkeypatch, capsys):
+    """--dry-run printed sbatch lines with ${PREPARE_ID} placeholders nothing filled (item 9): the script
+    it prints (and writes to <out>/slurm/submit.sh) submits the graph with the real ids."""
+    log = _fake_slurm(tmp_path / "bin", tmp_path / "sbatch.log")
+    _on_path(monkeypatch, tmp_path)
+    assert _launch(MICRO_YAML, "--gpus-per-node", "0", "--cpus-per-task", "1", "--dry-run") == 0
+    text = capsys.readouterr().out
+    assert not log.exists()
+    script = text[text.index("#!/bin/bash\n# submits"):].rstrip("\n") + "\n"
+    assert script == (tmp_path / "run/slurm/submit.sh").read_text()
+    res = subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=os.environ.copy())
+    assert res.returncode == 0, res.stderr
+    assert "submitted report: job 1004" in res.stdout
+    rows = {Path(r.split()[-1]).stem: r for r in log.read_text().splitlines()}
+    assert "--dependency" not in rows["prepare"]
+    assert "--dependency=afterok:1001 " in rows["a-seed0"] and "--dependency=afterok:1001 " in rows["b-seed0"]
+    assert "--dependency=afterany:1002:1003 " in rows["report"]

@@ -492,8 +492,43 @@ def check_arm_run(cfg: ExperimentConfig, arm: ArmSpec, seed: int, run_dir: Path)
     return tcfg, datasets
 
 
-def train_arms(cfg: ExperimentConfig, progress: bool = True) -> None:
-    """Step 3: train every arm x seed of the prepared data (resuming; finished runs are skipped)."""
+def _slurm_job_alive(holder: dict) -> bool | None:
+    """Whether the Slurm job a lock record names (``slurm_job``) is still queued or running (``squeue``);
+    None when the record names none or squeue cannot say."""
+    import shutil
+    import subprocess
+
+    job = holder.get("slurm_job")
+    if not job or shutil.which("squeue") is None:
+        return None
+    res = subprocess.run(["squeue", "--noheader", "--format=%T", f"--jobs={job}"], capture_output=True, text=True)
+    if res.returncode != 0:
+        return False if "Invalid job id" in res.stderr else None
+    # squeue -j may still list a job that ended (for MinJobAge): only a state before the end is alive
+    ended = {"COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL", "DEADLINE",
+             "OUT_OF_MEMORY"}
+    return any(state.strip() not in ended for state in res.stdout.split())
+
+
+def run_lock(run_dir: Path, command: str):
+    """The lock one arm x seed's trainer holds on its run folder (``<run>/.preschool.lock``, no key): a
+    second trainer of the same run folder, a relaunched job or a ``preschool run`` beside a cluster job,
+    stops with one line naming the holder instead of training it twice. Rank 0 takes it (every rank
+    of a torchrun job trains the same folder); a holder on another node is stale once Slurm no longer
+    runs its job."""
+    import contextlib
+    import os
+
+    from .lock import output_lock as lock
+
+    if os.environ.get("RANK", "0") != "0":
+        return contextlib.nullcontext()
+    return lock(run_dir, command, holder_alive=_slurm_job_alive)
+
+
+def train_arms(cfg: ExperimentConfig, progress: bool = True, command: str = "preschool run") -> None:
+    """Step 3: train every arm x seed of the prepared data (resuming; finished runs are skipped), each
+    under its :func:`run_lock` (``command``: what a second trainer of the folder is told is running)."""
     from .train.callbacks.registry import CallbackContext, build_callbacks
     from .train.trainer import train
 
@@ -508,8 +543,11 @@ def train_arms(cfg: ExperimentConfig, progress: bool = True) -> None:
         ctx = CallbackContext(arm.name, seed, datasets, [n for st in tcfg.stages for n in st.datasets], data_dir,
                               lambda other, s=seed: layout.run_dir(cfg.out_dir, other, s))
         callbacks = build_callbacks(arm.callbacks, ctx, f"arms[{i}].callbacks")
-        print(f"[preschool] arm {arm.name} seed {seed}: training -> {run_dir}")
-        train(tcfg, run_dir, datasets, layout.tokenizer_dir(data_dir), callbacks)
+        with run_lock(run_dir, command):
+            if layout.is_done(run_dir):  # finished by another trainer since the check above
+                continue
+            print(f"[preschool] arm {arm.name} seed {seed}: training -> {run_dir}")
+            train(tcfg, run_dir, datasets, layout.tokenizer_dir(data_dir), callbacks)
 
 
 def evaluate_arms(cfg: ExperimentConfig) -> None:
@@ -649,28 +687,46 @@ def require_prepared(exp: ExperimentFile) -> dict:
     return manifest
 
 
-def rank_threads() -> int | None:
-    """Under torchrun, set torch's intra-op threads to this process's CPUs divided among the node's ranks.
+def allocated_cpus() -> tuple[int, str]:
+    """The CPUs this process may use and where that number comes from.
 
-    The CPUs are those the process may run on (``os.sched_getaffinity``: what
-    Slurm's ``--cpus-per-task`` gave the node's task, shared by its torchrun
-    processes); ``LOCAL_WORLD_SIZE`` is the number of ranks on this node. Ranks
-    that each take every CPU oversubscribe the node (two ranks x two threads on
-    two cores ran ~10x slower than one rank). Returns the count set, or None
-    outside torchrun (torch's default is kept).
+    The fewer of the affinity mask (``os.sched_getaffinity``: what a confining
+    Slurm, task/affinity or cgroups, binds the task to) and Slurm's
+    ``SLURM_CPUS_PER_TASK`` (what the job was given, which a Slurm without CPU
+    confinement, task/none, does not enforce: the mask is then the whole node).
+    """
+    import os
+
+    mask = len(os.sched_getaffinity(0))
+    given = os.environ.get("SLURM_CPUS_PER_TASK", "")
+    if given.isdigit() and 0 < int(given) < mask:
+        return int(given), "SLURM_CPUS_PER_TASK"
+    return mask, "affinity mask"
+
+
+def rank_threads() -> int | None:
+    """Set torch's intra-op threads to this process's CPU allocation divided among the node's ranks.
+
+    The CPUs are :func:`allocated_cpus` (what Slurm's ``--cpus-per-task`` gave
+    the node's task, shared by its torchrun processes, not the node's CPU count);
+    ``LOCAL_WORLD_SIZE`` is the number of ranks on this node (1 outside torchrun).
+    Ranks that each take every CPU oversubscribe the node (two ranks x two
+    threads on two cores ran ~10x slower than one rank). Returns the count set,
+    or None outside torchrun and Slurm (torch's default is kept).
     """
     import os
 
     local = os.environ.get("LOCAL_WORLD_SIZE")
-    if not local:
+    if not local and not os.environ.get("SLURM_CPUS_PER_TASK"):
         return None
     import torch
 
-    cpus = len(os.sched_getaffinity(0))
-    n = max(1, cpus // max(1, int(local)))
+    cpus, source = allocated_cpus()
+    ranks = max(1, int(local or 1))
+    n = max(1, cpus // ranks)
     torch.set_num_threads(n)
     if os.environ.get("LOCAL_RANK", "0") == "0":  # once per node, in the job log
-        print(f"[preschool] torch threads per rank: {n} ({cpus} CPUs / {local} local ranks)", flush=True)
+        print(f"[preschool] torch threads per rank: {n} ({cpus} CPUs ({source}) / {ranks} local ranks)", flush=True)
     return n
 
 
@@ -678,11 +734,14 @@ def run_arm(exp: ExperimentFile, arm: str, seed: int | None = None, progress: bo
     """Train one arm x seed of a prepared experiment (``preschool run EXP --arm A [--seed S]``).
 
     Refuses (``DataError`` naming the prepare command) when the data is not
-    prepared, instead of preparing it from every rank of a multi-node job; takes
-    no lock (every rank of a job runs it; each job writes only its own run folder).
+    prepared, instead of preparing it from every rank of a multi-node job. Rank 0
+    holds the run folder's lock (:func:`run_lock`): a second ``run --arm`` of the
+    same arm x seed (a job submitted twice) stops naming the first.
     Under ``torchrun`` every rank calls this; the trainer forms the process group.
     """
     from dataclasses import replace
+
+    from .lock import command_line
 
     if arm not in exp.arms:
         raise ConfigError("--arm", f"no arm named {arm!r}; the experiment has {exp.arms}")
@@ -692,5 +751,6 @@ def run_arm(exp: ExperimentFile, arm: str, seed: int | None = None, progress: bo
     require_prepared(exp)
     rank_threads()
     one = replace(exp.cfg, arms=[a for a in exp.cfg.arms if a.name == arm], seeds=[seed])
-    train_arms(one, progress)  # the trainer forms the process group under torchrun
+    command = command_line("run", str(exp.path), exp.overrides, None) + f" --arm {arm} --seed {seed}"
+    train_arms(one, progress, command)  # the trainer forms the process group under torchrun
     return layout.run_dir(exp.out_dir, arm, seed)

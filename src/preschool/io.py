@@ -119,6 +119,27 @@ def _publish_mode(path: Path) -> None:
     os.chmod(path, (0o777 if path.is_dir() else 0o666) & ~_umask())
 
 
+def _publish_tree(folder: Path) -> None:
+    """:func:`_publish_mode` for ``folder`` and everything in it (links left alone).
+
+    What other code writes into an :func:`atomic_dir` folder keeps that code's modes otherwise: the
+    safetensors writer behind ``save_pretrained`` makes ``model.safetensors`` 0600, so checkpoint
+    weights were the one file of a run a collaborator could not read. A file the writer made
+    executable stays executable (to whom the umask allows).
+    """
+    mask = _umask()
+    for dirpath, dirs, files in os.walk(folder):
+        for name in files:
+            f = os.path.join(dirpath, name)
+            if not os.path.islink(f):
+                os.chmod(f, (0o777 if os.stat(f).st_mode & 0o100 else 0o666) & ~mask)
+        for name in dirs:
+            d = os.path.join(dirpath, name)
+            if not os.path.islink(d):
+                os.chmod(d, 0o777 & ~mask)
+    os.chmod(folder, 0o777 & ~mask)
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | Path) -> Iterator[Path]:
     """Yield a temp path beside ``path``; on success fsync and rename it onto ``path``."""
@@ -224,7 +245,8 @@ def remove_dead_temps(path: str | Path) -> list[Path]:
 
 @contextlib.contextmanager
 def atomic_dir(path: str | Path) -> Iterator[Path]:
-    """Yield a temp folder beside ``path``; on success replace ``path`` with it.
+    """Yield a temp folder beside ``path``; on success replace ``path`` with it, every file and folder
+    in it given the mode the umask gives a plain ``open``/``mkdir`` (:func:`_publish_tree`).
 
     The temp folder (``.<name>.XXXXXXXX.tmp``) records who writes it until the rename, so the next
     writer of ``path`` removes what a killed one left (:func:`remove_dead_temps`). The output it
@@ -242,7 +264,7 @@ def atomic_dir(path: str | Path) -> Iterator[Path]:
         with write_errors_named(path, tmp):
             yield tmp
         (tmp / PARTIAL_MARK).unlink(missing_ok=True)  # the folder is complete: it becomes ``path`` as it is
-        _publish_mode(tmp)
+        _publish_tree(tmp)
         old = None
         if path.exists() or path.is_symlink():
             old = _own_dir(path, ".old")

@@ -2,7 +2,7 @@
 
 The jobs run the runner's commands (:mod:`preschool.experiment`: ``preschool
 prepare``, ``preschool run --arm A --seed S``, ``preschool run --only eval
---only report``); this module only writes and submits them.
+--only report``); this module only writes, checks and submits them.
 
 An experiment on a cluster is three kinds of job:
 
@@ -14,29 +14,39 @@ An experiment on a cluster is three kinds of job:
 2. **one job per arm x seed**, each ``afterok`` on prepare (and, for an arm
    whose callback starts from another arm's run, e.g. ``compartment_model:
    {init_from: c1}``, on that arm's job of the same seed): ``srun`` starts one
-   ``torchrun`` per node; torchrun's c10d rendezvous on the first node of the
-   allocation (port ``--port``) forms the process group, ``--rdzv-id`` is the
-   Slurm job id. Each job writes only its own run folder
-   (``<out>/arms/<arm>/seed<k>``), so arms can run concurrently; a preempted
-   job resubmitted with the same script resumes from its last checkpoint.
+   ``torchrun`` per node. A one-node job runs ``torchrun --standalone`` (its
+   rendezvous on a free local port); a multi-node one meets on the allocation's
+   first node at port ``--port + job id mod 1000`` (:data:`PORT_SPAN`), so jobs
+   sharing a node never join each other's rendezvous. Each job writes only its
+   own run folder (``<out>/arms/<arm>/seed<k>``, locked by ``run --arm``), so
+   arms run concurrently; a preempted job resubmitted with the same script
+   resumes from its last checkpoint.
 3. **eval + report**, ``afterany`` on every arm job: evaluates whatever
    checkpoints exist and writes the report from whatever finished (unfinished
    arms are marked as such in the report).
 
 ``preschool launch EXP.yaml --slurm`` writes these scripts under
-``<out>/slurm/`` (each checked with ``bash -n``) and submits, with ``sbatch
---parsable``, the jobs whose outputs are not already complete and current
-(:func:`current_jobs`), chaining the job ids into ``--dependency``; a launch
-stops at the first sbatch that fails or prints no job id, cancelling what it
-had submitted. ``--dry-run`` writes the scripts and prints the same decision
-and the sbatch commands without submitting. Hardware per job comes from
-:class:`SlurmOptions` (``--gpus-per-node 0``: CPU jobs); every job sets
+``<out>/slurm/`` (each checked with ``bash -n``), checks the request against
+the partition's nodes (:func:`check_partition`: CPUs, memory, GPUs, node count,
+time limit, from ``sinfo``), and submits with ``sbatch --parsable`` the jobs
+that are neither complete and current (:func:`current_jobs`) nor already queued
+or running (:func:`queued_jobs`: ``squeue`` by the ``--comment`` every job
+carries, ``preschool:<out folder tag>:<job>``), chaining the job ids, a queued
+job's included, into ``--dependency``. A launch stops at the first sbatch that
+fails or prints no job id, cancelling what it had submitted and any job of
+that script ``squeue`` shows queued. ``--dry-run`` prints the same decision and
+a submission script runnable as it is (also written to ``<out>/slurm/submit.sh``).
+``--status`` shows each job's state (done, queued or running with Slurm's
+reason, ended without finishing with its log's tail). Hardware per job comes
+from :class:`SlurmOptions` (``--gpus-per-node 0``: CPU jobs); every job sets
 ``--cpus-per-task``, and each rank runs ``CPUs / ranks per node`` torch threads
 (:func:`preschool.experiment.rank_threads`).
 """
 
 from __future__ import annotations
 
+import glob
+import hashlib
 import re
 import shlex
 import shutil
@@ -45,6 +55,7 @@ import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from . import layout
 from .errors import ConfigError, DataError, PreschoolError
 # the runner (experiment.py) loads the experiment and says whether its data is prepared; this module only
 # writes and submits the jobs that run its commands
@@ -56,6 +67,9 @@ from .experiment import ExperimentFile, require_prepared, load_experiment_file
 CPUS_PER_PROCESS = 4  # default CPUs a job asks per training process (data loading + the main thread)
 # what `sbatch --parsable` prints: "jobid" or "jobid;cluster"
 _JOB_ID = re.compile(r"(\d+)(;[\w.-]+)?")
+#: a multi-node job's rendezvous port is ``--port + job id mod PORT_SPAN``: jobs whose first node is the
+#: same meet on different ports (ids PORT_SPAN apart could coincide; one-node jobs use --standalone)
+PORT_SPAN = 1000
 
 
 @dataclass
@@ -76,7 +90,7 @@ class SlurmOptions:
     partition: str | None = None
     time: str | None = None  # HH:MM:SS (or D-HH:MM:SS) per arm job
     account: str | None = None
-    port: int = 29500  # c10d rendezvous port on the first node
+    port: int = 29500  # multi-node jobs: base of the c10d rendezvous port (+ job id mod PORT_SPAN)
     cpus_per_task: int | None = None
     setup: list[str] = field(default_factory=list)  # shell lines run first (module load, source venv...)
     sbatch: list[str] = field(default_factory=list)  # extra "#SBATCH" options, e.g. "--qos=high"
@@ -110,8 +124,9 @@ class SlurmOptions:
                 raise ConfigError(flag, f"expected HH:MM:SS or D-HH:MM:SS, got {t!r}")
         if self.mem is not None and not re.fullmatch(r"\d+[KMGT]?", self.mem):
             raise ConfigError("--mem", f"expected a size like 64G or 500M, got {self.mem!r}")
-        if not 1 <= self.port <= 65535:
-            raise ConfigError("--port", f"must be a TCP port, got {self.port}")
+        if not 1 <= self.port <= 65535 - PORT_SPAN + 1:
+            raise ConfigError("--port", f"must be a TCP port of 1..{65535 - PORT_SPAN + 1} (each job adds its "
+                              f"id mod {PORT_SPAN}), got {self.port}")
 
 
 @dataclass
@@ -123,15 +138,33 @@ class Job:
     script: str
     after_ok: list[str] = field(default_factory=list)
     after_any: list[str] = field(default_factory=list)
+    comment: str = ""  # the job's --comment, by which squeue finds it (job_comment)
 
 
 def _q(x: object) -> str:
     return shlex.quote(str(x))
 
 
+def out_tag(exp: ExperimentFile) -> str:
+    """12 hex digits naming the experiment's output folder (its resolved path) in every job's comment:
+    two experiments of one name in two folders never see each other's jobs as their own."""
+    return hashlib.sha256(str(exp.out_dir.resolve()).encode("utf-8")).hexdigest()[:12]
+
+
+def job_comment(exp: ExperimentFile, name: str) -> str:
+    """``preschool:<out tag>:<job>``: the ``--comment`` of job ``name``, which :func:`queued_jobs` reads back."""
+    return f"preschool:{out_tag(exp)}:{name}"
+
+
+def slurm_job_name(exp: ExperimentFile, name: str) -> str:
+    """The Slurm job name (``--job-name``; also the log's stem, ``%x-%j.out``)."""
+    return f"{exp.cfg.name}-{name}"
+
+
 def _header(exp: ExperimentFile, name: str, opt: SlurmOptions, nodes: int, gpus: int, cpus: int, logs: Path,
             time: str | None) -> list[str]:
-    lines = ["#!/bin/bash", f"#SBATCH --job-name={exp.cfg.name}-{name}", f"#SBATCH --nodes={nodes}",
+    lines = ["#!/bin/bash", f"#SBATCH --job-name={slurm_job_name(exp, name)}",
+             f"#SBATCH --comment={job_comment(exp, name)}", f"#SBATCH --nodes={nodes}",
              "#SBATCH --ntasks-per-node=1", f"#SBATCH --cpus-per-task={cpus}",
              f"#SBATCH --output={logs}/%x-%j.out", f"#SBATCH --chdir={Path.cwd()}"]
     if gpus:  # a CPU job asks no GPU: a CPU partition refuses any gres request
@@ -157,9 +190,13 @@ def _cli(exp: ExperimentFile, *args: str) -> str:
     return " ".join(["python -m preschool.cli", args[0], _q(exp.path.resolve()), *args[1:]]) + (f" {sets}" if sets else "")
 
 
+def _logs_dir(exp: ExperimentFile) -> Path:
+    return layout.slurm_dir(exp.out_dir) / "logs"
+
+
 def report_stamp(exp: ExperimentFile) -> Path:
     """The file the report job writes once its eval + report succeeded: the config key it reported."""
-    return exp.out_dir / "slurm" / "report.done"
+    return layout.slurm_dir(exp.out_dir) / "report.done"
 
 
 def slurm_jobs(exp: ExperimentFile, opt: SlurmOptions) -> list[Job]:
@@ -167,29 +204,36 @@ def slurm_jobs(exp: ExperimentFile, opt: SlurmOptions) -> list[Job]:
     from .lock import config_key
 
     opt.validate()
-    logs = (exp.out_dir / "slurm" / "logs").resolve()
+    logs = _logs_dir(exp).resolve()
     side_time = opt.report_time or opt.time
     prep = Job("prepare", "prepare", "\n".join(
         _header(exp, "prepare", opt, 1, 0, opt.cpus(1), logs, side_time)
         + ["# builds the tokenizer and every dataset once (output lock: a prepare of the same config waits)",
-           f"{_SRUN} --ntasks=1 " + _cli(exp, "prepare", "--no-progress"), ""]))
+           f"{_SRUN} --ntasks=1 " + _cli(exp, "prepare", "--no-progress"), ""]), comment=job_comment(exp, "prepare"))
     jobs = [prep]
     arm_jobs: dict[tuple[str, int], str] = {}
     for seed in exp.seeds:
         for arm in exp.arms:
             name = f"{arm}-seed{seed}"
-            torchrun = (f"torchrun --nnodes \"$SLURM_NNODES\" --nproc-per-node {opt.procs} "
-                        f"--rdzv-backend c10d --rdzv-endpoint \"$head:{opt.port}\" --rdzv-id \"$SLURM_JOB_ID\" "
+            if opt.nodes == 1:
+                # torchrun's own rendezvous on a free local port: jobs sharing the node never meet
+                rdzv, where = "--standalone --nnodes 1", ["# one torchrun on the one node; its rendezvous is local"]
+            else:
+                rdzv = ('--nnodes "$SLURM_NNODES" --rdzv-backend c10d --rdzv-endpoint "$head:$port" '
+                        '--rdzv-id "$SLURM_JOB_ID"')
+                where = ["# one torchrun per node; c10d rendezvous on the allocation's first node, at a port of",
+                         "# this job's own, so another job whose first node is the same does not join it",
+                         "head=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n 1)",
+                         f"port=$(( {opt.port} + SLURM_JOB_ID % {PORT_SPAN} ))"]
+            torchrun = (f"torchrun {rdzv} --nproc-per-node {opt.procs} "
                         "-m preschool.cli run " + _q(exp.path.resolve()) + f" --arm {_q(arm)} --seed {seed} --no-progress"
                         + "".join(f" --set {_q(o)}" for o in exp.overrides))
             script = _header(exp, name, opt, opt.nodes, opt.gpus_per_node, opt.cpus(opt.procs), logs, opt.time) + [
-                "# one torchrun per node; c10d rendezvous on the allocation's first node",
-                "head=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n 1)",
-                f"{_SRUN} --ntasks=\"$SLURM_NNODES\" {torchrun}", ""]
+                *where, f"{_SRUN} --ntasks=\"$SLURM_NNODES\" {torchrun}", ""]
             after = ["prepare"]
             if arm in exp.depends:
                 after.append(f"{exp.depends[arm]}-seed{seed}")
-            jobs.append(Job(name, "arm", "\n".join(script), after_ok=after))
+            jobs.append(Job(name, "arm", "\n".join(script), after_ok=after, comment=job_comment(exp, name)))
             arm_jobs[(arm, seed)] = name
     report_cmd = _cli(exp, "run", "--only", "eval", "--only", "report", "--no-progress")
     stamp = report_stamp(exp).resolve()
@@ -199,7 +243,7 @@ def slurm_jobs(exp: ExperimentFile, opt: SlurmOptions) -> list[Job]:
            f"{_SRUN} --ntasks=1 {report_cmd}",
            "# reached only when the report succeeded (set -e): a later launch skips a current report",
            f"printf '%s\\n' {config_key(exp.cfg)} > {_q(stamp)}.tmp && mv {_q(stamp)}.tmp {_q(stamp)}", ""]),
-        after_any=list(arm_jobs.values())))
+        after_any=list(arm_jobs.values()), comment=job_comment(exp, "report")))
     return jobs
 
 
@@ -212,14 +256,14 @@ def write_scripts(exp: ExperimentFile, jobs: list[Job]) -> dict[str, Path]:
     """
     from .io import write_text
 
-    folder = exp.out_dir / "slurm"
+    folder = layout.slurm_dir(exp.out_dir)
     for j in jobs:
         res = subprocess.run(["bash", "-n"], input=j.script, capture_output=True, text=True)
         if res.returncode != 0:
             why = res.stderr.strip().replace("bash: ", "")
             raise ConfigError("--setup", f"the {j.name} job script does not parse (bash -n: {why}); "
                               "check the --setup lines' quoting")
-    (folder / "logs").mkdir(parents=True, exist_ok=True)
+    _logs_dir(exp).mkdir(parents=True, exist_ok=True)
     paths = {}
     for j in jobs:
         paths[j.name] = folder / f"{j.name}.sbatch"
@@ -237,7 +281,6 @@ def current_jobs(exp: ExperimentFile, jobs: list[Job]) -> dict[str, str]:
     submitted). report: no prepare or arm job runs and the last report job wrote
     the current config's key (``<out>/slurm/report.done``) after every run finished.
     """
-    from . import layout
     from .lock import config_key
     from .train.run_dir import check_run_dir
 
@@ -273,13 +316,144 @@ def current_jobs(exp: ExperimentFile, jobs: list[Job]) -> dict[str, str]:
     return done
 
 
-def pending(jobs: list[Job], done: dict[str, str]) -> list[Job]:
-    """The jobs still to run, their dependencies on skipped (finished) jobs dropped."""
+# ----------------------------------------------------------------------------- what Slurm already has
+
+@dataclass
+class Queued:
+    """A job of this experiment that ``squeue`` lists (pending, running, completing...)."""
+
+    job_id: str
+    state: str  # PENDING, RUNNING, ...
+    reason: str  # Slurm's reason: Resources, Priority, Dependency, PartitionConfig, None...
+
+
+def queued_jobs(exp: ExperimentFile) -> dict[str, Queued] | None:
+    """The experiment's jobs Slurm still holds (``squeue --me``, matched by :func:`job_comment`), name -> job.
+
+    None when ``squeue`` is not on PATH (a dry run away from the cluster); a failing squeue raises
+    :class:`PreschoolError`: without it a launch cannot tell which jobs would be submitted twice.
+    Of two queued jobs of one name (submitted by hand) the first listed is returned.
+    """
+    if shutil.which("squeue") is None:
+        return None
+    res = subprocess.run(["squeue", "--me", "--noheader", "--format=%i|%T|%r|%k"], capture_output=True, text=True)
+    if res.returncode != 0:
+        said = " | ".join((res.stderr.strip() or res.stdout.strip() or "no output").splitlines())
+        raise PreschoolError(f"squeue failed (exit {res.returncode}: {said}); without it the jobs of {exp.out_dir} "
+                             "that are already queued cannot be told apart, so nothing was submitted")
+    prefix = job_comment(exp, "")
+    found: dict[str, Queued] = {}
+    for line in res.stdout.splitlines():
+        parts = line.strip().split("|", 3)
+        if len(parts) == 4 and parts[3].startswith(prefix):
+            found.setdefault(parts[3][len(prefix):], Queued(parts[0], parts[1], parts[2]))
+    return found
+
+
+def _seconds(t: str) -> int | None:
+    """Seconds of a Slurm time (``MM``, ``MM:SS``, ``HH:MM:SS``, ``D-HH[:MM[:SS]]``); None for unlimited."""
+    if t.lower() in ("infinite", "unlimited", "n/a", ""):
+        return None
+    days, _, rest = t.rpartition("-")
+    parts = [int(x) for x in rest.split(":")]
+    if days:
+        h, m, sec = (parts + [0, 0])[:3]
+    else:
+        h, m, sec = {1: [0, parts[0], 0], 2: [0, *parts], 3: parts}[len(parts)]
+    return ((int(days or 0) * 24 + h) * 60 + m) * 60 + sec
+
+
+def _megabytes(mem: str) -> int:
+    """Megabytes of a ``--mem`` value (Slurm's unit is M when none is given)."""
+    scale = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 ** 2}
+    return int(int(mem.rstrip("KMGT")) * scale.get(mem[-1], 1))
+
+
+def _gpus(gres: str) -> int:
+    """GPUs a node's gres string offers (``gpu:4``, ``gpu:a100:4(S:0-1)``, ``(null)``)."""
+    return sum(int(n) for n in re.findall(r"(?:^|,)gpu(?::[^:,(]+)?:(\d+)", gres))
+
+
+def check_partition(opt: SlurmOptions) -> str:
+    """Refuse, before anything is submitted, a request no node of the partition can meet.
+
+    Reads ``sinfo`` (per node: CPUs, memory, GPUs; the partition's time limit) for ``--partition``, or
+    the default partition. The arm jobs need ``--nodes`` nodes each with ``cpus(procs)`` CPUs and
+    ``--gpus-per-node`` GPUs, the prepare and report jobs one node with ``cpus(1)`` CPUs and
+    ``--report-gpus``; every job ``--mem``, each its time limit. A request over the largest node (or
+    more nodes than the partition has, or a time over its limit) would stay pending forever
+    (``PartitionConfig``): :class:`ConfigError` names the flag. Returns what was checked (or why not).
+    """
+    if shutil.which("sinfo") is None:
+        return "partition limits not checked (sinfo is not on PATH)"
+    cmd = ["sinfo", "--noheader", "--Node", "--format=%N|%P|%c|%m|%G|%l"]
+    res = subprocess.run(cmd + ([f"--partition={opt.partition}"] if opt.partition else []),
+                         capture_output=True, text=True)
+    if res.returncode != 0:
+        said = " | ".join((res.stderr.strip() or "no output").splitlines())
+        return f"partition limits not checked (sinfo failed: {said})"
+    nodes: dict[str, tuple[int, int, int]] = {}
+    limit, name = None, opt.partition
+    for line in res.stdout.splitlines():
+        parts = line.strip().split("|")
+        if len(parts) != 6:
+            continue
+        host, part, cpus, mem, gres, tl = parts
+        if opt.partition is None and not part.endswith("*"):
+            continue  # only the default partition (sinfo marks it with *) takes a job that names none
+        name = part.rstrip("*")
+        try:
+            nodes[host] = (int(cpus.rstrip("+")), int(mem.rstrip("+")), _gpus(gres))
+            limit = _seconds(tl)
+        except ValueError:
+            continue
+    if not nodes:
+        if opt.partition is not None:
+            raise ConfigError("--partition", f"sinfo lists no node in partition {opt.partition!r}")
+        return "partition limits not checked (sinfo shows no default partition)"
+    where = f"partition {name}"
+    most = {k: max(n[i] for n in nodes.values()) for i, k in enumerate(("cpus", "mem", "gpus"))}
+    arm = ("the arm jobs", "--cpus-per-task", opt.cpus(opt.procs), "--gpus-per-node", opt.gpus_per_node, opt.time)
+    side = ("the prepare and report jobs", "--cpus-per-task", opt.cpus(1), "--report-gpus", opt.report_gpus,
+            opt.report_time or opt.time)
+    if opt.nodes > len(nodes):
+        raise ConfigError("--nodes", f"the arm jobs ask {opt.nodes} nodes, but {where} has {len(nodes)} (sinfo)")
+    for who, cflag, cpus, gflag, gpus, t in (arm, side):
+        if cpus > most["cpus"]:
+            raise ConfigError(cflag, f"{who} ask {cpus} CPUs on a node, but the largest node of {where} has "
+                              f"{most['cpus']} (sinfo); they would stay pending forever: ask at most {most['cpus']}")
+        if gpus > most["gpus"]:
+            raise ConfigError(gflag, f"{who} ask {gpus} GPUs on a node, but the nodes of {where} have at most "
+                              f"{most['gpus']} (sinfo gres)")
+        if t is not None and limit is not None and _seconds(t) > limit:
+            flag = "--time" if t == opt.time else "--report-time"
+            raise ConfigError(flag, f"{who} ask {t}, over the time limit of {where} ({limit // 3600}:"
+                              f"{limit % 3600 // 60:02d}:{limit % 60:02d}, sinfo)")
+    if opt.mem is not None and _megabytes(opt.mem) > most["mem"]:
+        raise ConfigError("--mem", f"every job asks {opt.mem} per node, but the largest node of {where} has "
+                          f"{most['mem']}M (sinfo)")
+    return (f"{where}: {len(nodes)} node(s), up to {most['cpus']} CPUs, {most['mem']}M, {most['gpus']} GPU(s) "
+            "per node: the request fits")
+
+
+# ----------------------------------------------------------------------------- submission
+
+def pending(jobs: list[Job], done: dict[str, str], queued: dict[str, Queued] | None = None) -> list[Job]:
+    """The jobs still to submit, their dependencies on skipped (finished) jobs dropped.
+
+    A job ``queued`` (pending or running in Slurm) is not submitted again; jobs after it depend on its
+    job id. The report job is the exception: when any other job is submitted now, a new report is
+    submitted after it, since the queued report would report without the resubmitted arms.
+    """
+    queued = queued or {}
     out = []
     for j in jobs:
-        if j.name not in done:
-            out.append(replace(j, after_ok=[n for n in j.after_ok if n not in done],
-                               after_any=[n for n in j.after_any if n not in done]))
+        if j.name in done:
+            continue
+        if j.name in queued and not (j.role == "report" and out):
+            continue
+        out.append(replace(j, after_ok=[n for n in j.after_ok if n not in done],
+                           after_any=[n for n in j.after_any if n not in done]))
     return out
 
 
@@ -315,56 +489,215 @@ def _cancel(ids: dict[str, str]) -> str:
     return f"cancelled the jobs already submitted: {named} ({line})"
 
 
-def submit(jobs: list[Job], paths: dict[str, Path], dry_run: bool = False) -> dict[str, str]:
-    """Submit in dependency order; returns name -> Slurm job id (``$<name>`` placeholders when dry).
+def _stray(exp: ExperimentFile, job: Job, ids: dict[str, str]) -> tuple[str | None, str]:
+    """After an sbatch that printed no job id: the id of the job it may have queued anyway (squeue by
+    the job's comment), and what the user is told when squeue cannot say."""
+    hint = (f"sbatch may still have queued it: look for job name {slurm_job_name(exp, job.name)} with "
+            f"comment {job.comment} (squeue --me --name={slurm_job_name(exp, job.name)} --format=%i,%k) "
+            "and scancel it")
+    try:
+        queued = queued_jobs(exp)
+    except PreschoolError:
+        return None, hint
+    if queued is None:
+        return None, hint
+    q = queued.get(job.name)
+    if q is not None and q.job_id not in ids.values():
+        return q.job_id, ""
+    return None, f"squeue shows no job of {job.name}, so it was not queued"
 
-    A job sbatch refuses, or whose output is no job id, stops the launch: the
-    jobs already submitted are cancelled (``scancel``; the line is printed when
-    that is not possible) and :class:`PreschoolError` names them.
+
+def submit(jobs: list[Job], paths: dict[str, Path], dry_run: bool = False, exp: ExperimentFile | None = None,
+           queued: dict[str, Queued] | None = None) -> dict[str, str]:
+    """Submit in dependency order; returns name -> Slurm job id of the jobs submitted.
+
+    ``queued``: jobs Slurm already holds, whose ids fill the dependencies of later jobs. A job sbatch
+    refuses, or whose output is no job id, stops the launch: the jobs already submitted are cancelled
+    (``scancel``; the line is printed when that is not possible), and so is a job of the failed
+    script that ``squeue`` shows queued (``exp`` given: found by its comment; otherwise the message
+    names the job to look for); :class:`PreschoolError` names them all. A dry run prints a
+    submission script runnable as it is (:func:`submit_script`) and submits nothing.
     """
-    ids: dict[str, str] = {}
-    if jobs and not dry_run and shutil.which("sbatch") is None:
+    ids: dict[str, str] = {n: q.job_id for n, q in (queued or {}).items()}
+    if dry_run:
+        print(submit_script(jobs, paths, ids))
+        return {}
+    if jobs and shutil.which("sbatch") is None:
         raise ConfigError("--slurm", "sbatch not found on PATH (run on a Slurm login node, or use --dry-run)")
+    new: dict[str, str] = {}
     for j in jobs:
         cmd = sbatch_command(j, paths[j.name], ids)
-        if dry_run:
-            ids[j.name] = f"${{{j.name.replace('-', '_').upper()}_ID}}"
-            print(" ".join(_q(c) if not c.startswith("--dependency") else c for c in cmd))
-            continue
         res = subprocess.run(cmd, capture_output=True, text=True)
         job_id = parse_job_id(res.stdout) if res.returncode == 0 else None
         if job_id is None:
             said = (res.stderr.strip() or res.stdout.strip() or "no output").splitlines()
             why = (f"exit {res.returncode}" if res.returncode else "printed no job id") + f": {' | '.join(said)}"
-            raise PreschoolError(f"sbatch failed for {paths[j.name]} ({why}); {_cancel(ids)}")
-        ids[j.name] = job_id
+            stray, note = _stray(exp, j, ids) if exp is not None and j.comment else (None, "")
+            if stray is not None:
+                new[f"{j.name}, queued although sbatch printed no id"] = stray
+            raise PreschoolError(f"sbatch failed for {paths[j.name]} ({why}); {_cancel(new)}"
+                                 + (f"; {note}" if note else ""))
+        ids[j.name] = new[j.name] = job_id
         print(f"[preschool] submitted {j.name}: job {job_id}")
-    return ids
+    return new
+
+
+def _id_var(name: str, taken: set[str]) -> str:
+    """A shell variable for job ``name``'s id (``a-seed0`` -> ``A_SEED0_ID``), unique among ``taken``."""
+    base = re.sub(r"\W", "_", name).upper()
+    var, k = f"{base}_ID", 2
+    while var in taken:
+        var, k = f"{base}_{k}_ID", k + 1
+    taken.add(var)
+    return var
+
+
+def submit_script(jobs: list[Job], paths: dict[str, Path], ids: dict[str, str]) -> str:
+    """A bash script that submits ``jobs`` in order, each sbatch's printed id filling the later jobs'
+    ``--dependency`` (``ids``: the jobs already queued, by their real ids). Runnable as it is."""
+    lines = ["#!/bin/bash", "# submits the jobs in order: each sbatch prints its job id, which the jobs",
+             "# after it wait for (--dependency); it stops at the first sbatch that fails",
+             "set -euo pipefail"]
+    refs = dict(ids)
+    taken: set[str] = set()
+    for j in jobs:
+        cmd = " ".join(c if c.startswith("--dependency") else _q(c) for c in sbatch_command(j, paths[j.name], refs))
+        var = _id_var(j.name, taken)
+        lines += [f"{var}=$({cmd} | cut -d ';' -f 1)",
+                  f": \"${{{var}:?sbatch printed no job id for {j.name}}}\"",
+                  f"echo \"submitted {j.name}: job ${var}\""]
+        refs[j.name] = f"${{{var}}}"
+    return "\n".join(lines) + "\n"
+
+
+def _jobs_record(exp: ExperimentFile) -> Path:
+    return layout.slurm_dir(exp.out_dir) / "jobs.json"
+
+
+def _record(exp: ExperimentFile, ids: dict[str, str]) -> None:
+    """Add the job ids just submitted to ``<out>/slurm/jobs.json`` (what ``--status`` reads)."""
+    from .io import read_json, write_json
+
+    path = _jobs_record(exp)
+    try:
+        known = read_json(path) if path.is_file() else {}
+    except ValueError:
+        known = {}
+    write_json(path, {**(known if isinstance(known, dict) else {}), **ids})
 
 
 def launch(exp: ExperimentFile, opt: SlurmOptions, dry_run: bool = False) -> dict[str, str]:
-    """Write the scripts, skip the jobs whose outputs are current, submit the rest; name -> job id.
+    """Write the scripts, check them against the partition, skip the jobs whose outputs are current or
+    that Slurm already holds, submit the rest; name -> job id of what was submitted.
 
-    A dry run prints the same decision and the sbatch commands, submitting nothing.
+    A dry run prints the same decision and a submission script (also written to
+    ``<out>/slurm/submit.sh``), submitting nothing.
     """
+    from .io import write_text
+
     jobs = slurm_jobs(exp, opt)
     paths = write_scripts(exp, jobs)
+    checked = check_partition(opt)
     done = current_jobs(exp, jobs)
-    todo = pending(jobs, done)
+    try:
+        queued = queued_jobs(exp)
+    except PreschoolError as e:
+        if not dry_run:
+            raise
+        queued, unchecked = None, str(e).split(";")[0]  # a dry run away from the cluster still shows the rest
+    else:
+        unchecked = "squeue is not on PATH"
+    todo = pending(jobs, done, queued)
     hw = (f"{opt.nodes} node(s) x {opt.gpus_per_node} GPU(s)" if opt.gpus_per_node
           else f"{opt.nodes} node(s) x {opt.procs} CPU process(es)")
-    print(f"[preschool] {len(jobs)} job scripts in {exp.out_dir / 'slurm'}: prepare, "
+    print(f"[preschool] {len(jobs)} job scripts in {layout.slurm_dir(exp.out_dir)}: prepare, "
           f"{len(jobs) - 2} arm x seed job(s) on {hw}, report")
+    print(f"[preschool] {checked}")
+    if queued is None:
+        print(f"[preschool] queued jobs not checked ({unchecked})")
     for name, why in done.items():
         print(f"[preschool] skip {name}: {why}")
+    submitting = {j.name for j in todo}
+    for j in jobs:  # in the graph's order
+        q = (queued or {}).get(j.name)
+        if q is not None and j.name not in done and j.name not in submitting:
+            print(f"[preschool] skip {j.name}: already in Slurm as job {q.job_id} ({q.state}, reason {q.reason})")
     if not todo:
-        print("[preschool] nothing to run: every job's outputs are complete and current")
+        print("[preschool] nothing to run: every job's outputs are complete and current"
+              + (", or it is queued or running" if queued else ""))
         return {}
     print(f"[preschool] {'would run' if dry_run else 'to run'}: {', '.join(j.name for j in todo)}")
     if dry_run:
         for j in todo:
             print(f"\n# ---- {paths[j.name]}\n{j.script}")
-    return submit(todo, paths, dry_run=dry_run)
+        script = layout.slurm_dir(exp.out_dir) / "submit.sh"
+        write_text(script, submit_script(todo, paths, {n: q.job_id for n, q in (queued or {}).items()}))
+        print(f"\n# ---- the submission, runnable as it is (bash {script}): the job ids are filled in as "
+              "each sbatch prints its own")
+    ids = submit(todo, paths, dry_run=dry_run, exp=exp, queued=queued)
+    if ids:
+        _record(exp, ids)
+    return ids
+
+
+# ----------------------------------------------------------------------------- progress
+
+def _log_tail(exp: ExperimentFile, name: str, job_id: str | None, lines: int = 10) -> tuple[Path, str] | None:
+    """The last ``lines`` lines of job ``name``'s log (of job ``job_id``, else its newest), or None."""
+    logs = _logs_dir(exp)
+    stem = slurm_job_name(exp, name)
+    cands = [logs / f"{stem}-{job_id}.out"] if job_id else []
+    cands = [p for p in cands if p.is_file()] or sorted(logs.glob(f"{glob.escape(stem)}-*.out"),
+                                                       key=lambda p: p.stat().st_mtime)
+    if not cands:
+        return None
+    text = cands[-1].read_text(encoding="utf-8", errors="replace").rstrip("\n").splitlines()
+    return cands[-1], "\n".join(text[-lines:])
+
+
+def _ended_state(job_id: str) -> str | None:
+    """How a job Slurm no longer queues ended (``sacct``, else ``scontrol`` while it still knows the job)."""
+    for cmd, pat in ((["sacct", "--noheader", "--allocations", "--parsable2", "--format=State", "-j", job_id],
+                      r"^(\S+)"), (["scontrol", "show", "job", "-o", job_id], r"JobState=(\S+)")):
+        if shutil.which(cmd[0]) is None:
+            continue
+        res = subprocess.run(cmd, capture_output=True, text=True)
+        m = re.search(pat, res.stdout.strip()) if res.returncode == 0 else None
+        if m:
+            return m.group(1)
+    return None
+
+
+def status(exp: ExperimentFile, opt: SlurmOptions | None = None) -> list[str]:
+    """One line per job of the graph (``preschool launch --status``): done; in Slurm with its state and
+    reason; ended without finishing (the state Slurm recorded, and its log's last lines); or never
+    submitted. Returns the lines (printed by the CLI)."""
+    from .io import read_json
+
+    jobs = slurm_jobs(exp, opt or SlurmOptions())
+    done = current_jobs(exp, jobs)
+    queued = queued_jobs(exp)
+    path = _jobs_record(exp)
+    submitted = read_json(path) if path.is_file() else {}
+    out = [] if queued is not None else ["(squeue is not on PATH: queued and running jobs are not shown)"]
+    for j in jobs:
+        jid = submitted.get(j.name) if isinstance(submitted, dict) else None
+        if j.name in done:
+            out.append(f"{j.name}: done ({done[j.name]})")
+        elif queued and j.name in queued:
+            q = queued[j.name]
+            out.append(f"{j.name}: {q.state} as job {q.job_id} (reason {q.reason})")
+        elif jid is None:
+            out.append(f"{j.name}: not submitted")
+        else:
+            how = _ended_state(str(jid))
+            out.append(f"{j.name}: job {jid} ended without finishing ({how or 'no longer known to Slurm'}); "
+                       "`preschool launch` again resubmits it (an arm resumes from its last checkpoint)")
+            tail = _log_tail(exp, j.name, str(jid))
+            if tail is not None:
+                out.append(f"  last lines of {tail[0]}:")
+                out += [f"    {x}" for x in tail[1].splitlines()]
+    return out
 
 
 # ----------------------------------------------------------------------------- CLI
@@ -374,9 +707,15 @@ DESCRIPTION = """\
 Run an experiment on a Slurm cluster: writes <out>/slurm/*.sbatch (a prepare
 job, one multi-node torchrun job per arm x seed that waits for it, and an
 eval+report job that waits for all arms and reports whatever finished), then
-submits those whose outputs are not already complete and current (a second
-launch of a finished experiment submits nothing). With --dry-run nothing is
-submitted: the scripts are written and the sbatch commands printed.
+checks the request against the partition (sinfo: CPUs, memory, GPUs, nodes,
+time limit) and submits the jobs whose outputs are not already complete and
+current and that are not already queued or running (squeue, by the comment
+each job carries): a second launch of a finished experiment submits nothing,
+one while jobs are queued submits only the rest, and a failed arm is submitted
+again and resumes from its last checkpoint. With --dry-run nothing is
+submitted: the scripts are written and a submission script runnable as it is
+printed (and written to <out>/slurm/submit.sh). --status shows each job's
+state, Slurm's reason for a pending one and a failed job's log tail.
 --gpus-per-node 0 makes CPU jobs. See docs/scale.md.
 
 example:
@@ -384,6 +723,7 @@ example:
       --cpus-per-task 64 --partition gpu --time 48:00:00 --account myproj
   preschool launch examples/quickstart.yaml --slurm --gpus-per-node 0 --cpus-per-task 8 \\
       --partition cpu --mem 16G --dry-run
+  preschool launch examples/quickstart.yaml --status
 """
 
 
@@ -410,13 +750,19 @@ def add_arguments(p) -> None:
     p.add_argument("--report-gpus", type=int, default=0,
                    help="GPUs of the eval + report job (default 0: the evaluators run on CPU; for a partition "
                         "that insists on a GPU)")
-    p.add_argument("--port", type=int, default=29500, help="rendezvous port on each job's first node")
+    p.add_argument("--port", type=int, default=29500,
+                   help="multi-node jobs: base rendezvous port on the job's first node, plus the job id mod "
+                        f"{PORT_SPAN} (one-node jobs use torchrun --standalone)")
     p.add_argument("--setup", action="append", default=[], metavar="SHELL",
                    help="shell line run at the top of every job, e.g. 'module load cuda' (repeatable)")
     p.add_argument("--sbatch", action="append", default=[], metavar="OPTION",
                    help="extra #SBATCH option for every job, e.g. --sbatch=--exclusive (repeatable)")
     p.add_argument("--dry-run", action="store_true",
-                   help="write the scripts and print what would be submitted; submit nothing")
+                   help="write the scripts and print what would be submitted, and a submission script runnable "
+                        "as it is (<out>/slurm/submit.sh); submit nothing")
+    p.add_argument("--status", action="store_true",
+                   help="show each job's state instead of launching: done, queued or running (with Slurm's "
+                        "reason), or ended without finishing (with its log's last lines)")
 
 
 def options(args) -> SlurmOptions:
@@ -429,6 +775,10 @@ def options(args) -> SlurmOptions:
 
 
 def run(args) -> int:
+    if args.status:
+        for line in status(load_experiment_file(args.config, args.overrides)):
+            print(line)
+        return 0
     if not args.slurm:
         raise ConfigError("--slurm", "say which scheduler: only --slurm is supported (see docs/scale.md for "
                           "multi-node torchrun without a scheduler)")

@@ -7,6 +7,8 @@ An experiment folder (``preschool run``)::
                                           + manifest.json
     <out>/arms/<arm>/seed<k>/             one trainer run folder (below), one per arm x seed
     <out>/report.md, results.json, plots/
+    <out>/slurm/                          ``preschool launch``: one <job>.sbatch per job, logs/,
+                                          jobs.json (the ids it submitted), report.done, submit.sh
 
 A run folder (written by the trainer, read by evaluators and the report)::
 
@@ -51,6 +53,7 @@ MINIMAL_PAIRS = "minimal_pairs"  # <out>/data/minimal_pairs/: the storybook mini
 #: what prepare writes in <out>/data beside the datasets: a dataset of that name would replace it
 DATA_RESERVED = (TOKENIZER, MINIMAL_PAIRS, DATA_MANIFEST)
 WANDB_ID = "wandb_id.txt"
+SLURM = "slurm"  # <out>/slurm/: what `preschool launch` writes
 # inside a checkpoint folder (beside the HF files)
 CKPT_META = "meta.json"  # position and token account of the step
 CKPT_WEIGHTS = "model.safetensors"  # HF's name for the weights, which the trainer writes and reads
@@ -149,6 +152,12 @@ def dataset_record_path(dataset: str | Path) -> Path:
 def data_manifest_path(out: str | Path) -> Path:
     """``<out>/data/manifest.json``: what ``prepare`` built (datasets, tokenizer, content hashes)."""
     return data_dir(out) / DATA_MANIFEST
+
+
+def slurm_dir(out: str | Path) -> Path:
+    """``<out>/slurm``: the job scripts of ``preschool launch``, their logs (``logs/``), the job ids it
+    submitted (``jobs.json``), the report job's ``report.done`` and a dry run's ``submit.sh``."""
+    return Path(out) / SLURM
 
 
 def arm_runs(out: str | Path, arms, seeds) -> list:

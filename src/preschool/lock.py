@@ -22,12 +22,18 @@ it dies. A second process asking for the same folder:
   run): the lock is stale and is taken over, with a warning on stderr;
 - the file names a process on another host (a shared file system): it cannot
   be checked from here, so the command stops and says which file to delete if
-  that process is gone.
+  that process is gone, unless the caller's ``holder_alive`` can tell (``run
+  --arm`` asks Slurm whether the holder's job, recorded as ``slurm_job``, still
+  runs: a job killed at its time limit on one node leaves a lock its
+  resubmission on another node takes over).
 
 Within one process the lock is re-entrant: ``preschool prepare`` holds it and
 calls :func:`preschool.experiment.prepare_experiment`, which takes it again.
 
-``preschool train`` holds it on its run folder (rank 0, keyed by its config).
+``preschool train`` holds it on its run folder (rank 0, keyed by its config); the runner's
+trainer (``preschool run``, and ``run --arm`` in a cluster job) holds it on each arm x seed's run
+folder while training it, without a key, so a second trainer of that folder stops
+(:func:`preschool.experiment.run_lock`).
 ``export``, ``generate`` and ``transform l2t`` replace their ``--out`` whole, so
 they hold it *beside* the folder (``beside=True``: ``<parent>/.<name>.preschool.lock``)
 and without a key: a second writer of the same ``--out`` stops (:mod:`preschool.outdir`).
@@ -49,7 +55,7 @@ import socket
 import sys
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from .errors import DataError
 
@@ -68,7 +74,8 @@ def pid_alive(pid: int) -> bool:
 
 
 def _describe(info: dict) -> str:
-    return (f"pid {info.get('pid', '?')} on {info.get('host', '?')}, started {info.get('started', '?')}, "
+    job = f" (Slurm job {info['slurm_job']})" if info.get("slurm_job") else ""
+    return (f"pid {info.get('pid', '?')} on {info.get('host', '?')}{job}, started {info.get('started', '?')}, "
             f"command: {info.get('command', '?')}")
 
 
@@ -138,8 +145,13 @@ def _busy(folder: Path, other: dict, key: str | None) -> DataError:
                      "files)")
 
 
-def _acquire(folder: Path, path: Path, key: str | None) -> int:
-    """The flocked fd of ``path``: waits for a live holder with the same ``key``, raises for any other."""
+def _acquire(folder: Path, path: Path, key: str | None,
+             holder_alive: Callable[[dict], bool | None] | None = None) -> int:
+    """The flocked fd of ``path``: waits for a live holder with the same ``key``, raises for any other.
+
+    A holder on another host whose flock is gone (a network file system releases a dead host's locks)
+    is asked about with ``holder_alive`` (its lock record -> alive, or None when it cannot tell): one
+    known dead is stale, as a dead pid on this host is."""
     host = socket.gethostname()
     waited = False
     unwritten = 0
@@ -165,11 +177,11 @@ def _acquire(folder: Path, path: Path, key: str | None) -> int:
                 continue
             other = _read(fd)  # still there: the holder died without cleaning up
         if other and other.get("pid") != os.getpid():
-            if other.get("host") != host:
+            if other.get("host") != host and (holder_alive is None or holder_alive(other) is not False):
                 os.close(fd)
                 raise DataError(f"{folder} is locked by a process on another host ({_describe(other)}), which cannot "
                                 f"be checked from {host}; if it is no longer running, delete {path}")
-            if isinstance(other.get("pid"), int) and pid_alive(other["pid"]):
+            if other.get("host") == host and isinstance(other.get("pid"), int) and pid_alive(other["pid"]):
                 os.close(fd)
                 raise _busy(folder, other, key)
             print(f"[preschool] warning: taking over the stale lock {path} of a process that is no longer running "
@@ -189,7 +201,8 @@ def lock_path(folder: str | Path, beside: bool = False) -> Path:
 
 
 @contextlib.contextmanager
-def output_lock(folder: str | Path, command: str, key: str | None = None, beside: bool = False) -> Iterator[Path]:
+def output_lock(folder: str | Path, command: str, key: str | None = None, beside: bool = False,
+                holder_alive: Callable[[dict], bool | None] | None = None) -> Iterator[Path]:
     """Hold the lock on ``folder`` (created if missing) for the ``with`` block; yields the lock file's path.
 
     ``command`` is shown to a second process that finds the folder locked;
@@ -198,7 +211,8 @@ def output_lock(folder: str | Path, command: str, key: str | None = None, beside
     another key (or none) holds it. Re-entrant within a process.
     ``beside``: the lock file sits next to ``folder`` (:func:`lock_path`) and
     only the parent is created: for outputs written whole by ``io.atomic_dir``
-    (``export``, ``transform l2t``, ``generate``).
+    (``export``, ``transform l2t``, ``generate``). ``holder_alive``: see :func:`_acquire`. The record
+    names the Slurm job (``SLURM_JOB_ID``) of a holder that runs in one.
     """
     folder = Path(folder)
     (folder.parent if beside else folder).mkdir(parents=True, exist_ok=True)
@@ -214,10 +228,10 @@ def output_lock(folder: str | Path, command: str, key: str | None = None, beside
         finally:
             mine[1] -= 1
         return
-    fd = _acquire(folder, path, key)
+    fd = _acquire(folder, path, key, holder_alive)
     try:
         info = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                "command": command, "key": key}
+                "command": command, "key": key, "slurm_job": os.environ.get("SLURM_JOB_ID")}
         os.ftruncate(fd, 0)
         os.lseek(fd, 0, os.SEEK_SET)
         os.write(fd, (json.dumps(info) + "\n").encode("utf-8"))

@@ -31,6 +31,9 @@ def data(tmp_path_factory):
         # reserved ids above the tokenizer's vocabulary, with an answer-only loss mask
         "stack": GeneratorSpec(generator="stack", params={"n_ops": 8, "length": 20, "n_symbols": 10},
                                render="reserved", tokens=12 * (SEQ + 1)),
+        # the quickstart's Dyck set: a loss_mask array that is all ones (loss on every token)
+        "dyck": GeneratorSpec(generator="shuffle_dyck", params={"k": 16, "max_depth": 8, "p_open": 0.5, "length": 64},
+                              render="text", tokens=12 * (SEQ + 1), val_tokens=4 * (SEQ + 1)),
     }
     prepare_data(out, TokenizerConfig(vocab_size=300, sample_documents=200), corpora, datasets,
                  seq_len=SEQ, seed=0, progress=False)
@@ -244,13 +247,27 @@ def test_a_loss_mask_the_readers_ignore_is_refused_unless_allowed(data, tmp_path
     assert main(["export", str(data / "stack"), "--format", fmt, "--out", str(out),
                  "--allow-unread-loss-mask"]) == 0
     info = json.loads((out / "export.json").read_text())
-    assert info["loss_mask"]["read"] is False and info["loss_mask"]["by"]
+    assert info["loss_mask"]["read"] is False and info["loss_mask"]["by"] and info["loss_mask"]["masks_tokens"]
     assert "NOT read" in (out / "README.md").read_text()
     # an unmasked set needs no flag, and the formats whose readers take the mask need none either
     export_dataset(data / "pt", fmt, tmp_path / "pt")
     assert "loss_mask" not in json.loads((tmp_path / "pt" / "export.json").read_text())
     for ok in ("hf", "numpy"):
         assert export_dataset(data / "stack", ok, tmp_path / ok)["loss_mask"]["read"] is True
+
+
+@pytest.mark.parametrize("fmt", ["nanotron", "megatron"])
+def test_a_loss_mask_of_all_ones_is_exported_where_the_mask_is_not_read(data, tmp_path, fmt):
+    """The quickstart's Dyck set carries a loss_mask that masks nothing (issue 33 item 7): a reader that
+    ignores it trains on the same tokens, so the export needs no --allow-unread-loss-mask, and says so."""
+    assert ShardSet(data / "dyck" / "train").has_loss_mask
+    assert all(int(_rows(data / "dyck" / s, "loss_mask").min()) == 1 for s in ("train", "val"))
+    info = export_dataset(data / "dyck", fmt, tmp_path / "dyck")
+    assert info["loss_mask"] == {"read": False, "by": info["loss_mask"]["by"], "masks_tokens": False}
+    assert "masks no token" in (tmp_path / "dyck" / "README.md").read_text()
+    # one masked row among all-ones rows is enough to refuse
+    with pytest.raises(ConfigError, match="allow_unread_loss_mask: .*split train"):
+        export_dataset(data / "stack", fmt, tmp_path / "stack")
 
 
 def test_masked_datatrove_reader_yields_the_loss_mask(data, tmp_path):

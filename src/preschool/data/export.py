@@ -44,8 +44,10 @@ rows' tokens in order plus those EODs (``export.json``: ``eod_id``,
 
 A loss mask (Dyck, L2T answers) is yielded by the hf and numpy readers
 (``load_from_disk``'s ``loss_mask`` column, OLMo-core's ``label_mask_paths``). Megatron's
-GPTDataset and datatrove's reader (Nanotron) never read theirs, so a masked set is refused
-for those formats unless ``allow_unread_loss_mask`` (``Exporter.mask_read``);
+GPTDataset and datatrove's reader (Nanotron) never read theirs, so a set whose mask masks
+tokens (a 0 anywhere) is refused for those formats unless ``allow_unread_loss_mask``
+(``Exporter.mask_read``); a mask of all ones (the Dyck sets: loss on every token) changes
+nothing there and is exported (``export.json``: ``loss_mask.masks_tokens: false``).
 :mod:`preschool.data.datatrove_reader` reads ``.ds.loss``.
 
 The export folder is written atomically and carries ``export.json`` (format,
@@ -163,6 +165,20 @@ def write_megatron_index(path: Path, lengths: np.ndarray, dtype: np.dtype, doc_i
         fh.write(docs.tobytes(order="C"))
 
 
+def masks_tokens(split: Path) -> bool:
+    """Whether the shard set ``split`` has a ``loss_mask`` with a 0 anywhere (a mask of all ones takes
+    no token out of the loss: a reader that ignores it trains on the same tokens). Reads the mask
+    files (one byte per token), a block of rows at a time; sizes are checked, checksums are not."""
+    if "loss_mask" not in ((read_manifest(split / "manifest.json") or {}).get("arrays") or []):
+        return False
+    ss = ShardSet(split, verify="size")
+    for arr in ss.iter_arrays("loss_mask"):
+        for start in range(0, len(arr), 65536):
+            if not arr[start:start + 65536].all():
+                return True
+    return False
+
+
 def find_tokenizer(dataset_dir: Path) -> Path | None:
     for cand in (layout.tokenizer_dir(dataset_dir), layout.tokenizer_dir(dataset_dir.parent)):
         if (cand / "tokenizer.json").is_file():
@@ -187,9 +203,10 @@ def export_dataset(dataset_dir: str | Path, fmt: str, out: str | Path, splits: l
     ``out`` appears whole or not at all. ``out`` must be missing, empty or an earlier export (nothing
     else in it) and may not overlap the dataset (``outdir.claim_output``, ConfigError on ``--out``);
     it is locked while the export runs (``command``: what a second writer is told is running).
-    A split with a loss mask is refused (ConfigError on ``allow_unread_loss_mask``) when the format's
-    reader ignores the mask (Megatron, Nanotron), unless ``allow_unread_loss_mask``; export.json's
-    ``loss_mask`` says whether and by what the mask is read. ``eod_id`` (megatron only): the token every
+    A split whose loss mask masks tokens (:func:`masks_tokens`) is refused (ConfigError on
+    ``allow_unread_loss_mask``) when the format's reader ignores the mask (Megatron, Nanotron), unless
+    ``allow_unread_loss_mask``; export.json's ``loss_mask`` says whether and by what the mask is read,
+    and whether it masks any token. ``eod_id`` (megatron only): the token every
     Megatron document ends with; default the EOS of the tokenizer found beside the dataset, and without
     one it must be given (ConfigError on ``eod_id``).
     """
@@ -201,10 +218,10 @@ def export_dataset(dataset_dir: str | Path, fmt: str, out: str | Path, splits: l
         if missing:
             raise DataError(f"{dataset_dir}: no split {', '.join(missing)} (have {', '.join(found)})")
         found = {s: found[s] for s in splits}
-    masked = [s for s, p in found.items()
-              if "loss_mask" in ((read_manifest(p / "manifest.json") or {}).get("arrays") or [])]
-    if masked and not exporter_cls.mask_read and not allow_unread_loss_mask:
-        # checked from the manifests, before the (long) checksum pass and before --out is touched
+    # read from the masks themselves (one byte a token), before the (long) checksum pass and before --out
+    # is touched; only where it matters: a format whose reader ignores the mask
+    masked = [] if exporter_cls.mask_read else [s for s, p in found.items() if masks_tokens(p)]
+    if masked and not allow_unread_loss_mask:
         raise ConfigError("allow_unread_loss_mask",
                           f"{dataset_dir}: split {', '.join(masked)} has a loss mask that is not read by "
                           f"{exporter_cls.mask_reader}, so training would count every token; export as hf or "
@@ -216,7 +233,7 @@ def export_dataset(dataset_dir: str | Path, fmt: str, out: str | Path, splits: l
     with claim_output(out, command, export_entries, "export", inputs=[dataset_dir, tok]) as out:
         sets = {s: ShardSet(p, verify=verify) for s, p in found.items()}
         return _export(dataset_dir, fmt, out, sets, tok, single=found == {dataset_dir.name: dataset_dir},
-                       eod_id=eod_id)
+                       eod_id=eod_id, masking=None if exporter_cls.mask_read else bool(masked))
 
 
 def _eod_id(fmt: str, eod_id: int | None, tok: Path | None, dataset_dir: Path, found: dict[str, Path]) -> int | None:
@@ -241,8 +258,10 @@ def _eod_id(fmt: str, eod_id: int | None, tok: Path | None, dataset_dir: Path, f
 
 
 def _export(dataset_dir: Path, fmt: str, out: Path, sets: dict[str, ShardSet], tok: Path | None,
-            single: bool, eod_id: int | None = None) -> dict:
-    """Write the verified shard sets ``sets`` as ``fmt`` into ``out`` (atomically); export.json's content."""
+            single: bool, eod_id: int | None = None, masking: bool | None = None) -> dict:
+    """Write the verified shard sets ``sets`` as ``fmt`` into ``out`` (atomically); export.json's content.
+
+    ``masking``: whether a mask the format's reader ignores masks any token (None: not looked at)."""
     entry = EXPORTERS.get(fmt, "format")
     # datatrove's metadata names the tokenizer (Nanotron loads it with AutoTokenizer.from_pretrained): ours
     # travels with the export, so it is named relative to the split folder holding the metadata, which
@@ -267,6 +286,8 @@ def _export(dataset_dir: Path, fmt: str, out: Path, sets: dict[str, ShardSet], t
         exporter.finish(tmp, list(sets))
         if any(ss.has_loss_mask for ss in sets.values()):
             info["loss_mask"] = {"read": exporter.mask_read, "by": exporter.mask_reader}
+            if masking is not None:
+                info["loss_mask"]["masks_tokens"] = masking
         if tok is not None:
             shutil.copytree(tok, layout.tokenizer_dir(tmp))
             from .tokenizer import load_special_ids
@@ -288,6 +309,8 @@ def _readme(info: dict) -> str:
     if "loss_mask" in info:
         lm = info["loss_mask"]
         lines += ["", f"Loss mask: {'read' if lm['read'] else '**NOT read**'} by {lm['by']}."]
+        if lm.get("masks_tokens") is False:
+            lines.append("It masks no token (all ones), so every token counts either way.")
     if "tokenizer" in info:
         sp = info["tokenizer"]["special_ids"]
         lines += ["", f"Tokenizer: `tokenizer/` (documents end with EOS id {sp['eos']}; BOS {sp['bos']}, PAD {sp['pad']})"]
