@@ -3,8 +3,8 @@
 A committed study keeps ``results.json`` (every seed's curve on each metric's axis, the PPT tokens charged,
 the config) but not its run folders, so ``preschool report`` cannot rebuild it. The efficiency table,
 though, needs only those curves: this reruns the report's own computation (analysis/compute.py
-``efficiency_rows``, analysis/standard_tables.py ``efficiency_lines``) on them with the crossing rule asked for, and prints the
-markdown table, so a README can show the rows the current code gives.
+``efficiency_rows``, analysis/standard_tables.py ``efficiency_lines``) on them with the crossing rule
+asked for, and prints the markdown table, so a README can show the rows the current code gives.
 
     python scripts/efficiency_from_results.py docs/results/ppt_retrieval/results.json [--crossing stays]
 

@@ -1,5 +1,7 @@
 """Report sections: the registry names bad sections; the context lists only runs that logged something."""
 
+from dataclasses import replace
+
 import pytest
 
 from preschool.analysis.sections import SECTIONS, SectionContext, build_section
@@ -55,10 +57,12 @@ def test_sections_switch_on_by_their_evaluators_results_in_order_before_the_conf
     assert ctx.figures == [("minimal-pair accuracy by phenomenon (final checkpoint)",
                             "plots/minimal_pairs_by_phenomenon.png")]
     # what results.json holds of the report, for sections that read plain data
-    assert ctx.results["arms"]["a"]["seeds"][0]["curves"] == curves and "points" not in ctx.results["arms"]["a"]["seeds"][0]
+    plain = ctx.results["arms"]["a"]["seeds"][0]
+    assert plain["curves"] == curves and plain["final_step"] == seed.final_step and "points" not in plain
     # the field table and the verbatim plot join when their results exist; ordered by `order`, then name
-    curves["minimal_pairs/acc/field3/syntax"] = [[1, 0.7]]
-    ctx.evaluators["verbatim"] = "verbatim"
+    seed = replace(seed, curves={**curves, "minimal_pairs/acc/field3/syntax": [[1, 0.7]]})
+    ctx = replace(ctx, report=replace(report, arms={"a": {0: seed}}),
+                  evaluators={"minimal_pairs": "minimal_pairs", "verbatim": "verbatim"})
     assert [r[0] for r in run_sections(ctx, {})][len(STANDARD):] == ["phenomena", "fields3", "verbatim_positions"]
     with pytest.raises(ConfigError, match=r"report\.sections\.nope"):  # configured names come after, checked
         run_sections(ctx, {"nope": {}})
