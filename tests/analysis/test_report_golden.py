@@ -151,6 +151,32 @@ def test_the_report_is_byte_identical_to_the_recorded_one(case, tmp_path, monkey
     assert results == (GOLDEN / case / "results.json").read_text(encoding="utf-8")
 
 
+def test_collect_and_compute_return_frozen_records_and_change_nothing_they_read(tmp_path):
+    """The report's steps pass frozen records on (analysis/records.py): compute leaves the collected runs as
+    they were (it once popped their directions and raw points), and no record takes a new value."""
+    import copy
+    import dataclasses
+
+    from preschool.analysis.collect import add_downstream_average, collect
+    from preschool.analysis.compute import compute
+    from preschool.experiment import load_experiment
+
+    example, overrides, broken = CASES["quickstart"]
+    cfg = load_experiment(EXAMPLES / example, [*overrides, f"out={tmp_path}"])
+    write_runs(cfg, broken)
+    collected = collect(cfg)
+    runs = add_downstream_average(collected, cfg.report.efficiency.downstream)
+    assert "downstream/avg" in runs.arms["pt_only"][0].points  # a new record; the one it was given is unchanged
+    assert "downstream/avg" not in collected.arms["pt_only"][0].points
+    before = copy.deepcopy(runs)
+    rep = compute(cfg, runs)
+    assert runs == before and rep.arms["pt_only"][0].points == runs.arms["pt_only"][0].points
+    for record in (runs, runs.arms["pt_only"][0], rep, rep.arms["pt_only"][0], rep.table[0], rep.stable_gain[0],
+                   rep.token_efficiency[0], rep.nonfinite[0]):
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            record.arm = "x"
+
+
 def test_the_cases_reach_every_part_of_the_report():
     """The recorded reports hold every table and section the report can write (a case lost is a table
     no longer guarded)."""
