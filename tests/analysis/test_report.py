@@ -93,7 +93,7 @@ def _report(arms):
     """A computed report of nothing but these runs (arm -> seed -> SeedResult)."""
     return Report(names=list(arms), baseline=next(iter(arms)), stages={}, metric_names=[], headline=[], higher={},
                   arms=arms, table=[], axes={}, nonfinite=[], setups={}, after_stages=[], stable_gain=[],
-                  token_efficiency=[])
+                  token_efficiency=[], window=0.5)
 
 
 def test_task_metric_is_drawn_against_the_tasks_own_tokens():

@@ -42,7 +42,7 @@ def test_sections_switch_on_by_their_evaluators_results_in_order_before_the_conf
     seed = SeedResult(str(tmp_path / "arms/a/seed0"), curves=curves, final_step={m: 1 for m in curves})
     report = Report(names=["a"], baseline="a", stages={"a": []}, metric_names=sorted(curves), headline=[], higher={},
                     arms={"a": {0: seed}}, table=[], axes={}, nonfinite=[], setups={}, after_stages=[],
-                    stable_gain=[], token_efficiency=[])
+                    stable_gain=[], token_efficiency=[], window=0.5)
     ctx = SectionContext(tmp_path, {"name": "x", "arms": [{"name": "a"}]}, ["a"], [0], "a", report=report,
                          evaluators={"minimal_pairs": "minimal_pairs"})
     assert run_sections(SectionContext(tmp_path, {}, ["a"], [0], "a"), {}) == []  # no report: nothing switches on

@@ -219,7 +219,7 @@ class Report:
     after_stages: list[AfterStage]
     stable_gain: list[Gain]
     token_efficiency: list[Efficiency]
-    window: float = 0.5
+    window: float
 
     @property
     def directions(self) -> dict[str, str]:

@@ -44,7 +44,8 @@ SECTIONS = Registry("report section", packages=("preschool.analysis",), plugin_m
 
 @dataclass
 class SectionContext:
-    """The experiment as a section sees it (plain data and paths; no runner objects)."""
+    """The experiment as a section sees it: plain data, paths and the computed :class:`Report` (frozen
+    records; no runner objects). A section reads it and never changes it."""
 
     out: Path  # experiment folder
     config: dict[str, Any]  # the experiment config as plain data (what experiment.yaml holds)
