@@ -23,10 +23,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from .collect import nonfinite_values
-from .records import (AfterStage, Collected, Efficiency, Gain, Point, Report, SeedResult, SeedRun, TableRow,
-                      axis_label)
-
-__all__ = ["axis_label", "compute", "metric_axes", "task_datasets"]
+from .records import AfterStage, Collected, Efficiency, Gain, Point, Report, SeedResult, SeedRun, TableRow
 
 
 def synthetic_datasets(cfg) -> set[str]:
