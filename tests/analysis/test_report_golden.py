@@ -11,7 +11,9 @@ and baseline-final targets, both crossing rules), downstream groups, non-finite 
 the evaluator sections (phenomena, fields3 and their margins, verbatim positions) and a configured one.
 
 The recorded output is written by ``python tests/analysis/test_report_golden.py --record`` (only when the
-report is meant to change; the diff of ``golden_reports/`` is then the change, reviewed like code).
+report is meant to change; the diff of ``golden_reports/`` is then the change, reviewed like code). A new
+experiment config field changes ``results.json`` too (its ``config`` block is the resolved config): record
+again, and the diff is that field's default in the four ``config`` blocks.
 """
 
 from __future__ import annotations
