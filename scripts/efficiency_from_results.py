@@ -2,9 +2,9 @@
 
 A committed study keeps ``results.json`` (every seed's curve on each metric's axis, the PPT tokens charged,
 the config) but not its run folders, so ``preschool report`` cannot rebuild it. The efficiency table,
-though, needs only those curves: this reruns the report's own computation (analysis/report.py
-``efficiency_rows`` and ``efficiency_lines``) on them with the crossing rule asked for, and prints the
-markdown table, so a README can show the rows the current code gives.
+though, needs only those curves: this reruns the report's own computation (analysis/compute.py
+``efficiency_rows``, analysis/standard_tables.py ``efficiency_lines``) on them with the crossing rule
+asked for, and prints the markdown table, so a README can show the rows the current code gives.
 
     python scripts/efficiency_from_results.py docs/results/ppt_retrieval/results.json [--crossing stays]
 
@@ -22,7 +22,9 @@ from types import SimpleNamespace
 
 def main(argv: list[str] | None = None) -> int:
     from preschool.analysis.efficiency import CROSSINGS
-    from preschool.analysis.report import efficiency_lines, efficiency_rows
+    from preschool.analysis.compute import efficiency_rows
+    from preschool.analysis.records import SeedResult
+    from preschool.analysis.standard_tables import efficiency_lines
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("results", help="a report's results.json")
@@ -45,11 +47,12 @@ def main(argv: list[str] | None = None) -> int:
                                            if m not in ("arm", "seeds", "done", "total_tokens", "final_stage",
                                                         "stage_ends")}
     metrics = [m for m in directions if m not in skipped]
-    arms = res["arms"]
+    # older reports kept the PPT tokens charged per row, not per seed
     charged = {e["arm"]: e.get("ppt_tokens") or 0 for e in res.get("token_efficiency", [])}
-    for name, a in arms.items():  # older reports kept the PPT tokens charged per row, not per seed
-        for sd in a["seeds"].values():
-            sd.setdefault("ppt_tokens", charged.get(name, 0))
+    arms = {name: {seed: SeedResult(sd.get("run_dir", ""), ppt_tokens=sd.get("ppt_tokens", charged.get(name, 0)),
+                                    curves=sd["curves"])
+                   for seed, sd in a["seeds"].items()}
+            for name, a in res["arms"].items()}
     axes = {m: res.get("axes", {}).get(m, {}).get("axis", "pt") for m in metrics}
     higher = {m: directions[m] == "higher" for m in metrics}
     rows = efficiency_rows(cfg, arms, baseline, metrics, axes, higher)

@@ -273,8 +273,9 @@ def test_every_registry_finds_its_parts_and_the_plugins_without_importing_torch(
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     sections, callbacks, generators, tasks, evaluators, builders, last = out.strip().split("\n")
     # the core's evaluator sections and the plug-in's (found by module name)
-    assert sections == ("audit_gap fields3 fields3_margin phenomena phenomena_margin plateau similarity slowdown "
-                        "verbatim_positions")
+    assert sections == ("after_stages arms audit_gap axes difference doses efficiency fields3 fields3_margin "
+                        "final_stage nonfinite overview phenomena phenomena_margin plateau results similarity slowdown "
+                        "verbatim_positions")  # the standard tables are sections too (analysis/standard_tables.py)
     assert callbacks == "compartment_model infonce"
     assert {"shuffle_dyck", "nca", "stack"} <= set(generators.split()) and len(tasks.split()) >= 14
     assert {"minimal_pairs", "heldout", "lm_eval"} <= set(evaluators.split())
@@ -299,5 +300,6 @@ def test_looking_a_part_up_by_name_imports_only_its_module():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     synthetic, evals, tasks, analysis, compartments, listed = out.strip().split("\n")
     assert synthetic == "base stack" and evals == "base heldout" and tasks == "typo"
-    assert analysis == "sections verbatim_positions" and compartments == ""  # no plug-in module either
+    # the section registry, the records it reads and the one section looked up; no plug-in module either
+    assert analysis == "records sections verbatim_positions" and compartments == ""
     assert listed == "True"  # listing found every generator module

@@ -148,7 +148,7 @@ class ReportSpec:
     baseline: str | None = None  # arm the others are compared with (default: the first arm)
     window: float = 0.5  # stable gain over the last `window` fraction of each metric's axis
     # x axis per metric prefix ("val/depo", "depo", "minimal_pairs/acc"): "pt" (language tokens) or a
-    # dataset name (that source's tokens); unlisted metrics follow analysis/report.py metric_axes
+    # dataset name (that source's tokens); unlisted metrics follow analysis/compute.py metric_axes
     axes: dict[str, str] = field(default_factory=dict)
     efficiency: EfficiencySpec = field(default_factory=EfficiencySpec)
     # analysis sections (analysis/sections.py; e.g. slowdown, plateau, similarity, audit_gap): name -> config

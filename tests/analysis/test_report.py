@@ -1,10 +1,10 @@
-from preschool.analysis.report import _on_base_grid
+from preschool.analysis.compute import on_base_grid
 
 
 def test_arm_curve_is_read_at_the_baseline_checkpoints():
     base = [(0, 1.0), (100, 2.0), (200, 3.0), (300, 4.0)]
     arm = [(50, 10.0), (150, 20.0), (250, 30.0)]  # a PPT stage shifted this arm's checkpoints
-    xs, a, b = _on_base_grid(arm, base)
+    xs, a, b = on_base_grid(arm, base)
     assert xs == [100.0, 200.0]  # never extrapolated outside the arm's range
     assert a == [15.0, 25.0] and b == [2.0, 3.0]
 
@@ -13,7 +13,7 @@ def test_checkpoints_after_pt_collapse_to_the_latest():
     # a final non-PT stage (e.g. DEPO) adds checkpoints at the same PT-token count
     base = [(0, 1.0), (100, 2.0), (100, 2.5), (100, 2.7)]
     arm = [(0, 1.5), (100, 3.0), (100, 3.3)]
-    xs, a, b = _on_base_grid(arm, base)
+    xs, a, b = on_base_grid(arm, base)
     assert xs == [0.0, 100.0] and a == [1.5, 3.3] and b == [1.0, 2.7]
 
 
@@ -26,8 +26,9 @@ import pytest  # noqa: E402
 
 from pathlib import Path  # noqa: E402
 
-from preschool.analysis.report import (DOWNSTREAM, _point, _target, add_downstream_average, build_curves,  # noqa: E402
-                                       metric_axes, task_datasets)
+from preschool.analysis.collect import DOWNSTREAM, add_downstream_average, point  # noqa: E402
+from preschool.analysis.compute import _target, metric_axes, seed_result, task_datasets, used_axes  # noqa: E402
+from preschool.analysis.records import Collected, Point, Report, SeedResult, SeedRun  # noqa: E402
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 from preschool.errors import ConfigError  # noqa: E402
@@ -72,35 +73,53 @@ def test_task_datasets_are_synthetic_sets_trained_after_language():
 
 
 def _pt(step, pt, sources, v):
-    return {"step": step, "pt": pt, "sources": sources, "value": v}
+    return Point(step, pt, None, sources, v)
+
+
+def _run(points, higher=None, reported=()):
+    """A collected run with these points (metric -> [Point]) and nothing else logged."""
+    return SeedRun(run_dir="", done=True, total_tokens=0, ppt_tokens=0, doses={}, setups={},
+                   higher_is_better=dict(higher or {}), reported=tuple(reported),
+                   points={m: tuple(p) for m, p in points.items()}, nonfinite={})
+
+
+def _curves(run, axes, stages=None):
+    """The run's curves on ``axes`` as compute draws them, and the axes used."""
+    used = used_axes(Collected({"a": {0: run}}), axes)
+    return seed_result(run, used, stages), used
+
+
+def _report(arms):
+    """A computed report of nothing but these runs (arm -> seed -> SeedResult)."""
+    return Report(names=list(arms), baseline=next(iter(arms)), stages={}, metric_names=[], headline=[], higher={},
+                  arms=arms, table=[], axes={}, nonfinite=[], setups={}, after_stages=[], stable_gain=[],
+                  token_efficiency=[], window=0.5)
 
 
 def test_task_metric_is_drawn_against_the_tasks_own_tokens():
     # PT stage (steps 1-2), then a DEPO stage that adds no language tokens (steps 3-4)
     pts = [_pt(1, 100, {"pt": 100}, 0.1), _pt(2, 200, {"pt": 200}, 0.2),
            _pt(3, 200, {"pt": 200, "depo": 50}, 0.5), _pt(4, 200, {"pt": 200, "depo": 100}, 0.9)]
-    arms = {"a": {"seeds": {0: {"points": {"depo/acc": pts, "val/pt": pts}}}}}
-    used = build_curves(arms, {"depo/acc": "depo", "val/pt": "pt"})
-    c = arms["a"]["seeds"][0]["curves"]
+    res, used = _curves(_run({"depo/acc": pts, "val/pt": pts}), {"depo/acc": "depo", "val/pt": "pt"})
+    c = res.curves
     assert c["depo/acc"] == [[0, 0.1], [0, 0.2], [50, 0.5], [100, 0.9]]  # the acquisition curve
     assert c["val/pt"] == [[100, 0.1], [200, 0.2], [200, 0.5], [200, 0.9]]
     assert used == {"depo/acc": "depo", "val/pt": "pt"}
     # zero language tokens is a value, not a missing one (a PPT stage's last checkpoint)
-    zero = {"a": {"seeds": {0: {"points": {"val/pt": [_point({"step": 2, "pt_tokens": 0, "tokens": 768}, 3.0)]}}}}}
-    build_curves(zero, {"val/pt": "pt"})
-    assert zero["a"]["seeds"][0]["curves"]["val/pt"] == [[0, 3.0]]
+    zero, _ = _curves(_run({"val/pt": [point({"step": 2, "pt_tokens": 0, "tokens": 768}, 3.0)]}), {"val/pt": "pt"})
+    assert zero.curves["val/pt"] == [[0, 3.0]]
     # runs without per-source counts fall back to language tokens, and say so
-    old = {"a": {"seeds": {0: {"points": {"depo/acc": [_pt(1, 100, None, 0.1)]}}}}}
-    assert build_curves(old, {"depo/acc": "depo"}) == {"depo/acc": "pt"}
+    old, used = _curves(_run({"depo/acc": [_pt(1, 100, None, 0.1)]}), {"depo/acc": "depo"})
+    assert used == {"depo/acc": "pt"} and old.curves["depo/acc"] == [[100, 0.1]]
 
 
 def test_downstream_average_and_targets():
     a = [_pt(1, 10, {}, 0.2), _pt(2, 20, {}, 0.4), _pt(3, 30, {}, 0.6)]
     b = [_pt(2, 20, {}, 0.8), _pt(3, 30, {}, 1.0)]
-    arms = {"x": {"seeds": {0: {"points": {"lm_eval/t1/acc": a, "lm_eval/t2/acc": b}}}}}
-    add_downstream_average(arms, ["lm_eval/t1/acc", "lm_eval/t2/acc"])
-    avg = arms["x"]["seeds"][0]["points"][DOWNSTREAM]
-    assert [(p["step"], p["value"]) for p in avg] == [(2, pytest.approx(0.6)), (3, pytest.approx(0.8))]
+    runs = Collected({"x": {0: _run({"lm_eval/t1/acc": a, "lm_eval/t2/acc": b})}})
+    avg = add_downstream_average(runs, ["lm_eval/t1/acc", "lm_eval/t2/acc"]).arms["x"][0].points[DOWNSTREAM]
+    assert DOWNSTREAM not in runs.arms["x"][0].points  # a new record: the collected one is left as it was
+    assert [(p.step, p.value) for p in avg] == [(2, pytest.approx(0.6)), (3, pytest.approx(0.8))]
     assert _target(None, a, "m") is None and _target(0.5, a, "m") == 0.5
     assert _target("baseline@2", a, "m") == 0.4  # the baseline's value at that step
     with pytest.raises(ConfigError, match="no checkpoint at step 7"):
@@ -114,26 +133,24 @@ def _stage(name, data, counts_as_pt=True):
 
 
 def _sp(step, pt, sources, stage, v):
-    return {"step": step, "pt": pt, "sources": sources, "stage": stage, "value": v}
+    return Point(step, pt, stage, sources, v)
 
 
 def test_a_later_stage_does_not_overwrite_the_end_of_pretraining_value():
     # PT (steps 1-2), then DEPO (steps 3-4), which leaves language tokens where they were and moves val/pt
     pts = [_sp(1, 100, {"pt": 100}, "pt", 5.6), _sp(2, 200, {"pt": 200}, "pt", 5.185),
            _sp(3, 200, {"pt": 200, "depo": 50}, "depo", 5.21), _sp(4, 200, {"pt": 200, "depo": 100}, "depo", 5.232)]
-    arms = {"pt_only": {"seeds": {0: {"points": {"val/pt": pts, "depo/acc": pts}}}}}
-    build_curves(arms, {"val/pt": "pt", "depo/acc": "depo"}, {"pt_only": [_stage("pt", "pt"),
-                                                                          _stage("depo", "depo", False)]})
-    s = arms["pt_only"]["seeds"][0]
-    assert s["curves"]["val/pt"] == [[100, 5.6], [200, 5.185]]  # the curve (and its final value) ends with PT
-    assert s["final_stage"]["val/pt"] == "pt"
-    assert s["stage_ends"]["val/pt"] == {"pt": 5.185, "depo": 5.232}  # DEPO's effect stays reachable
+    s, _ = _curves(_run({"val/pt": pts, "depo/acc": pts}), {"val/pt": "pt", "depo/acc": "depo"},
+                   [_stage("pt", "pt"), _stage("depo", "depo", False)])
+    assert s.curves["val/pt"] == [[100, 5.6], [200, 5.185]]  # the curve (and its final value) ends with PT
+    assert s.final_stage["val/pt"] == "pt" and s.final_step["val/pt"] == 2
+    assert s.stage_ends["val/pt"] == {"pt": 5.185, "depo": 5.232}  # DEPO's effect stays reachable
     # a metric of the DEPO task ends with the DEPO stage
-    assert s["curves"]["depo/acc"][-1] == [100, 5.232] and s["final_stage"]["depo/acc"] == "depo"
+    assert s.curves["depo/acc"][-1] == [100, 5.232] and s.final_stage["depo/acc"] == "depo"
 
 
 def test_stage_doses_are_read_from_the_logged_token_accounts():
-    from preschool.analysis.report import stage_doses
+    from preschool.analysis.collect import stage_doses
 
     rows = [{"step": 2, "stage": "stack", "tokens_by_source": {"stack": 256}},
             {"step": 4, "stage": "pt_mixed", "tokens_by_source": {"stack": 300, "pt": 2000}},
@@ -145,7 +162,7 @@ def test_stage_doses_are_read_from_the_logged_token_accounts():
 
 
 def test_downstream_metrics_are_headlined_with_their_evaluators_direction(tmp_path):
-    from preschool.analysis.report import headline_metrics
+    from preschool.analysis.compute import headline_metrics
     from preschool.evals.base import EvalResult, Evaluator
     from preschool.evals.lm_eval import LmEval, flatten_metrics, lm_eval_directions
     from preschool.evals.runner import collect_results
@@ -171,14 +188,12 @@ def test_downstream_metrics_are_headlined_with_their_evaluators_direction(tmp_pa
     assert Evaluator.reported("acc") and not Evaluator.reported("n_pairs") and not Evaluator.reported("acc/term/x")
 
     pts = lambda v: [_pt(2, 10, {}, v)]  # noqa: E731
-    seed = {"points": {"lm_eval/piqa/acc": pts(0.6), "lm_eval/wikitext/word_perplexity": pts(80.0),
-                       "minimal_pairs/acc": pts(0.7), "minimal_pairs/n_pairs": pts(9.0), "val/pt": pts(4.0)},
-            "higher_is_better": {"lm_eval/" + m: r["higher_is_better"] for m, r in rows.items()}
-            | {"minimal_pairs/acc": True, "minimal_pairs/n_pairs": True},
-            "reported": ["lm_eval/" + m for m, r in rows.items() if r["reported"]] + ["minimal_pairs/acc"]}
-    arms = {"a": {"seeds": {0: seed}}}
-    names = sorted(seed["points"])
-    headline, higher = headline_metrics(arms, names)
+    seed = _run({"lm_eval/piqa/acc": pts(0.6), "lm_eval/wikitext/word_perplexity": pts(80.0),
+                 "minimal_pairs/acc": pts(0.7), "minimal_pairs/n_pairs": pts(9.0), "val/pt": pts(4.0)},
+                higher={"lm_eval/" + m: r["higher_is_better"] for m, r in rows.items()}
+                | {"minimal_pairs/acc": True, "minimal_pairs/n_pairs": True},
+                reported=["lm_eval/" + m for m, r in rows.items() if r["reported"]] + ["minimal_pairs/acc"])
+    headline, higher = headline_metrics(Collected({"a": {0: seed}}), sorted(seed.points))
     assert headline == ["val/pt", "lm_eval/piqa/acc", "lm_eval/wikitext/word_perplexity", "minimal_pairs/acc"]
     assert higher["lm_eval/wikitext/word_perplexity"] is False and higher["val/pt"] is False
     assert higher["lm_eval/piqa/acc"] is True
@@ -186,12 +201,12 @@ def test_downstream_metrics_are_headlined_with_their_evaluators_direction(tmp_pa
 
 def test_downstream_average_takes_its_components_direction():
     a = [_pt(1, 10, {}, 30.0), _pt(2, 20, {}, 20.0)]
-    seed = {"points": {"lm_eval/t1/word_perplexity": a, "lm_eval/t2/word_perplexity": a, "lm_eval/t3/acc": a},
-            "higher_is_better": {"lm_eval/t1/word_perplexity": False, "lm_eval/t2/word_perplexity": False,
-                                 "lm_eval/t3/acc": True}}
-    arms = {"x": {"seeds": {0: seed}}}
-    add_downstream_average(arms, ["lm_eval/t1/word_perplexity", "lm_eval/t2/word_perplexity"])
-    assert seed["higher_is_better"][DOWNSTREAM] is False and DOWNSTREAM in seed["reported"]
+    arms = Collected({"x": {0: _run({"lm_eval/t1/word_perplexity": a, "lm_eval/t2/word_perplexity": a,
+                                     "lm_eval/t3/acc": a},
+                                    higher={"lm_eval/t1/word_perplexity": False, "lm_eval/t2/word_perplexity": False,
+                                            "lm_eval/t3/acc": True})}})
+    seed = add_downstream_average(arms, ["lm_eval/t1/word_perplexity", "lm_eval/t2/word_perplexity"]).arms["x"][0]
+    assert seed.higher_is_better[DOWNSTREAM] is False and DOWNSTREAM in seed.reported
     with pytest.raises(ConfigError, match="report.efficiency.downstream.*opposite directions"):
         add_downstream_average(arms, ["lm_eval/t1/word_perplexity", "lm_eval/t3/acc"])
 
@@ -214,13 +229,14 @@ def test_the_l2t_three_field_accuracies_get_their_own_report_table():
     from preschool.analysis.minimal_pairs_tables import breakdown_lines, final_breakdown
 
     def seed(syntax, island):
-        return {"curves": {"minimal_pairs/acc/field3/syntax": [(1, 0.1), (2, syntax)],
-                           "minimal_pairs/acc/term/island_effects": [(2, island)], "minimal_pairs/acc": [(2, 0.5)]}}
+        return SeedResult("", curves={"minimal_pairs/acc/field3/syntax": [(1, 0.1), (2, syntax)],
+                                      "minimal_pairs/acc/term/island_effects": [(2, island)],
+                                      "minimal_pairs/acc": [(2, 0.5)]})
 
-    arms = {"raw": {"seeds": {0: seed(0.6, 0.4), 1: seed(0.8, 0.6)}}, "l2t": {"seeds": {0: seed(0.9, 0.7)}}}
-    fields = final_breakdown(arms, ["raw", "l2t"], "field3")
+    rep = _report({"raw": {0: seed(0.6, 0.4), 1: seed(0.8, 0.6)}, "l2t": {0: seed(0.9, 0.7)}})
+    fields = final_breakdown(rep, "field3")
     assert fields == {"raw": {"syntax": pytest.approx(0.7)}, "l2t": {"syntax": 0.9}}
-    assert final_breakdown(arms, ["raw", "l2t"], "term")["l2t"] == {"island_effects": 0.7}
+    assert final_breakdown(rep, "term")["l2t"] == {"island_effects": 0.7}
     lines = breakdown_lines("Minimal pairs by field", "field", fields)
     assert lines[0] == "## Minimal pairs by field" and "| field | raw | l2t |" in lines
     assert "| syntax | 0.700 | 0.900 |" in lines
@@ -233,11 +249,11 @@ def test_minimal_pair_margins_get_their_own_breakdown_tables_beside_the_accuraci
 
     curves = {"minimal_pairs/acc/term/binding": [(2, 0.5)], "minimal_pairs/margin/term/binding": [(1, 0.0), (2, 1.5)],
               "minimal_pairs/margin_tokmean/term/binding": [(2, 0.1)], "minimal_pairs/margin/field3/syntax": [(2, 2.0)]}
-    arms = {"raw": {"seeds": {0: {"curves": curves}, 1: {"curves": {**curves, "minimal_pairs/margin/term/binding":
-                                                                   [(2, 2.5)]}}}}}
-    assert final_breakdown(arms, ["raw"], "term") == {"raw": {"binding": 0.5}}
-    assert final_breakdown(arms, ["raw"], "term", "margin") == {"raw": {"binding": 2.0}}
-    assert final_breakdown(arms, ["raw"], "field3", "margin") == {"raw": {"syntax": 2.0}}
+    rep = _report({"raw": {0: SeedResult("", curves=curves),
+                           1: SeedResult("", curves={**curves, "minimal_pairs/margin/term/binding": [(2, 2.5)]})}})
+    assert final_breakdown(rep, "term") == {"raw": {"binding": 0.5}}
+    assert final_breakdown(rep, "term", "margin") == {"raw": {"binding": 2.0}}
+    assert final_breakdown(rep, "field3", "margin") == {"raw": {"syntax": 2.0}}
     assert (PhenomenaMargin.metric, PhenomenaMargin.results_key) == ("margin", "phenomena_margin")
     assert (Fields3Margin.group, Fields3Margin.results_key) == ("field3", "fields3_margin")
 
@@ -253,29 +269,33 @@ def test_verbatim_positions_come_from_the_checkpoint_of_the_final_value(tmp_path
         for label in ("verbatim", "verbatim_b"):
             write_json(evals_dir(run, step) / label / "summary.json",
                        {"extra": {"positions": {"repeat": {"n3": {"list1": [v], "list2": [v + (label != "verbatim")]}}}}})
-    seed = {"run_dir": str(run), "final_step": {"verbatim/x_perc": 8, "verbatim_b/x_perc": 4, "val/pt": 8}}
-    ctx = SectionContext(tmp_path, {}, ["a", "b"], [0], "a", results={"arms": {"a": {"seeds": {0: seed}}}},
-                         evaluators={"verbatim": "verbatim", "verbatim_b": "verbatim", "val": "val"})
-    assert verbatim_positions(ctx) == {"a": {"list1": [2.0], "list2": [2.0]}}
-    seed["final_step"]["verbatim_b/x_perc"] = 8  # two labels end at the same step: the last label by name
-    assert verbatim_positions(ctx) == {"a": {"list1": [2.0], "list2": [3.0]}}
-    seed["final_step"] = {"val/pt": 12}  # no verbatim metric reached the report: nothing to draw
-    assert verbatim_positions(ctx) == {}
+    def ctx(final_step):
+        seed = SeedResult(str(run), final_step=final_step)
+        return SectionContext(tmp_path, {}, ["a", "b"], [0], "a", report=_report({"a": {0: seed}, "b": {}}),
+                              evaluators={"verbatim": "verbatim", "verbatim_b": "verbatim", "val": "val"})
+
+    assert verbatim_positions(ctx({"verbatim/x_perc": 8, "verbatim_b/x_perc": 4, "val/pt": 8})) == \
+        {"a": {"list1": [2.0], "list2": [2.0]}}
+    # two labels end at the same step: the last label by name
+    assert verbatim_positions(ctx({"verbatim/x_perc": 8, "verbatim_b/x_perc": 8, "val/pt": 8})) == \
+        {"a": {"list1": [2.0], "list2": [3.0]}}
+    assert verbatim_positions(ctx({"val/pt": 12})) == {}  # no verbatim metric reached the report: nothing to draw
 
 
 def test_token_efficiency_rows_follow_the_configured_crossing_rule_and_say_which():
     """A loss curve that touches the baseline's final value once and ends worse (a stable harm on the gain
     table) saves nothing under the default rule; `report.efficiency.crossing: first` counts it, and each
     row of the table names its rule (issue #31 item 6)."""
-    from preschool.analysis.report import efficiency_lines, efficiency_rows, stable_gains
+    from preschool.analysis.compute import efficiency_rows, stable_gains
+    from preschool.analysis.standard_tables import efficiency_lines
 
     base = [[0, 6.0], [100, 5.0], [200, 4.6], [300, 4.4], [400, 4.3]]
     arm = [[0, 6.0], [100, 4.2], [200, 4.7], [300, 4.6], [400, 4.5]]
-    pts = lambda c: [{"step": i, "value": v} for i, (_, v) in enumerate(c)]  # noqa: E731
+    pts = lambda c: tuple(Point(i, x, None, None, v) for i, (x, v) in enumerate(c))  # noqa: E731
 
     def arms():
-        return {"pt_only": {"seeds": {0: {"curves": {"val/pt": base}, "points": {"val/pt": pts(base)}, "ppt_tokens": 0}}},
-                "dyck": {"seeds": {0: {"curves": {"val/pt": arm}, "points": {"val/pt": pts(arm)}, "ppt_tokens": 50}}}}
+        return {"pt_only": {0: SeedResult("", ppt_tokens=0, curves={"val/pt": base}, points={"val/pt": pts(base)})},
+                "dyck": {0: SeedResult("", ppt_tokens=50, curves={"val/pt": arm}, points={"val/pt": pts(arm)})}}
 
     def cfg(crossing):
         eff = SimpleNamespace(targets={}, crossing=crossing)
@@ -283,11 +303,11 @@ def test_token_efficiency_rows_follow_the_configured_crossing_rule_and_say_which
                                report=SimpleNamespace(efficiency=eff))
 
     gain = stable_gains(arms(), ["pt_only", "dyck"], "pt_only", ["val/pt"], {"val/pt": "pt"}, {"val/pt": False}, 0.5)
-    assert gain[0]["stable_harm"]
+    assert gain[0].stable_harm
     stays = efficiency_rows(cfg("stays"), arms(), "pt_only", ["val/pt"], {"val/pt": "pt"}, {"val/pt": False})
     first = efficiency_rows(cfg("first"), arms(), "pt_only", ["val/pt"], {"val/pt": "pt"}, {"val/pt": False})
-    assert stays[0]["crossing"] == "stays" and stays[0]["reached"] == 0 and stays[0]["saved_fraction"] is None
-    assert first[0]["crossing"] == "first" and first[0]["reached"] == 1 and first[0]["saved_fraction"] > 0
+    assert stays[0].crossing == "stays" and stays[0].reached == 0 and stays[0].saved_fraction is None
+    assert first[0].crossing == "first" and first[0].reached == 1 and first[0].saved_fraction > 0
     row = [x for x in efficiency_lines(stays + first, "pt_only") if x.startswith("| dyck")]
     assert [r.split(" | ")[4] for r in row] == ["stays", "first"]
 
@@ -303,7 +323,7 @@ def test_downstream_groups_average_the_category_means_as_verify_ppt():
     """verify-ppt's "average 49.4" is the mean of its four category scores (50.7, 50.1, 55.9, 40.8), not
     of the 10 tasks: named groups give each category a row (downstream/<group>) and downstream/avg their
     mean; `average: tasks` weighs every task alike (issue #31 item 2)."""
-    from preschool.analysis.report import headline_metrics
+    from preschool.analysis.compute import headline_metrics
     from preschool.config import from_dict
     from preschool.experiment import EfficiencySpec
 
@@ -314,22 +334,19 @@ def test_downstream_groups_average_the_category_means_as_verify_ppt():
     spec = from_dict(EfficiencySpec, {"downstream": {"groups": {g: [f"lm_eval/{t}/acc" for t in ts]
                                                                 for g, ts in groups.items()}}})
 
-    def arms():
-        pts = {f"lm_eval/{t}/acc": [_pt(1, 10, {}, v)] for t, v in scores.items()}
-        return {"x": {"seeds": {0: {"points": pts, "higher_is_better": {m: True for m in pts}, "reported": list(pts)}}}}
+    pts = {f"lm_eval/{t}/acc": [_pt(1, 10, {}, v)] for t, v in scores.items()}
+    runs = Collected({"x": {0: _run(pts, higher={m: True for m in pts}, reported=list(pts))}})
 
-    a = arms()
-    add_downstream_average(a, spec.downstream)
-    s = a["x"]["seeds"][0]
-    value = lambda m: s["points"][m][0]["value"]  # noqa: E731
+    a = add_downstream_average(runs, spec.downstream)
+    s = a.arms["x"][0]
+    value = lambda m: s.points[m][0].value  # noqa: E731
     assert [round(value(f"downstream/{g}"), 4) for g in groups] == [0.507, 0.501, 0.559, 0.408]
     assert value(DOWNSTREAM) == pytest.approx(0.49375)
-    headline, _ = headline_metrics(a, sorted(s["points"]))
+    headline, _ = headline_metrics(a, sorted(s.points))
     assert {"downstream/rc", "downstream/sciqa", "downstream/cr", "downstream/lm", DOWNSTREAM} <= set(headline)
-    flat = arms()
-    add_downstream_average(flat, from_dict(EfficiencySpec, {"downstream": {"groups": spec.downstream.groups,
-                                                                           "average": "tasks"}}).downstream)
-    assert flat["x"]["seeds"][0]["points"][DOWNSTREAM][0]["value"] == pytest.approx(sum(scores.values()) / 10)
+    flat = add_downstream_average(runs, from_dict(EfficiencySpec, {"downstream": {"groups": spec.downstream.groups,
+                                                                                  "average": "tasks"}}).downstream)
+    assert flat.arms["x"][0].points[DOWNSTREAM][0].value == pytest.approx(sum(scores.values()) / 10)
 
 
 @pytest.mark.parametrize("downstream, field", [

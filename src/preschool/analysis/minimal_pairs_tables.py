@@ -12,18 +12,19 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from .records import Report
 from .sections import Section, SectionContext, SECTIONS
 
 
-def final_breakdown(arms: dict, names: list[str], group: str, metric: str = "acc") -> dict[str, dict[str, float]]:
+def final_breakdown(report: Report | None, group: str, metric: str = "acc") -> dict[str, dict[str, float]]:
     """Per arm, each ``<evaluator>/<metric>/<group>/<name>`` minimal-pair value (``acc``: accuracy; ``margin``:
-    log-prob margin) at the final checkpoint, mean over seeds (``group`` ``term``: BLiMP's phenomena;
-    ``field3``: the L2T paper's three fields); arms without any left out."""
-    out = {}
-    for name in names:
+    log-prob margin) at the end of its curve, mean over seeds (``group`` ``term``: BLiMP's phenomena;
+    ``field3``: the L2T paper's three fields); arms without any left out, {} without a report."""
+    out: dict[str, dict[str, float]] = {}
+    for name in report.names if report is not None else []:
         acc = defaultdict(list)
-        for s in arms.get(name, {}).get("seeds", {}).values():
-            for m, pts in s["curves"].items():
+        for s in report.seed_results(name).values():
+            for m, pts in s.curves.items():
                 if f"/{metric}/{group}/" in m and pts:
                     acc[m.rsplit("/", 1)[-1]].append(pts[-1][1])
         if acc:
@@ -49,10 +50,10 @@ class _Breakdown(Section):
 
     @classmethod
     def applies(cls, ctx: SectionContext) -> bool:
-        return bool(final_breakdown(ctx.results.get("arms", {}), ctx.arms, cls.group, cls.metric))
+        return bool(final_breakdown(ctx.report, cls.group, cls.metric))
 
     def table(self, ctx: SectionContext) -> dict[str, dict[str, float]]:
-        return final_breakdown(ctx.results.get("arms", {}), ctx.arms, self.group, self.metric)
+        return final_breakdown(ctx.report, self.group, self.metric)
 
     def write(self, ctx: SectionContext) -> tuple[dict, list[str]]:
         table = self.table(ctx)

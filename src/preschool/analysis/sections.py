@@ -1,15 +1,18 @@
-"""Report sections: the parts of ``report.md`` beyond the standard tables, one file each.
+"""Report sections: every part of ``report.md``, one registered :class:`Section` each.
 
-The report is collect → compute → render (analysis/report.py): it collects every
-run's logged and evaluated numbers, computes the standard tables (final values,
-later stages, stable gain, token efficiency), then runs the sections, then renders
-``report.md``, ``results.json`` and the plots. A section is a :class:`Section`
-subclass registered in :data:`SECTIONS` with its config dataclass, like an
-evaluator, in its own file in ``analysis/`` (the registry imports every module of
-``analysis/`` on first use) or in a plug-in's ``sections`` module
-(``compartments/sections.py``: slowdown, plateau, similarity, audit_gap).
+The report is collect → compute → sections → render (analysis/report.py): it collects every run's
+logged and evaluated numbers (analysis/collect.py), computes the standard numbers (analysis/compute.py:
+curves, final values, later stages, stable gain, token efficiency) into a frozen
+:class:`~preschool.analysis.records.Report`, runs the sections, then renders ``report.md``,
+``results.json`` and the plots (analysis/render.py). A section is a :class:`Section` subclass
+registered in :data:`SECTIONS` with its config dataclass, like an evaluator, in its own file in
+``analysis/`` (the registry imports every module of ``analysis/`` on first use) or in a plug-in's
+``sections`` module (``compartments/sections.py``: slowdown, plateau, similarity, audit_gap).
 
-A section runs when
+The standard tables are sections too (analysis/standard_tables.py: overview, non-finite values, arms,
+doses, axes, results, final stage, after later stages, difference, token efficiency); their negative
+``order`` puts them first, and they add no results of their own (their numbers are the report's,
+``results.json`` ``arms``, ``table``, ...). Then a section runs when
 
 - its evaluator ran: ``evaluator = "verbatim"`` switches it on whenever some run
   has results of that evaluator (any label; :meth:`Section.applies` may use another
@@ -18,12 +21,12 @@ A section runs when
 - or the experiment asks for it: ``report.sections: {slowdown: {targets: [4.0]}}``,
   after them in the order given.
 
-Its markdown follows the standard tables; its numbers go to ``results.json`` under
+Its markdown follows the sections before it; its numbers go to ``results.json`` under
 ``sections.<name>`` (``results_key`` names a top-level key instead; ``None``
 results add nothing); figures it lists with :meth:`SectionContext.figure` join the
 report's "Plots". A section reads result files only, through
-:class:`SectionContext` (the computed numbers, each run's files, the prepared data),
-so ``preschool report`` rebuilds it at any time.
+:class:`SectionContext` (the computed :class:`~preschool.analysis.records.Report`, each run's
+files, the prepared data), so ``preschool report`` rebuilds it at any time.
 """
 
 from __future__ import annotations
@@ -34,13 +37,15 @@ from typing import Any
 
 from ..layout import arm_runs, data_dir, metrics_path, plots_dir
 from ..registry import Registry
+from .records import Report, SeedResult
 
 SECTIONS = Registry("report section", packages=("preschool.analysis",), plugin_module="sections")
 
 
 @dataclass
 class SectionContext:
-    """The experiment as a section sees it (plain data and paths; no runner objects)."""
+    """The experiment as a section sees it: plain data, paths and the computed :class:`Report` (frozen
+    records; no runner objects). A section reads it and never changes it."""
 
     out: Path  # experiment folder
     config: dict[str, Any]  # the experiment config as plain data (what experiment.yaml holds)
@@ -48,9 +53,8 @@ class SectionContext:
     seeds: list[int]
     baseline: str
     compare: list[list[str]] = field(default_factory=list)  # [arm, reference] pairs compared seed by seed
-    # what the report computed (results.json's content so far): "arms" -> arm -> "seeds" -> seed ->
-    # {run_dir, curves, final_step, final_stage, stage_ends, points, ...}, "table", "axes", "directions", ...
-    results: dict[str, Any] = field(default_factory=dict)
+    # what the report computed (None before compute: the standard sections then add nothing)
+    report: Report | None = None
     # label -> evaluator name of every evaluator with results in some run (a label is its result folder
     # and metric prefix: ``<label>/<metric>``)
     evaluators: dict[str, str] = field(default_factory=dict)
@@ -75,9 +79,16 @@ class SectionContext:
         """The labels (result folders, metric prefixes) under which ``evaluator`` has results, sorted."""
         return sorted(label for label, name in self.evaluators.items() if name == evaluator)
 
-    def seed_results(self, arm: str) -> dict[Any, dict]:
-        """``{seed: the report's numbers of that run}`` (``results["arms"][arm]["seeds"]``; {} without results)."""
-        return self.results.get("arms", {}).get(arm, {}).get("seeds", {})
+    def seed_results(self, arm: str) -> dict[Any, SeedResult]:
+        """``{seed: SeedResult}``: the report's numbers of each run of ``arm`` ({} without a report or runs)."""
+        return {} if self.report is None else self.report.seed_results(arm)
+
+    @property
+    def results(self) -> dict[str, Any]:
+        """The report's numbers as ``results.json`` holds them (plain data: ``arms`` -> arm -> ``seeds`` ->
+        seed -> ``{run_dir, curves, final_step, ...}``, ``table``, ``axes``, ...); {} without a report. Kept for
+        sections written before :attr:`report`; a new section reads :attr:`report`."""
+        return {} if self.report is None else self.report.to_json()
 
     def figure(self, title: str, path: Path) -> None:
         """List a figure the section saved (under :attr:`plots`) in the report's "Plots"."""

@@ -26,14 +26,14 @@ def verbatim_positions(ctx: SectionContext) -> dict[str, dict]:
         seed = ctx.seed_results(arm).get(ctx.seeds[0])
         if not seed:
             continue
-        final = seed.get("final_step", {})
+        final = seed.final_step
         found = [(st, label) for label in labels
                  if (st := max((s for m, s in final.items() if m.startswith(label + "/") and s is not None),
                                default=None)) is not None]
         if not found:
             continue
         step, label = max(found)
-        summary = evals_dir(Path(seed["run_dir"]), step) / label / EVAL_SUMMARY
+        summary = evals_dir(Path(seed.run_dir), step) / label / EVAL_SUMMARY
         pos = (read_json(summary).get("extra") or {}).get("positions") or {} if summary.is_file() else {}
         cond = pos.get("repeat") or next(iter(pos.values()), None)
         if cond:

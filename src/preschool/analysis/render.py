@@ -1,0 +1,101 @@
+"""Render, the report's last step: ``report.md``, ``results.json`` and the headline plots.
+
+``report.md`` is every section's markdown in report order (the standard tables first: they are sections
+too, analysis/standard_tables.py), then the plots (one per headline metric with a curve, then the
+sections' figures) and the provenance. ``results.json`` is the computed report
+(:meth:`~preschool.analysis.records.Report.to_json`), the results of the sections with a ``results_key``,
+``sections`` (the others' results by name) and the provenance (config, code version, data manifest):
+strict JSON, ``null`` where there is no value.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from ..io import provenance, read_json, write_json, write_text
+from ..layout import PLOTS, data_manifest_path, plots_dir, report_path, results_path
+from .records import Report, axis_label
+from .sections import Section, SectionContext
+
+
+def render(cfg, rep: Report, ctx: SectionContext, sections: list[tuple[str, Section, Any, list[str]]]) -> Path:
+    """Write the headline plots, ``report.md`` and ``results.json`` of the sections ``run_sections`` wrote;
+    returns the report's path."""
+    out = cfg.out_dir
+    figures = headline_plots(out, rep) + ctx.figures
+    lines: list[str] = []
+    results_of: dict[str, Any] = {}
+    top: dict[str, Any] = {}
+    for name, section, results, md in sections:
+        if section.results_key is not None:
+            top[section.results_key] = results
+        elif results is not None:
+            results_of[name] = results
+        if md:
+            lines += md + [""]
+    if figures:
+        lines += ["## Plots", ""]
+        for title, path in figures:
+            lines += [f"**{title}**", "", f"![{title}]({path})", ""]
+    prov = provenance(cfg, data_manifests=_data_manifest(out))
+    lines += ["## Provenance", "",
+              f"- code: preschool {prov['code_version'].get('preschool')} "
+              f"commit {prov['code_version'].get('git_commit', 'unknown')[:12]}"
+              f"{' (dirty)' if prov['code_version'].get('git_dirty') else ''}",
+              "- config: `experiment.yaml`; data manifest: `data/manifest.json`; every number: `results.json`", ""]
+    write_json(results_path(out), strict({**rep.to_json(), **top, "sections": results_of, **prov}))
+    path = report_path(out)
+    write_text(path, "\n".join(lines))
+    return path
+
+
+def strict(obj: Any) -> Any:
+    """``obj`` with every float that is not finite (a mean over no values) as None: JSON has no NaN, and
+    readers other than Python's refuse the ``NaN`` it would write."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: strict(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [strict(v) for v in obj]
+    return obj
+
+
+def headline_plots(out: Path, rep: Report) -> list[tuple[str, str]]:
+    """One plot per headline metric with a curve (each arm's seeds on the metric's axis); ``(title, path)``."""
+    from . import plots
+
+    pdir = plots_dir(out)
+    figures = []
+    for m in rep.headline:
+        curves = {name: [s.curves.get(m, []) for s in rep.seed_results(name).values()] for name in rep.names}
+        if not any(any(c) for c in curves.values()):
+            continue
+        fname = m.replace("/", "_") + ".png"
+        ylim = _focus_ylim(curves) if not rep.higher.get(m, True) else None
+        setup = rep.setups.get(m.split("/", 1)[0])
+        plots.plot_metric_vs_tokens(curves, pdir / fname, title=m + (f" [{setup}]" if setup else ""), ylabel=m,
+                                    xlabel=axis_label(rep.axes.get(m, "pt")), ylim=ylim)
+        figures.append((m, f"{PLOTS}/{fname}"))
+    return figures
+
+
+def _focus_ylim(curves: dict) -> tuple[float, float] | None:
+    """Value range of the curves after the first 10% of PT tokens (losses start far above where arms differ)."""
+    pts = [p for seeds in curves.values() for c in seeds for p in c]
+    if len(pts) < 3:
+        return None
+    xmax = max(x for x, _ in pts)
+    late = [v for x, v in pts if x >= 0.1 * xmax]
+    if not late:
+        return None
+    lo, hi = min(v for _, v in pts), max(late)
+    pad = 0.05 * (hi - lo or abs(hi) or 1.0)
+    return lo - pad, hi + pad
+
+
+def _data_manifest(out: Path) -> Any:
+    p = data_manifest_path(out)
+    return read_json(p) if p.is_file() else None

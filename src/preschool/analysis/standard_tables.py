@@ -1,0 +1,270 @@
+"""The standard tables of ``report.md``, as built-in report sections (analysis/sections.py).
+
+Every report has them, in this order (their negative ``order`` puts them before any other section):
+``overview`` (title, arms, baseline, seeds), ``nonfinite`` (values that are not numbers), ``arms`` (each
+arm's stages), ``doses`` (tokens trained per stage and source), ``axes`` (each metric's axis and evaluation
+setup), ``results`` (final values), ``final_stage`` (the stage each value ends), ``after_stages`` (values
+after later stages), ``difference`` (from the baseline, with the one-SD verdict) and ``efficiency``
+(token efficiency). Each reads ``ctx.report`` only, writes markdown only (its numbers are the report's
+own in ``results.json``: ``arms``, ``table``, ``after_stages``, ...), and a table with no rows writes
+nothing. They switch on whenever the report has been computed.
+"""
+
+from __future__ import annotations
+
+from .records import Efficiency, NonfiniteValue, Report, TableRow, axis_label
+from .sections import SECTIONS, Section, SectionContext
+
+
+class _Standard(Section):
+    """A standard table: on whenever the report is computed, no results of its own."""
+
+    @classmethod
+    def applies(cls, ctx: SectionContext) -> bool:
+        return ctx.report is not None
+
+    def write(self, ctx: SectionContext) -> tuple[None, list[str]]:
+        assert ctx.report is not None  # applies() says so
+        return None, self.lines(ctx, ctx.report)
+
+    def lines(self, ctx: SectionContext, rep: Report) -> list[str]:
+        raise NotImplementedError
+
+
+@SECTIONS.register("overview")
+class Overview(_Standard):
+    """The report's title, its arms, baseline and seeds, and how to read its values."""
+
+    order = -100
+
+    def lines(self, ctx: SectionContext, rep: Report) -> list[str]:
+        return [f"# {ctx.config['name']}: report", "",
+                f"Arms: {', '.join(rep.names)}; baseline for comparisons: **{rep.baseline}**; "
+                f"training seeds: {list(ctx.seeds)}.",
+                "Values are at the end of the last stage that trains on each metric's axis (its final stage: the "
+                "`final stage` table), mean ± SD over seeds when there are several; a later stage's effect on a "
+                "metric is its own row under \"After later stages\". Each evaluator states each metric's direction "
+                "(lower is better for losses and perplexities, higher for accuracies)."]
+
+
+@SECTIONS.register("nonfinite")
+class Nonfinite(_Standard):
+    """The logged values that are not numbers (nothing when there are none)."""
+
+    order = -90
+
+    def lines(self, ctx: SectionContext, rep: Report) -> list[str]:
+        return nonfinite_lines(rep.nonfinite)
+
+
+def nonfinite_lines(rows: list[NonfiniteValue]) -> list[str]:
+    """Markdown: the list of the non-finite values the runs logged ([] when there are none)."""
+    if not rows:
+        return []
+    return ["## Non-finite values",
+            "These logged values are not numbers: a run's metric with one is left out of the results, the "
+            "differences from the baseline and the token efficiency (each row it is left out of says so; the "
+            "other seeds still count), and its curve is not plotted. A NaN or infinite loss means the run "
+            "diverged there: look at its `metrics.jsonl` before reading anything below.", "",
+            "| arm | seed | metric | step | value |", "|---|---|---|---|---|",
+            *(f"| {r.arm} | {r.seed} | {r.metric} | {r.step} | {r.value} |" for r in rows)]
+
+
+@SECTIONS.register("arms")
+class Arms(_Standard):
+    """Each arm's stages: tokens, data, schedule, what carries over, embeddings."""
+
+    order = -80
+
+    def lines(self, ctx: SectionContext, rep: Report) -> list[str]:
+        lines = ["## Arms", ""]
+        for name in rep.names:
+            steps, groups_seen = [], set()
+            for st in rep.stages[name]:
+                data = st.data if isinstance(st.data, str) else " + ".join(f"{k}×{w:g}" for k, w in st.data.items())
+                if st.group is not None and st.group in groups_seen:
+                    carry = f"resumes group '{st.group}' (its optimizer, schedule and data position)"
+                else:
+                    carry = "fresh optimizer + schedule" if st.reset_optimizer else "optimizer carried over"
+                    if st.group is not None:
+                        carry += f", schedule shared by group '{st.group}'"
+                if st.group is not None:
+                    groups_seen.add(st.group)
+                bits = [f"{st.tokens:,} tokens of {data}", st.schedule.name, carry,
+                        f"embeddings: {st.embeddings_at_start}"]
+                if not st.counts_as_pt:
+                    bits.append("not counted as PT")
+                steps.append(f"**{st.name}** ({', '.join(bits)})")
+            lines.append(f"- `{name}`: " + " → ".join(steps))
+        return lines
+
+
+@SECTIONS.register("doses")
+class Doses(_Standard):
+    """Per arm, stage and source, the tokens planned (stage tokens x weight share) and trained."""
+
+    order = -70
+
+    def lines(self, ctx: SectionContext, rep: Report) -> list[str]:
+        rows = []
+        for name in rep.names:
+            seeds = rep.seed_results(name)
+            for st in rep.stages[name]:
+                weights = {st.data: 1.0} if isinstance(st.data, str) else dict(st.data)
+                total = sum(weights.values())
+                for src, w in weights.items():
+                    got = sorted({s.doses[st.name].get(src, 0) for s in seeds.values() if st.name in s.doses})
+                    realised = " / ".join(f"{t:,}" for t in got) if got else "–"
+                    rows.append(f"| {name} | {st.name} | {src} | {st.tokens * w / total:,.0f} | {realised} |")
+        if not rows:
+            return []
+        return ["## Doses",
+                "Tokens each stage trained from each source, as the runs logged them (`results.json`: each seed's "
+                "`doses`), beside the plan (the stage's tokens × the source's weight share). A stage trains whole "
+                "steps and a mixture carries each source's fractional rows from batch to batch, so the two agree "
+                "to within a step's tokens in total and one row per source.", "",
+                "| arm | stage | source | planned | trained |", "|---|---|---|---|---|", *rows]
+
+
+@SECTIONS.register("axes")
+class Axes(_Standard):
+    """Each headline metric's token axis and the evaluation setup behind its numbers."""
+
+    order = -60
+
+    def lines(self, ctx: SectionContext, rep: Report) -> list[str]:
+        return ["## Axes and evaluation setups",
+                "Each metric is compared on its own token axis: language metrics against language (PT) tokens "
+                "(a mixture counts only its language share), a synthetic task's metrics against that task's own "
+                "tokens. The setup names the preset / stimuli that produced an evaluator's numbers.", "",
+                "| metric | x axis | setup |", "|---|---|---|",
+                *(f"| {m} | {axis_label(rep.axes.get(m, 'pt'))} | {rep.setups.get(m.split('/', 1)[0], '') or '–'} |"
+                  for m in rep.headline)]
+
+
+@SECTIONS.register("results")
+class Results(_Standard):
+    """Each arm's final value of every headline metric (mean ± SD over seeds)."""
+
+    order = -50
+
+    def lines(self, ctx: SectionContext, rep: Report) -> list[str]:
+        hdr = ["arm", "tokens trained"] + rep.headline
+        lines = ["## Results", "", "| " + " | ".join(hdr) + " |", "|" + "---|" * len(hdr)]
+        for row in rep.table:
+            cells = [row.arm + ("" if row.done else " (unfinished)"), f"{row.total_tokens:,}"]
+            cells += [result_cell(row, m) for m in rep.headline]
+            lines.append("| " + " | ".join(cells) + " |")
+        return lines
+
+
+def result_cell(row: TableRow, m: str) -> str:
+    """A results-table cell: mean ± SD over the seeds, and the seeds left out for a non-finite value."""
+    from .stats import format_mean_sd
+
+    bad = row.nonfinite.get(m)
+    if not bad:
+        return format_mean_sd(*row.values[m])
+    if row.values[m][2] == 0:
+        return "non-finite"
+    return f"{format_mean_sd(*row.values[m])} (seed {', '.join(map(str, bad))} left out: non-finite)"
+
+
+@SECTIONS.register("final_stage")
+class FinalStage(_Standard):
+    """The stage whose end gives each value of the results table."""
+
+    order = -40
+
+    def lines(self, ctx: SectionContext, rep: Report) -> list[str]:
+        return ["Final stage of each value (the last stage training on the metric's axis):", "",
+                "| arm | " + " | ".join(rep.headline) + " |", "|---|" + "---|" * len(rep.headline),
+                *(f"| {row.arm} | " + " | ".join(row.final_stage.get(m) or "–" for m in rep.headline) + " |"
+                  for row in rep.table)]
+
+
+@SECTIONS.register("after_stages")
+class AfterStages(_Standard):
+    """A metric's value after a stage past its final stage (DEPO after pretraining), beside the headline one."""
+
+    order = -30
+
+    def lines(self, ctx: SectionContext, rep: Report) -> list[str]:
+        from .stats import format_mean_sd
+
+        if not rep.after_stages:
+            return []
+        return ["## After later stages",
+                "A stage after a metric's final stage (say DEPO after pretraining) leaves its axis where it was "
+                "and moves the metric: its value at that stage's end, beside the headline one. Curves, "
+                "differences and token efficiency use only checkpoints up to the end of the final stage.", "",
+                "| arm | metric | final (end of) | after | value | change |", "|---|---|---|---|---|---|",
+                *(f"| {r.arm} | {r.metric} | {format_mean_sd(*r.final)} ({r.final_stage}) | after {r.stage} | "
+                  f"{format_mean_sd(*r.value)} | {r.change:+.4f} |" for r in rep.after_stages)]
+
+
+@SECTIONS.register("difference")
+class Difference(_Standard):
+    """Each arm's difference from the baseline over the end of each metric's axis, with the one-SD verdict."""
+
+    order = -20
+
+    def lines(self, ctx: SectionContext, rep: Report) -> list[str]:
+        if not rep.stable_gain:
+            return []
+        lines = [f"## Difference from {rep.baseline}",
+                 f"Per-checkpoint difference (arm − baseline, sign flipped for losses so positive = better) over the "
+                 f"last {rep.window:.0%} of each metric's axis, at the baseline's checkpoints (the arm's curve "
+                 f"is linearly interpolated there). A gain is **stable** when mean > SD (the verify-ppt one-SD "
+                 f"rule); the same rule with the sign flipped flags a **stable harm**.", "",
+                 "| arm | metric | axis | mean Δ | SD | n | verdict |", "|---|---|---|---|---|---|---|"]
+        for g in rep.stable_gain:
+            verdict, bad = g.verdict, ", ".join(g.nonfinite)
+            if bad:
+                verdict = f"not compared (non-finite values in {bad})" if verdict == "not compared" else \
+                    f"{verdict}; left out: non-finite values in {bad}"
+            mean, sd = ("–", "–") if g.mean is None else (f"{g.mean:+.4f}", f"{g.sd:.4f}")
+            lines.append(f"| {g.arm} | {g.metric} | {axis_label(g.axis)} | {mean} | {sd} | {g.n} | {verdict} |")
+        return lines
+
+
+@SECTIONS.register("efficiency")
+class TokenEfficiency(_Standard):
+    """Tokens each arm needs to reach the target on each metric's axis, and the tokens saved."""
+
+    order = -10
+
+    def lines(self, ctx: SectionContext, rep: Report) -> list[str]:
+        return efficiency_lines(rep.token_efficiency, rep.baseline)
+
+
+def efficiency_lines(efficiency: list[Efficiency], baseline: str) -> list[str]:
+    """Markdown: the token-efficiency table, one row per arm and metric with the crossing rule it used."""
+    if not efficiency:
+        return []
+    lines = ["## Token efficiency",
+             f"Tokens (on the metric's axis) each arm needs to reach the target: {baseline}'s final value "
+             "unless `report.efficiency.targets` gives a value or `baseline@<step>` (each seed against "
+             f"{baseline}'s run of the same seed; targets listed per seed; linear interpolation between "
+             "checkpoints; mean over the seeds that reach it). The rule column says when a curve reaches the "
+             "target: **stays** = at the checkpoint from which it stays at or past the target to its end (a "
+             "curve that touches the target and falls back never reaches it), **first** = at its first "
+             "checkpoint there, whatever follows (`report.efficiency.crossing`). \"saved\" = baseline − arm "
+             "tokens and 1 − arm/baseline; \"incl. PPT\" also charges the arm its pre-pretraining tokens (language "
+             "axis only). A seed is **not comparable** (n.c.) when either curve is already at the target at its "
+             "first checkpoint on the axis (the crossing happened before, under another stage or none): "
+             "it counts as not reached.", "",
+             "| arm | metric | axis | target | rule | reached (seeds) | baseline tokens | arm tokens | "
+             "saved tokens | saved | saved incl. PPT |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for e in efficiency:
+        f = lambda v, pct=False: "–" if v is None else (f"{v:+.1%}" if pct else f"{v:,.0f}")  # noqa: E731
+        tg = " / ".join(f"{t:.4g}" for t in e.targets) + f" ({e.target_spec})"
+        incl = "–" if e.saved_tokens_incl_ppt is None else \
+            f"{f(e.saved_tokens_incl_ppt)} ({f(e.saved_fraction_incl_ppt, True)})"
+        nc = f" ({e.not_comparable} n.c.)" if e.not_comparable else ""
+        nc += f" (left out: non-finite values in {', '.join(e.nonfinite)})" if e.nonfinite else ""
+        lines.append(f"| {e.arm} | {e.metric} | {axis_label(e.axis)} | {tg} | {e.crossing} "
+                     f"| {e.reached}/{e.seeds}{nc} | {f(e.base_tokens)} | {f(e.arm_tokens)} | {f(e.saved_tokens)} | "
+                     f"{f(e.saved_fraction, True)} | {incl} |")
+    return lines
