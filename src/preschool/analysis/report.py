@@ -65,7 +65,7 @@ def collect(cfg) -> dict[str, Any]:
 
     arms: dict[str, dict] = {}
     stages = {arm.name: cfg.train_config(arm, cfg.seeds[0]).stages for arm in cfg.arms}
-    for arm, seed, run_dir in arm_runs(cfg.out_dir, cfg.arms, cfg.seeds):
+    for arm, seed, run_dir in arm_runs(cfg.out_dir, cfg.arms, cfg.seeds, cfg.rung):  # a ladder: the rung's runs
         a = arms.setdefault(arm.name, {"seeds": {}})
         points: dict[str, dict[int, dict]] = defaultdict(dict)
         setups: dict[str, str] = {}

@@ -65,8 +65,10 @@ class SectionContext:
         return data_dir(self.out)
 
     def runs(self, arm: str) -> dict[int, Path]:
-        """``{seed: run folder}`` of the arm's runs that have logged anything, seeds in order."""
-        return {s: d for a, s, d in arm_runs(self.out, [_Named(arm)], self.seeds) if metrics_path(d).is_file()}
+        """``{seed: run folder}`` of the arm's runs that have logged anything, seeds in order (of a ladder,
+        at the rung the report reads: the config's ``rung``)."""
+        return {s: d for a, s, d in arm_runs(self.out, [_Named(arm)], self.seeds, self.config.get("rung"))
+                if metrics_path(d).is_file()}
 
     def arm_config(self, arm: str) -> dict[str, Any]:
         return next(a for a in self.config["arms"] if a["name"] == arm)
