@@ -291,6 +291,10 @@ class ExperimentConfig:
             check_seed(s, f"seeds[{i}]")
             check(s not in self.seeds[:i], f"seeds[{i}]", f"seed {s} is given twice; each seed runs once")
         check(len(self.arms) > 0, "arms", "an experiment needs at least one arm")
+        # the rung a view names exists (every check below resolves the arms at it)
+        rungs = [r.name for r in self.ladder.rungs] if self.ladder is not None else []
+        check(self.rung is None or self.ladder is not None, "rung", f"{self.rung!r}, but the experiment has no `ladder:`")
+        check(self.rung is None or self.rung in rungs, "rung", f"no rung named {self.rung!r}; the ladder has {rungs}")
         check(self.workers >= 1, "workers", f"must be >= 1, got {self.workers}")
         names = [a.name for a in self.arms]
         check(len(set(names)) == len(names), "arms", f"arm names must be unique, got {names}")
@@ -344,12 +348,9 @@ class ExperimentConfig:
         self._validate_ladder()
 
     def _validate_ladder(self) -> None:
-        """The rung named exists; every rung x arm resolves (model, scaled budgets), named by rung."""
+        """Every rung x arm resolves (model, scaled budgets; an error names the rung); no key set twice."""
         if self.ladder is None:
-            check(self.rung is None, "rung", f"{self.rung!r}, but the experiment has no `ladder:`")
             return
-        names = [r.name for r in self.ladder.rungs]
-        check(self.rung is None or self.rung in names, "rung", f"no rung named {self.rung!r}; the ladder has {names}")
         base = self.baseline_arm()
         check(self._language_tokens(base) > 0, "ladder.tokens",
               f"the baseline arm {base.name!r} has no stage that counts as PT: a ladder scales language budgets "
