@@ -108,3 +108,7 @@ def test_one_run_of_a_ladder_needs_its_rung(tmp_path):
     assert e.value.field == "--rung"
     one = load_experiment_file(MICRO, [f"out={tmp_path}", "rung=r1"])
     assert one.rungs == ["r1"] and one.cfg.runs_root == tmp_path / "rungs" / "r1"
+    # one rung's command and the whole ladder's take the same output lock (the second waits, not fails)
+    from preschool.lock import config_key
+
+    assert config_key(one.cfg) == config_key(exp.cfg)

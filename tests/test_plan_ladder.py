@@ -46,3 +46,12 @@ def test_the_cpu_ladders_say_their_estimate_and_stay_near_three_hours(example):
     rungs = ladder_targets(load_experiment(path), load_yaml(path)["tokenizer"])
     total = sum(training_flops(a) * a.seeds for _, arms in rungs for a in arms)
     assert total < 7e14  # ~3 h at the 6e10 FLOP/s measured for these shapes on one core (docs/ladder.md)
+
+
+def test_a_rung_that_would_repeat_its_data_is_noted(capsys):
+    path = ROOT / "examples" / "ladder_dyck.yaml"
+    assert main(["plan", str(path), "--set", "data.pt.tokens=5000000", "--gpus", "1"]) == 0
+    notes = [line for line in capsys.readouterr().out.splitlines() if line.startswith("note")]
+    # r2 trains 6.47M and r3 11.8M PT tokens per arm from 5M; r0 and r1 fit
+    assert len(notes) == 4 and all("(r2)" in n or "(r3)" in n for n in notes)
+    assert "note (r3): arm ppt_dyck stage pt: 11.8M tokens from data.pt of 5M: 2.4 epochs" in notes

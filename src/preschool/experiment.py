@@ -773,6 +773,8 @@ def run_experiment(cfg: ExperimentConfig, progress: bool = True, stages: tuple[s
     refused, or with ``rebuild`` cleared of trained runs (:func:`check_stale_data`), and every arm x seed
     folder that already holds a run on data kept as it is still matches the config (``check_arm_run``).
     """
+    from dataclasses import replace
+
     from .io import write_text
     import yaml
 
@@ -786,8 +788,9 @@ def run_experiment(cfg: ExperimentConfig, progress: bool = True, stages: tuple[s
     from .plugins import loaded
 
     cfg.out_dir.mkdir(parents=True, exist_ok=True)
+    whole = replace(cfg, rung=None)  # the experiment, whichever of its rungs this command trains
     write_text(layout.experiment_config_path(cfg.out_dir),
-               yaml.safe_dump({**to_dict(cfg), PLUGINS_USED: loaded()}, sort_keys=False))
+               yaml.safe_dump({**to_dict(whole), PLUGINS_USED: loaded()}, sort_keys=False))
     build_data(cfg, progress, rebuild)
     if "train" in stages:
         train_arms(cfg, progress)
