@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from preschool.analysis.ladder import (bootstrap_over_seeds, crossing, decision_table, fit_power_law, power_law,
-                                       same_sign, seed_resamples, weighted_interval)
+                                       same_sign, seed_means, seed_resamples, weighted_interval)
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPUTE = np.geomspace(1e12, 1e16, 5)
@@ -45,6 +45,9 @@ def test_three_seeds_are_resampled_exactly_and_the_interval_holds_the_truth():
     lo, hi = weighted_interval([f["alpha"] for f in fits], weights)
     assert lo < 0.25 < hi and hi - lo < 0.05
     assert weighted_interval([1.0, 2.0, 3.0], [0.2, 0.6, 0.2], 0.5) == [2.0, 2.0]
+    # a seed without a finished run at a rung is left out of that rung's mean; a rung with none is NaN
+    means = seed_means(np.array([[1.0, np.nan, np.nan], [3.0, 5.0, np.nan]]))
+    assert means[:2].tolist() == [2.0, 5.0] and math.isnan(means[2])
 
 
 def test_the_crossing_of_two_known_curves():

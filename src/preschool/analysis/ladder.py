@@ -136,6 +136,14 @@ def weighted_interval(values: Sequence[float], weights: Sequence[float], level: 
     return [float(lo), float(hi)]
 
 
+def seed_means(per_seed: np.ndarray) -> np.ndarray:
+    """Column means of ``per_seed`` (seeds x rungs) over the seeds with a value; NaN for a rung without any."""
+    ok = np.isfinite(per_seed)
+    total = np.where(ok, per_seed, 0.0).sum(axis=0)
+    n = ok.sum(axis=0)
+    return np.where(n > 0, total / np.maximum(n, 1), np.nan)
+
+
 def bootstrap_over_seeds(compute: Sequence[float], per_seed: np.ndarray, draws: int = 1000,
                          seed: int = 12345) -> tuple[list[dict], list[float]]:
     """Fits of :func:`fit_power_law` to the seed means of each resample of the seeds (rows of ``per_seed``:
@@ -143,9 +151,7 @@ def bootstrap_over_seeds(compute: Sequence[float], per_seed: np.ndarray, draws: 
     fit is refused is left out (its weight with it)."""
     fits, weights = [], []
     for idx, w in seed_resamples(per_seed.shape[0], draws, seed):
-        with np.errstate(all="ignore"):
-            means = np.nanmean(per_seed[list(idx)], axis=0)
-        f = fit_power_law(compute, means)
+        f = fit_power_law(compute, seed_means(per_seed[list(idx)]))
         if "refused" not in f:
             fits.append(f)
             weights.append(w)
@@ -340,8 +346,7 @@ class LadderSection(Section):
                     if v is not None:
                         mat[i, j] = v
             matrices[a] = (compute, mat)
-            with np.errstate(all="ignore"):
-                means = np.nanmean(mat, axis=0)
+            means = seed_means(mat)
             points = []
             for j, rung in enumerate(rungs):
                 col = mat[:, j][np.isfinite(mat[:, j])]
@@ -390,9 +395,8 @@ class LadderSection(Section):
         if n_seeds > 1:
             found, weights, total = [], [], 0.0
             for idx, w in seed_resamples(n_seeds, cfg.draws, cfg.seed):
-                with np.errstate(all="ignore"):
-                    fa = fit_power_law(arm[0], np.nanmean(arm[1][list(idx)], axis=0))
-                    fb = fit_power_law(base[0], np.nanmean(base[1][list(idx)], axis=0))
+                fa = fit_power_law(arm[0], seed_means(arm[1][list(idx)]))
+                fb = fit_power_law(base[0], seed_means(base[1][list(idx)]))
                 if "refused" in fa or "refused" in fb:
                     continue
                 total += w
@@ -543,4 +547,4 @@ class LadderSection(Section):
 
 
 __all__ = ["LadderSection", "LadderSectionConfig", "bootstrap_over_seeds", "crossing", "decision_table",
-           "fit_power_law", "power_law", "rung_results", "same_sign", "seed_resamples", "weighted_interval"]
+           "fit_power_law", "power_law", "rung_results", "same_sign", "seed_means", "seed_resamples", "weighted_interval"]
