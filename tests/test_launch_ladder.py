@@ -25,3 +25,9 @@ def test_a_ladder_launches_one_job_per_rung_arm_seed_and_skips_finished_ones(tmp
         assert run_arm(one, arm, 0, progress=False) == tmp_path / "rungs" / "r0" / "arms" / arm / "seed0"
     done = current_jobs(exp, jobs)
     assert set(done) == {"prepare", "r0-pt_only-seed0", "r0-ppt-seed0"}
+    # the report job after a partial ladder: the standard tables of the largest rung say unfinished, the
+    # ladder section reads the rung that finished and names the others
+    from preschool.analysis.report import write_report
+
+    text = write_report(exp.cfg.report_view()).read_text()
+    assert "## Scale ladder" in text and "Not read yet (no finished run): r1, r2." in text

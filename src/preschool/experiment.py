@@ -451,7 +451,7 @@ class ExperimentConfig:
         yaml_synth = sum(arm.stages[j].tokens for j in synth)
         if rule.rule == "fixed":
             total = yaml_synth
-        elif rule.fraction is None or not lang:
+        elif rule.fraction is None:
             total = yaml_synth * factor
         else:
             total = rule.fraction * sum(lang.values())

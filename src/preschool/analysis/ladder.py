@@ -309,10 +309,12 @@ class LadderSection(Section):
     def write(self, ctx: SectionContext) -> tuple[dict, list[str]]:
         cfg = self.cfg or LadderSectionConfig()
         views = _views(ctx)
-        per_rung = [rung_results(v) for v in views]
-        per_rung = [r for r in per_rung if any(a["seeds"] for a in r["arms"].values())]
+        every = [rung_results(v) for v in views]
+        per_rung = [r for r in every if any(a["seeds"] for a in r["arms"].values())]
+        waiting = [r["rung"] for r in every if not any(a["seeds"] for a in r["arms"].values())]
         if not per_rung:
-            return {"rungs": []}, ["## Scale ladder", "", "No rung has a finished run yet.", ""]
+            return {"rungs": [], "without_finished_runs": waiting}, [
+                "## Scale ladder", "", "No rung has a finished run yet.", ""]
         baseline = ctx.baseline
         # smallest to largest compute (the baseline arm's; the ladder lists them so, but the FLOPs decide)
         per_rung.sort(key=lambda r: r["arms"][baseline]["flops"])
@@ -322,7 +324,7 @@ class LadderSection(Section):
         metrics = list(dict.fromkeys(m for r in per_rung for m in r["headline"]))
         seeds = sorted({s for r in per_rung for a in r["arms"].values() for s in a["seeds"]}, key=str)
         results: dict[str, Any] = {"rungs": [], "metrics": {}, "baseline": baseline, "level": cfg.level,
-                                   "extrapolate": cfg.extrapolate}
+                                   "extrapolate": cfg.extrapolate, "without_finished_runs": waiting}
         for r in per_rung:
             results["rungs"].append({"rung": r["rung"], "arms": {
                 a: {k: v for k, v in d.items() if k != "seeds"} | {"seeds": sorted(d["seeds"], key=str)}
@@ -456,7 +458,9 @@ class LadderSection(Section):
                  f"L(C) = E + A·C^-α per arm on the seed means, {pct} intervals from resampling the seeds "
                  "(the same seeds at every rung and for every arm). Gains and verdicts per rung are that "
                  "rung's own stable-gain rows (mean > SD over the last window). docs/ladder.md says how to "
-                 "read this and what it cannot tell.", "",
+                 "read this and what it cannot tell."
+                 + (f" Not read yet (no finished run): {', '.join(res['without_finished_runs'])}."
+                    if res["without_finished_runs"] else ""), "",
                  "| rung | " + " | ".join(f"{a}: params (non-emb.) | {a}: FLOPs / run" for a in arms) + " |",
                  "|---|" + "---|---|" * len(arms)]
         for r in res["rungs"]:
