@@ -293,8 +293,10 @@ class ExperimentConfig:
         check(len(self.arms) > 0, "arms", "an experiment needs at least one arm")
         # the rung a view names exists (every check below resolves the arms at it)
         rungs = [r.name for r in self.ladder.rungs] if self.ladder is not None else []
-        check(self.rung is None or self.ladder is not None, "rung", f"{self.rung!r}, but the experiment has no `ladder:`")
-        check(self.rung is None or self.rung in rungs, "rung", f"no rung named {self.rung!r}; the ladder has {rungs}")
+        check(self.rung is None or self.ladder is not None, "rung",
+              f"{self.rung!r}, but the experiment has no `ladder:`")
+        check(self.rung is None or self.rung in rungs, "rung",
+              f"no rung named {self.rung!r}; the ladder has {rungs}")
         check(self.workers >= 1, "workers", f"must be >= 1, got {self.workers}")
         names = [a.name for a in self.arms]
         check(len(set(names)) == len(names), "arms", f"arm names must be unique, got {names}")

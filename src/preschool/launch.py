@@ -179,7 +179,8 @@ def slurm_jobs(exp: ExperimentFile, opt: SlurmOptions) -> list[Job]:
     arm_jobs: dict[tuple, str] = {}
     # a ladder: one job per rung x arm x seed, named <rung>-<arm>-seed<k>, each with --rung
     for rung, seed, arm in [(r, s, a) for r in exp.rungs for s in exp.seeds for a in exp.arms]:
-        prefix, rung_arg = ("", "") if rung is None or exp.cfg.rung is not None else (f"{rung}-", f" --rung {_q(rung)}")
+        named = rung is not None and exp.cfg.rung is None  # a view of one rung (--set rung=R) already says it
+        prefix, rung_arg = (f"{rung}-", f" --rung {_q(rung)}") if named else ("", "")
         name = f"{prefix}{arm}-seed{seed}"
         torchrun = (f"torchrun --nnodes \"$SLURM_NNODES\" --nproc-per-node {opt.procs} "
                     f"--rdzv-backend c10d --rdzv-endpoint \"$head:{opt.port}\" --rdzv-id \"$SLURM_JOB_ID\" "

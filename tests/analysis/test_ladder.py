@@ -91,6 +91,7 @@ def test_a_micro_ladder_run_ends_in_a_report_with_the_ladder_section(tmp_path):
     text = (out / "report.md").read_text()
     assert "## Scale ladder" in text and "Decisions:" in text and "same sign at every rung" in text
     assert "is a guess" in text
+    assert "The tables above (Results, differences, efficiency, other sections) are rung r2's." in text
     res = json.loads((out / "results.json").read_text())["sections"]["ladder"]
     assert [r["rung"] for r in res["rungs"]] == ["r0", "r1", "r2"]
     assert {"val/pt", "minimal_pairs/acc", "minimal_pairs/margin"} <= set(res["metrics"])

@@ -331,6 +331,7 @@ class LadderSection(Section):
                 for a, d in r["arms"].items()}})
         for m in metrics:
             results["metrics"][m] = self._metric(ctx, cfg, m, per_rung, rungs, arms, seeds, higher.get(m, True))
+        results["tables_above"] = ctx.config.get("rung")
         lines = self._lines(results, rungs, arms, baseline)
         return results, lines
 
@@ -458,7 +459,8 @@ class LadderSection(Section):
                  f"L(C) = E + A·C^-α per arm on the seed means, {pct} intervals from resampling the seeds "
                  "(the same seeds at every rung and for every arm). Gains and verdicts per rung are that "
                  "rung's own stable-gain rows (mean > SD over the last window). docs/ladder.md says how to "
-                 "read this and what it cannot tell."
+                 "read this and what it cannot tell. The tables above (Results, differences, efficiency, "
+                 f"other sections) are rung {res['tables_above']}'s."
                  + (f" Not read yet (no finished run): {', '.join(res['without_finished_runs'])}."
                     if res["without_finished_runs"] else ""), "",
                  "| rung | " + " | ".join(f"{a}: params (non-emb.) | {a}: FLOPs / run" for a in arms) + " |",
@@ -551,4 +553,5 @@ class LadderSection(Section):
 
 
 __all__ = ["LadderSection", "LadderSectionConfig", "bootstrap_over_seeds", "crossing", "decision_table",
-           "fit_power_law", "power_law", "rung_results", "same_sign", "seed_means", "seed_resamples", "weighted_interval"]
+           "fit_power_law", "power_law", "rung_results", "same_sign", "seed_means", "seed_resamples",
+           "weighted_interval"]
