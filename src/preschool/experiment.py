@@ -399,6 +399,15 @@ class ExperimentConfig:
             return [self]
         return [self.at_rung(r.name) for r in self.ladder.rungs]
 
+    def ladder_views(self) -> list["ExperimentConfig"]:
+        """Every rung's view of the ladder (whichever rung this config is a view of), ladder order; [] without
+        a ladder (what a report's ladder section reads: analysis/ladder.py)."""
+        if self.ladder is None:
+            return []
+        from dataclasses import replace
+
+        return replace(self, rung=None).rung_views()
+
     def report_view(self) -> "ExperimentConfig":
         """The config the standard report tables read: a ladder's largest (last) rung, unless a rung is set."""
         return self.rung_views()[-1]

@@ -104,6 +104,16 @@ def test_a_micro_ladder_run_ends_in_a_report_with_the_ladder_section(tmp_path):
     assert m["decisions"]["target"] == "r2" and len(m["decisions"]["pairs"]) == 1
     for metric, d in res["metrics"].items():
         assert (out / d["plot"]).stat().st_size > 1000, metric
+    # the FLOPs each run's DONE records (the trainer's count) are what `preschool plan` prices for that rung
+    from preschool.config import to_dict
+    from preschool.experiment import load_experiment
+    from preschool.plan import config_targets, training_flops
+
+    for view, rung in zip(load_experiment(ROOT / "tests/ladder_micro.yaml", [f"out={out}"]).ladder_views(),
+                          res["rungs"]):
+        for t in config_targets(view, to_dict(view.tokenizer)):
+            assert rung["arms"][t.name]["flops"] == pytest.approx(training_flops(t), rel=1e-12), (view.rung, t.name)
+            assert rung["arms"][t.name]["params"] == t.desc["params_total"]
     # the standard tables read the largest rung's runs
     top = json.loads((out / "results.json").read_text())["arms"]["pt_only"]["seeds"]["0"]["run_dir"]
     assert Path(top) == out / "rungs" / "r2" / "arms" / "pt_only" / "seed0"

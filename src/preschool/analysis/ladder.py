@@ -6,8 +6,9 @@ values, differences from the baseline and one-SD verdicts are the standard table
 headline metric (continuous proxies included):
 
 - **value vs training compute**: each finished run's final value against its training FLOPs (every
-  stage, whole steps: ``plan.training_flops``, ``train/flops.py``), per arm the seed mean with the
-  seeds' range; one plot per metric (``plots/ladder_<metric>.png``);
+  stage, whole steps; ``train/flops.py``'s count, which the trainer records in the run's ``DONE`` with
+  the model's parameters, as ``preschool plan`` prices it), per arm the seed mean with the seeds' range;
+  one plot per metric (``plots/ladder_<metric>.png``);
 - **a saturating power law per arm**, ``L(C) = E + A * C^-alpha`` fitted to the seed means by least
   squares (:func:`fit_power_law`; ``A`` may be negative: an accuracy rising to ``E``), with
   percentile intervals from resampling the seeds (:func:`bootstrap_over_seeds`: the same seeds at every
@@ -230,42 +231,39 @@ def same_sign(gains: Sequence[float | None]) -> str:
 # ----------------------------------------------------------------------------- collecting the rungs
 
 
-def _views(ctx: SectionContext):
-    """Every rung's view of the experiment in ``ctx`` (rebuilt from its plain config), ladder order."""
-    from ..config import from_dict
-    from ..experiment import ExperimentConfig
-
-    cfg = from_dict(ExperimentConfig, {**ctx.config, "rung": None})
-    return cfg.rung_views()
-
-
 def rung_results(view) -> dict[str, Any]:
-    """One rung's numbers: the standard report's (``collect`` → ``compute``) and each arm's training FLOPs.
+    """One rung's numbers: the standard report's (``collect`` → ``compute`` on the rung's config ``view``)
+    and, from each finished run's ``DONE``, its training FLOPs and parameters.
 
     Returns ``{rung, arms: {arm: {flops, params, params_non_embedding, seeds: {seed: {metric: final}},
     unfinished: [seeds]}}, headline, higher, stable_gain}``; a run that has not finished is left out of the
-    values (its final value is not the rung's) and listed."""
-    from ..config import to_dict
-    from ..plan import config_targets, training_flops
+    values (its final value is not the rung's) and listed, and so is a finished run whose ``DONE`` predates
+    the FLOPs record (``no_flops``)."""
+    from ..io import read_json
+    from ..layout import done_path
     from .report import add_downstream_average, collect, compute
 
     arms = collect(view)
     add_downstream_average(arms, view.report.efficiency.downstream)
     rep = compute(view, arms)
-    targets = {t.name: t for t in config_targets(view, to_dict(view.tokenizer))}
     out: dict[str, Any] = {}
     for name in rep["names"]:
-        t = targets[name]
-        seeds, unfinished = {}, []
+        seeds, unfinished, no_flops, cost = {}, [], [], {}
         for seed, s in rep["arms"][name]["seeds"].items():
             if not s["done"]:
                 if s["curves"]:
                     unfinished.append(seed)
                 continue
+            done = read_json(done_path(s["run_dir"]))
+            if done.get("flops") is None:
+                no_flops.append(seed)
+                continue
+            model = done["model"]
+            cost = {"flops": float(done["flops"]), "params": int(model["params_total"]),
+                    "params_non_embedding": int(model["params_non_embedding"])}
             seeds[seed] = {m: c[-1][1] for m, c in s["curves"].items() if c and m in rep["headline"]}
-        out[name] = {"flops": training_flops(t), "params": t.desc["params_total"] + t.extra_params,
-                     "params_non_embedding": t.desc["params_non_embedding"], "seeds": seeds,
-                     "unfinished": unfinished}
+        out[name] = {"flops": None, "params": None, "params_non_embedding": None, **cost, "seeds": seeds,
+                     "unfinished": unfinished, "no_flops": no_flops}
     return {"rung": view.rung, "arms": out, "headline": rep["headline"], "higher": rep["higher"],
             "stable_gain": rep["stable_gain"]}
 
@@ -304,20 +302,19 @@ class LadderSection(Section):
 
     @classmethod
     def applies(cls, ctx: SectionContext) -> bool:
-        return bool(ctx.config.get("ladder"))
+        return bool(ctx.ladder)
 
     def write(self, ctx: SectionContext) -> tuple[dict, list[str]]:
         cfg = self.cfg or LadderSectionConfig()
-        views = _views(ctx)
-        every = [rung_results(v) for v in views]
+        every = [rung_results(v) for v in ctx.ladder]
         per_rung = [r for r in every if any(a["seeds"] for a in r["arms"].values())]
         waiting = [r["rung"] for r in every if not any(a["seeds"] for a in r["arms"].values())]
         if not per_rung:
             return {"rungs": [], "without_finished_runs": waiting}, [
                 "## Scale ladder", "", "No rung has a finished run yet.", ""]
         baseline = ctx.baseline
-        # smallest to largest compute (the baseline arm's; the ladder lists them so, but the FLOPs decide)
-        per_rung.sort(key=lambda r: r["arms"][baseline]["flops"])
+        # smallest to largest compute (the ladder lists them so, but the FLOPs decide)
+        per_rung.sort(key=lambda r: max(a["flops"] for a in r["arms"].values() if a["flops"] is not None))
         rungs = [r["rung"] for r in per_rung]
         arms = list(per_rung[-1]["arms"])
         higher = {k: v for r in per_rung for k, v in r["higher"].items()}
@@ -341,7 +338,7 @@ class LadderSection(Section):
                                "crossings": {}}
         matrices = {}
         for a in arms:
-            compute = [r["arms"][a]["flops"] for r in per_rung]
+            compute = [np.nan if r["arms"][a]["flops"] is None else r["arms"][a]["flops"] for r in per_rung]
             mat = np.full((len(seeds), len(rungs)), np.nan)
             for j, r in enumerate(per_rung):
                 for i, s in enumerate(seeds):
@@ -389,8 +386,8 @@ class LadderSection(Section):
         """Where the arm's and the baseline's fitted curves cross, with its interval over paired resamples."""
         if "refused" in fit_a or "refused" in fit_b:
             return {"refused": fit_a.get("refused") or fit_b.get("refused")}
-        lo = min(min(arm[0]), min(base[0]))
-        top = max(max(arm[0]), max(base[0]))
+        both = [c for c in [*arm[0], *base[0]] if math.isfinite(c)]  # the rungs where either has runs
+        lo, top = min(both), max(both)
         hi = top * cfg.extrapolate
         at = crossing(fit_a, fit_b, lo, hi)
         res: dict[str, Any] = {"flops": at, "largest_rung_flops": top, "searched": [lo, hi],
@@ -412,13 +409,15 @@ class LadderSection(Section):
                 res["interval"] = weighted_interval(found, weights, cfg.level)
         return res
 
-    def _plot(self, ctx, cfg, m, out, rungs) -> str:
+    def _plot(self, ctx, cfg, m, out, rungs) -> str | None:
         from .plots import new_figure, save_figure
 
         fig = new_figure()
         ax = fig.add_subplot(1, 1, 1)
-        top = max(p["flops"] for a in out["arms"].values() for p in a["points"])
-        low = min(p["flops"] for a in out["arms"].values() for p in a["points"])
+        measured = [p["flops"] for a in out["arms"].values() for p in a["points"] if p["mean"] is not None]
+        if not measured:  # only unfinished runs logged this metric
+            return None
+        top, low = max(measured), min(measured)
         for a, d in out["arms"].items():
             pts = [p for p in d["points"] if p["mean"] is not None]
             if not pts:
@@ -470,7 +469,12 @@ class LadderSection(Section):
             for a in arms:
                 d = r["arms"][a]
                 left = f" ({len(d['unfinished'])} unfinished left out)" if d["unfinished"] else ""
-                cells += [f"{d['params']:,} ({d['params_non_embedding']:,})", f"{d['flops']:.3g}{left}"]
+                if d["no_flops"]:
+                    left += f" ({len(d['no_flops'])} without a FLOPs record in DONE left out: trained before it was kept)"
+                if d["flops"] is None:
+                    cells += ["–", "–" + left]
+                else:
+                    cells += [f"{d['params']:,} ({d['params_non_embedding']:,})", f"{d['flops']:.3g}{left}"]
             lines.append(f"| {r['rung']} | " + " | ".join(cells) + " |")
         lines.append("")
         for m, d in res["metrics"].items():

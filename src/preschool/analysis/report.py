@@ -621,7 +621,8 @@ def section_context(cfg, rep: dict) -> SectionContext:
     return SectionContext(cfg.out_dir, to_dict(cfg), rep["names"], list(cfg.seeds), rep["baseline"],
                           [list(p) for p in cfg.report.compare],
                           results={k: v for k, v in rep.items() if k not in _RENDER_ONLY},
-                          evaluators={label: name_of.get(label, label) for label in sorted(labels)})
+                          evaluators={label: name_of.get(label, label) for label in sorted(labels)},
+                          ladder=cfg.ladder_views())
 
 
 def render(cfg, rep: dict, ctx, sections: list) -> Path:

@@ -55,6 +55,8 @@ class SectionContext:
     # and metric prefix: ``<label>/<metric>``)
     evaluators: dict[str, str] = field(default_factory=dict)
     figures: list[tuple[str, str]] = field(default_factory=list)  # (title, path under out) listed under "Plots"
+    # a ladder's rungs: each rung's config (what report.collect / compute read), ladder order; [] without one
+    ladder: list[Any] = field(default_factory=list)
 
     @property
     def plots(self) -> Path:
