@@ -32,7 +32,9 @@ NOVELS = ["Anon_Clara_1864.txt", "Barclay_Ladies_1917.txt", "Barclay_Postern_191
 TOK = TokenizerConfig(vocab_size=400, sample_documents=100)
 # small units: a few hundred novel paragraphs are cut into about ten units per dataset
 DATASETS = {
-    "pt": CorpusSpec(corpus="novels", tokens=60 * ROW, val_tokens=4 * ROW, unit_tokens=800),
+    # separator pinned: `auto` follows the experiment (BOS when an L2T dataset is beside it), and some tests
+    # build pt alone to compare it with this module's build of all three
+    "pt": CorpusSpec(corpus="novels", tokens=60 * ROW, val_tokens=4 * ROW, separator="bos", unit_tokens=800),
     "l2t": L2TSpec(corpus="novels", tokens=20 * ROW, val_tokens=2 * ROW, val_fraction=0.1, unit_tokens=500,
                    l2t={"scenario": "disjoint"}),
     "dyck": GeneratorSpec(generator="shuffle_dyck", params={"length": 40}, tokens=40 * ROW, val_tokens=4 * ROW,
