@@ -118,3 +118,13 @@ def test_a_micro_ladder_run_ends_in_a_report_with_the_ladder_section(tmp_path):
     top = json.loads((out / "results.json").read_text())["arms"]["pt_only"]["seeds"]["0"]["run_dir"]
     assert Path(top) == out / "rungs" / "r2" / "arms" / "pt_only" / "seed0"
     assert not math.isnan(m["arms"]["ppt"]["points"][2]["mean"])
+
+
+def test_the_section_named_without_a_ladder_says_so():
+    from preschool.analysis.ladder import LadderSection
+    from preschool.analysis.sections import SectionContext
+
+    ctx = SectionContext(Path("."), {}, ["a", "b"], [0], "a")
+    assert not LadderSection.applies(ctx)
+    results, lines = LadderSection().write(ctx)
+    assert results is None and "no `ladder:`" in "\n".join(lines)

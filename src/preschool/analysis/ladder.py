@@ -304,8 +304,10 @@ class LadderSection(Section):
     def applies(cls, ctx: SectionContext) -> bool:
         return bool(ctx.ladder)
 
-    def write(self, ctx: SectionContext) -> tuple[dict, list[str]]:
+    def write(self, ctx: SectionContext) -> tuple[dict | None, list[str]]:
         cfg = self.cfg or LadderSectionConfig()
+        if not ctx.ladder:  # named in report.sections of an experiment without one
+            return None, ["## Scale ladder", "", "This experiment has no `ladder:`: there are no rungs to compare.", ""]
         every = [rung_results(v) for v in ctx.ladder]
         per_rung = [r for r in every if any(a["seeds"] for a in r["arms"].values())]
         waiting = [r["rung"] for r in every if not any(a["seeds"] for a in r["arms"].values())]
@@ -470,7 +472,8 @@ class LadderSection(Section):
                 d = r["arms"][a]
                 left = f" ({len(d['unfinished'])} unfinished left out)" if d["unfinished"] else ""
                 if d["no_flops"]:
-                    left += f" ({len(d['no_flops'])} without a FLOPs record in DONE left out: trained before it was kept)"
+                    left += (f" ({len(d['no_flops'])} without a FLOPs record in DONE left out: trained before it "
+                             "was kept)")
                 if d["flops"] is None:
                     cells += ["–", "–" + left]
                 else:
