@@ -53,6 +53,15 @@ def test_multiplier_and_explicit_rules_scale_language_stages_and_synthetic_is_a_
         assert b[key] == stages, key
 
 
+def test_total_parameters_count_the_embeddings_at_the_tokenizers_vocabulary():
+    b = _budgets(load_experiment(LADDER_DYCK, ["ladder.tokens.params=total"]))
+    # micro at vocab 2048, tied: 74,304 + 2048 x 64 = 205,376 parameters
+    assert b[("r0", "pt_only")] == {"pt": 20 * 205_376}
+    with pytest.raises(ConfigError, match="tokenizer.vocab_size") as e:
+        load_experiment(LADDER_DYCK, ["ladder.tokens.params=total", "tokenizer={kind: load, path: x.json}"])
+    assert e.value.field == "ladder.tokens.params"
+
+
 def test_fixed_synthetic_keeps_the_yaml_tokens_and_no_fraction_keeps_each_arms_ratio():
     b = _budgets(load_experiment(MICRO, ["ladder.synthetic={rule: fixed}"]))
     assert b[("r2", "ppt")] == {"ppt": 512, "pt": 3072}

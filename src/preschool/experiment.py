@@ -442,9 +442,12 @@ class ExperimentConfig:
             k = [r.name for r in self.ladder.rungs].index(self.rung)
             raise ConfigError(f"ladder.rungs[{k}].model.{e.field}", e.message) from None
         if rule.params == "total":
-            check(self.tokenizer.vocab_size is not None, "ladder.tokens.params",
+            from .data.tokenizer import DEFAULT_BPE_VOCAB
+
+            vocab = self.tokenizer.vocab_size or (DEFAULT_BPE_VOCAB if self.tokenizer.kind == "train" else None)
+            check(vocab is not None, "ladder.tokens.params",
                   "'total' counts the embeddings at tokenizer.vocab_size: set it, or count non_embedding")
-            n = describe(model, embedding_rows(model, self.tokenizer.vocab_size))["params_total"]
+            n = describe(model, embedding_rows(model, vocab))["params_total"]
         else:
             n = describe(model, 2)["params_non_embedding"]  # no embedding: any vocabulary gives the same
         return max(1, round(rule.ratio * n))
