@@ -62,6 +62,11 @@ def micro_overrides(raw: dict, out: Path, per_stage: int = 2048, hf_tokenizer=No
             sets.append(f"data.{name}.exact_fill=false")
     if "similarity" in ((raw.get("report") or {}).get("sections") or {}):
         sets.append("report.sections.similarity.rows=4")
+    if raw.get("ladder"):  # every rung the micro model, its budgets the micro ones (x1, x1.5, ...)
+        sets.append("ladder.tokens={rule: multiplier}")
+        for k, _ in enumerate(raw["ladder"]["rungs"]):
+            sets += [f"ladder.rungs.{k}.model={{preset: micro}}", f"ladder.rungs.{k}.train={{}}",
+                     f"ladder.rungs.{k}.multiplier={1 + k / 2}", f"ladder.rungs.{k}.tokens=null"]
     return sets + [f"arms.{i}.stages.{j}.tokens={per_stage}"
                    for i, arm in enumerate(raw["arms"]) for j, _ in enumerate(arm["stages"])]
 
@@ -160,9 +165,11 @@ def micro_run(hf_tokenizer):
         assert main([command, str(path), *[x for s in sets for x in ("--set", s)], "--no-progress"]) == 0
         check_evals(raw, out / "data")
         seeds = next((s.split("=", 1)[1] for s in extra if s.startswith("seeds=")), None)
-        for arm in raw["arms"]:
-            for seed in (yaml.safe_load(seeds) if seeds else raw.get("seeds", [0])):
-                assert (out / "arms" / arm["name"] / f"seed{seed}" / "DONE").is_file(), (arm["name"], seed)
+        rungs = [out / "rungs" / r["name"] for r in (raw.get("ladder") or {}).get("rungs", [])] or [out]
+        for root in rungs:
+            for arm in raw["arms"]:
+                for seed in (yaml.safe_load(seeds) if seeds else raw.get("seeds", [0])):
+                    assert (root / "arms" / arm["name"] / f"seed{seed}" / "DONE").is_file(), (root, arm["name"], seed)
         report = (out / "report.md").read_text()
         assert "unfinished" not in report and "verbatim" in report
         return report

@@ -17,6 +17,12 @@ already done (so an interrupted run resumes and ends with the same numbers):
 5. write ``report.md``, ``results.json`` and plots (analysis/report.py), with the
    analysis sections ``report.sections`` names (analysis/sections.py).
 
+Ladders: ``ladder:`` runs the same arms at several *rungs* (model sizes); each rung sets the model
+and scales every stage's token budget by the ladder's rule (:class:`LadderSpec`). Each rung x arm x
+seed is an ordinary run in ``<out>/rungs/<rung>/arms/<arm>/seed<k>``; the data is shared. A config
+with ``rung: <name>`` (``--rung``) is the view of one rung (:meth:`ExperimentConfig.at_rung`), which is
+what every step below trains, evaluates and reports; docs/ladder.md.
+
 Seeds: ``seed`` is the data seed, ``seeds`` the training seeds of the arm x seed
 grid; what each changes is documented once, in ``preschool/seeds.py``.
 
@@ -29,6 +35,7 @@ Layout under ``out``::
     experiment.yaml                 the resolved config (+ plugins_used: each plug-in's version, sha256)
     data/                           tokenizer + shard sets + manifest.json
     arms/<arm>/seed<k>/             one trainer run folder (docs/interfaces.md)
+    rungs/<rung>/arms/<arm>/seed<k>/  the same, per rung of a ladder
     report.md, results.json, plots/
 """
 
@@ -165,6 +172,92 @@ class ReportSpec:
 
 
 @dataclass
+class LanguageRule:
+    """How a ladder sets each rung's language budget (the stages with ``counts_as_pt``).
+
+    Every rule fixes a target T for the *baseline* arm's language tokens at the rung (``report.baseline``,
+    else the first arm); each arm's language stages are multiplied by T / (the baseline's language tokens
+    in the YAML), so arms that train equal language budgets in the YAML still do at every rung.
+
+    - ``per_param``: T = ``ratio`` x N, N the rung model's ``params`` (``non_embedding``: Kaplan's N,
+      known from the shape alone; ``total``: with the embeddings at ``tokenizer.vocab_size``), e.g. 20
+      (Chinchilla);
+    - ``multiplier``: T = the rung's ``multiplier`` x the YAML's budget;
+    - ``explicit``: T = the rung's ``tokens``.
+    """
+
+    rule: Literal["per_param", "multiplier", "explicit"] = "per_param"
+    ratio: float = 20.0  # per_param: language tokens per parameter
+    params: Literal["non_embedding", "total"] = "non_embedding"
+
+    def validate(self) -> None:
+        check(self.ratio > 0, "ratio", f"must be > 0, got {self.ratio}")
+
+
+@dataclass
+class SyntheticRule:
+    """How a ladder sets the budgets of stages that do not count as PT (synthetic / PPT stages).
+
+    - ``fraction``: the arm's synthetic tokens at the rung are ``fraction`` x its language tokens at the rung,
+      shared among its synthetic stages as in the YAML (no ``fraction``: the arm's own ratio in the YAML, so
+      the dose the YAML states holds at every rung);
+    - ``fixed``: the YAML's tokens at every rung.
+    """
+
+    rule: Literal["fraction", "fixed"] = "fraction"
+    fraction: float | None = None
+
+    def validate(self) -> None:
+        check(self.fraction is None or self.fraction > 0, "fraction", f"must be > 0, got {self.fraction}")
+        check(self.fraction is None or self.rule == "fraction", "fraction", "only with rule: fraction")
+
+
+@dataclass
+class RungSpec:
+    """One rung: its model (an overlay of the shared ``model:``: a ``preset``, or ``overrides`` for a
+    shape), its own ``train:`` settings (say a lower lr at a larger size), and the value its ladder's
+    language rule reads (``multiplier`` or ``tokens``)."""
+
+    name: str
+    model: ModelOverlay = field(default_factory=dict)
+    train: TrainOverlay = field(default_factory=dict)
+    multiplier: float | None = None  # tokens.rule: multiplier
+    tokens: int | None = None  # tokens.rule: explicit: the baseline arm's language tokens at this rung
+
+    def validate(self) -> None:
+        layout.check_name(self.name, "name", "rung")  # <out>/rungs/<name>/
+        check(self.multiplier is None or self.multiplier > 0, "multiplier", f"must be > 0, got {self.multiplier}")
+        check(self.tokens is None or self.tokens > 0, "tokens", f"must be > 0, got {self.tokens}")
+
+
+@dataclass
+class LadderSpec:
+    """The same arms at several rungs, listed from the smallest to the largest (docs/ladder.md)."""
+
+    rungs: list[RungSpec] = field(default_factory=list)
+    tokens: LanguageRule = field(default_factory=LanguageRule)
+    synthetic: SyntheticRule = field(default_factory=SyntheticRule)
+
+    def validate(self) -> None:
+        check(len(self.rungs) > 0, "rungs", "a ladder needs at least one rung")
+        names = [r.name for r in self.rungs]
+        check(len(set(names)) == len(names), "rungs", f"rung names must be unique, got {names}")
+        for k, r in enumerate(self.rungs):
+            rule = self.tokens.rule
+            check(rule == "multiplier" or r.multiplier is None, f"rungs[{k}].multiplier",
+                  f"only with tokens.rule: multiplier (the rule is {rule})")
+            check(rule == "explicit" or r.tokens is None, f"rungs[{k}].tokens",
+                  f"only with tokens.rule: explicit (the rule is {rule})")
+            check(rule != "multiplier" or r.multiplier is not None, f"rungs[{k}].multiplier",
+                  "tokens.rule: multiplier needs each rung's multiplier")
+            check(rule != "explicit" or r.tokens is not None, f"rungs[{k}].tokens",
+                  "tokens.rule: explicit needs each rung's tokens (the baseline arm's language tokens)")
+
+    def rung(self, name: str) -> RungSpec:
+        return next(r for r in self.rungs if r.name == name)
+
+
+@dataclass
 class ExperimentConfig:
     name: str
     out: str | None = None  # default: runs/<name>
@@ -184,6 +277,9 @@ class ExperimentConfig:
     arms: list[ArmSpec] = field(default_factory=list)
     evals: list[EvalSpec] = field(default_factory=list)
     report: ReportSpec = field(default_factory=ReportSpec)
+    ladder: LadderSpec | None = None  # the same arms at several model sizes (docs/ladder.md)
+    # with a ladder: the one rung this config is a view of (``preschool run --rung``; at_rung); None: all
+    rung: str | None = None
 
     def validate(self) -> None:
         layout.check_name(self.name, "name", "experiment")  # the default out is runs/<name>
@@ -195,6 +291,12 @@ class ExperimentConfig:
             check_seed(s, f"seeds[{i}]")
             check(s not in self.seeds[:i], f"seeds[{i}]", f"seed {s} is given twice; each seed runs once")
         check(len(self.arms) > 0, "arms", "an experiment needs at least one arm")
+        # the rung a view names exists (every check below resolves the arms at it)
+        rungs = [r.name for r in self.ladder.rungs] if self.ladder is not None else []
+        check(self.rung is None or self.ladder is not None, "rung",
+              f"{self.rung!r}, but the experiment has no `ladder:`")
+        check(self.rung is None or self.rung in rungs, "rung",
+              f"no rung named {self.rung!r}; the ladder has {rungs}")
         check(self.workers >= 1, "workers", f"must be >= 1, got {self.workers}")
         names = [a.name for a in self.arms]
         check(len(set(names)) == len(names), "arms", f"arm names must be unique, got {names}")
@@ -245,6 +347,132 @@ class ExperimentConfig:
         for i, k in enumerate(keys):
             check(k not in keys[:i], f"evals[{i}].label", f"{k!r} already files evals[{keys.index(k)}]'s results; "
                   "give each evaluator run its own label")
+        self._validate_ladder()
+
+    def _validate_ladder(self) -> None:
+        """Every rung x arm resolves (model, scaled budgets; an error names the rung); no key set twice."""
+        if self.ladder is None:
+            return
+        base = self.baseline_arm()
+        check(self._language_tokens(base) > 0, "ladder.tokens",
+              f"the baseline arm {base.name!r} has no stage that counts as PT: a ladder scales language budgets "
+              "against the baseline's (report.baseline)")
+        for k, r in enumerate(self.ladder.rungs):
+            for i, arm in enumerate(self.arms):
+                for key in ("model", "train"):
+                    both = sorted(set(getattr(r, key)) & set(getattr(arm, key)))
+                    check(not both, f"ladder.rungs[{k}].{key}.{both[0] if both else ''}",
+                          f"arm {arm.name!r} sets it too (arms[{i}].{key}); set it on the rung or the arm, not both")
+                sf = self.ladder.synthetic
+                check(not (sf.rule == "fraction" and sf.fraction is not None and self._language_tokens(arm) == 0
+                           and any(not st.counts_as_pt for st in arm.stages)), "ladder.synthetic.fraction",
+                      f"arm {arm.name!r} trains no language tokens to take a fraction of")
+                self.at_rung(r.name).train_config(arm, self.seeds[0], f"arms[{i}]")
+
+    # ----------------------------------------------------------------------------- ladder rungs
+
+    def baseline_arm(self) -> ArmSpec:
+        """The arm the others are compared with (``report.baseline``, else the first)."""
+        name = self.report.baseline or self.arms[0].name
+        return next(a for a in self.arms if a.name == name)
+
+    @staticmethod
+    def _language_tokens(arm: ArmSpec) -> int:
+        return sum(st.tokens for st in arm.stages if st.counts_as_pt)
+
+    def at_rung(self, rung: str) -> "ExperimentConfig":
+        """The view of one rung of the ladder: the same experiment with ``rung`` set, whose arms train the
+        rung's model and budgets (:meth:`train_config`) in ``<out>/rungs/<rung>/`` (:attr:`runs_root`)."""
+        from dataclasses import replace
+
+        if self.ladder is None:
+            raise ConfigError("rung", f"{rung!r}, but the experiment has no `ladder:`")
+        names = [r.name for r in self.ladder.rungs]
+        if rung not in names:
+            raise ConfigError("rung", f"no rung named {rung!r}; the ladder has {names}")
+        return replace(self, rung=rung)
+
+    def rung_views(self) -> list["ExperimentConfig"]:
+        """What the runner trains, evaluates and checks: every rung's view of a ladder (in the ladder's
+        order), or this config alone (no ladder, or already one rung's view)."""
+        if self.ladder is None or self.rung is not None:
+            return [self]
+        return [self.at_rung(r.name) for r in self.ladder.rungs]
+
+    def ladder_views(self) -> list["ExperimentConfig"]:
+        """Every rung's view of the ladder (whichever rung this config is a view of), ladder order; [] without
+        a ladder (what a report's ladder section reads: analysis/ladder.py)."""
+        if self.ladder is None:
+            return []
+        from dataclasses import replace
+
+        return replace(self, rung=None).rung_views()
+
+    def report_view(self) -> "ExperimentConfig":
+        """The config the standard report tables read: a ladder's largest (last) rung, unless a rung is set."""
+        return self.rung_views()[-1]
+
+    @property
+    def runs_root(self) -> Path:
+        """The folder holding ``arms/``: ``out``, or a rung's ``<out>/rungs/<rung>``."""
+        return layout.rung_dir(self.out_dir, self.rung)
+
+    def _rung_model(self, arm: ArmSpec) -> ModelConfig:
+        """The arm's model at this config's rung (shared, then the arm's, then the rung's overlay)."""
+        model = overlay(self.model, arm.model)
+        return overlay(model, self.ladder.rung(self.rung).model) if self.rung is not None else model
+
+    def rung_language_tokens(self) -> int:
+        """The baseline arm's language tokens at this config's rung (the YAML's without a rung)."""
+        base = self.baseline_arm()
+        yaml_tokens = self._language_tokens(base)
+        if self.rung is None:
+            return yaml_tokens
+        rung, rule = self.ladder.rung(self.rung), self.ladder.tokens
+        if rule.rule == "multiplier":
+            return max(1, round(rung.multiplier * yaml_tokens))
+        if rule.rule == "explicit":
+            return int(rung.tokens)
+        from .train.model import describe, embedding_rows
+
+        model = self._rung_model(base)
+        try:
+            validate(model)
+        except ConfigError as e:
+            k = [r.name for r in self.ladder.rungs].index(self.rung)
+            raise ConfigError(f"ladder.rungs[{k}].model.{e.field}", e.message) from None
+        if rule.params == "total":
+            from .data.tokenizer import DEFAULT_BPE_VOCAB
+
+            vocab = self.tokenizer.vocab_size or (DEFAULT_BPE_VOCAB if self.tokenizer.kind == "train" else None)
+            check(vocab is not None, "ladder.tokens.params",
+                  "'total' counts the embeddings at tokenizer.vocab_size: set it, or count non_embedding")
+            n = describe(model, embedding_rows(model, vocab))["params_total"]
+        else:
+            n = describe(model, 2)["params_non_embedding"]  # no embedding: any vocabulary gives the same
+        return max(1, round(rule.ratio * n))
+
+    def _rung_stages(self, arm: ArmSpec) -> list[StageConfig]:
+        """The arm's stages with this rung's budgets (:class:`LanguageRule`, :class:`SyntheticRule`)."""
+        from dataclasses import replace
+
+        if self.rung is None:
+            return arm.stages
+        factor = self.rung_language_tokens() / self._language_tokens(self.baseline_arm())
+        lang = {j: max(1, round(st.tokens * factor)) for j, st in enumerate(arm.stages) if st.counts_as_pt}
+        rule = self.ladder.synthetic
+        synth = [j for j, st in enumerate(arm.stages) if not st.counts_as_pt]
+        yaml_synth = sum(arm.stages[j].tokens for j in synth)
+        if rule.rule == "fixed":
+            total = yaml_synth
+        elif rule.fraction is None:
+            total = yaml_synth * factor
+        else:
+            total = rule.fraction * sum(lang.values())
+        out = dict(lang)
+        for j in synth:
+            out[j] = max(1, round(total * arm.stages[j].tokens / yaml_synth))
+        return [replace(st, tokens=out[j]) for j, st in enumerate(arm.stages)]
 
     def _without_val(self, name: str) -> str | None:
         """The dataset with ``val_tokens: 0`` that leaves dataset ``name`` without a val/ split (itself,
@@ -321,11 +549,24 @@ class ExperimentConfig:
         ``model`` overlaid by the arm's, then the shared ``train`` settings overlaid by the arm's (the one
         merge of an experiment; :func:`preschool.config.overlay`), then the defaults the data implies:
         ``reserved_ids: auto`` when a dataset renders on reserved ids (the trainer reads the range from
-        the prepared shards) and, for derived datasets with parts, the parts as ``val``.
+        the prepared shards) and, for derived datasets with parts, the parts as ``val``. At a ladder rung
+        (``rung`` set) the rung's model and ``train:`` overlay come last and the stages carry the rung's
+        budgets (:meth:`_rung_stages`); an error names the rung.
         """
         path = path or f"arms[{next(i for i, a in enumerate(self.arms) if a is arm)}]"
-        model = overlay(self.model, arm.model)
-        cfg = overlay(TrainConfig(model=model, stages=arm.stages, seed=seed), self.train, arm.train)
+        if self.rung is not None:  # name the rung in any error of its resolved config
+            k = [r.name for r in self.ladder.rungs].index(self.rung)
+            try:
+                return self._train_config(arm, seed, path)
+            except ConfigError as e:
+                raise ConfigError(e.field, f"at rung {self.rung!r} (ladder.rungs[{k}]): {e.message}") from None
+        return self._train_config(arm, seed, path)
+
+    def _train_config(self, arm: ArmSpec, seed: int, path: str) -> TrainConfig:
+        model = self._rung_model(arm)
+        rung_train = self.ladder.rung(self.rung).train if self.rung is not None else {}
+        cfg = overlay(TrainConfig(model=model, stages=self._rung_stages(arm), seed=seed), self.train, arm.train,
+                      rung_train)
         if cfg.val is None and self._parts(arm):
             # a derived dataset with parts has no val/ of its own: the arm scores its parts (and the
             # other stage datasets that have a val split, as the trainer's default would)
@@ -437,7 +678,7 @@ def check_stale_data(cfg: ExperimentConfig, rebuild: bool = False) -> list:
     stale = check_data(layout.data_dir(cfg.out_dir), cfg.tokenizer, _corpora(cfg), cfg.data, cfg.seq_len,
                        cfg.seed, rebuild)
     replaced = {s.path.resolve(): s for s in stale}
-    for arm, seed, run_dir in arm_dirs(cfg) if replaced else []:
+    for _, arm, seed, run_dir in all_runs(cfg) if replaced else []:
         if not layout.run_config_path(run_dir).is_file():
             continue
         datasets = cfg.arm_datasets(arm)
@@ -471,7 +712,14 @@ def build_data(cfg: ExperimentConfig, progress: bool = True, rebuild: bool = Fal
 
 
 def arm_dirs(cfg: ExperimentConfig) -> list[tuple[ArmSpec, int, Path]]:
-    return layout.arm_runs(cfg.out_dir, cfg.arms, cfg.seeds)
+    """``(arm, seed, run folder)`` of one config's grid: the experiment's, or one rung's (``cfg.rung``)."""
+    return layout.arm_runs(cfg.out_dir, cfg.arms, cfg.seeds, cfg.rung)
+
+
+def all_runs(cfg: ExperimentConfig) -> list[tuple[ExperimentConfig, ArmSpec, int, Path]]:
+    """``(view, arm, seed, run folder)`` of every run the config trains: each rung's grid of a ladder
+    (``view``: that rung's config, which resolves the run's TrainConfig), else the one grid."""
+    return [(view, arm, seed, d) for view in cfg.rung_views() for arm, seed, d in arm_dirs(view)]
 
 
 def check_arm_run(cfg: ExperimentConfig, arm: ArmSpec, seed: int, run_dir: Path) -> tuple:
@@ -488,7 +736,8 @@ def check_arm_run(cfg: ExperimentConfig, arm: ArmSpec, seed: int, run_dir: Path)
     except ConfigError as e:
         where = (cfg.written_at(arm, f"arms[{i}]", e.field[len("train."):]) if e.field.startswith("train.")
                  else f"arms[{i}].{e.field}")
-        raise ConfigError(where, f"arm {arm.name} seed {seed}: {e.message}") from None
+        at = f" at rung {cfg.rung}" if cfg.rung is not None else ""
+        raise ConfigError(where, f"arm {arm.name} seed {seed}{at}: {e.message}") from None
     return tcfg, datasets
 
 
@@ -526,27 +775,33 @@ def run_lock(run_dir: Path, command: str):
     return lock(run_dir, command, holder_alive=_slurm_job_alive)
 
 
-def train_arms(cfg: ExperimentConfig, progress: bool = True, command: str = "preschool run") -> None:
-    """Step 3: train every arm x seed of the prepared data (resuming; finished runs are skipped), each
-    under its :func:`run_lock` (``command``: what a second trainer of the folder is told is running)."""
+def train_arms(cfg: ExperimentConfig, progress: bool = True, only: tuple[str, int] | None = None,
+               command: str = "preschool run") -> None:
+    """Step 3: train every arm x seed (every rung's, of a ladder) of the prepared data (resuming; finished
+    runs are skipped, so a rung added to a ladder trains only its own runs); ``only``: that (arm, seed).
+    Each run trains under its :func:`run_lock` (``command``: what a second trainer of the folder is told
+    is running)."""
     from .train.callbacks.registry import CallbackContext, build_callbacks
     from .train.trainer import train
 
     data_dir = layout.data_dir(cfg.out_dir)
-    for arm, seed, run_dir in arm_dirs(cfg):
-        i = cfg.arms.index(arm)
-        tcfg, datasets = check_arm_run(cfg, arm, seed, run_dir)
+    for view, arm, seed, run_dir in all_runs(cfg):
+        if only is not None and (arm.name, seed) != only:
+            continue
+        i = view.arms.index(arm)
+        tcfg, datasets = check_arm_run(view, arm, seed, run_dir)
         tcfg.progress = tcfg.progress and progress
+        at = f" rung {view.rung}" if view.rung is not None else ""
         if layout.is_done(run_dir):
-            print(f"[preschool] arm {arm.name} seed {seed}: done, skipping")
+            print(f"[preschool]{at} arm {arm.name} seed {seed}: done, skipping")
             continue
         ctx = CallbackContext(arm.name, seed, datasets, [n for st in tcfg.stages for n in st.datasets], data_dir,
-                              lambda other, s=seed: layout.run_dir(cfg.out_dir, other, s))
+                              lambda other, s=seed, r=view.rung: layout.run_dir(cfg.out_dir, other, s, r))
         callbacks = build_callbacks(arm.callbacks, ctx, f"arms[{i}].callbacks")
         with run_lock(run_dir, command):
             if layout.is_done(run_dir):  # finished by another trainer since the check above
                 continue
-            print(f"[preschool] arm {arm.name} seed {seed}: training -> {run_dir}")
+            print(f"[preschool]{at} arm {arm.name} seed {seed}: training -> {run_dir}")
             train(tcfg, run_dir, datasets, layout.tokenizer_dir(data_dir), callbacks)
 
 
@@ -557,10 +812,11 @@ def evaluate_arms(cfg: ExperimentConfig) -> None:
     from .evals.runner import evaluate_specs
 
     hf_logging.disable_progress_bar()  # one "Loading weights" bar per checkpoint is noise
-    for arm, seed, run_dir in arm_dirs(cfg):
+    for view, arm, seed, run_dir in all_runs(cfg):
         # a cluster report runs after every arm job, finished or not: evaluate what exists
         if not evaluate_specs(run_dir, cfg.evals, layout.data_dir(cfg.out_dir)):
-            print(f"[preschool] arm {arm.name} seed {seed}: no checkpoints yet, not evaluated")
+            at = f" rung {view.rung}" if view.rung is not None else ""
+            print(f"[preschool]{at} arm {arm.name} seed {seed}: no checkpoints yet, not evaluated")
 
 
 def run_experiment(cfg: ExperimentConfig, progress: bool = True, stages: tuple[str, ...] = ("train", "eval", "report"),
@@ -571,21 +827,24 @@ def run_experiment(cfg: ExperimentConfig, progress: bool = True, stages: tuple[s
     refused, or with ``rebuild`` cleared of trained runs (:func:`check_stale_data`), and every arm x seed
     folder that already holds a run on data kept as it is still matches the config (``check_arm_run``).
     """
+    from dataclasses import replace
+
     from .io import write_text
     import yaml
 
     check_stale_data(cfg, rebuild)
     if "train" in stages:
-        for arm, seed, run_dir in arm_dirs(cfg):
+        for view, arm, seed, run_dir in all_runs(cfg):
             # a run whose data is not all prepared yet is checked once it is (train_arms)
             if all(layout.dataset_record_path(p).is_file() for n, p in cfg.arm_datasets(arm).items()
                    if n in cfg.stage_datasets(arm)):
-                check_arm_run(cfg, arm, seed, run_dir)
+                check_arm_run(view, arm, seed, run_dir)
     from .plugins import loaded
 
     cfg.out_dir.mkdir(parents=True, exist_ok=True)
+    whole = replace(cfg, rung=None)  # the experiment, whichever of its rungs this command trains
     write_text(layout.experiment_config_path(cfg.out_dir),
-               yaml.safe_dump({**to_dict(cfg), PLUGINS_USED: loaded()}, sort_keys=False))
+               yaml.safe_dump({**to_dict(whole), PLUGINS_USED: loaded()}, sort_keys=False))
     build_data(cfg, progress, rebuild)
     if "train" in stages:
         train_arms(cfg, progress)
@@ -595,7 +854,7 @@ def run_experiment(cfg: ExperimentConfig, progress: bool = True, stages: tuple[s
     if "report" in stages:
         from .analysis.report import write_report
 
-        path = write_report(cfg)
+        path = write_report(cfg.report_view())  # a ladder: the largest rung's tables + the ladder section
         print(f"[preschool] report: {path}")
         return path
     return cfg.out_dir
@@ -617,6 +876,11 @@ class ExperimentFile:
     arms: list[str]
     seeds: list[int]
     depends: dict[str, str] = field(default_factory=dict)  # arm -> arm whose final checkpoint it starts from
+
+    @property
+    def rungs(self) -> list[str | None]:
+        """The rungs whose runs the config trains: a ladder's (or the one ``--rung`` names), else ``[None]``."""
+        return [view.rung for view in self.cfg.rung_views()]
 
     @property
     def out_dir(self) -> Path:
@@ -731,7 +995,8 @@ def rank_threads() -> int | None:
 
 
 def run_arm(exp: ExperimentFile, arm: str, seed: int | None = None, progress: bool = True) -> Path:
-    """Train one arm x seed of a prepared experiment (``preschool run EXP --arm A [--seed S]``).
+    """Train one arm x seed of a prepared experiment (``preschool run EXP --arm A [--seed S]``); of a
+    ladder, at the rung the config is a view of (``--rung R``; required).
 
     Refuses (``DataError`` naming the prepare command) when the data is not
     prepared, instead of preparing it from every rank of a multi-node job. Rank 0
@@ -739,18 +1004,18 @@ def run_arm(exp: ExperimentFile, arm: str, seed: int | None = None, progress: bo
     same arm x seed (a job submitted twice) stops naming the first.
     Under ``torchrun`` every rank calls this; the trainer forms the process group.
     """
-    from dataclasses import replace
-
     from .lock import command_line
 
     if arm not in exp.arms:
         raise ConfigError("--arm", f"no arm named {arm!r}; the experiment has {exp.arms}")
+    if exp.cfg.ladder is not None and exp.cfg.rung is None:
+        raise ConfigError("--rung", f"the experiment is a ladder: name the rung to train arm {arm} at "
+                          f"(one of {[r.name for r in exp.cfg.ladder.rungs]})")
     seed = exp.seeds[0] if seed is None else int(seed)
     if seed not in exp.seeds:
         raise ConfigError("--seed", f"seed {seed} is not in the experiment's seeds {exp.seeds}")
     require_prepared(exp)
     rank_threads()
-    one = replace(exp.cfg, arms=[a for a in exp.cfg.arms if a.name == arm], seeds=[seed])
     command = command_line("run", str(exp.path), exp.overrides, None) + f" --arm {arm} --seed {seed}"
-    train_arms(one, progress, command)  # the trainer forms the process group under torchrun
-    return layout.run_dir(exp.out_dir, arm, seed)
+    train_arms(exp.cfg, progress, only=(arm, seed), command=command)  # the trainer forms the process group
+    return layout.run_dir(exp.out_dir, arm, seed, exp.cfg.rung)

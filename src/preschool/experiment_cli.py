@@ -24,6 +24,8 @@ example:
   preschool run examples/quickstart.yaml --set seeds=[0,1,2] --out runs/qs3
   preschool run examples/quickstart.yaml --only train --only report
   preschool run examples/quickstart.yaml --arm ppt_dyck --seed 0   # one arm x seed (after prepare)
+  preschool run examples/ladder_dyck.yaml --rung r2                 # one rung of a ladder (docs/ladder.md)
+  preschool run examples/ladder_dyck.yaml --rung r2 --arm ppt_dyck --seed 1
 """
 
 
@@ -38,12 +40,16 @@ def add_arguments(p) -> None:
     p.add_argument("--arm", help="train only this arm (data must be prepared: `preschool prepare` first); "
                    "for cluster jobs, also under torchrun (see `preschool launch`)")
     p.add_argument("--seed", type=int, help="with --arm: the training seed (default: the first of `seeds`)")
+    p.add_argument("--rung", help="a ladder's rung: train (and report) only its runs; with --arm, required for a "
+                   "ladder (same as --set rung=NAME)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.add_argument("--rebuild", action="store_true",
                    help="replace datasets prepared from another spec (refused when a trained arm used one)")
 
 
 def run(args) -> int:
+    if args.rung is not None:
+        args.overrides = list(args.overrides) + [f"rung={args.rung}"]
     if args.arm is not None or args.seed is not None:
         from .errors import ConfigError
         from .experiment import load_experiment_file, run_arm

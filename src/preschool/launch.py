@@ -139,6 +139,7 @@ class Job:
     after_ok: list[str] = field(default_factory=list)
     after_any: list[str] = field(default_factory=list)
     comment: str = ""  # the job's --comment, by which squeue finds it (job_comment)
+    run: tuple | None = None  # an arm job's (rung or None, arm, seed)
 
 
 def _q(x: object) -> str:
@@ -200,7 +201,8 @@ def report_stamp(exp: ExperimentFile) -> Path:
 
 
 def slurm_jobs(exp: ExperimentFile, opt: SlurmOptions) -> list[Job]:
-    """The job graph: prepare -> one job per arm x seed -> eval + report (scripts as text)."""
+    """The job graph: prepare -> one job per arm x seed (a ladder: per rung x arm x seed, ``--rung``) ->
+    eval + report (scripts as text)."""
     from .lock import config_key
 
     opt.validate()
@@ -211,30 +213,33 @@ def slurm_jobs(exp: ExperimentFile, opt: SlurmOptions) -> list[Job]:
         + ["# builds the tokenizer and every dataset once (output lock: a prepare of the same config waits)",
            f"{_SRUN} --ntasks=1 " + _cli(exp, "prepare", "--no-progress"), ""]), comment=job_comment(exp, "prepare"))
     jobs = [prep]
-    arm_jobs: dict[tuple[str, int], str] = {}
-    for seed in exp.seeds:
-        for arm in exp.arms:
-            name = f"{arm}-seed{seed}"
-            if opt.nodes == 1:
-                # torchrun's own rendezvous on a free local port: jobs sharing the node never meet
-                rdzv, where = "--standalone --nnodes 1", ["# one torchrun on the one node; its rendezvous is local"]
-            else:
-                rdzv = ('--nnodes "$SLURM_NNODES" --rdzv-backend c10d --rdzv-endpoint "$head:$port" '
-                        '--rdzv-id "$SLURM_JOB_ID"')
-                where = ["# one torchrun per node; c10d rendezvous on the allocation's first node, at a port of",
-                         "# this job's own, so another job whose first node is the same does not join it",
-                         "head=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n 1)",
-                         f"port=$(( {opt.port} + SLURM_JOB_ID % {PORT_SPAN} ))"]
-            torchrun = (f"torchrun {rdzv} --nproc-per-node {opt.procs} "
-                        "-m preschool.cli run " + _q(exp.path.resolve()) + f" --arm {_q(arm)} --seed {seed} --no-progress"
-                        + "".join(f" --set {_q(o)}" for o in exp.overrides))
-            script = _header(exp, name, opt, opt.nodes, opt.gpus_per_node, opt.cpus(opt.procs), logs, opt.time) + [
-                *where, f"{_SRUN} --ntasks=\"$SLURM_NNODES\" {torchrun}", ""]
-            after = ["prepare"]
-            if arm in exp.depends:
-                after.append(f"{exp.depends[arm]}-seed{seed}")
-            jobs.append(Job(name, "arm", "\n".join(script), after_ok=after, comment=job_comment(exp, name)))
-            arm_jobs[(arm, seed)] = name
+    arm_jobs: dict[tuple, str] = {}
+    # a ladder: one job per rung x arm x seed, named <rung>-<arm>-seed<k>, each with --rung
+    for rung, seed, arm in [(r, s, a) for r in exp.rungs for s in exp.seeds for a in exp.arms]:
+        named = rung is not None and exp.cfg.rung is None  # a view of one rung (--set rung=R) already says it
+        prefix, rung_arg = (f"{rung}-", f" --rung {_q(rung)}") if named else ("", "")
+        name = f"{prefix}{arm}-seed{seed}"
+        if opt.nodes == 1:
+            # torchrun's own rendezvous on a free local port: jobs sharing the node never meet
+            rdzv, where = "--standalone --nnodes 1", ["# one torchrun on the one node; its rendezvous is local"]
+        else:
+            rdzv = ('--nnodes "$SLURM_NNODES" --rdzv-backend c10d --rdzv-endpoint "$head:$port" '
+                    '--rdzv-id "$SLURM_JOB_ID"')
+            where = ["# one torchrun per node; c10d rendezvous on the allocation's first node, at a port of",
+                     "# this job's own, so another job whose first node is the same does not join it",
+                     "head=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n 1)",
+                     f"port=$(( {opt.port} + SLURM_JOB_ID % {PORT_SPAN} ))"]
+        torchrun = (f"torchrun {rdzv} --nproc-per-node {opt.procs} "
+                    "-m preschool.cli run " + _q(exp.path.resolve()) + f" --arm {_q(arm)} --seed {seed}{rung_arg} "
+                    "--no-progress" + "".join(f" --set {_q(o)}" for o in exp.overrides))
+        script = _header(exp, name, opt, opt.nodes, opt.gpus_per_node, opt.cpus(opt.procs), logs, opt.time) + [
+            *where, f"{_SRUN} --ntasks=\"$SLURM_NNODES\" {torchrun}", ""]
+        after = ["prepare"]
+        if arm in exp.depends:
+            after.append(f"{prefix}{exp.depends[arm]}-seed{seed}")
+        jobs.append(Job(name, "arm", "\n".join(script), after_ok=after, run=(rung, arm, seed),
+                        comment=job_comment(exp, name)))
+        arm_jobs[(rung, arm, seed)] = name
     report_cmd = _cli(exp, "run", "--only", "eval", "--only", "report", "--no-progress")
     stamp = report_stamp(exp).resolve()
     jobs.append(Job("report", "report", "\n".join(
@@ -295,12 +300,13 @@ def current_jobs(exp: ExperimentFile, jobs: list[Job]) -> dict[str, str]:
     for j in jobs:
         if j.role != "arm":
             continue
-        arm_name, seed = j.name.rsplit("-seed", 1)
+        rung, arm_name, seed = j.run
         i = exp.arms.index(arm_name)
         arm = exp.cfg.arms[i]
-        run = layout.run_dir(exp.out_dir, arm_name, int(seed))
+        view = exp.cfg if rung is None else exp.cfg.at_rung(rung)
+        run = layout.run_dir(exp.out_dir, arm_name, int(seed), rung)
         # verify "size": compare the manifests' recorded checksums, not rehash every shard on the login node
-        tcfg = replace(exp.cfg.train_config(arm, int(seed), f"arms[{i}]"), verify="size")
+        tcfg = replace(view.train_config(arm, int(seed), f"arms[{i}]"), verify="size")
         try:
             check_run_dir(tcfg, run, exp.cfg.arm_datasets(arm), layout.tokenizer_dir(data_dir))
         except ConfigError as e:

@@ -6,6 +6,7 @@ An experiment folder (``preschool run``)::
     <out>/data/                           tokenizer/ + one folder per dataset (train/, val/, dataset.json)
                                           + manifest.json
     <out>/arms/<arm>/seed<k>/             one trainer run folder (below), one per arm x seed
+    <out>/rungs/<rung>/arms/<arm>/seed<k>/  the same, per rung of a ``ladder:`` (experiment.py)
     <out>/report.md, results.json, plots/
     <out>/slurm/                          ``preschool launch``: one <job>.sbatch per job, logs/,
                                           jobs.json (the ids it submitted), report.done, submit.sh
@@ -37,6 +38,7 @@ from .io import iter_jsonl
 EXPERIMENT_CONFIG = "experiment.yaml"
 DATA = "data"
 ARMS = "arms"
+RUNGS = "rungs"  # <out>/rungs/<rung>/: one ladder rung's arm x seed grid
 REPORT = "report.md"
 RESULTS = "results.json"
 PLOTS = "plots"
@@ -115,9 +117,15 @@ def data_dir(out: str | Path) -> Path:
     return Path(out) / DATA
 
 
-def run_dir(out: str | Path, arm: str, seed: int) -> Path:
-    """``<out>/arms/<arm>/seed<k>``: the trainer run folder of one arm and training seed."""
-    return Path(out) / ARMS / arm / f"seed{seed}"
+def rung_dir(out: str | Path, rung: str | None) -> Path:
+    """``<out>/rungs/<rung>``: where one ladder rung's runs live; ``<out>`` itself without a rung."""
+    return Path(out) if rung is None else Path(out) / RUNGS / rung
+
+
+def run_dir(out: str | Path, arm: str, seed: int, rung: str | None = None) -> Path:
+    """``<out>/arms/<arm>/seed<k>`` (at a ladder rung ``<out>/rungs/<rung>/arms/<arm>/seed<k>``): the trainer
+    run folder of one arm and training seed."""
+    return rung_dir(out, rung) / ARMS / arm / f"seed{seed}"
 
 
 def experiment_config_path(out: str | Path) -> Path:
@@ -160,9 +168,10 @@ def slurm_dir(out: str | Path) -> Path:
     return Path(out) / SLURM
 
 
-def arm_runs(out: str | Path, arms, seeds) -> list:
-    """``(arm, seed, run folder)`` for the arm x seed grid, arms in order (``arms``: objects with ``.name``)."""
-    return [(arm, s, run_dir(out, arm.name, s)) for arm in arms for s in seeds]
+def arm_runs(out: str | Path, arms, seeds, rung: str | None = None) -> list:
+    """``(arm, seed, run folder)`` for the arm x seed grid (of ladder rung ``rung``), arms in order (``arms``:
+    objects with ``.name``)."""
+    return [(arm, s, run_dir(out, arm.name, s, rung)) for arm in arms for s in seeds]
 
 
 # ----------------------------------------------------------------------------- run folder

@@ -113,7 +113,8 @@ def _open_locked(path: Path) -> tuple[int, bool]:
 
 
 #: config fields that change how a command runs, not what it writes: equal keys whatever their values
-EXECUTION_ONLY = ("out", "workers")
+#: (``rung`` picks which of a ladder's runs a command trains, each run the same whichever command does it)
+EXECUTION_ONLY = ("out", "workers", "rung")
 
 
 def config_key(cfg: Any) -> str:

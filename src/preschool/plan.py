@@ -79,6 +79,7 @@ class StageTarget:
     name: str
     tokens: int
     seq_len: int
+    counts_as_pt: bool = True  # a language stage (a ladder's plan adds these up apart from the others)
 
 
 @dataclass
@@ -149,15 +150,22 @@ def load_targets(path: str | Path, overrides: list[str] = ()) -> tuple[str, list
     a callback config with ``extra_params(hidden_size, kinds)`` adds parameters outside the HF model
     (the compartment embedding).
     """
-    from .data.builders.derived import DerivedSpec, kind_of
     from .experiment import load_experiment
-    from .train.callbacks.registry import callback_configs
-    from .train.model import describe, embedding_rows
 
     raw = load_yaml(path)
     cfg = load_experiment(path, list(overrides))
+    return cfg.name, config_targets(cfg, raw.get("tokenizer") or {})
+
+
+def config_targets(cfg, tokenizer: dict) -> list[ArmTarget]:
+    """One ArmTarget per arm of ``cfg`` (an ExperimentConfig, or one rung's view of a ladder), the
+    vocabulary read from ``tokenizer`` (the YAML's mapping) or the prepared data (:func:`load_targets`)."""
+    from .data.builders.derived import DerivedSpec, kind_of
+    from .train.callbacks.registry import callback_configs
+    from .train.model import describe, embedding_rows
+
     notes: list[str] = []
-    vocab = _tokenizer_vocab(raw.get("tokenizer") or {}, cfg.out_dir, notes)
+    vocab = _tokenizer_vocab(tokenizer, cfg.out_dir, notes)
     if not notes and cfg.renders_reserved():
         notes.append("synthetic symbols on reserved ids add rows to the vocabulary once the data exists "
                      "(not counted here)")
@@ -170,10 +178,27 @@ def load_targets(path: str | Path, overrides: list[str] = ()) -> tuple[str, list
         extra = sum(cb.extra_params(desc["hidden_size"], kinds)
                     for cb in callback_configs(arm.callbacks, f"arms[{i}].callbacks").values()
                     if hasattr(cb, "extra_params"))
-        stages = [StageTarget(s.name, s.tokens, cfg.seq_len) for s in tcfg.stages]
+        stages = [StageTarget(s.name, s.tokens, cfg.seq_len, s.counts_as_pt) for s in tcfg.stages]
         out.append(ArmTarget(arm.name, desc, tcfg.batch_size, tcfg.micro_batch_size, stages, len(cfg.seeds), extra,
                              tcfg.parallel, tcfg.activation_checkpointing, notes=list(notes)))
-    return cfg.name, out
+    return out
+
+
+def ladder_targets(cfg, tokenizer: dict) -> list[tuple[str, list[ArmTarget]]]:
+    """``(rung, its ArmTargets)`` for every rung of the ladder ``cfg`` plans (:meth:`rung_views`)."""
+    return [(view.rung, config_targets(view, tokenizer)) for view in cfg.rung_views()]
+
+
+def stage_cost(arm: ArmTarget, st: StageTarget) -> tuple[int, int, float]:
+    """``(steps, tokens, FLOPs)`` of one stage: the trainer trains whole steps of the global batch."""
+    steps = math.ceil(st.tokens / (arm.batch_size * st.seq_len))
+    tokens = steps * arm.batch_size * st.seq_len
+    return steps, tokens, flops_per_token(arm.desc, st.seq_len) * tokens
+
+
+def training_flops(arm: ArmTarget) -> float:
+    """Training FLOPs of one run of the arm (every stage, whole steps; model FLOPs, train/flops.py)."""
+    return sum(stage_cost(arm, st)[2] for st in arm.stages)
 
 
 # ----------------------------------------------------------------------------- memory
@@ -344,10 +369,7 @@ def plan_arm(arm: ArmTarget, hw: Hardware, mfu: float, mfu_recomputed: bool = Tr
     capacity = hw.memory_bytes * (USABLE if hw.device != "cpu" else 1.0)
     out = []
     for st in arm.stages:
-        fpt = flops_per_token(arm.desc, st.seq_len)
-        steps = math.ceil(st.tokens / (arm.batch_size * st.seq_len))
-        tokens = steps * arm.batch_size * st.seq_len  # the trainer trains whole steps
-        flops = fpt * tokens
+        steps, tokens, flops = stage_cost(arm, st)
         local = max(arm.batch_size // world, 0)
         micro = min(arm.micro_batch_size or local, local) if local else 0
         mems, maxm, fits = {}, {}, {}
@@ -444,6 +466,61 @@ def format_plan(name: str, arms: list[ArmTarget], plans: list[list[StagePlan]], 
     return "\n".join(lines)
 
 
+def data_repeats(cfg) -> list[str]:
+    """Notes for the stages of ``cfg`` (a rung's view) that train more tokens than their dataset holds
+    (the trainer then repeats it: one more epoch each time it runs out)."""
+    notes = []
+    for i, arm in enumerate(cfg.arms):
+        for st in cfg.train_config(arm, cfg.seeds[0], f"arms[{i}]").stages:
+            if not isinstance(st.data, str):  # a mixture's sources are each a share of the stage
+                continue
+            target = arm.datasets.get(st.data, st.data)
+            held = getattr(cfg.data.get(target), "tokens", None)  # derived datasets hold their source's
+            if held and st.tokens > held:
+                notes.append(f"arm {arm.name} stage {st.name}: {_n(st.tokens)} tokens from data.{target} of "
+                             f"{_n(held)}: {st.tokens / held:.1f} epochs")
+    return notes
+
+
+def format_ladder_plan(name: str, rungs: list[tuple[str, list[ArmTarget]]], plans: list[list[list[StagePlan]]],
+                       hw: Hardware, mfu: float, notes: dict[str, list[str]] | None = None) -> str:
+    """The ladder's cost: per rung and arm the model, parameters, tokens, training FLOPs and time of one
+    run, then per rung and in total over every rung x arm x seed (``preschool plan --rung R``: a rung's
+    memory per mode). Times as :func:`plan_arm` (the mode each stage would run in)."""
+    seeds = rungs[0][1][0].seeds if rungs and rungs[0][1] else 0
+    lines = [f"plan: {name} ladder of {len(rungs)} rungs x {len(rungs[0][1]) if rungs else 0} arms x {seeds} seeds "
+             f"on {hw.count} x {hw.name}, MFU {mfu:.2f}",
+             f"  peak {hw.peak_flops / 1e12:.3g} TFLOP/s per device ({hw.source})",
+             "  per run: parameters total (non-embedding), tokens of stages that count as PT + of the others; "
+             "memory per mode: preschool plan CONFIG --rung NAME", "",
+             "| rung | arm | model | params | PT tokens | other tokens | FLOPs / run | time / run |",
+             "|---|---|---|---|---|---|---|---|"]
+    total_f = total_s = 0.0
+    per_rung = []
+    for (rung, arms), arm_plans in zip(rungs, plans):
+        rung_f = rung_s = 0.0
+        for arm, sps in zip(arms, arm_plans):
+            d = arm.desc
+            counts = {s.name: s for s in arm.stages}
+            pt = sum(sp.tokens for sp in sps if counts[sp.stage].counts_as_pt)
+            flops, secs = sum(sp.flops for sp in sps), sum(sp.seconds for sp in sps)
+            fit = "" if all(sp.chosen for sp in sps) else " (does not fit)"
+            lines.append(f"| {rung} | {arm.name} | {d['preset']} {d['layers']}x{d['hidden_size']} | "
+                         f"{_n(d['params_total'] + arm.extra_params)} ({_n(d['params_non_embedding'])}) | {_n(pt)} | "
+                         f"{_n(sum(sp.tokens for sp in sps) - pt)} | {flops:.3g} | {_dur(secs)}{fit} |")
+            rung_f += flops * arm.seeds
+            rung_s += secs * arm.seeds
+        per_rung.append(f"  {rung}: {rung_f:.3g} FLOPs, {_dur(rung_s)} on {hw.count} device(s)")
+        total_f += rung_f
+        total_s += rung_s
+    lines += ["", "per rung (every arm x seed):", *per_rung, "",
+              f"total: {total_f:.3g} FLOPs, {_dur(total_s)} on {hw.count} device(s) "
+              f"({total_s * hw.count / 3600:,.1f} device-hours) for {sum(len(a) for _, a in rungs) * seeds} runs"]
+    for rung, ns in (notes or {}).items():
+        lines += [f"note ({rung}): {n}" for n in ns]
+    return "\n".join(lines)
+
+
 # ----------------------------------------------------------------------------- CLI
 
 HELP = "estimate an experiment's parameters, FLOPs, memory per GPU, wall-time and GPU-hours"
@@ -457,6 +534,7 @@ Formulas: docs/scale.md.
 example:
   preschool plan examples/paper/verify_ppt_1b.yaml --gpus 16 --gpu a100-40gb
   preschool plan examples/quickstart.yaml --cpu
+  preschool plan examples/ladder_dyck.yaml --cpu --mfu 0.1        # a ladder: cost per rung and in total
 """
 
 
@@ -472,6 +550,7 @@ def add_arguments(p) -> None:
     p.add_argument("--mfu-without-recompute", action="store_true",
                    help="the --mfu was measured on a run without activation recompute (default: with it)")
     p.add_argument("--cpu", action="store_true", help="plan for this machine: RAM and a matmul rate measured now")
+    p.add_argument("--rung", help="a ladder's rung: plan it alone, with memory per mode (same as --set rung=NAME)")
 
 
 def run(args) -> int:
@@ -479,9 +558,20 @@ def run(args) -> int:
         raise ConfigError("--mfu", f"must be in (0, 1], got {args.mfu}")
     if args.gpus < 1:
         raise ConfigError("--gpus", f"must be >= 1, got {args.gpus}")
-    name, arms = load_targets(args.config, args.overrides)
+    from .experiment import load_experiment
+
+    overrides = list(args.overrides) + ([f"rung={args.rung}"] if getattr(args, "rung", None) else [])
+    cfg = load_experiment(args.config, overrides)
+    tokenizer = load_yaml(args.config).get("tokenizer") or {}
     hw = cpu_hardware() if args.cpu else gpu_hardware(args.gpu, args.gpus)
     recomputed = not args.mfu_without_recompute
+    if cfg.ladder is not None and cfg.rung is None:
+        rungs = ladder_targets(cfg, tokenizer)
+        plans = [[plan_arm(a, hw, args.mfu, recomputed) for a in arms] for _, arms in rungs]
+        notes = {view.rung: n for view in cfg.rung_views() if (n := data_repeats(view))}
+        print(format_ladder_plan(cfg.name, rungs, plans, hw, args.mfu, notes))
+        return 0
+    arms = config_targets(cfg, tokenizer)
     plans = [plan_arm(a, hw, args.mfu, recomputed) for a in arms]
-    print(format_plan(name, arms, plans, hw, args.mfu, recomputed))
+    print(format_plan(cfg.name + (f" (rung {cfg.rung})" if cfg.rung else ""), arms, plans, hw, args.mfu, recomputed))
     return 0

@@ -46,7 +46,7 @@ def collect(cfg) -> Collected:
 
     arms: dict[str, dict[Any, SeedRun]] = {}
     stages = {arm.name: cfg.train_config(arm, cfg.seeds[0]).stages for arm in cfg.arms}
-    for arm, seed, run_dir in arm_runs(cfg.out_dir, cfg.arms, cfg.seeds):
+    for arm, seed, run_dir in arm_runs(cfg.out_dir, cfg.arms, cfg.seeds, cfg.rung):  # a ladder: the rung's runs
         points: dict[str, dict[int, Point]] = defaultdict(dict)
         setups: dict[str, str] = {}
         directions: dict[str, bool] = {}

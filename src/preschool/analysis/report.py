@@ -67,4 +67,5 @@ def section_context(cfg, rep: Report) -> SectionContext:
     labels = {m.split("/", 1)[0] for m in rep.metric_names if not m.startswith(("val/", "downstream/"))}
     return SectionContext(cfg.out_dir, to_dict(cfg), rep.names, list(cfg.seeds), rep.baseline,
                           [list(p) for p in cfg.report.compare], report=rep,
-                          evaluators={label: name_of.get(label, label) for label in sorted(labels)})
+                          evaluators={label: name_of.get(label, label) for label in sorted(labels)},
+                          ladder=cfg.ladder_views())

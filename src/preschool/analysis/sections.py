@@ -59,6 +59,8 @@ class SectionContext:
     # and metric prefix: ``<label>/<metric>``)
     evaluators: dict[str, str] = field(default_factory=dict)
     figures: list[tuple[str, str]] = field(default_factory=list)  # (title, path under out) listed under "Plots"
+    # a ladder's rungs: each rung's config (what report.collect / compute read), ladder order; [] without one
+    ladder: list[Any] = field(default_factory=list)
 
     @property
     def plots(self) -> Path:
@@ -69,8 +71,10 @@ class SectionContext:
         return data_dir(self.out)
 
     def runs(self, arm: str) -> dict[int, Path]:
-        """``{seed: run folder}`` of the arm's runs that have logged anything, seeds in order."""
-        return {s: d for a, s, d in arm_runs(self.out, [_Named(arm)], self.seeds) if metrics_path(d).is_file()}
+        """``{seed: run folder}`` of the arm's runs that have logged anything, seeds in order (of a ladder,
+        at the rung the report reads: the config's ``rung``)."""
+        return {s: d for a, s, d in arm_runs(self.out, [_Named(arm)], self.seeds, self.config.get("rung"))
+                if metrics_path(d).is_file()}
 
     def arm_config(self, arm: str) -> dict[str, Any]:
         return next(a for a in self.config["arms"] if a["name"] == arm)

@@ -25,6 +25,15 @@ time. Shapes follow:
   (head dim 32, 2:1 query:KV heads, FFN = 3d) sized for CPU experiments:
   ~1M and ~6M parameters in total at vocab 2048, and a 2-layer d=64 model
   for tests.
+- ``cpu-4x64`` / ``cpu-3x96`` / ``cpu-3x128`` / ``cpu-5x192``: rungs of a CPU
+  scale ladder (docs/ladder.md) between ``micro`` and ``small-6m``, named
+  layers x width, the same conventions (head dim 32, FFN = 3d; d=96 has 3
+  heads on 1 KV head). Non-embedding parameters 198k / 324k / 591k / 2.2M
+  (``micro`` 74k, ``tiny-1m`` 789k, ``small-6m`` 5.5M).
+- ``gpt-60m``: the bottom of the GPU ladder 60M / 125M / 360M / 1B
+  (``gpt-60m``, ``gpt-125m``, ``smollm-360m``, ``gpt-1b``; examples/paper/
+  verify_ppt_ladder.yaml): 12 x 512, 8 heads of 64 (4 KV), FFN 1536, tied;
+  ~63M parameters at a 49k vocabulary (38M non-embedding).
 
 A preset is a function returning the HF config fields of the shape, registered with
 ``@MODEL_PRESETS.register("<name>")``; its docstring's first line is its summary.
@@ -67,6 +76,27 @@ def _tiny_1m() -> dict[str, Any]:
 def _small_6m() -> dict[str, Any]:
     """7 layers, d=256, 8 heads (4 KV), FFN 768: ~6.0M params at vocab 2048 (tied)."""
     return _shape(256, 7, 8, 4, 768)
+
+
+def _register_cpu_rung(layers: int, width: int, kv_heads: int) -> None:
+    """One CPU ladder rung ``cpu-<layers>x<width>``: head dim 32, FFN 3d (the tiny-1m conventions)."""
+
+    def shape() -> dict[str, Any]:
+        return _shape(width, layers, width // 32, kv_heads, 3 * width)
+
+    shape.__doc__ = (f"CPU ladder rung: {layers} layers, d={width}, {width // 32} heads ({kv_heads} KV), "
+                     f"FFN {3 * width}")
+    MODEL_PRESETS.register(f"cpu-{layers}x{width}")(shape)
+
+
+for _layers, _width, _kv in ((4, 64, 1), (3, 96, 1), (3, 128, 2), (5, 192, 3)):
+    _register_cpu_rung(_layers, _width, _kv)
+
+
+@MODEL_PRESETS.register("gpt-60m")
+def _gpt_60m() -> dict[str, Any]:
+    """GPU ladder bottom: 12 layers, d=512, 8 heads of 64 (4 KV), FFN 1536 (~63M params at vocab 49k)."""
+    return _shape(512, 12, 8, 4, 1536, max_positions=4096)
 
 
 @MODEL_PRESETS.register("gpt-125m")

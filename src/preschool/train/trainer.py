@@ -285,11 +285,21 @@ class Trainer:
                    "pt_tokens": self.pt_tokens, "stages": [s.name for s in cfg.stages],
                    "val": self.last_val, "final_checkpoint": str(checkpoint_dir(self.out_dir, self.step)),
                    "resumed_from": str(self.resumed_from) if self.resumed_from else None,
-                   "stopped": self.should_stop, "nonfinite_steps": self.nonfinite}
+                   "stopped": self.should_stop, "nonfinite_steps": self.nonfinite,
+                   "model": self.model_desc, "flops": self.training_flops()}
         if not self.should_stop and self.is_main:
             write_json(done, summary)
         self.barrier()
         return summary
+
+    def training_flops(self) -> float:
+        """The run's training FLOPs: every stage's whole steps x its tokens per step x the model FLOPs per
+        token at its sequence length (train/flops.py; the planner's count, so a report can read it)."""
+        from .flops import flops_per_token
+
+        plan = self.plan
+        return float(sum(n * plan.step_tokens(i) * flops_per_token(self.model_desc, plan.mixtures[i].seq_len)
+                         for i, n in enumerate(plan.steps)))
 
     def _run_stage(self, i: int, resuming: bool) -> None:
         """Train stage ``i`` from its start, or (``resuming``) from the resumed ``stage_step``, until its end or a stop."""
