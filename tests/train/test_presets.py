@@ -1,4 +1,4 @@
-"""The scale-ladder presets (train/presets.py): CPU rungs between micro and small-6m, gpt-60m under the GPU ladder."""
+"""The scale-ladder presets (train/presets.py): CPU rungs from below micro to small-6m, gpt-60m under the GPU ladder."""
 
 import pytest
 
@@ -12,6 +12,7 @@ def _non_embedding(preset: str) -> int:
 @pytest.mark.parametrize("preset, layers, d, kv, expect", [
     # per Qwen2 layer: q (d x d + d), k and v (d x kv*32 + kv*32 each), o (d x d), SwiGLU 3 x d x 3d, two norms
     # (2d); then the final norm (d). cpu-4x64: 4 x (4,160 + 2 x 2,080 + 4,096 + 36,864 + 128) + 64
+    ("cpu-2x32", 2, 32, 1, 26_976),
     ("cpu-4x64", 4, 64, 1, 197_696),
     ("cpu-3x96", 3, 96, 1, 323_712),
     ("cpu-3x128", 3, 128, 2, 591_488),
@@ -23,7 +24,9 @@ def test_cpu_rungs_have_their_hand_counted_size(preset, layers, d, kv, expect):
 
 
 def test_the_ladder_presets_sit_between_micro_and_small_6m_and_under_the_gpu_ladder():
-    sizes = [_non_embedding(p) for p in ("micro", "cpu-4x64", "cpu-3x96", "cpu-3x128", "tiny-1m", "cpu-5x192",
+    """cpu-2x32 is the one CPU rung below micro (a ladder's smallest, where micro is too costly to be the
+    second-largest); the others sit between micro and small-6m."""
+    sizes = [_non_embedding(p) for p in ("cpu-2x32", "micro", "cpu-4x64", "cpu-3x96", "cpu-3x128", "tiny-1m", "cpu-5x192",
                                          "small-6m")]
     assert sizes == sorted(sizes) and len(set(sizes)) == len(sizes)
     gpu = [describe(ModelConfig(preset=p), 49152)["params_total"] for p in ("gpt-60m", "gpt-125m", "smollm-360m",

@@ -25,11 +25,13 @@ time. Shapes follow:
   (head dim 32, 2:1 query:KV heads, FFN = 3d) sized for CPU experiments:
   ~1M and ~6M parameters in total at vocab 2048, and a 2-layer d=64 model
   for tests.
-- ``cpu-4x64`` / ``cpu-3x96`` / ``cpu-3x128`` / ``cpu-5x192``: rungs of a CPU
-  scale ladder (docs/ladder.md) between ``micro`` and ``small-6m``, named
-  layers x width, the same conventions (head dim 32, FFN = 3d; d=96 has 3
-  heads on 1 KV head). Non-embedding parameters 198k / 324k / 591k / 2.2M
-  (``micro`` 74k, ``tiny-1m`` 789k, ``small-6m`` 5.5M).
+- ``cpu-2x32`` / ``cpu-4x64`` / ``cpu-3x96`` / ``cpu-3x128`` / ``cpu-5x192``:
+  rungs of a CPU scale ladder (docs/ladder.md), named layers x width, the
+  same conventions (head dim 32, FFN = 3d; d=32 has 1 head, d=96 has 3 heads
+  on 1 KV head). Non-embedding parameters 27k / 198k / 324k / 591k / 2.2M
+  (``micro`` 74k, ``tiny-1m`` 789k, ``small-6m`` 5.5M): ``cpu-2x32`` is the
+  one below ``micro``, the bottom of a ladder whose top a 2-core CPU can
+  afford only at ``cpu-3x96``.
 - ``gpt-60m``: the bottom of the GPU ladder 60M / 125M / 360M / 1B
   (``gpt-60m``, ``gpt-125m``, ``smollm-360m``, ``gpt-1b``; examples/paper/
   verify_ppt_ladder.yaml): 12 x 512, 8 heads of 64 (4 KV), FFN 1536, tied;
@@ -89,7 +91,7 @@ def _register_cpu_rung(layers: int, width: int, kv_heads: int) -> None:
     MODEL_PRESETS.register(f"cpu-{layers}x{width}")(shape)
 
 
-for _layers, _width, _kv in ((4, 64, 1), (3, 96, 1), (3, 128, 2), (5, 192, 3)):
+for _layers, _width, _kv in ((2, 32, 1), (4, 64, 1), (3, 96, 1), (3, 128, 2), (5, 192, 3)):
     _register_cpu_rung(_layers, _width, _kv)
 
 
