@@ -76,7 +76,9 @@ def test_every_shipped_config_records_each_dataset_as_the_flat_spec_did(path, mo
     cfg = _load(path)
     assert set(cfg.data) == set(raw)
     for name, spec in cfg.data.items():
-        was = from_dict(FlatSpec, raw[name]).record()
+        # `separator` came after the flat spec and stays out of the record (CorpusSpec.record); a saved
+        # experiment.yaml (docs/results) lists it with every other field
+        was = from_dict(FlatSpec, {k: v for k, v in raw[name].items() if k != "separator"}).record()
         now = spec.record()
         assert json.dumps(now) == json.dumps(was), name  # same keys, order and values: dataset.json unchanged
         assert spec_hash(now) == spec_hash(was)
