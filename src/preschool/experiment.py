@@ -254,7 +254,11 @@ class LadderSpec:
                   "tokens.rule: explicit needs each rung's tokens (the baseline arm's language tokens)")
 
     def rung(self, name: str) -> RungSpec:
-        return next(r for r in self.rungs if r.name == name)
+        return self.rungs[self.index(name)]
+
+    def index(self, name: str) -> int:
+        """The rung's position in ``rungs`` (what ``ladder.rungs[k]`` in an error names)."""
+        return [r.name for r in self.rungs].index(name)
 
 
 @dataclass
@@ -439,7 +443,7 @@ class ExperimentConfig:
         try:
             validate(model)
         except ConfigError as e:
-            k = [r.name for r in self.ladder.rungs].index(self.rung)
+            k = self.ladder.index(self.rung)
             raise ConfigError(f"ladder.rungs[{k}].model.{e.field}", e.message) from None
         if rule.params == "total":
             from .data.tokenizer import DEFAULT_BPE_VOCAB
@@ -555,7 +559,7 @@ class ExperimentConfig:
         """
         path = path or f"arms[{next(i for i, a in enumerate(self.arms) if a is arm)}]"
         if self.rung is not None:  # name the rung in any error of its resolved config
-            k = [r.name for r in self.ladder.rungs].index(self.rung)
+            k = self.ladder.index(self.rung)
             try:
                 return self._train_config(arm, seed, path)
             except ConfigError as e:

@@ -109,14 +109,17 @@ def _umask() -> int:
     return mask
 
 
-def _publish_mode(path: Path) -> None:
-    """Give a finished temp file or folder the mode a plain ``open``/``mkdir`` would have given it.
+def _publish_mode(path: Path, mask: int | None = None) -> None:
+    """Give a finished temp file or folder the mode a plain ``open``/``mkdir`` would have given it
+    (``mask``: the umask, read once by a caller publishing many paths).
 
     ``tempfile`` makes its files 0600 and folders 0700 whatever the umask, so without this every
     report, checkpoint, prepared dataset and export stays private to its writer: on a cluster's
     shared project folder a colleague (or a job running as another user) could not read them.
+    A file its writer made executable stays executable (to whom the umask allows).
     """
-    os.chmod(path, (0o777 if path.is_dir() else 0o666) & ~_umask())
+    full = 0o777 if path.is_dir() or path.stat().st_mode & 0o100 else 0o666
+    os.chmod(path, full & ~(_umask() if mask is None else mask))
 
 
 def _publish_tree(folder: Path) -> None:
@@ -124,20 +127,15 @@ def _publish_tree(folder: Path) -> None:
 
     What other code writes into an :func:`atomic_dir` folder keeps that code's modes otherwise: the
     safetensors writer behind ``save_pretrained`` makes ``model.safetensors`` 0600, so checkpoint
-    weights were the one file of a run a collaborator could not read. A file the writer made
-    executable stays executable (to whom the umask allows).
+    weights were the one file of a run a collaborator could not read.
     """
     mask = _umask()
     for dirpath, dirs, files in os.walk(folder):
-        for name in files:
-            f = os.path.join(dirpath, name)
-            if not os.path.islink(f):
-                os.chmod(f, (0o777 if os.stat(f).st_mode & 0o100 else 0o666) & ~mask)
-        for name in dirs:
-            d = os.path.join(dirpath, name)
-            if not os.path.islink(d):
-                os.chmod(d, 0o777 & ~mask)
-    os.chmod(folder, 0o777 & ~mask)
+        for name in files + dirs:
+            p = Path(dirpath, name)
+            if not p.is_symlink():
+                _publish_mode(p, mask)
+    _publish_mode(folder, mask)
 
 
 @contextlib.contextmanager

@@ -232,9 +232,9 @@ def same_sign(gains: Sequence[float | None]) -> str:
 # ----------------------------------------------------------------------------- collecting the rungs
 
 
-def rung_results(view) -> dict[str, Any]:
-    """One rung's numbers: the standard report's (``collect`` → ``compute`` on the rung's config ``view``)
-    and, from each finished run's ``DONE``, its training FLOPs and parameters.
+def rung_results(view, rep=None) -> dict[str, Any]:
+    """One rung's numbers: the standard report's (``rep``, else ``collect`` → ``compute`` on the rung's
+    config ``view``) and, from each finished run's ``DONE``, its training FLOPs and parameters.
 
     Returns ``{rung, arms: {arm: {flops, params, params_non_embedding, seeds: {seed: {metric: final}},
     unfinished: [seeds]}}, headline, higher, stable_gain}``; a run that has not finished is left out of the
@@ -244,7 +244,7 @@ def rung_results(view) -> dict[str, Any]:
     from ..layout import done_path
     from .report import build_report
 
-    rep = build_report(view)
+    rep = build_report(view) if rep is None else rep
     out: dict[str, Any] = {}
     for name in rep.names:
         seeds, unfinished, no_flops, cost = {}, [], [], {}
@@ -307,7 +307,8 @@ class LadderSection(Section):
         cfg = self.cfg or LadderSectionConfig()
         if not ctx.ladder:  # named in report.sections of an experiment without one
             return None, ["## Scale ladder", "", "This experiment has no `ladder:`: there are no rungs to compare.", ""]
-        every = [rung_results(v) for v in ctx.ladder]
+        # the rung the standard tables read is already collected and computed (ctx.report)
+        every = [rung_results(v, ctx.report if v.rung == ctx.config.get("rung") else None) for v in ctx.ladder]
         per_rung = [r for r in every if any(a["seeds"] for a in r["arms"].values())]
         waiting = [r["rung"] for r in every if not any(a["seeds"] for a in r["arms"].values())]
         if not per_rung:
