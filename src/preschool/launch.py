@@ -40,7 +40,7 @@ a submission script runnable as it is (also written to ``<out>/slurm/submit.sh``
 reason, ended without finishing with its log's tail). Hardware per job comes
 from :class:`SlurmOptions` (``--gpus-per-node 0``: CPU jobs); every job sets
 ``--cpus-per-task``, and each rank runs ``CPUs / ranks per node`` torch threads
-(:func:`preschool.experiment.rank_threads`).
+(:func:`preschool.device.rank_threads`).
 """
 
 from __future__ import annotations

@@ -35,6 +35,7 @@ executors need a filesystem all tasks and the parent share (the output folder).
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -275,10 +276,24 @@ def _run(ex, logs: Path) -> None:
                         "rerun the same command (finished units are kept)") from e
 
 
-def _slurm_job_queued(job_id: str) -> bool:
-    """Whether ``squeue`` still lists the job (pending or running); an unreachable squeue counts as yes."""
+def slurm_job_alive(job_id: str) -> bool | None:
+    """Whether Slurm still queues or runs job ``job_id`` (``squeue``); None when squeue cannot say (not on
+    PATH, unreachable, or an error other than an unknown job)."""
+    if shutil.which("squeue") is None:
+        return None
     try:
-        out = subprocess.run(["squeue", "-h", "-j", job_id], capture_output=True, text=True, timeout=60)
+        res = subprocess.run(["squeue", "--noheader", "--format=%T", f"--jobs={job_id}"], capture_output=True,
+                             text=True, timeout=60)
     except (OSError, subprocess.TimeoutExpired):
-        return True
-    return out.returncode == 0 and bool(out.stdout.strip())
+        return None
+    if res.returncode != 0:
+        return False if "Invalid job id" in res.stderr else None
+    # squeue -j may still list a job that ended (for MinJobAge): only a state before the end is alive
+    ended = {"COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL", "DEADLINE",
+             "OUT_OF_MEMORY"}
+    return any(state.strip() not in ended for state in res.stdout.split())
+
+
+def _slurm_job_queued(job_id: str) -> bool:
+    """Whether the job may still run: an unreachable squeue counts as yes."""
+    return slurm_job_alive(job_id) is not False

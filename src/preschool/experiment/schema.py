@@ -1,43 +1,5 @@
-"""Experiments: one YAML names the data, the model and the arms; one command runs it all.
-
-``preschool run EXPERIMENT.yaml`` does, in order, skipping whatever is
-already done (so an interrupted run resumes and ends with the same numbers):
-
-1. validate the whole config (unknown keys, unknown presets/generators/
-   evaluators, bad budgets, missing files) before any work;
-2. ``prepare``: tokenizer + shard sets for every named dataset (data/prepare.py),
-   plus the storybook minimal pairs when asked for;
-   derived datasets (``kind:``, e.g. ``compartmented``; data/builders/derived.py) are built
-   from the datasets they read;
-3. train every arm x seed with the staged trainer (train/trainer.py), which
-   resumes from its last checkpoint, with the callbacks the arm names
-   (``callbacks: {name: config}``, train/callbacks/registry.py);
-4. evaluate every checkpoint of every arm with the configured evaluators
-   (results cached per checkpoint and evaluator version);
-5. write ``report.md``, ``results.json`` and plots (analysis/report.py), with the
-   analysis sections ``report.sections`` names (analysis/sections.py).
-
-Ladders: ``ladder:`` runs the same arms at several *rungs* (model sizes); each rung sets the model
-and scales every stage's token budget by the ladder's rule (:class:`LadderSpec`). Each rung x arm x
-seed is an ordinary run in ``<out>/rungs/<rung>/arms/<arm>/seed<k>``; the data is shared. A config
-with ``rung: <name>`` (``--rung``) is the view of one rung (:meth:`ExperimentConfig.at_rung`), which is
-what every step below trains, evaluates and reports; docs/ladder.md.
-
-Seeds: ``seed`` is the data seed, ``seeds`` the training seeds of the arm x seed
-grid; what each changes is documented once, in ``preschool/seeds.py``.
-
-Parts from outside the package (your own generators, evaluators, sections...)
-come from ``plugins: [my_lab.tasks, ./my_tasks.py, ./my_tasks/]`` (paths relative
-to the YAML's folder; ``preschool.plugins``), imported before the rest is read.
-
-Layout under ``out``::
-
-    experiment.yaml                 the resolved config (+ plugins_used: each plug-in's version, sha256)
-    data/                           tokenizer + shard sets + manifest.json
-    arms/<arm>/seed<k>/             one trainer run folder (docs/interfaces.md)
-    rungs/<rung>/arms/<arm>/seed<k>/  the same, per rung of a ladder
-    report.md, results.json, plots/
-"""
+"""The experiment YAML's schema: the config dataclasses, their validation, and loading a YAML (with its
+``--set`` overrides and plug-ins) into a checked :class:`ExperimentConfig` (package docstring: the whole)."""
 
 from __future__ import annotations
 
@@ -45,15 +7,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from .config import Partial, check, from_dict, overlay, to_dict, validate
-from .data.prepare import DatasetSpec
-from .data.tokenizer import TokenizerConfig
-from .errors import ConfigError
-from .seeds import check_seed
-from .evals.runner import EvalSpec  # noqa: F401  (re-exported: experiment YAML schema)
-from .train.configs import StageConfig, TrainConfig  # not .trainer: validation needs no torch
-from .train.model import ModelConfig
-from . import layout
+from ..config import Partial, check, from_dict, overlay, to_dict, validate
+from ..data.prepare import DatasetSpec
+from ..data.tokenizer import TokenizerConfig
+from ..errors import ConfigError
+from ..seeds import check_seed
+from ..evals.runner import EvalSpec  # noqa: F401  (re-exported: experiment YAML schema)
+from ..train.configs import StageConfig, TrainConfig  # not .trainer: validation needs no torch
+from ..train.model import ModelConfig
+from .. import layout
 
 # What the `train:` sections (shared, and per arm) may set: TrainConfig fields, except those with their own key.
 TRAIN_OVERLAY = Partial(TrainConfig, exclude={
@@ -81,7 +43,7 @@ class ArmSpec:
     def validate(self) -> None:
         layout.check_name(self.name, "name", "arm")  # <out>/arms/<name>/
         check(len(self.stages) > 0, "stages", "an arm needs at least one stage")
-        from .train.callbacks.registry import callback_configs
+        from ..train.callbacks.registry import callback_configs
 
         callback_configs(self.callbacks)
 
@@ -137,7 +99,7 @@ class EfficiencySpec:
     crossing: str = "stays"
 
     def validate(self) -> None:
-        from .analysis.efficiency import check_crossing
+        from ..analysis.efficiency import check_crossing
 
         check_crossing(self.crossing)
         for m, t in self.targets.items():
@@ -163,7 +125,7 @@ class ReportSpec:
     compare: list[list[str]] = field(default_factory=list)  # [arm, reference] pairs the sections compare by seed
 
     def validate(self) -> None:
-        from .analysis.sections import build_section
+        from ..analysis.sections import build_section
 
         # a NaN window compares false with everything: every checkpoint fell outside and the verdict was NaN
         check(0 < self.window <= 1, "window", f"must be in (0, 1] (the last fraction of each axis), got {self.window}")
@@ -304,7 +266,7 @@ class ExperimentConfig:
         check(self.workers >= 1, "workers", f"must be >= 1, got {self.workers}")
         names = [a.name for a in self.arms]
         check(len(set(names)) == len(names), "arms", f"arm names must be unique, got {names}")
-        from .corpora import CorpusConfig
+        from ..corpora import CorpusConfig
 
         for cname, c in self.corpora.items():
             cfg = from_dict(CorpusConfig, c, f"corpora.{cname}")
@@ -437,7 +399,7 @@ class ExperimentConfig:
             return max(1, round(rung.multiplier * yaml_tokens))
         if rule.rule == "explicit":
             return int(rung.tokens)
-        from .train.model import describe, embedding_rows
+        from ..train.model import describe, embedding_rows
 
         model = self._rung_model(base)
         try:
@@ -446,7 +408,7 @@ class ExperimentConfig:
             k = self.ladder.index(self.rung)
             raise ConfigError(f"ladder.rungs[{k}].model.{e.field}", e.message) from None
         if rule.params == "total":
-            from .data.tokenizer import DEFAULT_BPE_VOCAB
+            from ..data.tokenizer import DEFAULT_BPE_VOCAB
 
             vocab = self.tokenizer.vocab_size or (DEFAULT_BPE_VOCAB if self.tokenizer.kind == "train" else None)
             check(vocab is not None, "ladder.tokens.params",
@@ -491,7 +453,7 @@ class ExperimentConfig:
         return None
 
     def _callback_configs(self, arm: ArmSpec, i: int) -> dict:
-        from .train.callbacks.registry import callback_configs
+        from ..train.callbacks.registry import callback_configs
 
         return callback_configs(arm.callbacks, f"arms[{i}].callbacks")
 
@@ -515,7 +477,7 @@ class ExperimentConfig:
 
     def _parts(self, arm: ArmSpec) -> list[str]:
         """The parts (per-compartment val sets, say) of the derived datasets the arm trains on."""
-        from .data.builders.derived import dataset_parts
+        from ..data.builders.derived import dataset_parts
 
         return [p for t in self.stage_datasets(arm) if t in self.data for p in dataset_parts(self.data, t)]
 
@@ -532,7 +494,7 @@ class ExperimentConfig:
         stage datasets (``<dataset>/<part>``, scored as ``val/<part>``). Another arm's derived
         datasets stay out: a c=8 presentation does not widen a c=1 arm's vocabulary.
         """
-        from .data.builders.derived import dataset_parts
+        from ..data.builders.derived import dataset_parts
 
         data_dir = layout.data_dir(self.out_dir)
         out = {n: data_dir / n for n, d in self.data.items() if d.source_dataset is None}
@@ -574,7 +536,7 @@ class ExperimentConfig:
         if cfg.val is None and self._parts(arm):
             # a derived dataset with parts has no val/ of its own: the arm scores its parts (and the
             # other stage datasets that have a val split, as the trainer's default would)
-            from .data.builders.derived import dataset_parts
+            from ..data.builders.derived import dataset_parts
 
             val: list[str] = []
             for n in self._stage_names(arm):
@@ -600,7 +562,7 @@ class ExperimentConfig:
 
     def renders_reserved(self) -> bool:
         """Whether a dataset renders symbols on reserved ids (what ``reserved_ids: auto`` reads the range of)."""
-        from .synthetic.builder import GeneratorSpec
+        from ..synthetic.builder import GeneratorSpec
 
         return any(isinstance(d, GeneratorSpec) and d.render == "reserved" for d in self.data.values())
 
@@ -646,8 +608,8 @@ PLUGINS_USED = "plugins_used"
 def load_experiment(path: str | Path, overrides: list[str] = ()) -> ExperimentConfig:
     """The experiment YAML at ``path`` (plus ``key=value`` overrides), validated, once its ``plugins`` are
     imported (so the parts they register can be named in it); they are kept as imported (paths absolute)."""
-    from .config import apply_overrides, load_yaml
-    from .plugins import use
+    from ..config import apply_overrides, load_yaml
+    from ..plugins import use
 
     raw = load_yaml(path)
     old = [k for k in _OLD_COMPARTMENTS_KEYS if k in raw]
@@ -663,210 +625,6 @@ def load_experiment(path: str | Path, overrides: list[str] = ()) -> ExperimentCo
           f"must be a list of modules, .py files or folders, got {names!r}")
     raw["plugins"] = [p.plugin for p in use(names, Path(path).resolve().parent)]
     return from_dict(ExperimentConfig, raw)
-
-
-def _corpora(cfg: ExperimentConfig) -> dict:
-    from .corpora import CorpusConfig
-
-    return {n: from_dict(CorpusConfig, c, f"corpora.{n}") for n, c in cfg.corpora.items()}
-
-
-def check_stale_data(cfg: ExperimentConfig, rebuild: bool = False) -> list:
-    """What :func:`build_data` would replace, checked before anything is written: a dataset prepared from
-    another spec is a DataError naming it and the field (``data.check_data``), unless ``rebuild``; and with
-    ``rebuild``, an arm x seed run folder that trained on one of them is a DataError naming the run (its
-    data would be gone: it could neither resume nor be reused). Returns the datasets to rebuild."""
-    from .data.prepare import check_data
-    from .errors import DataError
-
-    stale = check_data(layout.data_dir(cfg.out_dir), cfg.tokenizer, _corpora(cfg), cfg.data, cfg.seq_len,
-                       cfg.seed, rebuild)
-    replaced = {s.path.resolve(): s for s in stale}
-    for _, arm, seed, run_dir in all_runs(cfg) if replaced else []:
-        if not layout.run_config_path(run_dir).is_file():
-            continue
-        datasets = cfg.arm_datasets(arm)
-        for name in cfg.stage_datasets(arm):
-            path = Path(datasets.get(name, layout.data_dir(cfg.out_dir) / name)).resolve()
-            hit = next((st for p, st in replaced.items() if path == p or path.is_relative_to(p)), None)
-            if hit is not None:
-                raise DataError(f"{run_dir}: arm {arm.name} seed {seed} was trained on dataset {hit.dataset!r}, which "
-                                f"--rebuild would replace ({hit.field}: {hit.detail}); nothing was changed: move that "
-                                "run folder away (or give another --out) first")
-    return stale
-
-
-def build_data(cfg: ExperimentConfig, progress: bool = True, rebuild: bool = False) -> dict:
-    """Step 2: tokenizer, shard sets and minimal pairs under ``<out>/data``; data prepared from another spec
-    is refused before anything is written, or with ``rebuild`` replaced (:func:`check_stale_data`)."""
-    from .data.prepare import prepare_data
-
-    out = layout.data_dir(cfg.out_dir)
-    check_stale_data(cfg, rebuild)
-    manifest = prepare_data(out, cfg.tokenizer, _corpora(cfg), cfg.data, cfg.seq_len, cfg.seed, cfg.workers, progress,
-                            rebuild=rebuild)
-    if cfg.minimal_pairs.per_paradigm > 0:
-        from .corpora.storybook import write_minimal_pairs
-
-        mp = out / "minimal_pairs"
-        if not layout.is_done(mp):
-            write_minimal_pairs(mp, seed=cfg.minimal_pairs.seed, n_per_paradigm=cfg.minimal_pairs.per_paradigm)
-            layout.done_path(mp).write_text("ok\n")
-    return manifest
-
-
-def arm_dirs(cfg: ExperimentConfig) -> list[tuple[ArmSpec, int, Path]]:
-    """``(arm, seed, run folder)`` of one config's grid: the experiment's, or one rung's (``cfg.rung``)."""
-    return layout.arm_runs(cfg.out_dir, cfg.arms, cfg.seeds, cfg.rung)
-
-
-def all_runs(cfg: ExperimentConfig) -> list[tuple[ExperimentConfig, ArmSpec, int, Path]]:
-    """``(view, arm, seed, run folder)`` of every run the config trains: each rung's grid of a ladder
-    (``view``: that rung's config, which resolves the run's TrainConfig), else the one grid."""
-    return [(view, arm, seed, d) for view in cfg.rung_views() for arm, seed, d in arm_dirs(view)]
-
-
-def check_arm_run(cfg: ExperimentConfig, arm: ArmSpec, seed: int, run_dir: Path) -> tuple:
-    """``(TrainConfig, datasets)`` of one arm x seed, once the run already in ``run_dir`` (if any) was trained
-    with this config on these bytes (``check_run_dir``); else ConfigError named where the YAML sets the
-    value (train.lr, arms[i].stages[j]...; a dataset by arm)."""
-    from .train.trainer import check_run_dir
-
-    i = cfg.arms.index(arm)
-    datasets = cfg.arm_datasets(arm)
-    tcfg = cfg.train_config(arm, seed, f"arms[{i}]")
-    try:
-        check_run_dir(tcfg, run_dir, datasets, layout.tokenizer_dir(layout.data_dir(cfg.out_dir)))
-    except ConfigError as e:
-        where = (cfg.written_at(arm, f"arms[{i}]", e.field[len("train."):]) if e.field.startswith("train.")
-                 else f"arms[{i}].{e.field}")
-        at = f" at rung {cfg.rung}" if cfg.rung is not None else ""
-        raise ConfigError(where, f"arm {arm.name} seed {seed}{at}: {e.message}") from None
-    return tcfg, datasets
-
-
-def _slurm_job_alive(holder: dict) -> bool | None:
-    """Whether the Slurm job a lock record names (``slurm_job``) is still queued or running (``squeue``);
-    None when the record names none or squeue cannot say."""
-    import shutil
-    import subprocess
-
-    job = holder.get("slurm_job")
-    if not job or shutil.which("squeue") is None:
-        return None
-    res = subprocess.run(["squeue", "--noheader", "--format=%T", f"--jobs={job}"], capture_output=True, text=True)
-    if res.returncode != 0:
-        return False if "Invalid job id" in res.stderr else None
-    # squeue -j may still list a job that ended (for MinJobAge): only a state before the end is alive
-    ended = {"COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL", "DEADLINE",
-             "OUT_OF_MEMORY"}
-    return any(state.strip() not in ended for state in res.stdout.split())
-
-
-def run_lock(run_dir: Path, command: str):
-    """The lock one arm x seed's trainer holds on its run folder (``<run>/.preschool.lock``, no key): a
-    second trainer of the same run folder, a relaunched job or a ``preschool run`` beside a cluster job,
-    stops with one line naming the holder instead of training it twice. Rank 0 takes it (every rank
-    of a torchrun job trains the same folder); a holder on another node is stale once Slurm no longer
-    runs its job."""
-    import contextlib
-    import os
-
-    from .lock import output_lock as lock
-
-    if os.environ.get("RANK", "0") != "0":
-        return contextlib.nullcontext()
-    return lock(run_dir, command, holder_alive=_slurm_job_alive)
-
-
-def train_arms(cfg: ExperimentConfig, progress: bool = True, only: tuple[str, int] | None = None,
-               command: str = "preschool run") -> None:
-    """Step 3: train every arm x seed (every rung's, of a ladder) of the prepared data (resuming; finished
-    runs are skipped, so a rung added to a ladder trains only its own runs); ``only``: that (arm, seed).
-    Each run trains under its :func:`run_lock` (``command``: what a second trainer of the folder is told
-    is running)."""
-    from .train.callbacks.registry import CallbackContext, build_callbacks
-    from .train.trainer import train
-
-    data_dir = layout.data_dir(cfg.out_dir)
-    for view, arm, seed, run_dir in all_runs(cfg):
-        if only is not None and (arm.name, seed) != only:
-            continue
-        i = view.arms.index(arm)
-        tcfg, datasets = check_arm_run(view, arm, seed, run_dir)
-        tcfg.progress = tcfg.progress and progress
-        at = f" rung {view.rung}" if view.rung is not None else ""
-        if layout.is_done(run_dir):
-            print(f"[preschool]{at} arm {arm.name} seed {seed}: done, skipping")
-            continue
-        ctx = CallbackContext(arm.name, seed, datasets, [n for st in tcfg.stages for n in st.datasets], data_dir,
-                              lambda other, s=seed, r=view.rung: layout.run_dir(cfg.out_dir, other, s, r))
-        callbacks = build_callbacks(arm.callbacks, ctx, f"arms[{i}].callbacks")
-        with run_lock(run_dir, command):
-            if layout.is_done(run_dir):  # finished by another trainer since the check above
-                continue
-            print(f"[preschool]{at} arm {arm.name} seed {seed}: training -> {run_dir}")
-            train(tcfg, run_dir, datasets, layout.tokenizer_dir(data_dir), callbacks)
-
-
-def evaluate_arms(cfg: ExperimentConfig) -> None:
-    """Step 4: every configured evaluator on every (every-th) checkpoint, cached."""
-    from transformers.utils import logging as hf_logging
-
-    from .evals.runner import evaluate_specs
-
-    hf_logging.disable_progress_bar()  # one "Loading weights" bar per checkpoint is noise
-    for view, arm, seed, run_dir in all_runs(cfg):
-        # a cluster report runs after every arm job, finished or not: evaluate what exists
-        if not evaluate_specs(run_dir, cfg.evals, layout.data_dir(cfg.out_dir)):
-            at = f" rung {view.rung}" if view.rung is not None else ""
-            print(f"[preschool]{at} arm {arm.name} seed {seed}: no checkpoints yet, not evaluated")
-
-
-def run_experiment(cfg: ExperimentConfig, progress: bool = True, stages: tuple[str, ...] = ("train", "eval", "report"),
-                   rebuild: bool = False) -> Path:
-    """Prepare the data (always: every step needs it), then the named ``stages`` in order.
-
-    Nothing is written (``experiment.yaml`` included) until the data prepared from another spec is
-    refused, or with ``rebuild`` cleared of trained runs (:func:`check_stale_data`), and every arm x seed
-    folder that already holds a run on data kept as it is still matches the config (``check_arm_run``).
-    """
-    from dataclasses import replace
-
-    from .io import write_text
-    import yaml
-
-    check_stale_data(cfg, rebuild)
-    if "train" in stages:
-        for view, arm, seed, run_dir in all_runs(cfg):
-            # a run whose data is not all prepared yet is checked once it is (train_arms)
-            if all(layout.dataset_record_path(p).is_file() for n, p in cfg.arm_datasets(arm).items()
-                   if n in cfg.stage_datasets(arm)):
-                check_arm_run(view, arm, seed, run_dir)
-    from .plugins import loaded
-
-    cfg.out_dir.mkdir(parents=True, exist_ok=True)
-    whole = replace(cfg, rung=None)  # the experiment, whichever of its rungs this command trains
-    write_text(layout.experiment_config_path(cfg.out_dir),
-               yaml.safe_dump({**to_dict(whole), PLUGINS_USED: loaded()}, sort_keys=False))
-    build_data(cfg, progress, rebuild)
-    if "train" in stages:
-        train_arms(cfg, progress)
-    if "eval" in stages and cfg.evals:
-        print("[preschool] evaluating checkpoints")
-        evaluate_arms(cfg)
-    if "report" in stages:
-        from .analysis.report import write_report
-
-        path = write_report(cfg.report_view())  # a ladder: the largest rung's tables + the ladder section
-        print(f"[preschool] report: {path}")
-        return path
-    return cfg.out_dir
-
-
-# ----------------------------------------------------------------------------- the runner's commands
-# `preschool run` (whole, or one --arm x --seed) and `preschool prepare` start here; the Slurm jobs that
-# `preschool launch` writes run those same commands (launch.py holds only the scripts).
 
 
 @dataclass
@@ -898,128 +656,3 @@ def load_experiment_file(path: str | Path, overrides: list[str] = ()) -> Experim
     cfg = load_experiment(path, list(overrides))
     return ExperimentFile(path, list(overrides), cfg, [a.name for a in cfg.arms], list(cfg.seeds),
                       cfg.arm_dependencies())
-
-
-def output_lock(cfg: ExperimentConfig, command: str):
-    """The one lock the runner takes: ``<out>/.preschool.lock`` keyed by the config (:mod:`preschool.lock`).
-
-    ``preschool run`` holds it for every step, ``preschool prepare`` (:func:`prepare_experiment`) for the data;
-    a second process of the same config waits, one of another config stops naming ``command``."""
-    from .lock import config_key, output_lock as lock
-
-    return lock(cfg.out_dir, command, key=config_key(cfg))
-
-
-def prepare_experiment(exp: ExperimentFile, progress: bool = True, command: str | None = None,
-                       rebuild: bool = False) -> dict:
-    """Build the experiment's data once, holding the output lock; returns the data manifest.
-
-    ``command`` is what a second process is told is running (default: the
-    ``preschool prepare`` line of ``exp``). A second prepare of the same config
-    waits and reuses the data; one of another config into the same ``out``
-    raises :class:`DataError` (see :mod:`preschool.lock`). Data prepared from
-    another spec is refused, or with ``rebuild`` replaced (:func:`check_stale_data`).
-    """
-    from .lock import command_line
-
-    with output_lock(exp.cfg, command or command_line("prepare", str(exp.path), exp.overrides, None)):
-        return build_data(exp.cfg, progress, rebuild)
-
-
-def _not_prepared(exp: ExperimentFile, why: str):
-    import shlex
-
-    from .errors import DataError
-
-    cmd = " ".join(["preschool", "prepare", shlex.quote(str(exp.path)),
-                    *[f"--set {shlex.quote(o)}" for o in exp.overrides]])
-    return DataError(f"{why}; prepare the data first: {cmd}")
-
-
-def require_prepared(exp: ExperimentFile) -> dict:
-    """The data manifest, if every dataset of the config is prepared with its current spec; else a
-    DataError naming the dataset and the ``preschool prepare`` line to run."""
-    from .io import read_json
-
-    data = layout.data_dir(exp.out_dir)
-    manifest_path = layout.data_manifest_path(exp.out_dir)
-    if not manifest_path.is_file():
-        raise _not_prepared(exp, f"no prepared data in {data}")
-    manifest = read_json(manifest_path)
-    for name, spec in exp.cfg.data.items():
-        entry = manifest["datasets"].get(name)
-        if entry is None or entry.get("spec") != spec.record() or manifest.get("seq_len") != exp.cfg.seq_len:
-            raise _not_prepared(exp, f"dataset {name!r} in {data} is missing or was prepared from another spec")
-        if not layout.dataset_record_path(data / name).is_file():
-            raise _not_prepared(exp, f"dataset {name!r} has no {layout.dataset_record_path(data / name)}")
-    return manifest
-
-
-def allocated_cpus() -> tuple[int, str]:
-    """The CPUs this process may use and where that number comes from.
-
-    The fewer of the affinity mask (``os.sched_getaffinity``: what a confining
-    Slurm, task/affinity or cgroups, binds the task to) and Slurm's
-    ``SLURM_CPUS_PER_TASK`` (what the job was given, which a Slurm without CPU
-    confinement, task/none, does not enforce: the mask is then the whole node).
-    """
-    import os
-
-    mask = len(os.sched_getaffinity(0))
-    given = os.environ.get("SLURM_CPUS_PER_TASK", "")
-    if given.isdigit() and 0 < int(given) < mask:
-        return int(given), "SLURM_CPUS_PER_TASK"
-    return mask, "affinity mask"
-
-
-def rank_threads() -> int | None:
-    """Set torch's intra-op threads to this process's CPU allocation divided among the node's ranks.
-
-    The CPUs are :func:`allocated_cpus` (what Slurm's ``--cpus-per-task`` gave
-    the node's task, shared by its torchrun processes, not the node's CPU count);
-    ``LOCAL_WORLD_SIZE`` is the number of ranks on this node (1 outside torchrun).
-    Ranks that each take every CPU oversubscribe the node (two ranks x two
-    threads on two cores ran ~10x slower than one rank). Returns the count set,
-    or None outside torchrun and Slurm (torch's default is kept).
-    """
-    import os
-
-    local = os.environ.get("LOCAL_WORLD_SIZE")
-    if not local and not os.environ.get("SLURM_CPUS_PER_TASK"):
-        return None
-    import torch
-
-    cpus, source = allocated_cpus()
-    ranks = max(1, int(local or 1))
-    n = max(1, cpus // ranks)
-    torch.set_num_threads(n)
-    if os.environ.get("LOCAL_RANK", "0") == "0":  # once per node, in the job log
-        print(f"[preschool] torch threads per rank: {n} ({cpus} CPUs ({source}) / {ranks} local ranks)", flush=True)
-    return n
-
-
-def run_arm(exp: ExperimentFile, arm: str, seed: int | None = None, progress: bool = True) -> Path:
-    """Train one arm x seed of a prepared experiment (``preschool run EXP --arm A [--seed S]``); of a
-    ladder, at the rung the config is a view of (``--rung R``; required).
-
-    Refuses (``DataError`` naming the prepare command) when the data is not
-    prepared, instead of preparing it from every rank of a multi-node job. Rank 0
-    holds the run folder's lock (:func:`run_lock`): a second ``run --arm`` of the
-    same arm x seed (a job submitted twice) stops naming the first.
-    Under ``torchrun`` every rank calls this; the trainer forms the process group.
-    """
-    from .lock import command_line
-
-    if arm not in exp.arms:
-        raise ConfigError("--arm", f"no arm named {arm!r}; the experiment has {exp.arms}")
-    if exp.cfg.ladder is not None and exp.cfg.rung is None:
-        raise ConfigError("--rung", f"the experiment is a ladder: name the rung to train arm {arm} at "
-                          f"(one of {[r.name for r in exp.cfg.ladder.rungs]})")
-    seed = exp.seeds[0] if seed is None else int(seed)
-    if seed not in exp.seeds:
-        raise ConfigError("--seed", f"seed {seed} is not in the experiment's seeds {exp.seeds}")
-    require_prepared(exp)
-    rank_threads()
-    command = command_line("run", str(exp.path), exp.overrides, None) + f" --arm {arm} --seed {seed}"
-    train_arms(exp.cfg, progress, only=(arm, seed), command=command)  # the trainer forms the process group
-    return layout.run_dir(exp.out_dir, arm, seed, exp.cfg.rung)
