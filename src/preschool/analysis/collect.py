@@ -15,7 +15,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..errors import ConfigError
-from ..layout import arm_runs, checkpoints_dir, is_done, read_metrics
+from ..layout import checkpoints_dir, is_done, read_metrics
 from .records import Collected, NonfiniteValue, Point, SeedRun
 
 DOWNSTREAM = "downstream/avg"
@@ -45,8 +45,8 @@ def collect(cfg) -> Collected:
     from ..evals.runner import collect_results
 
     arms: dict[str, dict[Any, SeedRun]] = {}
-    stages = {arm.name: cfg.train_config(arm, cfg.seeds[0]).stages for arm in cfg.arms}
-    for arm, seed, run_dir in arm_runs(cfg.out_dir, cfg.arms, cfg.seeds, cfg.rung):  # a ladder: the rung's runs
+    for rec in cfg.run_records():  # the config's own grid (a ladder's rung view: that rung's runs)
+        seed, run_dir, stages = rec.seed, rec.run_dir, rec.train.stages
         points: dict[str, dict[int, Point]] = defaultdict(dict)
         setups: dict[str, str] = {}
         directions: dict[str, bool] = {}
@@ -75,10 +75,10 @@ def collect(cfg) -> Collected:
                     setups[r["evaluator"]] = r["setup"]
         done = is_done(run_dir)
         nonfinite = _take_nonfinite(points)
-        arms.setdefault(arm.name, {})[seed] = SeedRun(
+        arms.setdefault(rec.arm, {})[seed] = SeedRun(
             run_dir=str(run_dir), done=done, total_tokens=total_tokens,
-            ppt_tokens=ppt_tokens([r for r in rows if r.get("event") == "train"], stages[arm.name], done),
-            doses=stage_doses(accounts, [st.name for st in stages[arm.name]]), setups=setups,
+            ppt_tokens=ppt_tokens([r for r in rows if r.get("event") == "train"], stages, done),
+            doses=stage_doses(accounts, [st.name for st in stages]), setups=setups,
             higher_is_better=directions, reported=tuple(sorted(reported)),
             points={k: tuple(p for _, p in sorted(d.items())) for k, d in points.items()}, nonfinite=nonfinite)
     return Collected(arms)

@@ -8,49 +8,51 @@ from pathlib import Path
 
 from .. import layout
 from ..config import from_dict
-from .runs import all_runs
+from .runs import RunRecord, resolve_runs
 from .schema import ExperimentConfig, ExperimentFile
 
 
-def _corpora(cfg: ExperimentConfig) -> dict:
+def _corpora(corpora: dict[str, dict]) -> dict:
+    """The experiment's ``corpora:``, typed."""
     from ..corpora import CorpusConfig
 
-    return {n: from_dict(CorpusConfig, c, f"corpora.{n}") for n, c in cfg.corpora.items()}
+    return {n: from_dict(CorpusConfig, c, f"corpora.{n}") for n, c in corpora.items()}
 
 
-def check_stale_data(cfg: ExperimentConfig, rebuild: bool = False) -> list:
+def check_stale_data(cfg: ExperimentConfig, rebuild: bool = False, runs: tuple[RunRecord, ...] | None = None) -> list:
     """What :func:`build_data` would replace, checked before anything is written: a dataset prepared from
     another spec is a DataError naming it and the field (``data.check_data``), unless ``rebuild``; and with
     ``rebuild``, an arm x seed run folder that trained on one of them is a DataError naming the run (its
-    data would be gone: it could neither resume nor be reused). Returns the datasets to rebuild."""
+    data would be gone: it could neither resume nor be reused; ``runs``: the config's records, default
+    :func:`resolve_runs`). Returns the datasets to rebuild."""
     from ..data.prepare import check_data
     from ..errors import DataError
 
-    stale = check_data(layout.data_dir(cfg.out_dir), cfg.tokenizer, _corpora(cfg), cfg.data, cfg.seq_len,
+    stale = check_data(layout.data_dir(cfg.out_dir), cfg.tokenizer, _corpora(cfg.corpora), cfg.data, cfg.seq_len,
                        cfg.seed, rebuild)
     replaced = {s.path.resolve(): s for s in stale}
-    for _, arm, seed, run_dir in all_runs(cfg) if replaced else []:
-        if not layout.run_config_path(run_dir).is_file():
+    for rec in (resolve_runs(cfg) if runs is None else runs) if replaced else []:
+        if not layout.run_config_path(rec.run_dir).is_file():
             continue
-        datasets = cfg.arm_datasets(arm)
-        for name in cfg.stage_datasets(arm):
-            path = Path(datasets.get(name, layout.data_dir(cfg.out_dir) / name)).resolve()
+        for name in rec.stage_datasets:
+            path = Path(rec.datasets.get(name, layout.data_dir(cfg.out_dir) / name)).resolve()
             hit = next((st for p, st in replaced.items() if path == p or path.is_relative_to(p)), None)
             if hit is not None:
-                raise DataError(f"{run_dir}: arm {arm.name} seed {seed} was trained on dataset {hit.dataset!r}, which "
-                                f"--rebuild would replace ({hit.field}: {hit.detail}); nothing was changed: move that "
-                                "run folder away (or give another --out) first")
+                raise DataError(f"{rec.run_dir}: arm {rec.arm} seed {rec.seed} was trained on dataset {hit.dataset!r}, "
+                                f"which --rebuild would replace ({hit.field}: {hit.detail}); nothing was changed: move "
+                                "that run folder away (or give another --out) first")
     return stale
 
 
-def build_data(cfg: ExperimentConfig, progress: bool = True, rebuild: bool = False) -> dict:
+def build_data(cfg: ExperimentConfig, progress: bool = True, rebuild: bool = False,
+               runs: tuple[RunRecord, ...] | None = None) -> dict:
     """Step 2: tokenizer, shard sets and minimal pairs under ``<out>/data``; data prepared from another spec
     is refused before anything is written, or with ``rebuild`` replaced (:func:`check_stale_data`)."""
     from ..data.prepare import prepare_data
 
     out = layout.data_dir(cfg.out_dir)
-    check_stale_data(cfg, rebuild)
-    manifest = prepare_data(out, cfg.tokenizer, _corpora(cfg), cfg.data, cfg.seq_len, cfg.seed, cfg.workers, progress,
+    check_stale_data(cfg, rebuild, runs)
+    manifest = prepare_data(out, cfg.tokenizer, _corpora(cfg.corpora), cfg.data, cfg.seq_len, cfg.seed, cfg.workers, progress,
                             rebuild=rebuild)
     if cfg.minimal_pairs.per_paradigm > 0:
         from ..corpora.storybook import write_minimal_pairs

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from ..config import Partial, check, from_dict, overlay, to_dict, validate
+from ..config import Partial, check, from_dict, to_dict
 from ..data.prepare import DatasetSpec
 from ..data.tokenizer import TokenizerConfig
 from ..errors import ConfigError
@@ -16,6 +16,8 @@ from ..evals.runner import EvalSpec  # noqa: F401  (re-exported: experiment YAML
 from ..train.configs import StageConfig, TrainConfig  # not .trainer: validation needs no torch
 from ..train.model import ModelConfig
 from .. import layout
+from .ladder import language_tokens
+from .runs import grid_records, run_record
 
 # What the `train:` sections (shared, and per arm) may set: TrainConfig fields, except those with their own key.
 TRAIN_OVERLAY = Partial(TrainConfig, exclude={
@@ -283,7 +285,8 @@ class ExperimentConfig:
                 check(target in self.data, f"arms[{i}].datasets.{alias}",
                       f"no dataset named {target!r}; have {sorted(self.data)}")
             readable = set(self.data) | set(arm.datasets)
-            cfg = self.train_config(arm, self.seeds[0], f"arms[{i}]")
+            rec = run_record(self, arm, self.seeds[0], f"arms[{i}]")
+            cfg = rec.train
             for j, st in enumerate(cfg.stages):
                 for s in st.datasets:
                     check(s in readable, f"arms[{i}].stages[{j}].data",
@@ -292,7 +295,7 @@ class ExperimentConfig:
             check(cfg.reserved_ids != "auto" or self.renders_reserved(), self.written_at(arm, f"arms[{i}]", "reserved_ids"),
                   f"'auto', but no dataset of `data` renders symbols on reserved ids ({', '.join(sorted(self.data))}); "
                   "give [lo, hi) or a dataset with render: reserved")
-            known = set(self._arm_names(arm))
+            known = set(rec.datasets)  # base datasets, aliases, derived stage datasets, parts
             where = self.written_at(arm, f"arms[{i}]", "val")
             for v in cfg.val or []:  # no val list: every stage dataset with a val/ split is scored
                 check(v in known, where, f"no dataset or part named {v!r}; have {sorted(known)}")
@@ -320,7 +323,7 @@ class ExperimentConfig:
         if self.ladder is None:
             return
         base = self.baseline_arm()
-        check(self._language_tokens(base) > 0, "ladder.tokens",
+        check(language_tokens(base) > 0, "ladder.tokens",
               f"the baseline arm {base.name!r} has no stage that counts as PT: a ladder scales language budgets "
               "against the baseline's (report.baseline)")
         for k, r in enumerate(self.ladder.rungs):
@@ -330,10 +333,10 @@ class ExperimentConfig:
                     check(not both, f"ladder.rungs[{k}].{key}.{both[0] if both else ''}",
                           f"arm {arm.name!r} sets it too (arms[{i}].{key}); set it on the rung or the arm, not both")
                 sf = self.ladder.synthetic
-                check(not (sf.rule == "fraction" and sf.fraction is not None and self._language_tokens(arm) == 0
+                check(not (sf.rule == "fraction" and sf.fraction is not None and language_tokens(arm) == 0
                            and any(not st.counts_as_pt for st in arm.stages)), "ladder.synthetic.fraction",
                       f"arm {arm.name!r} trains no language tokens to take a fraction of")
-                self.at_rung(r.name).train_config(arm, self.seeds[0], f"arms[{i}]")
+                run_record(self.at_rung(r.name), arm, self.seeds[0], f"arms[{i}]")
 
     # ----------------------------------------------------------------------------- ladder rungs
 
@@ -342,13 +345,9 @@ class ExperimentConfig:
         name = self.report.baseline or self.arms[0].name
         return next(a for a in self.arms if a.name == name)
 
-    @staticmethod
-    def _language_tokens(arm: ArmSpec) -> int:
-        return sum(st.tokens for st in arm.stages if st.counts_as_pt)
-
     def at_rung(self, rung: str) -> "ExperimentConfig":
         """The view of one rung of the ladder: the same experiment with ``rung`` set, whose arms train the
-        rung's model and budgets (:meth:`train_config`) in ``<out>/rungs/<rung>/`` (:attr:`runs_root`)."""
+        rung's model and budgets (:mod:`~preschool.experiment.ladder`) in ``<out>/rungs/<rung>/`` (:attr:`runs_root`)."""
         from dataclasses import replace
 
         if self.ladder is None:
@@ -383,63 +382,6 @@ class ExperimentConfig:
         """The folder holding ``arms/``: ``out``, or a rung's ``<out>/rungs/<rung>``."""
         return layout.rung_dir(self.out_dir, self.rung)
 
-    def _rung_model(self, arm: ArmSpec) -> ModelConfig:
-        """The arm's model at this config's rung (shared, then the arm's, then the rung's overlay)."""
-        model = overlay(self.model, arm.model)
-        return overlay(model, self.ladder.rung(self.rung).model) if self.rung is not None else model
-
-    def rung_language_tokens(self) -> int:
-        """The baseline arm's language tokens at this config's rung (the YAML's without a rung)."""
-        base = self.baseline_arm()
-        yaml_tokens = self._language_tokens(base)
-        if self.rung is None:
-            return yaml_tokens
-        rung, rule = self.ladder.rung(self.rung), self.ladder.tokens
-        if rule.rule == "multiplier":
-            return max(1, round(rung.multiplier * yaml_tokens))
-        if rule.rule == "explicit":
-            return int(rung.tokens)
-        from ..train.model import describe, embedding_rows
-
-        model = self._rung_model(base)
-        try:
-            validate(model)
-        except ConfigError as e:
-            k = self.ladder.index(self.rung)
-            raise ConfigError(f"ladder.rungs[{k}].model.{e.field}", e.message) from None
-        if rule.params == "total":
-            from ..data.tokenizer import DEFAULT_BPE_VOCAB
-
-            vocab = self.tokenizer.vocab_size or (DEFAULT_BPE_VOCAB if self.tokenizer.kind == "train" else None)
-            check(vocab is not None, "ladder.tokens.params",
-                  "'total' counts the embeddings at tokenizer.vocab_size: set it, or count non_embedding")
-            n = describe(model, embedding_rows(model, vocab))["params_total"]
-        else:
-            n = describe(model, 2)["params_non_embedding"]  # no embedding: any vocabulary gives the same
-        return max(1, round(rule.ratio * n))
-
-    def _rung_stages(self, arm: ArmSpec) -> list[StageConfig]:
-        """The arm's stages with this rung's budgets (:class:`LanguageRule`, :class:`SyntheticRule`)."""
-        from dataclasses import replace
-
-        if self.rung is None:
-            return arm.stages
-        factor = self.rung_language_tokens() / self._language_tokens(self.baseline_arm())
-        lang = {j: max(1, round(st.tokens * factor)) for j, st in enumerate(arm.stages) if st.counts_as_pt}
-        rule = self.ladder.synthetic
-        synth = [j for j, st in enumerate(arm.stages) if not st.counts_as_pt]
-        yaml_synth = sum(arm.stages[j].tokens for j in synth)
-        if rule.rule == "fixed":
-            total = yaml_synth
-        elif rule.fraction is None:
-            total = yaml_synth * factor
-        else:
-            total = rule.fraction * sum(lang.values())
-        out = dict(lang)
-        for j in synth:
-            out[j] = max(1, round(total * arm.stages[j].tokens / yaml_synth))
-        return [replace(st, tokens=out[j]) for j, st in enumerate(arm.stages)]
-
     def _without_val(self, name: str) -> str | None:
         """The dataset with ``val_tokens: 0`` that leaves dataset ``name`` without a val/ split (itself,
         or the base dataset a derived one is built from), else None (parts and names outside ``data``)."""
@@ -466,99 +408,21 @@ class ExperimentConfig:
                     out[arm.name] = dep
         return out
 
-    @staticmethod
-    def _stage_names(arm: ArmSpec) -> list[str]:
-        """The names the arm's stages train on (a dataset or an alias), in order, once each."""
-        return list(dict.fromkeys(n for st in arm.stages for n in st.datasets))
-
-    def stage_datasets(self, arm: ArmSpec) -> list[str]:
-        """The datasets of ``data`` the arm's stages train on (aliases resolved), in order."""
-        return list(dict.fromkeys(arm.datasets.get(n, n) for n in self._stage_names(arm)))
-
-    def _parts(self, arm: ArmSpec) -> list[str]:
-        """The parts (per-compartment val sets, say) of the derived datasets the arm trains on."""
-        from ..data.builders.derived import dataset_parts
-
-        return [p for t in self.stage_datasets(arm) if t in self.data for p in dataset_parts(self.data, t)]
-
-    def _arm_names(self, arm: ArmSpec) -> list[str]:
-        """Every name the arm's stages and val may read: base datasets, aliases, derived stage datasets, parts."""
-        base = [n for n, d in self.data.items() if d.source_dataset is None]
-        return list(dict.fromkeys(base + list(arm.datasets) + self.stage_datasets(arm) + self._parts(arm)))
-
-    def arm_datasets(self, arm: ArmSpec) -> dict[str, Path]:
-        """What the trainer gets for this arm: name -> dataset folder.
-
-        Every base dataset (so every arm's model covers the same vocabulary), the derived
-        datasets its stages train on, its aliases (``datasets:``) and the parts of its derived
-        stage datasets (``<dataset>/<part>``, scored as ``val/<part>``). Another arm's derived
-        datasets stay out: a c=8 presentation does not widen a c=1 arm's vocabulary.
-        """
-        from ..data.builders.derived import dataset_parts
-
-        data_dir = layout.data_dir(self.out_dir)
-        out = {n: data_dir / n for n, d in self.data.items() if d.source_dataset is None}
-        for t in self.stage_datasets(arm):
-            if t in self.data:
-                out.setdefault(t, data_dir / t)
-        out.update({alias: data_dir / target for alias, target in arm.datasets.items()})
-        for t in self.stage_datasets(arm):
-            for part in dataset_parts(self.data, t) if t in self.data else []:
-                if part in out and out[part] != data_dir / t / part:
-                    raise ConfigError(f"arms[{arm.name}]", f"part {part!r} of dataset {t!r} clashes with another "
-                                      "dataset or part of the same name")
-                out[part] = data_dir / t / part
-        return out
+    def run_records(self) -> tuple:
+        """The :class:`~preschool.experiment.runs.RunRecord` of every arm x seed of this config's own grid,
+        at its rung (what the report reads; the runner reads :func:`~preschool.experiment.runs.resolve_runs`,
+        every rung's of a ladder)."""
+        return grid_records(self)
 
     def train_config(self, arm: ArmSpec, seed: int, path: str = "") -> TrainConfig:
-        """The resolved TrainConfig of one arm and seed: the arm's stages and the seed, the shared
-        ``model`` overlaid by the arm's, then the shared ``train`` settings overlaid by the arm's (the one
-        merge of an experiment; :func:`preschool.config.overlay`), then the defaults the data implies:
-        ``reserved_ids: auto`` when a dataset renders on reserved ids (the trainer reads the range from
-        the prepared shards) and, for derived datasets with parts, the parts as ``val``. At a ladder rung
-        (``rung`` set) the rung's model and ``train:`` overlay come last and the stages carry the rung's
-        budgets (:meth:`_rung_stages`); an error names the rung.
-        """
-        path = path or f"arms[{next(i for i, a in enumerate(self.arms) if a is arm)}]"
-        if self.rung is not None:  # name the rung in any error of its resolved config
-            k = self.ladder.index(self.rung)
-            try:
-                return self._train_config(arm, seed, path)
-            except ConfigError as e:
-                raise ConfigError(e.field, f"at rung {self.rung!r} (ladder.rungs[{k}]): {e.message}") from None
-        return self._train_config(arm, seed, path)
+        """The resolved TrainConfig of ``arm`` x ``seed`` at this config's rung: its run record's
+        (:func:`~preschool.experiment.runs.run_record`; for users and tests: the package reads records)."""
+        return run_record(self, arm, seed, path).train
 
-    def _train_config(self, arm: ArmSpec, seed: int, path: str) -> TrainConfig:
-        model = self._rung_model(arm)
-        rung_train = self.ladder.rung(self.rung).train if self.rung is not None else {}
-        cfg = overlay(TrainConfig(model=model, stages=self._rung_stages(arm), seed=seed), self.train, arm.train,
-                      rung_train)
-        if cfg.val is None and self._parts(arm):
-            # a derived dataset with parts has no val/ of its own: the arm scores its parts (and the
-            # other stage datasets that have a val split, as the trainer's default would)
-            from ..data.builders.derived import dataset_parts
+    def arm_datasets(self, arm: ArmSpec) -> dict[str, Path]:
+        """What the trainer gets for ``arm``: name -> dataset folder (its run records' ``datasets``)."""
+        return dict(run_record(self, arm, self.seeds[0]).datasets)
 
-            val: list[str] = []
-            for n in self._stage_names(arm):
-                t = arm.datasets.get(n, n)
-                spec = self.data.get(t)
-                parts = dataset_parts(self.data, t) if spec is not None else []
-                val += parts or ([n] if spec is not None and (spec.source_dataset or spec.has_val) else [])
-            cfg = overlay(cfg, {"val": val})
-        if cfg.reserved_ids is None and self.renders_reserved():
-            cfg = overlay(cfg, {"reserved_ids": "auto"})
-        # each overlay was checked field by field on load; what is left are checks across fields
-        # (a model override the preset cannot take, 'mean' embeddings without reserved_ids): name the
-        # YAML key that set the value, the arm's own or the shared one
-        try:
-            validate(model)
-        except ConfigError as e:
-            raise ConfigError(self.written_at(arm, path, f"model.{e.field}"), e.message) from None
-        try:
-            validate(cfg)
-        except ConfigError as e:
-            raise ConfigError(self.written_at(arm, path, e.field), e.message) from None
-        return cfg
 
     def renders_reserved(self) -> bool:
         """Whether a dataset renders symbols on reserved ids (what ``reserved_ids: auto`` reads the range of)."""
