@@ -2,7 +2,7 @@
 
 Every registry that takes parts from files (generators, L2T tasks,
 evaluators, dataset builders, derived dataset kinds, report sections,
-callbacks, model presets, export formats, corpus sources, compartment offsets;
+callbacks, model presets, export formats, corpus sources, compartment presentations;
 see :class:`preschool.registry.Registry`) finds a part by its name in the module
 of that name (``dyck`` in ``synthetic/dyck.py``), and imports every module of
 its own package (:func:`import_package`) when it lists them or the name is not a
@@ -35,9 +35,9 @@ being imported by it, so dependencies point down (``evals`` loads a
 compartments checkpoint without importing ``compartments``). A registry also
 imports, in each, the module or sub-package named after the kind of part it
 holds (``Registry.plugin_module``): ``synthetic`` (generators), ``l2t_tasks``,
-``evals``, ``builders`` (dataset builders), ``kinds`` (derived dataset kinds),
+``evals``, ``builders`` (dataset builders, derived dataset kinds among them),
 ``sections`` (report sections), ``callbacks``, ``presets``, ``exporters``,
-``sources``, ``offsets``. Only those modules are imported, so a plug-in's heavy
+``sources``, ``presentations`` (compartment presentations). Only those modules are imported, so a plug-in's heavy
 modules (torch) load when used. What is not a registry part goes in its
 ``plugin`` module, imported by :func:`load_plugins`: today the
 checkpoint-loader hook (:func:`register_checkpoint_hook`).
