@@ -4,18 +4,23 @@ run``), and tell a cluster job whether its data is prepared."""
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 from .. import layout
 from ..config import from_dict
+from ..corpora import CorpusConfig
+from ..corpora.storybook import write_minimal_pairs
+from ..data.prepare import check_data, prepare_data
+from ..errors import DataError
+from ..io import read_json
+from ..lock import command_line, experiment_lock
 from .runs import RunRecord, resolve_runs
 from .schema import ExperimentConfig, ExperimentFile
 
 
 def _corpora(corpora: dict[str, dict]) -> dict:
     """The experiment's ``corpora:``, typed."""
-    from ..corpora import CorpusConfig
-
     return {n: from_dict(CorpusConfig, c, f"corpora.{n}") for n, c in corpora.items()}
 
 
@@ -25,9 +30,6 @@ def check_stale_data(cfg: ExperimentConfig, rebuild: bool = False, runs: tuple[R
     ``rebuild``, an arm x seed run folder that trained on one of them is a DataError naming the run (its
     data would be gone: it could neither resume nor be reused; ``runs``: the config's records, default
     :func:`resolve_runs`). Returns the datasets to rebuild."""
-    from ..data.prepare import check_data
-    from ..errors import DataError
-
     stale = check_data(layout.data_dir(cfg.out_dir), cfg.tokenizer, _corpora(cfg.corpora), cfg.data, cfg.seq_len,
                        cfg.seed, rebuild)
     replaced = {s.path.resolve(): s for s in stale}
@@ -48,15 +50,11 @@ def build_data(cfg: ExperimentConfig, progress: bool = True, rebuild: bool = Fal
                runs: tuple[RunRecord, ...] | None = None) -> dict:
     """Step 2: tokenizer, shard sets and minimal pairs under ``<out>/data``; data prepared from another spec
     is refused before anything is written, or with ``rebuild`` replaced (:func:`check_stale_data`)."""
-    from ..data.prepare import prepare_data
-
     out = layout.data_dir(cfg.out_dir)
     check_stale_data(cfg, rebuild, runs)
     manifest = prepare_data(out, cfg.tokenizer, _corpora(cfg.corpora), cfg.data, cfg.seq_len, cfg.seed, cfg.workers, progress,
                             rebuild=rebuild)
     if cfg.minimal_pairs.per_paradigm > 0:
-        from ..corpora.storybook import write_minimal_pairs
-
         mp = out / "minimal_pairs"
         if not layout.is_done(mp):
             write_minimal_pairs(mp, seed=cfg.minimal_pairs.seed, n_per_paradigm=cfg.minimal_pairs.per_paradigm)
@@ -74,17 +72,11 @@ def prepare_experiment(exp: ExperimentFile, progress: bool = True, command: str 
     raises :class:`DataError` (see :mod:`preschool.lock`). Data prepared from
     another spec is refused, or with ``rebuild`` replaced (:func:`check_stale_data`).
     """
-    from ..lock import command_line, experiment_lock
-
     with experiment_lock(exp.cfg, command or command_line("prepare", str(exp.path), exp.overrides, None)):
         return build_data(exp.cfg, progress, rebuild)
 
 
 def _not_prepared(exp: ExperimentFile, why: str):
-    import shlex
-
-    from ..errors import DataError
-
     cmd = " ".join(["preschool", "prepare", shlex.quote(str(exp.path)),
                     *[f"--set {shlex.quote(o)}" for o in exp.overrides]])
     return DataError(f"{why}; prepare the data first: {cmd}")
@@ -93,8 +85,6 @@ def _not_prepared(exp: ExperimentFile, why: str):
 def require_prepared(exp: ExperimentFile) -> dict:
     """The data manifest, if every dataset of the config is prepared with its current spec; else a
     DataError naming the dataset and the ``preschool prepare`` line to run."""
-    from ..io import read_json
-
     data = layout.data_dir(exp.out_dir)
     manifest_path = layout.data_manifest_path(exp.out_dir)
     if not manifest_path.is_file():

@@ -11,13 +11,17 @@ from pathlib import Path
 import yaml
 
 from .. import layout
+from ..analysis.report import write_report
 from ..config import to_dict
 from ..data.distributed import slurm_job_alive
 from ..device import rank_threads
 from ..errors import ConfigError
+from ..evals.runner import evaluate_specs
 from ..io import write_text
 from ..lock import command_line, output_lock
 from ..plugins import loaded
+from ..train.callbacks.registry import CallbackContext, build_callbacks
+from ..train.run_dir import check_run_dir
 from .prepare import build_data, check_stale_data, require_prepared
 from .runs import RunRecord, resolve_runs
 from .schema import PLUGINS_USED, ExperimentConfig, ExperimentFile
@@ -27,8 +31,6 @@ def check_run(cfg: ExperimentConfig, rec: RunRecord) -> None:
     """Refuse (ConfigError named where the YAML sets the value: train.lr, arms[i].stages[j]...; a dataset
     by arm) a run already in ``rec.run_dir`` that was trained with another config or on other bytes
     (``check_run_dir``); ``cfg``: the experiment the record is of (any of its rung views)."""
-    from ..train.trainer import check_run_dir
-
     try:
         check_run_dir(rec.train, rec.run_dir, dict(rec.datasets), layout.tokenizer_dir(layout.data_dir(cfg.out_dir)))
     except ConfigError as e:
@@ -61,8 +63,7 @@ def train_arms(cfg: ExperimentConfig, progress: bool = True, only: tuple[str, in
     rung's of a ladder) of the prepared data (resuming; finished runs are skipped, so a rung added to a
     ladder trains only its own runs); ``only``: that (arm, seed). Each run trains under its
     :func:`run_lock` (``command``: what a second trainer of the folder is told is running)."""
-    from ..train.callbacks.registry import CallbackContext, build_callbacks
-    from ..train.trainer import train
+    from ..train.trainer import train  # torch: loaded when a run trains
 
     data_dir = layout.data_dir(cfg.out_dir)
     for rec in resolve_runs(cfg) if runs is None else runs:
@@ -86,9 +87,7 @@ def train_arms(cfg: ExperimentConfig, progress: bool = True, only: tuple[str, in
 def evaluate_arms(cfg: ExperimentConfig, runs: tuple[RunRecord, ...] | None = None) -> None:
     """Step 4: each run's evaluators (``runs``, default :func:`resolve_runs` of ``cfg``) on every
     (every-th) checkpoint, cached."""
-    from transformers.utils import logging as hf_logging
-
-    from ..evals.runner import evaluate_specs
+    from transformers.utils import logging as hf_logging  # heavy: loaded when checkpoints are evaluated
 
     hf_logging.disable_progress_bar()  # one "Loading weights" bar per checkpoint is noise
     for rec in resolve_runs(cfg) if runs is None else runs:
@@ -126,8 +125,6 @@ def run_experiment(cfg: ExperimentConfig, progress: bool = True, stages: tuple[s
         print("[preschool] evaluating checkpoints")
         evaluate_arms(cfg, runs)
     if "report" in stages:
-        from ..analysis.report import write_report
-
         path = write_report(cfg.report_view())  # a ladder: the largest rung's tables + the ladder section
         print(f"[preschool] report: {path}")
         return path

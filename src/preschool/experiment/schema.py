@@ -3,19 +3,25 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from ..config import Partial, check, from_dict, to_dict
+from .. import layout
+from ..analysis.efficiency import check_crossing
+from ..analysis.sections import build_section
+from ..config import Partial, apply_overrides, check, from_dict, load_yaml, to_dict
+from ..corpora import CorpusConfig
 from ..data.prepare import DatasetSpec
 from ..data.tokenizer import TokenizerConfig
 from ..errors import ConfigError
-from ..seeds import check_seed
 from ..evals.runner import EvalSpec  # noqa: F401  (re-exported: experiment YAML schema)
+from ..plugins import use
+from ..seeds import check_seed
+from ..synthetic.builder import GeneratorSpec
+from ..train.callbacks.registry import callback_configs
 from ..train.configs import StageConfig, TrainConfig  # not .trainer: validation needs no torch
 from ..train.model import ModelConfig
-from .. import layout
 from .ladder import language_tokens
 from .runs import grid_records, run_record
 
@@ -45,8 +51,6 @@ class ArmSpec:
     def validate(self) -> None:
         layout.check_name(self.name, "name", "arm")  # <out>/arms/<name>/
         check(len(self.stages) > 0, "stages", "an arm needs at least one stage")
-        from ..train.callbacks.registry import callback_configs
-
         callback_configs(self.callbacks)
 
 
@@ -101,8 +105,6 @@ class EfficiencySpec:
     crossing: str = "stays"
 
     def validate(self) -> None:
-        from ..analysis.efficiency import check_crossing
-
         check_crossing(self.crossing)
         for m, t in self.targets.items():
             if isinstance(t, str):
@@ -127,8 +129,6 @@ class ReportSpec:
     compare: list[list[str]] = field(default_factory=list)  # [arm, reference] pairs the sections compare by seed
 
     def validate(self) -> None:
-        from ..analysis.sections import build_section
-
         # a NaN window compares false with everything: every checkpoint fell outside and the verdict was NaN
         check(0 < self.window <= 1, "window", f"must be in (0, 1] (the last fraction of each axis), got {self.window}")
         for name, params in self.sections.items():
@@ -268,8 +268,6 @@ class ExperimentConfig:
         check(self.workers >= 1, "workers", f"must be >= 1, got {self.workers}")
         names = [a.name for a in self.arms]
         check(len(set(names)) == len(names), "arms", f"arm names must be unique, got {names}")
-        from ..corpora import CorpusConfig
-
         for cname, c in self.corpora.items():
             cfg = from_dict(CorpusConfig, c, f"corpora.{cname}")
             path = getattr(cfg, "path", None)
@@ -348,8 +346,6 @@ class ExperimentConfig:
     def at_rung(self, rung: str) -> "ExperimentConfig":
         """The view of one rung of the ladder: the same experiment with ``rung`` set, whose arms train the
         rung's model and budgets (:mod:`~preschool.experiment.ladder`) in ``<out>/rungs/<rung>/`` (:attr:`runs_root`)."""
-        from dataclasses import replace
-
         if self.ladder is None:
             raise ConfigError("rung", f"{rung!r}, but the experiment has no `ladder:`")
         names = [r.name for r in self.ladder.rungs]
@@ -369,8 +365,6 @@ class ExperimentConfig:
         a ladder (what a report's ladder section reads: analysis/ladder.py)."""
         if self.ladder is None:
             return []
-        from dataclasses import replace
-
         return replace(self, rung=None).rung_views()
 
     def report_view(self) -> "ExperimentConfig":
@@ -395,8 +389,6 @@ class ExperimentConfig:
         return None
 
     def _callback_configs(self, arm: ArmSpec, i: int) -> dict:
-        from ..train.callbacks.registry import callback_configs
-
         return callback_configs(arm.callbacks, f"arms[{i}].callbacks")
 
     def arm_dependencies(self) -> dict[str, str]:
@@ -426,8 +418,6 @@ class ExperimentConfig:
 
     def renders_reserved(self) -> bool:
         """Whether a dataset renders symbols on reserved ids (what ``reserved_ids: auto`` reads the range of)."""
-        from ..synthetic.builder import GeneratorSpec
-
         return any(isinstance(d, GeneratorSpec) and d.render == "reserved" for d in self.data.values())
 
     def written_at(self, arm: ArmSpec, path: str, field: str) -> str:
@@ -472,9 +462,6 @@ PLUGINS_USED = "plugins_used"
 def load_experiment(path: str | Path, overrides: list[str] = ()) -> ExperimentConfig:
     """The experiment YAML at ``path`` (plus ``key=value`` overrides), validated, once its ``plugins`` are
     imported (so the parts they register can be named in it); they are kept as imported (paths absolute)."""
-    from ..config import apply_overrides, load_yaml
-    from ..plugins import use
-
     raw = load_yaml(path)
     old = [k for k in _OLD_COMPARTMENTS_KEYS if k in raw]
     if old:
