@@ -57,7 +57,7 @@ from pathlib import Path
 
 from . import layout
 from .errors import ConfigError, DataError, PreschoolError
-# the runner (experiment.py) loads the experiment and says whether its data is prepared; this module only
+# the runner (experiment/) loads the experiment and says whether its data is prepared; this module only
 # writes and submits the jobs that run its commands
 from .experiment import ExperimentFile, require_prepared, load_experiment_file, resolve_runs
 

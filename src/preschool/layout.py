@@ -6,7 +6,7 @@ An experiment folder (``preschool run``)::
     <out>/data/                           tokenizer/ + one folder per dataset (train/, val/, dataset.json)
                                           + manifest.json
     <out>/arms/<arm>/seed<k>/             one trainer run folder (below), one per arm x seed
-    <out>/rungs/<rung>/arms/<arm>/seed<k>/  the same, per rung of a ``ladder:`` (experiment.py)
+    <out>/rungs/<rung>/arms/<arm>/seed<k>/  the same, per rung of a ``ladder:`` (experiment/)
     <out>/report.md, results.json, plots/
     <out>/slurm/                          ``preschool launch``: one <job>.sbatch per job, logs/,
                                           jobs.json (the ids it submitted), report.done, submit.sh
