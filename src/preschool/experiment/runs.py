@@ -63,7 +63,7 @@ def run_record(cfg, arm, seed: int, path: str = "") -> RunRecord:
     """The record of ``arm`` (one of ``cfg.arms``) x ``seed`` at the config's rung; an error in its
     resolved config is a ConfigError named where the YAML sets the value (``path``: the arm's, default
     ``arms[i]``), and at a rung names the rung."""
-    i = next(k for k, a in enumerate(cfg.arms) if a is arm)
+    i = cfg.arms.index(arm)
     return RunRecord(
         rung=cfg.rung, arm=arm.name, arm_index=i, seed=seed,
         run_dir=layout.run_dir(cfg.out_dir, arm.name, seed, cfg.rung),
