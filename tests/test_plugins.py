@@ -232,3 +232,92 @@ def test_a_run_uses_a_plugin_part_of_every_kind(tmp_path):
     assert np.array_equal(np.asarray(rows), train.rows(range(len(train))))
     listing = preschool_cli(tmp_path, "generate", "--list", "--plugins", str(lab)).stdout
     assert re.search(rf"^my_generator: .*\[plug-in {re.escape(str(lab.resolve()))}\]$", listing, re.M)
+
+
+# ----------------------------------------------------------------------------- what a plug-in may not do
+
+PRESET = '''
+from preschool.train.model import MODEL_PRESETS
+
+
+@MODEL_PRESETS.register("micro"{override})
+def micro():
+    """1 layer, d=32: my own micro."""
+    return {{"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 1, "num_key_value_heads": 1,
+             "intermediate_size": 64, "rope_theta": 10000.0, "max_position_embeddings": 1024}}
+'''
+
+SHUFFLE_DYCK = '''
+from preschool.synthetic.base import GENERATORS, Generator
+
+
+@GENERATORS.register("shuffle_dyck")
+class Mine(Generator):
+    """Not the built-in."""
+'''
+
+
+def test_a_plugin_taking_a_builtin_name_is_refused_in_one_line_in_every_registry(tmp_path):
+    (tmp_path / "my_micro.py").write_text(PRESET.format(override=""))
+    (tmp_path / "my_dyck.py").write_text(SHUFFLE_DYCK)
+    for file, what in (("my_micro.py", "model preset 'micro'"), ("my_dyck.py", "generator 'shuffle_dyck'")):
+        for args, env in ((["generate", "--list", "--plugins", f"./{file}"], {}),
+                          (["eval", "--list"], {"PRESCHOOL_PLUGINS": f"./{file}"})):
+            err = preschool_cli(tmp_path, *args, env=env, ok=False).stderr
+            assert err.count("\n") == 1, err
+            assert f"plug-in {tmp_path / file}: registers {what}, a built-in name" in err
+            assert "override=True" in err
+
+
+def test_a_plugin_that_overrides_a_builtin_on_purpose_is_used_and_recorded(tmp_path):
+    (tmp_path / "my_micro.py").write_text(PRESET.format(override=", override=True"))
+    exp = tmp_path / "exp.yaml"
+    exp.write_text(yaml.safe_dump({
+        "name": "over", "out": str(tmp_path / "run"), "plugins": ["./my_micro.py"], **MICRO,
+        "corpora": {"sb": {"source": "storybook", "seed": 0}},
+        "data": {"pt": {"corpus": "sb", "tokens": 2048, "val_tokens": 128}},
+        "model": {"preset": "micro"},
+        "arms": [{"name": "a", "stages": [{"name": "pt", "data": "pt", "tokens": 256}]}]}))
+    plan = preschool_cli(tmp_path, "plan", str(exp))
+    assert "arm a: micro (qwen2, 1 x 32, 1/1 heads of 32, FFN 64," in plan.stdout  # the plug-in's shape
+    preschool_cli(tmp_path, "run", str(exp), "--only", "report", "--no-progress")
+    saved = yaml.safe_load((tmp_path / "run" / "experiment.yaml").read_text())
+    (used,) = saved["plugins_used"]
+    assert used["overrides"] == [{"registry": "model preset", "name": "micro"}]
+    report = (tmp_path / "run" / "report.md").read_text()
+    assert f"Plug-in override: model preset `micro` is replaced by plug-in {tmp_path / 'my_micro.py'}" in report
+
+
+def test_loading_a_plugin_prints_its_file_and_hash(tmp_path):
+    from preschool.io import sha256_file
+
+    (tmp_path / "my_parts.py").write_text("X = 1\n")
+    err = preschool_cli(tmp_path, "generate", "--list", "--plugins", "./my_parts.py").stderr
+    line = f"[preschool] loaded plug-in {tmp_path / 'my_parts.py'} (sha256 {sha256_file(tmp_path / 'my_parts.py')[:12]}"
+    assert [ln for ln in err.splitlines() if ln.startswith("[preschool] loaded")] == [
+        line + "; named by --plugins)"]
+
+
+@pytest.mark.parametrize("name", ["json", "tokenizers", "safetensors", "matplotlib"])
+def test_a_plugin_file_named_after_an_installed_or_standard_module_is_refused_before_import(tmp_path, name):
+    # (in a sub-folder: `python -c` puts the working folder first on sys.path, so a json.py there would
+    # shadow json before preschool starts; the `preschool` script does not)
+    folder = tmp_path / "lab"
+    folder.mkdir()
+    (folder / f"{name}.py").write_text("raise SystemExit('this file must never run')\n")
+    err = preschool_cli(tmp_path, "eval", "--list", "--plugins", f"./lab/{name}.py", ok=False).stderr
+    assert err.count("\n") == 1 and f"would be imported as module {name!r}" in err and "rename it" in err
+    # the same for a file of a folder plug-in (nothing of the folder runs)
+    (folder / "a_part.py").write_text("raise SystemExit('nor this one')\n")
+    err = preschool_cli(tmp_path, "eval", "--list", "--plugins", "./lab", ok=False).stderr
+    assert err.count("\n") == 1 and f"would be imported as module {name!r}" in err
+
+
+@pytest.mark.parametrize("code, said", [("import sys\nsys.exit(3)\n", "called sys.exit(3)"),
+                                        ("raise SystemExit\n", "called sys.exit(None)"),
+                                        ("raise KeyboardInterrupt\n", "raised KeyboardInterrupt")])
+def test_a_plugin_that_exits_at_import_is_one_line_and_exit_2(tmp_path, code, said):
+    (tmp_path / "quitter.py").write_text(code)
+    err = preschool_cli(tmp_path, "generate", "--list", "--plugins", "./quitter.py", ok=False)
+    assert err.returncode == 2
+    assert err.stderr.count("\n") == 1 and f"plug-in './quitter.py' {said} while being imported" in err.stderr

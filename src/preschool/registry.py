@@ -43,6 +43,7 @@ class Entry:
     config: type | None
     summary: str
     module: str = ""  # the module that registered it
+    override: bool = False  # a plug-in's part that replaced the built-in of this name (register(override=True))
 
     @property
     def origin(self) -> str:
@@ -78,16 +79,56 @@ class Registry:
             finally:
                 self._discovering = False
 
-    def register(self, name: str, config: type | None = None) -> Callable[[Any], Any]:
+    def register(self, name: str, config: type | None = None, override: bool = False) -> Callable[[Any], Any]:
+        """Decorator: register ``cls`` (a class, or any object: a function, a table row) under ``name``.
+
+        A plug-in's part (any module outside the package) may not take a name that a built-in part of this
+        registry has (nor one another plug-in took): one-line ConfigError naming the plug-in's file, the
+        registry and the name, unless it passes ``override=True``; then it replaces the built-in, for
+        lookups and listings alike, and ``plugins.note_override`` records that (``experiment.yaml``'s
+        ``plugins_used``, the report)."""
+
         def deco(cls: Any) -> Any:
-            if name in self._entries and self._entries[name].cls is not cls:
-                raise ValueError(f"{self.kind} {name!r} registered twice")
-            doc = (cls.__doc__ or "").strip().splitlines()
-            self._entries[name] = Entry(name, cls, config, doc[0] if doc else "", getattr(cls, "__module__", ""))
-            cls.registry_name = name
+            module = getattr(cls, "__module__", "") or ""
+            replaces = False  # a plug-in's part replacing the built-in of this name
+            old = self._entries.get(name)
+            if old is not None and old.cls is cls:
+                return cls
+            if plugins.is_core(module):
+                if old is not None and old.override:
+                    return cls  # a plug-in replaced this built-in on purpose: it keeps the name
+                if old is not None:
+                    raise ValueError(f"{self.kind} {name!r} registered twice ({old.module}, {module})")
+            else:
+                builtin = self._builtin(name)
+                if old is not None and not plugins.is_core(old.module) and (builtin is None or not override):
+                    raise ConfigError(plugins.source_of(module), f"registers {self.kind} {name!r}, which "
+                                      f"{plugins.source_of(old.module)} registers too; rename one of them")
+                if builtin is not None and not override:
+                    raise ConfigError(plugins.source_of(module), f"registers {self.kind} {name!r}, a built-in "
+                                      f"name ({builtin.module}); rename it, or register it with "
+                                      "override=True to replace the built-in")
+                if builtin is not None:
+                    plugins.note_override(module, self.kind, name)
+                    replaces = True
+            doc = (getattr(cls, "__doc__", None) or "").strip().splitlines()
+            self._entries[name] = Entry(name, cls, config, doc[0] if doc else "", module,
+                                        override=replaces)
+            try:
+                cls.registry_name = name
+            except (AttributeError, TypeError):  # a frozen or slotted object: its entry holds the name
+                pass
             return cls
 
         return deco
+
+    def _builtin(self, name: str) -> Entry | None:
+        """The built-in part named ``name``, if any: its module's file is imported, else every module of the
+        packages (a plug-in registering a name must not shadow a built-in that discovery finds later)."""
+        if name not in self._entries and not self.find(name):
+            self.discover()
+        entry = self._entries.get(name)
+        return entry if entry is not None and plugins.is_core(entry.module) else None
 
     def find(self, name: str) -> bool:
         """Whether ``name`` is registered once the module of that name in each package is imported (only
