@@ -32,9 +32,11 @@ def registry_of(kind: str):
     from preschool.evals import EVALUATORS
     from preschool.l2t.base import L2T_TASKS
     from preschool.synthetic import GENERATORS
+    from preschool.corpora.base import SOURCES
     from preschool.train.callbacks.registry import CALLBACKS
+    from preschool.train.model import MODEL_PRESETS
 
-    return {"Generator": GENERATORS, "L2T task": L2T_TASKS, "Evaluator": EVALUATORS,
+    return {"Model preset": MODEL_PRESETS, "Text source": SOURCES, "Generator": GENERATORS, "L2T task": L2T_TASKS, "Evaluator": EVALUATORS,
             "Dataset builder": DATASET_BUILDERS, "Derived dataset kind": DATASET_BUILDERS, "Report section": SECTIONS,
             "Report section for an evaluator": SECTIONS, "Trainer callback": CALLBACKS}[kind]
 
@@ -71,7 +73,8 @@ def drop(monkeypatch):
 
 def test_contributing_has_a_one_file_recipe_for_every_kind_of_part():
     assert set(recipes()) == {"Generator", "L2T task", "Evaluator", "Dataset builder", "Derived dataset kind",
-                              "Report section", "Report section for an evaluator", "Trainer callback"}
+                              "Report section", "Report section for an evaluator", "Trainer callback",
+                              "Model preset", "Text source"}
 
 
 def test_a_new_generator_file_is_found_and_generates(drop):
@@ -243,6 +246,28 @@ def test_a_new_callback_file_is_found_and_an_arm_can_name_it(drop, tmp_path):
     row = {"step": 1}
     cb.on_log(None, row)
     assert row == {"step": 1, "run_arm": "a", "run_seed": 3}
+
+
+def test_a_new_preset_file_is_found_and_builds_its_shape(drop):
+    from preschool.train.model import ModelConfig, describe
+
+    reg = registry_of("Model preset")
+    name = drop(reg, *recipes()["Model preset"])
+    assert name in reg.names()
+    desc = describe(ModelConfig(preset=name), 300)
+    assert (desc["hidden_size"], desc["layers"], desc["heads"]) == (48, 2, 3)
+
+
+def test_a_new_source_file_is_found_and_read_by_iter_documents(drop, tmp_path):
+    from preschool.corpora.sources import iter_documents
+
+    reg = registry_of("Text source")
+    name = drop(reg, *recipes()["Text source"])
+    (tmp_path / "lines.txt").write_text("The cat sat.\n\nA dog ran.\n", encoding="utf-8")
+    docs = list(iter_documents({"source": name, "path": str(tmp_path / "lines.txt")}))
+    assert [(d.id, d.text) for d in docs] == [("lines.txt:1", "The cat sat."), ("lines.txt:3", "A dog ran.")]
+    with pytest.raises(ConfigError, match="reads one text file"):
+        list(iter_documents({"source": name, "path": str(tmp_path)}))
 
 
 def test_a_module_that_fails_to_import_raises_every_time_and_private_ones_are_skipped(drop):
