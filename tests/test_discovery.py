@@ -270,6 +270,44 @@ def test_a_new_source_file_is_found_and_read_by_iter_documents(drop, tmp_path):
         list(iter_documents({"source": name, "path": str(tmp_path)}))
 
 
+GPU_ROW = '''"""my_gpu: a made-up accelerator."""
+
+from ..flops import GIB, GPU, GPUS
+
+GPUS.register("my_gpu")(GPU("Made-up X9", 100e12, 64 * GIB, "a test row", device_words=("made-up", "x9")))
+'''
+
+COMMAND = '''"""`preschool my_command`: the report command under another name."""
+
+from ..cli import COMMANDS, Command
+
+COMMANDS.register("my_command")(Command("preschool.report_cli"))
+'''
+
+
+def test_a_new_gpu_file_is_a_plan_choice_and_names_its_device(drop):
+    from preschool.train.flops import GPUS, gpu_for_device_name
+
+    name = drop(GPUS, "train/gpus/my_gpu", GPU_ROW)
+    assert name in GPUS.names() and GPUS[name].bf16_flops == 100e12
+    assert gpu_for_device_name("Made-Up X9 PCIe") is GPUS[name]
+    assert gpu_for_device_name("NVIDIA A100-SXM4-80GB") is GPUS["a100-80gb"]  # the most specific row
+    assert gpu_for_device_name("NVIDIA A100-SXM4-40GB") is GPUS["a100-40gb"]
+    assert gpu_for_device_name("Tesla T4") is None
+
+
+def test_a_new_command_file_is_a_command(drop, capsys):
+    from preschool.cli import COMMANDS, main
+
+    name = drop(COMMANDS, "commands/my_command", COMMAND)
+    with pytest.raises(SystemExit) as e:
+        main([name, "--help"])
+    assert e.value.code == 0 and capsys.readouterr().out.startswith(f"usage: preschool {name} ")
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    assert name in capsys.readouterr().out
+
+
 def test_a_module_that_fails_to_import_raises_every_time_and_private_ones_are_skipped(drop):
     reg = registry_of("Report section")
     drop(reg, "analysis/_my_helper", "raise RuntimeError('a private helper is never imported')\n")

@@ -28,7 +28,9 @@ from __future__ import annotations
 import difflib
 import importlib
 import importlib.util
+import sys
 import threading
+from types import FunctionType
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
@@ -88,8 +90,10 @@ class Registry:
         lookups and listings alike, and ``plugins.note_override`` records that (``experiment.yaml``'s
         ``plugins_used``, the report)."""
 
+        caller = sys._getframe(1).f_globals.get("__name__", "")  # who registers: a table row has no module
+
         def deco(cls: Any) -> Any:
-            module = getattr(cls, "__module__", "") or ""
+            module = (getattr(cls, "__module__", "") if isinstance(cls, (type, FunctionType)) else caller) or ""
             replaces = False  # a plug-in's part replacing the built-in of this name
             old = self._entries.get(name)
             if old is not None and old.cls is cls:
@@ -172,9 +176,15 @@ class Registry:
         cfg = self.build_config(name, values, field)
         return entry.cls(cfg) if entry.config is not None else entry.cls()
 
-    def names(self) -> list[str]:
+    def names(self, sort: bool = True) -> list[str]:
+        """Every registered name (all discovered first), sorted, or in the order registered (``sort=False``:
+        modules in discovery order, each module's parts in its own order)."""
         self.discover()
-        return sorted(self._entries)
+        return sorted(self._entries) if sort else list(self._entries)
+
+    def __getitem__(self, name: str) -> Any:
+        """The registered object itself (class, function or table row); ConfigError when unknown."""
+        return self.get(name).cls
 
     def __iter__(self) -> Iterator[Entry]:
         return iter(self._entries[n] for n in self.names())

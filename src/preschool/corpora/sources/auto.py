@@ -1,4 +1,4 @@
-"""``auto`` (the default source): the reader per file, ``text`` / ``jsonl`` / ``parquet`` by extension or magic bytes."""
+"""``auto`` (the default source): the reader per file (``text``, ``jsonl``, ``parquet``) by extension or magic bytes."""
 
 from __future__ import annotations
 

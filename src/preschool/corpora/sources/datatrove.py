@@ -1,4 +1,4 @@
-"""``datatrove_jsonl`` / ``_parquet`` / ``_csv`` / ``_warc``: datatrove readers as corpus sources (the optional extra)."""
+"""``datatrove_jsonl`` / ``_parquet`` / ``_csv`` / ``_warc``: datatrove readers as corpus sources (an extra)."""
 
 from __future__ import annotations
 
