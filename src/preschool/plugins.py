@@ -27,8 +27,11 @@ inside does (``@GENERATORS.register(...)``), and ``preschool generate --list``
 / ``eval --list`` say where each part came from (:func:`origin`). One that fails
 to import is a ConfigError naming it; :func:`loaded` records each with its
 version and the sha256 of its source (``experiment.yaml``'s ``plugins_used``).
-Files and folders are imported in this process (and the processes it forks);
-a Slurm or Ray executor of ``prepare`` needs them importable as modules.
+Files and folders are imported in this process and the processes it forks; a
+Slurm or Ray task of ``prepare --executor slurm|ray`` imports the same ones: the job
+records each plug-in's path and sha256 (:func:`for_workers`) and the task imports
+those files before anything else, refusing one whose sha256 changed
+(:func:`use_recorded`), so it needs the same paths on every node (a shared folder).
 
 **In-tree plug-ins** (``PLUGINS``) are packages that extend the core without
 being imported by it, so dependencies point down (``evals`` loads a
@@ -385,6 +388,46 @@ def use_installed() -> None:
         except BaseException:
             _installed_done = False  # the next lookup raises again: a broken plug-in is never silently missing
             raise
+
+
+def for_workers() -> list[dict]:
+    """What a job run elsewhere (a Slurm or Ray task of ``prepare``) needs to import the same plug-ins: each
+    named one (not the entry points, which every process finds itself) as ``{"plugin", "root", "sha256"}``
+    (:func:`use_recorded` on the worker)."""
+    use_installed()
+    return [{"plugin": p.plugin, "root": str(p.root) if p.root is not None else None, "sha256": p.sha256}
+            for p in _outside.values() if not p.named_by.startswith("entry point")]
+
+
+def use_recorded(records: list[dict], named_by: str = "the job") -> None:
+    """On a worker: import the plug-ins a job recorded (:func:`for_workers`), refusing one whose source is
+    missing here or differs from what the job recorded (its sha256), so every task runs the code the
+    command that made the job ran. ConfigError naming the plug-in, both hashes and what to do."""
+    for r in records:
+        plugin, sha = r["plugin"], r.get("sha256")
+        root = Path(plugin) if _is_path(plugin) else _spec_root(plugin)
+        if root is None or not root.exists():
+            raise ConfigError(named_by, f"plug-in {plugin!r} is not on this machine (the job was made with it; "
+                              "the same file or module must be at the same place on every node)")
+        now = source_hash(root)  # before importing: a changed plug-in never runs
+        if sha is not None and now != sha:
+            raise ConfigError(named_by, f"plug-in {plugin!r} changed since the job was made (sha256 {sha[:12]} "
+                              f"then, {now[:12]} here: {root}); rerun the command, so that its tasks run the "
+                              "code it records")
+        use([plugin], named_by=named_by)
+
+
+def _spec_root(module: str) -> Path | None:
+    """Where module ``module`` would be imported from (its package folder or file), without importing it."""
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        return None
+    if spec is None:
+        return None
+    if spec.submodule_search_locations:
+        return Path(list(spec.submodule_search_locations)[0]).resolve()
+    return Path(spec.origin).resolve() if spec.origin else None
 
 
 def loaded() -> list[dict]:
