@@ -19,11 +19,16 @@ import preschool
 
 SRC = Path(preschool.__file__).resolve().parent
 CONTRIBUTING = SRC.parents[1] / "CONTRIBUTING.md"
-OUTSIDE = re.compile(r"^Your parts — `my_lab/parts\.py`[^\n]*\n\n```python\n(?P<code>.*?)^```", re.M | re.S)
+OUTSIDE = re.compile(r"^Your parts[^`\n]*— `my_lab/(?P<file>\w+)\.py`.*?^```python\n(?P<code>.*?)^```", re.M | re.S)
+
+
+def outside_recipes() -> dict[str, str]:
+    """CONTRIBUTING's recipes for files outside the package: ``{file name: code}``."""
+    return {f"{m['file']}.py": m["code"] for m in OUTSIDE.finditer(CONTRIBUTING.read_text(encoding="utf-8"))}
 
 
 def outside_recipe() -> str:
-    return OUTSIDE.search(CONTRIBUTING.read_text(encoding="utf-8"))["code"]
+    return outside_recipes()["parts.py"]
 
 
 def preschool_cli(cwd: Path, *args: str, env: dict | None = None, ok: bool = True) -> subprocess.CompletedProcess:
@@ -70,6 +75,23 @@ def test_the_contributing_recipe_runs_from_a_folder_outside_the_repository(tmp_p
     assert "one of: hf, megatron, my_format, nanotron, numpy" in " ".join(usage.split())
     # the same YAML read again from the run folder (absolute plug-in path, the old record dropped) validates
     preschool_cli(tmp_path, "plan", str(tmp_path / "run" / "experiment.yaml"))
+
+
+def test_the_outside_recipe_for_a_generator_an_evaluator_and_a_section_loads_as_a_plugin(tmp_path):
+    """CONTRIBUTING's `lab_parts.py` (absolute imports) from a folder outside: its generator generates, its
+    evaluator and section are listed as the plug-in's (the slow run below uses all three)."""
+    assert set(outside_recipes()) == {"parts.py", "lab_parts.py"}
+    code = outside_recipes()["lab_parts.py"]
+    assert "from ." not in code and "from preschool.synthetic.base import" in code
+    (tmp_path / "my_lab").mkdir()
+    (tmp_path / "my_lab" / "lab_parts.py").write_text(code, encoding="utf-8")
+    named = ["--plugins", "./my_lab/lab_parts.py"]
+    out = preschool_cli(tmp_path, "generate", "lab_repeat", "--preview", "2", *named).stdout
+    rows = [ln.split(":", 1)[1].split() for ln in out.splitlines() if ln.strip().startswith("symbols:")]
+    assert len(rows) == 2 and all(len(r) == 32 and r[:16] == r[16:] for r in rows) and rows[0] != rows[1]
+    origin = f"[plug-in {(tmp_path / 'my_lab' / 'lab_parts.py').resolve()}]"
+    evals = preschool_cli(tmp_path, "eval", "--list", *named).stdout
+    assert re.search(rf"^lab_norms +v1 .*{re.escape(origin)}$", evals, re.M)
 
 
 def _installed(site: Path, code: str, entry: str = "other = other_lab") -> Path:
@@ -169,7 +191,8 @@ def lab_package(root: Path) -> Path:
     lab = root / "my_lab"
     lab.mkdir(parents=True)
     (lab / "__init__.py").write_text('"""My lab\'s parts for preschool."""\n')
-    (lab / "parts.py").write_text(outside_recipe())
+    for file, code in outside_recipes().items():
+        (lab / file).write_text(code)
     for m in INSIDE.finditer(CONTRIBUTING.read_text(encoding="utf-8")):
         code = absolute_imports(m["path"], m["code"])
         assert "from ." not in code
@@ -200,24 +223,29 @@ def test_a_run_uses_a_plugin_part_of_every_kind(tmp_path):
                                                          "raw_ratio": 0.0},
                          "tokens": 1024, "val_tokens": 0},
                  "rep": {"my_builder": "the cat sat on the mat.", "tokens": 1024, "val_tokens": 0},
-                 "small": {"kind": "my_kind", "source": "pt", "params": {"rows": 8}}},
+                 "small": {"kind": "my_kind", "source": "pt", "params": {"rows": 8}},
+                 "lab": {"generator": "lab_repeat", "params": {"length": 32, "values": 5}, "render": "text",
+                         "tokens": 1024, "val_tokens": 256}},
         "model": {"preset": "my_preset"},
         "arms": [{"name": "a", "callbacks": {"my_callback": {"prefix": "run_"}},
                   "stages": [{"name": "ppt", "data": "copy", "tokens": 256, "counts_as_pt": False},
-                             {"name": "pt", "data": {"pt": 1.0, "l2t": 1.0, "rep": 1.0, "small": 1.0},
+                             {"name": "pt", "data": {"pt": 1.0, "l2t": 1.0, "rep": 1.0, "small": 1.0,
+                                                     "lab": 1.0},
                               "tokens": 512}]}],
-        "evals": [{"name": "my_evaluator"}],
+        "evals": [{"name": "my_evaluator"}, {"name": "lab_norms"}],
         "report": {"sections": {"my_section": {"min_runs": 1}}}}))
     preschool_cli(tmp_path, "run", str(exp), "--no-progress")
     run = tmp_path / "run"
     results = json.loads((run / "results.json").read_text())
     assert results["sections"]["my_section"]["a"]["runs"] == 1
+    assert results["sections"]["lab_norms_table"]["a"] > 0  # the outside evaluator's section, switched on by it
+    assert "## Embedding norm at the end" in (run / "report.md").read_text()
     metrics = [json.loads(ln) for ln in (run / "arms" / "a" / "seed0" / "metrics.jsonl").read_text().splitlines()]
     assert any(r.get("run_arm") == "a" and r.get("run_seed") == 0 for r in metrics)  # the callback
     evals = sorted((run / "arms" / "a" / "seed0" / "evals").glob("step-*/my_evaluator/summary.json"))
     assert evals and json.loads(evals[-1].read_text())["metrics"]["params_m"] > 0  # preset's model, scored
     data = json.loads((run / "data" / "manifest.json").read_text())["datasets"]
-    assert set(data) == {"pt", "copy", "l2t", "rep", "small"}
+    assert set(data) == {"pt", "copy", "l2t", "rep", "small", "lab"}
     from preschool.data.shards import ShardSet
 
     assert len(ShardSet(run / "data" / "small" / "train")) == 8  # the derived kind

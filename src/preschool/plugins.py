@@ -1,13 +1,14 @@
 """How parts are found: the packages the registries walk, and plug-ins from inside and outside the package.
 
-Every registry that takes parts from files (generators, L2T tasks,
-evaluators, dataset builders, derived dataset kinds, report sections,
-callbacks, model presets, export formats, corpus sources, compartment offsets;
-see :class:`preschool.registry.Registry`) finds a part by its name in the module
-of that name (``dyck`` in ``synthetic/dyck.py``), and imports every module of
-its own package (:func:`import_package`) when it lists them or the name is not a
-file's. A part is therefore one file in that package and registers itself when
-imported; there is no list to edit.
+Every registry that takes parts from files (generators, L2T tasks, evaluators,
+dataset builders (derived dataset kinds among them), report sections, callbacks,
+model presets, export formats, corpus sources, GPUs, commands, ``transform``
+kinds, compartment presentations; see :class:`preschool.registry.Registry`)
+finds a part by its name in the module of that name (``dyck`` in
+``synthetic/dyck.py``), and imports every module of its own package
+(:func:`import_package`) when it lists them or the name is not a file's. A part
+is therefore one file in that package and registers itself when imported; there
+is no list to edit.
 
 **Parts from outside the package** (your own repository) are plug-ins named by
 
@@ -26,7 +27,14 @@ other folder as its ``.py`` files. A part in it registers exactly as a part
 inside does (``@GENERATORS.register(...)``), and ``preschool generate --list``
 / ``eval --list`` say where each part came from (:func:`origin`). One that fails
 to import is a ConfigError naming it; :func:`loaded` records each with its
-version and the sha256 of its source (``experiment.yaml``'s ``plugins_used``).
+version and the sha256 of its source (``experiment.yaml``'s ``plugins_used``),
+and :func:`announce` prints one stderr line per plug-in as it is loaded. Refused,
+each in one line naming the plug-in: a file or folder module named after one the
+standard library, an installed distribution or ``sys.path`` provides (checked
+before import, :func:`_refuse_shadowing`); a part taking a built-in name without
+``override=True`` (``Registry.register``); ``sys.exit`` / ``KeyboardInterrupt``
+at import.
+
 Files and folders are imported in this process and the processes it forks; a
 Slurm or Ray task of ``prepare --executor slurm|ray`` imports the same ones: the job
 records each plug-in's path and sha256 (:func:`for_workers`) and the task imports
@@ -38,9 +46,10 @@ being imported by it, so dependencies point down (``evals`` loads a
 compartments checkpoint without importing ``compartments``). A registry also
 imports, in each, the module or sub-package named after the kind of part it
 holds (``Registry.plugin_module``): ``synthetic`` (generators), ``l2t_tasks``,
-``evals``, ``builders`` (dataset builders), ``kinds`` (derived dataset kinds),
-``sections`` (report sections), ``callbacks``, ``presets``, ``exporters``,
-``sources``, ``offsets``. Only those modules are imported, so a plug-in's heavy
+``evals``, ``builders`` (dataset builders and derived kinds), ``sections`` (report
+sections), ``callbacks``, ``presets``, ``exporters``, ``sources``, ``gpus``,
+``commands``, ``transforms``, ``minimal_pairs_presets``, ``paradigms`` (storybook
+minimal-pair paradigms), ``presentations``. Only those modules are imported, so a plug-in's heavy
 modules (torch) load when used. What is not a registry part goes in its
 ``plugin`` module, imported by :func:`load_plugins`: today the
 checkpoint-loader hook (:func:`register_checkpoint_hook`).
