@@ -349,3 +349,43 @@ def test_a_plugin_that_exits_at_import_is_one_line_and_exit_2(tmp_path, code, sa
     err = preschool_cli(tmp_path, "generate", "--list", "--plugins", "./quitter.py", ok=False)
     assert err.returncode == 2
     assert err.stderr.count("\n") == 1 and f"plug-in './quitter.py' {said} while being imported" in err.stderr
+
+
+def test_every_registry_refuses_a_builtin_name_from_outside_the_package(tmp_path):
+    """The rule lives in Registry.register, so it holds in every registry: a part registered from a module
+    outside the package under the name of a built-in part is refused, naming that module's file, the
+    registry and the name (checked in a fresh process: nothing is registered in this one)."""
+    code = textwrap.dedent('''
+        import gc, importlib, sys, types
+        from preschool.registry import Registry
+        from preschool.errors import ConfigError
+        for m in ("preschool.cli", "preschool.transform_cli", "preschool.synthetic.base", "preschool.l2t.base",
+                  "preschool.evals.base", "preschool.evals.minimal_pairs", "preschool.data.builder",
+                  "preschool.data.export", "preschool.analysis.sections", "preschool.train.callbacks.registry",
+                  "preschool.train.model", "preschool.train.flops", "preschool.corpora.base",
+                  "preschool.corpora.storybook", "preschool.compartments.offsets"):
+            importlib.import_module(m)
+        registries = [o for o in gc.get_objects() if isinstance(o, Registry)]
+        outside = types.ModuleType("my_outside_parts")
+        outside.__file__ = sys.argv[1]
+        sys.modules["my_outside_parts"] = outside
+        for reg in sorted(registries, key=lambda r: r.kind):
+            name = reg.names()[0]
+            outside.reg, outside.name = reg, name
+            try:
+                exec("reg.register(name)(object())", outside.__dict__)
+            except ConfigError as e:
+                print(reg.kind, "|", e)
+            else:
+                print(reg.kind, "| accepted")
+        ''')
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "my_outside_parts.py")], capture_output=True,
+                         text=True, check=True, env={**os.environ, "PYTHONPATH": str(SRC.parent),
+                                                     "PRESCHOOL_PLUGINS": ""}).stdout
+    rows = dict(line.split(" | ", 1) for line in out.strip().splitlines())
+    assert {"generator", "l2t task", "evaluator", "dataset builder", "export format", "report section", "callback",
+            "model preset", "GPU", "source", "storybook paradigm", "minimal-pairs preset", "command",
+            "transform kind", "presentation"} <= set(rows)
+    for kind, said in rows.items():
+        assert said.startswith(f"plug-in {tmp_path / 'my_outside_parts.py'}: registers {kind} "), (kind, said)
+        assert "a built-in name" in said and "override=True" in said
