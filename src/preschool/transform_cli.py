@@ -15,7 +15,8 @@ import argparse
 from .registry import Registry
 
 HELP = "transform a corpus into training data (L2T, ...)"
-DESCRIPTION = "Transform a text corpus into training shards. Kinds: l2t"
+DESCRIPTION = ("Transform a text corpus into training shards; the kinds are listed below "
+               "(one file each in preschool/transforms/).")
 
 TRANSFORMS = Registry("transform kind", packages=("preschool.transforms",), plugin_module="transforms")
 
