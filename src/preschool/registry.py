@@ -21,6 +21,12 @@ sees (``PRESCHOOL_PLUGINS``, installed ``preschool.plugins`` entry points;
 ``preschool.plugins``). So a new part is one new file in the package, or in a
 plug-in, with nothing else to edit. A module that fails to import raises, so a
 broken part is never silently missing.
+
+A part registered from outside the package (a plug-in's) never takes a built-in
+name silently: :meth:`Registry.register` looks the name up among the package's
+parts first and refuses it in one line naming the plug-in's file, the registry
+and the name, unless the plug-in passes ``override=True`` (recorded,
+``plugins.note_override``).
 """
 
 from __future__ import annotations
@@ -30,8 +36,8 @@ import importlib
 import importlib.util
 import sys
 import threading
-from types import FunctionType
 from dataclasses import dataclass
+from types import FunctionType
 from typing import Any, Callable, Iterator
 
 from . import plugins
