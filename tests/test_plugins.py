@@ -389,3 +389,22 @@ def test_every_registry_refuses_a_builtin_name_from_outside_the_package(tmp_path
     for kind, said in rows.items():
         assert said.startswith(f"plug-in {tmp_path / 'my_outside_parts.py'}: registers {kind} "), (kind, said)
         assert "a built-in name" in said and "override=True" in said
+
+
+def test_a_plugin_adds_a_gpu_row_that_plan_uses(tmp_path):
+    """A table row kind (GPUs) is a registry like the others: a plug-in file adds one, and `plan --gpu` takes it
+    although the plug-in is loaded after the command line is parsed."""
+    (tmp_path / "my_gpus.py").write_text(textwrap.dedent('''
+        from preschool.train.flops import GIB, GPU, GPUS
+
+        GPUS.register("made-up-x9")(GPU("Made-up X9", 100e12, 64 * GIB, "a test row", device_words=("x9",)))
+        '''))
+    exp = tmp_path / "exp.yaml"
+    exp.write_text(yaml.safe_dump({
+        "name": "gpu", "out": str(tmp_path / "run"), **MICRO, "corpora": {"sb": {"source": "storybook", "seed": 0}},
+        "data": {"pt": {"corpus": "sb", "tokens": 2048, "val_tokens": 128}}, "model": {"preset": "micro"},
+        "arms": [{"name": "a", "stages": [{"name": "pt", "data": "pt", "tokens": 256}]}]}))
+    plan = preschool_cli(tmp_path, "plan", str(exp), "--gpu", "made-up-x9", "--plugins", "./my_gpus.py").stdout
+    assert "on 8 x Made-up X9, MFU 0.35" in plan and "peak 100 TFLOP/s and 64 GiB per device (a test row)" in plan
+    err = preschool_cli(tmp_path, "plan", str(exp), "--gpu", "made-up-x8", "--plugins", "./my_gpus.py", ok=False).stderr
+    assert err.splitlines()[-1].startswith("preschool plan: error: --gpu: unknown GPU 'made-up-x8'; did you mean")
