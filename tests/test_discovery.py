@@ -270,6 +270,36 @@ def test_a_new_source_file_is_found_and_read_by_iter_documents(drop, tmp_path):
         list(iter_documents({"source": name, "path": str(tmp_path)}))
 
 
+NOTES_FORMAT = '''"""my_notes: `.notes` files read as plain text, and by `auto` too (after the built-in formats)."""
+
+from ..base import SOURCES, CorpusConfig
+from .text import TextSource
+
+
+@SOURCES.register("my_notes", config=CorpusConfig)
+class MyNotes(TextSource):
+    """Plain-text `.notes` files."""
+
+    extensions = (".notes",)
+    auto_order = 10
+'''
+
+
+def test_a_new_file_format_source_joins_auto_from_its_own_file(drop, tmp_path):
+    from preschool.corpora.base import ReadStats
+    from preschool.corpora.sources import iter_documents
+
+    (tmp_path / "a.txt").write_text("A story.\n")
+    (tmp_path / "b.notes").write_text("A note.\n")
+    stats = ReadStats()
+    assert [d.id for d in iter_documents({"source": "auto", "path": str(tmp_path)}, stats)] == ["a.txt"]
+    assert stats.drops["unsupported_file"] == 1
+    name = drop(registry_of("Text source"), "corpora/sources/my_notes", NOTES_FORMAT)
+    docs = list(iter_documents({"source": "auto", "path": str(tmp_path)}))
+    assert [(d.id, d.text.strip()) for d in docs] == [("a.txt", "A story."), ("b.notes", "A note.")]
+    assert [d.id for d in iter_documents({"source": name, "path": str(tmp_path)})] == ["b.notes"]
+
+
 GPU_ROW = '''"""my_gpu: a made-up accelerator."""
 
 from ..flops import GIB, GPU, GPUS

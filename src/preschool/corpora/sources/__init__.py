@@ -229,6 +229,8 @@ class FileSource(Source):
 
     positions = True
     extensions: tuple[str, ...] = ()  # kept when ``glob`` is left at its default
+    # the source ``auto`` asks first whether it takes a file (lowest first); None: ``auto`` never uses it
+    auto_order: int | None = None
 
     def accepts(self, path: Path) -> bool:
         """Whether this source reads ``path`` of a folder listed with the default ``glob``."""

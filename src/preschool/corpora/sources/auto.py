@@ -1,4 +1,4 @@
-"""``auto`` (the default source): the reader per file (``text``, ``jsonl``, ``parquet``) by extension or magic bytes."""
+"""``auto`` (the default source): each file read by the first file source that takes it (``auto_order``)."""
 
 from __future__ import annotations
 
@@ -13,11 +13,18 @@ from . import FileSource
 class AutoSource(FileSource):
     """Every file with the reader its kind asks for (see the module docstring): a folder may mix formats."""
 
-    KINDS = ("text", "jsonl", "parquet")
-
     def __init__(self, cfg: CorpusConfig):
         super().__init__(cfg)
-        self.readers: dict[str, FileSource] = {k: SOURCES.get(k).cls(cfg) for k in self.KINDS}
+        self.readers: dict[str, FileSource] = {k: SOURCES.get(k).cls(cfg) for k in self.kinds()}
+
+    @staticmethod
+    def kinds() -> list[str]:
+        """The file sources ``auto`` picks from, in the order it asks them (``auto_order``: text, jsonl,
+        parquet, then any new file source that sets one, e.g. a plug-in's), so a new format joins ``auto``
+        from its own file."""
+        files = [e for e in SOURCES if isinstance(e.cls, type) and issubclass(e.cls, FileSource)
+                 and e.cls.auto_order is not None]
+        return [e.name for e in sorted(files, key=lambda e: (e.cls.auto_order, e.name))]
 
     def kind(self, path: Path) -> str | None:
         for k, reader in self.readers.items():

@@ -21,6 +21,7 @@ class JsonlSource(FileSource):
     """
 
     extensions = (".jsonl", ".json", ".ndjson")
+    auto_order = 1  # `auto` reads these files with this source
 
     def _lines(self, path: Path, offset: int, lineno: int) -> Iterator[tuple[int, int, bytes | None, int]]:
         """``(line number, byte offset, bytes or None when over the limit, size)`` per line from line ``lineno``

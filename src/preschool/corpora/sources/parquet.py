@@ -15,6 +15,7 @@ class ParquetSource(FileSource):
     """Parquet files read with pyarrow, column ``text_field``, in row order."""
 
     extensions = (".parquet",)
+    auto_order = 2  # `auto` reads these files with this source
 
     def accepts(self, path: Path) -> bool:
         return super().accepts(path) or self.head(path, 4) == PARQUET_MAGIC

@@ -30,6 +30,7 @@ class TextSource(FileSource):
     """
 
     extensions = (".txt", ".text", ".md")
+    auto_order = 0  # `auto` reads these files with this source
 
     def read_file(self, path: Path, rel: str, stats: ReadStats,
                   at: dict | None = None) -> Iterator[tuple[str, dict, Iterable[tuple[str, dict]], dict]]:
