@@ -388,7 +388,7 @@ def _ladder_lines(lad: dict, baseline: str, level: float) -> list[str]:
     lines = ["### Slowdown across the ladder", "",
              f"Each rung's runs, each seed against `{baseline}`'s run of that seed (c = "
              f"{lad['compartments'][baseline]}: 1x by definition). Growth with c: the slope of each seed's slowdown "
-             f"against log2(c) (per doubling of c: {', '.join(f'{a} c = {c}' for a, c in lad['compartments'].items())}), "
+             f"against log2(c) (per doubling of c; {', '.join(f'{a}: c = {c}' for a, c in lad['compartments'].items())}), "
              f"the slope of the seed means with its {pct} seed-bootstrap interval; change with size: the slope of "
              "each seed's growth against log10(the rung's non-embedding parameters), with its interval. The words "
              "follow from the intervals.", "",
