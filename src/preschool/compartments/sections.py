@@ -12,8 +12,11 @@ initialisation and batch order, so part of the seed noise cancels).
 
 - ``plateau``: final val loss per arm (mean over compartments, per compartment,
   translation rows' target half); plots ``loss_vs_step.png``, ``plateau_vs_c.png``.
-- ``slowdown`` (``targets``): steps of the arm / steps of the baseline at the same
-  loss (compartments/slowdown.py; spec B.3); plot ``slowdown.png``.
+- ``slowdown`` (``targets``, ``level``): steps of the arm / steps of the baseline at the same
+  loss (compartments/slowdown.py; spec B.3); plot ``slowdown.png``. Of a ladder whose arms train
+  several compartment counts, also per rung the growth of slowdown with c and whether that growth
+  changes with size, with seed-bootstrap intervals (:func:`slowdown_across_ladder`; read from the
+  rungs' records, ``ctx.ladder``).
 - ``similarity`` (``rows``, ``layer``): cross-compartment cosine of the final
   checkpoint's trunk states (compartments/similarity.py; offset presentation, c >= 2).
 - ``audit_gap`` (``reference``, ``arm``): per presentation, val loss of every arm
@@ -385,10 +388,11 @@ def slowdown_across_ladder(ctx: SectionContext, targets: list[float], level: flo
 def _ladder_lines(lad: dict, baseline: str, level: float) -> list[str]:
     keys, arms = lad["keys"], list(lad["compartments"])
     pct = f"{level:.0%}"
+    counts = ", ".join(f"{a}: c = {c}" for a, c in lad["compartments"].items())
     lines = ["### Slowdown across the ladder", "",
              f"Each rung's runs, each seed against `{baseline}`'s run of that seed (c = "
              f"{lad['compartments'][baseline]}: 1x by definition). Growth with c: the slope of each seed's slowdown "
-             f"against log2(c) (per doubling of c; {', '.join(f'{a}: c = {c}' for a, c in lad['compartments'].items())}), "
+             f"against log2(c) (per doubling of c; {counts}), "
              f"the slope of the seed means with its {pct} seed-bootstrap interval; change with size: the slope of "
              "each seed's growth against log10(the rung's non-embedding parameters), with its interval. The words "
              "follow from the intervals.", "",
