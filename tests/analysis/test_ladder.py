@@ -103,32 +103,36 @@ DYCK = {"r0": (74304, 1.626e12, [2.77199, 2.76414, 2.78069], [2.86345, 2.78307, 
         "r3": (591488, 5.848e13, [2.23576, 2.23139, 2.22977], [2.24584, 2.26019, 2.25290])}
 
 
-def _dyck_ladder(seeds=(0, 1, 2)):
-    """The audited ladder as the report pipeline hands it to the section: one Rung record per rung (no runs)."""
+def _dyck_ladder(seeds=(0, 1, 2), proxy=None):
+    """The audited ladder as the report pipeline hands it to the section: one Rung record per rung (no runs);
+    ``proxy``: rung -> (pt_only, ppt_dyck) values of a second metric (higher is better), the same for every seed."""
     from preschool.analysis.records import Gain, Report, Rung, RungArm
 
     rungs = []
     for name, (nonemb, flops, base, arm) in DYCK.items():
         arms = {}
         for a, vals in (("pt_only", base), ("ppt_dyck", arm)):
+            extra = {} if proxy is None else {"proxy": proxy[name][a == "ppt_dyck"]}
             arms[a] = RungArm(flops=flops * (1.05 if a == "ppt_dyck" else 1.0), params=nonemb + 50000,
-                              params_non_embedding=nonemb, finals={s: {"val/pt": vals[s]} for s in seeds},
+                              params_non_embedding=nonemb, finals={s: {"val/pt": vals[s], **extra} for s in seeds},
                               unfinished=[], no_flops=[], runs={})
         # the rung's one-SD checkpoint row (what the verify-ppt rule reads): a stable harm at every rung
         gain = Gain("ppt_dyck", "val/pt", "pt", -0.05, 0.01, 6, False, True, "stable harm", len(seeds), [])
-        rep = Report(names=["pt_only", "ppt_dyck"], baseline="pt_only", stages={}, metric_names=["val/pt"],
-                     headline=["val/pt"], higher={"val/pt": False}, arms={}, table=[], axes={}, nonfinite=[],
+        headline = ["val/pt"] + ([] if proxy is None else ["proxy"])
+        rep = Report(names=["pt_only", "ppt_dyck"], baseline="pt_only", stages={}, metric_names=headline,
+                     headline=headline, higher={"val/pt": False, "proxy": True}, arms={}, table=[], axes={},
+                     nonfinite=[],
                      setups={}, after_stages=[], stable_gain=[gain], token_efficiency=[], window=0.5)
         rungs.append(Rung(name, arms, rep))
     return rungs
 
 
-def _ladder_section(tmp_path, params=None, seeds=(0, 1, 2)):
+def _ladder_section(tmp_path, params=None, seeds=(0, 1, 2), proxy=None):
     from preschool.analysis.ladder import LadderSection, LadderSectionConfig
     from preschool.analysis.sections import SectionContext
 
     ctx = SectionContext(tmp_path, {"rung": "r3"}, ["pt_only", "ppt_dyck"], list(seeds), "pt_only",
-                         ladder=_dyck_ladder(seeds))
+                         ladder=_dyck_ladder(seeds, proxy))
     ctx.plots.mkdir(parents=True)
     res, lines = LadderSection(LadderSectionConfig(**(params or {}))).write(ctx)
     return res, "\n".join(lines)
@@ -179,6 +183,23 @@ def test_the_verify_ppt_rule_is_an_option_and_the_fallback_under_three_seeds(tmp
 
     with pytest.raises(ConfigError, match=r"report\.sections\.ladder\.rule"):
         build_section("ladder", {"rule": "two-sd"})
+
+
+def test_a_stable_target_scores_every_metric_against_the_primary_ranking(tmp_path):
+    # a proxy (higher is better) that ranks ppt_dyck first at r0 and r3, pt_only first at r1 and r2; the primary
+    # is the proxy itself here (its r3 ranking is the same for every seed: stable), scored at every smaller rung
+    proxy = {"r0": (0.50, 0.60), "r1": (0.61, 0.55), "r2": (0.70, 0.65), "r3": (0.70, 0.75)}
+    res, text = _ladder_section(tmp_path, {"primary": "proxy"}, proxy=proxy)
+    dec = res["decisions"]
+    assert dec["primary"] == "proxy" and dec["pairs"][0]["stable"] and dec["pairs"][0]["better"] == "ppt_dyck"
+    agree = {r: v["agree"] for r, v in dec["metrics"]["proxy"].items()}
+    assert agree == {"r0": 1, "r1": 0, "r2": 0, "r3": 1} and dec["metrics"]["val/pt"]["r3"]["better"] == \
+        {"pt_only vs ppt_dyck": "pt_only"}  # val/pt ranks the other way: it predicts the proxy wrong at r3
+    assert "| proxy | 1/1 | 0/1 | 0/1 | target |" in text and "| val/pt | 0/1 | 0/1 | 0/1 | 0/1 |" in text
+    from preschool.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"report\.sections\.ladder\.primary.*'nope'"):
+        _ladder_section(tmp_path / "bad", {"primary": "nope"}, proxy=proxy)
 
 
 def test_seed_trends_and_intervals():

@@ -474,6 +474,7 @@ class LadderSection(Section):
                 stable, rule = g is not None and (g.stable or g.stable_harm), "verify-ppt"
             else:
                 stable, rule = False, "too few seeds"
+            stable = stable and winner is not None  # a stable row with no final values at the top: nothing to predict
             target[(a, b)] = winner if stable else None
             targets.append({"pair": [a, b], "better": winner, "stable": stable, "rule": rule, **v})
         values = {m: {p["rung"]: {a: d["arms"][a]["points"][j]["mean"] for a in arms}
@@ -496,7 +497,8 @@ class LadderSection(Section):
                 continue
             xs = np.array([p["flops"] for p in pts])
             ys = np.array([p["mean"] for p in pts])
-            err = np.array([[p["mean"] - p["min"], p["max"] - p["mean"]] for p in pts]).T
+            # clipped at 0: the mean of equal seeds can round a hair past them, which matplotlib refuses
+            err = np.maximum(np.array([[p["mean"] - p["min"], p["max"] - p["mean"]] for p in pts]).T, 0.0)
             line = ax.errorbar(xs, ys, yerr=err, marker="o", ms=4, capsize=3, linestyle="none",
                                label=f"{a} (seed mean, range)")
             color = line[0].get_color()
