@@ -102,3 +102,13 @@ def test_no_ladder_table_without_a_ladder_or_a_second_compartment_count(tmp_path
     assert "ladder" not in res and "across the ladder" not in text
     only_c1 = SectionContext(ctx.out, ctx.config, ["c1"], SEEDS, "c1", ladder=ctx.ladder)
     assert "ladder" not in _write(only_c1)[0]
+
+
+def test_a_seed_whose_largest_c_never_reaches_the_loss_is_left_out_of_the_growth(tmp_path):
+    # at r0, c8 of seed 2 is so slow that it never comes down to loss 3 within the steps logged: that seed's
+    # growth at loss 3 would lack its slowest arm (biased low), so it is left out; the other seeds still count
+    ctx = _ladder(tmp_path, [0.8, 0.8], lambda s, j, c: 400.0 if (s, j, c) == (2, 0, 8) else 0.01 * s)
+    res, text = _write(ctx)
+    r0 = res["ladder"]["rungs"][0]
+    assert r0["slowdown"]["3.0"]["c8"]["summary"]["n"] == 2 and r0["growth"]["3.0"]["seeds"] == 2
+    assert r0["growth"]["5.0"]["seeds"] == 3 and res["ladder"]["rungs"][1]["growth"]["3.0"]["seeds"] == 3

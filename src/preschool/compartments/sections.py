@@ -330,7 +330,8 @@ def slowdown_across_ladder(ctx: SectionContext, targets: list[float], level: flo
 
     Per rung, each seed's slowdown of every arm against the baseline's run of that seed (the baseline:
     1 by definition) at each target loss and as the median over the overlap; per seed, its slope against
-    log2(c) (per doubling of c); over the seeds, that slope with a seed-bootstrap interval
+    log2(c) (per doubling of c; a seed with an arm that never reaches the loss is left out, as its slope
+    would lack that arm); over the seeds, that slope with a seed-bootstrap interval
     (analysis/stats.py ``seed_trend``). Across the rungs: the slope of each seed's growth against
     log10(the rung's non-embedding parameters), with its interval. Rungs in ladder order; a rung without a
     finished run has no size and stays out of the change with size."""
@@ -375,9 +376,13 @@ def slowdown_across_ladder(ctx: SectionContext, targets: list[float], level: flo
             out["slowdown"][k] = {arm: {"seeds": {str(s): float(per[k][i, a_i]) for i, s in enumerate(seeds)
                                                   if math.isfinite(per[k][i, a_i])},
                                         "summary": _summary(list(per[k][:, a_i]))} for a_i, arm in enumerate(arms)}
-            out["growth"][k] = seed_trend(x, per[k], level)
+            # a seed whose run of some arm never reaches the loss is left out of the growth: without its
+            # slowest arm (the largest c, typically) its slope would be biased low
+            complete = per[k].copy()
+            complete[~np.isfinite(per[k]).all(axis=1)] = np.nan
+            out["growth"][k] = seed_trend(x, complete, level)
             for i in range(len(seeds)):
-                g = ols_slope(x, per[k][i])
+                g = ols_slope(x, complete[i])
                 growth[k][i, j] = np.nan if g is None else g
         rungs.append(out)
     sizes = [math.log10(r["size"]) if r["size"] else math.nan for r in rungs]
@@ -392,10 +397,10 @@ def _ladder_lines(lad: dict, baseline: str, level: float) -> list[str]:
     lines = ["### Slowdown across the ladder", "",
              f"Each rung's runs, each seed against `{baseline}`'s run of that seed (c = "
              f"{lad['compartments'][baseline]}: 1x by definition). Growth with c: the slope of each seed's slowdown "
-             f"against log2(c) (per doubling of c; {counts}), "
-             f"the slope of the seed means with its {pct} seed-bootstrap interval; change with size: the slope of "
-             "each seed's growth against log10(the rung's non-embedding parameters), with its interval. The words "
-             "follow from the intervals.", "",
+             f"against log2(c) (per doubling of c; {counts}), the slope of the seed means with its {pct} "
+             "seed-bootstrap interval (a seed whose run of some arm never reaches the loss is left out); change with "
+             "size: the slope of each seed's growth against log10(the rung's non-embedding parameters), with its "
+             "interval. The words follow from the intervals.", "",
              "| rung | arm | " + " | ".join(_key_label(k) for k in keys) + " |", "|---|---|" + "---|" * len(keys)]
     for r in lad["rungs"]:
         for arm in arms:
@@ -407,6 +412,7 @@ def _ladder_lines(lad: dict, baseline: str, level: float) -> list[str]:
               "|---|" + "---|" * len(keys)]
     for r in lad["rungs"]:
         lines.append(f"| {r['rung']} | " + " | ".join(
+            "– (no seed with every arm reaching it)" if not r["growth"][k]["seeds"] else
             trend_text(r["growth"][k], "doubling of c", "grows with c", "shrinks with c", "no growth with c shown")
             for k in keys) + " |")
     lines.append("| change with size (per decade of non-embedding parameters) | " + " | ".join(
