@@ -242,10 +242,10 @@ def trend_words(t: dict, means: Sequence[float | None], per: str, gain: str = "g
     seeds" when the interval holds 0 (:func:`~preschool.analysis.stats.trend_text`)."""
     ms = [m for m in means if m is not None]
     if ms and all(m < 0 for m in ms):
-        return trend_text(t, per, f"{harm} shrinks with size", f"{harm} grows with size")
+        return trend_text(t, per, f"{harm} shrinks with size", f"{harm} grows with size", over="rungs")
     if ms and all(m > 0 for m in ms):
-        return trend_text(t, per, f"{gain} grows with size", f"{gain} shrinks with size")
-    return trend_text(t, per, f"{gain} rises with size", f"{gain} falls with size")
+        return trend_text(t, per, f"{gain} grows with size", f"{gain} shrinks with size", over="rungs")
+    return trend_text(t, per, f"{gain} rises with size", f"{gain} falls with size", over="rungs")
 
 
 # ----------------------------------------------------------------------------- the section

@@ -412,12 +412,13 @@ def seed_trend(x: Sequence[float], per_seed: np.ndarray, level: float = 0.95, dr
     return out
 
 
-def trend_text(t: dict, per: str, rises: str, falls: str, flat: str = "no trend shown") -> str:
-    """A :func:`seed_trend` in words: the slope per ``per`` with its interval, then ``rises`` / ``falls`` when
-    the interval excludes 0, ``flat`` "with N seeds" when it holds 0 (and without an interval: one seed)."""
+def trend_text(t: dict, per: str, rises: str, falls: str, flat: str = "no trend shown", over: str = "points") -> str:
+    """A :func:`seed_trend` in words: the slope per ``per`` over its number of ``over`` (points: rungs, compartment
+    counts) with its interval, then ``rises`` / ``falls`` when the interval excludes 0, ``flat`` "with N seeds"
+    when it holds 0 (and without an interval: one seed)."""
     if t["verdict"] == "one point":
-        return "one point: no trend"
-    head = f"{t['slope']:+.3g} per {per}"
+        return f"one of the {over} has a value: no trend"
+    head = f"{t['slope']:+.3g} per {per} over {t['points']} {over}"
     if t["verdict"] == "one seed":
         return head + f" (one seed: no interval, {flat})"
     head += f" [{t['interval'][0]:+.3g}, {t['interval'][1]:+.3g}]"

@@ -413,11 +413,12 @@ def _ladder_lines(lad: dict, baseline: str, level: float) -> list[str]:
     for r in lad["rungs"]:
         lines.append(f"| {r['rung']} | " + " | ".join(
             "– (no seed with every arm reaching it)" if not r["growth"][k]["seeds"] else
-            trend_text(r["growth"][k], "doubling of c", "grows with c", "shrinks with c", "no growth with c shown")
+            trend_text(r["growth"][k], "doubling of c", "grows with c", "shrinks with c", "no growth with c shown",
+                       "compartment counts")
             for k in keys) + " |")
     lines.append("| change with size (per decade of non-embedding parameters) | " + " | ".join(
         trend_text(lad["with_size"][k], "decade", "the growth with c increases with size",
-                   "the growth with c decreases with size", "no change with size shown") for k in keys) + " |")
+                   "the growth with c decreases with size", "no change with size shown", "rungs") for k in keys) + " |")
     return lines + [""]
 
 
