@@ -303,7 +303,6 @@ def rung_size(rung: Rung, baseline: str, size: str) -> float | None:
 
 
 _VERDICT = {"above": "gain", "below": "harm", "no difference shown": "no difference shown"}
-_SIGN = {"gain": "a gain", "harm": "harm"}
 
 
 @SECTIONS.register("ladder", LadderSectionConfig)
@@ -361,7 +360,7 @@ class LadderSection(Section):
         rungs = [r.name for r in per_rung]
         out: dict[str, Any] = {"direction": "higher" if higher else "lower", "arms": {}, "gains": {},
                                "crossings": {}}
-        matrices, boots = {}, {}
+        matrices = {}
         for a in arms:
             compute = [np.nan if a not in r.arms or r.arms[a].flops is None else r.arms[a].flops for r in per_rung]
             mat = self._matrix(per_rung, a, seeds, m)
@@ -380,7 +379,6 @@ class LadderSection(Section):
             fit = fit_power_law(compute, means)
             if "refused" not in fit:
                 fits, weights = bootstrap_over_seeds(compute, mat, cfg.draws, cfg.seed)
-                boots[a] = (fits, weights)
                 fit["resamples"] = len(fits)
                 if len(seeds) > 1 and fits:
                     for p in ("E", "A", "alpha"):

@@ -15,6 +15,12 @@ synthetic_ppt.md A.7), which we could not check against the paper text:
   ``mad`` live in ``preschool/numerics.py`` (the verbatim evaluator uses them
   too, and evals may not import analysis) and are re-exported here.
 
+- **seed-level verdicts and trends** (a ladder's report; docs/statistics.md): the Student-t interval of
+  a per-seed effect over the seed pairs (``seed_interval``; 3 seeds at least), and the slope of a
+  per-seed effect against a size with a seed-bootstrap interval (``seed_trend``, every distinct
+  resample of few seeds: ``seed_resamples``), in words that follow from the interval
+  (``trend_text``). The one-SD rule above stays available beside them as the verify-ppt rule.
+
 Departures: SDs are sample SDs (``ddof=1``) unless told otherwise; undefined
 quantities (fewer than two checkpoints, no shared checkpoints) come back as
 ``None`` with ``stable = False`` and a ``reason`` instead of raising, so a
@@ -132,7 +138,8 @@ def stable_gain(
 
 
 def one_sd_verdict(mean: float | None, sd: float | None, n: int, null: float = 0.0, single: str = "one value") -> str:
-    """The one-SD rule, the project's only verdict on a difference.
+    """The one-SD rule (verify-ppt's), the verdict of the standard tables on a difference (a ladder's rungs use
+    :func:`seed_interval` with enough seeds).
 
     ``above`` when ``mean - null > sd``, ``below`` when ``null - mean > sd``,
     ``no stable difference`` otherwise; ``single`` when the SD is undefined
