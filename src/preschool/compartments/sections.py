@@ -96,15 +96,25 @@ def _save_log_x(fig, ax, hline: float, xlabel: str, ylabel: str, path: Path) -> 
     return save_figure(fig, path).name
 
 
-def _summary(values: list[float], null: float | None = None) -> dict | None:
-    """Mean, SD, t interval over seeds (None without values); with ``null`` the one-SD verdict against it."""
+def _summary(values: list[float], null: float | None = None, level: float = 0.95) -> dict | None:
+    """Mean, SD, ``level`` t interval over seeds (None without values); with ``null`` the one-SD verdict against
+    it."""
     vals = [float(v) for v in values if v is not None and np.isfinite(v)]
     if not vals:
         return None
-    s = seed_summary(vals, method="t")
+    s = seed_summary(vals, ci=level, method="t")
     if null is not None:
         s["verdict"] = one_sd_verdict(s["mean"], s["sd"], s["n"], null, single="one seed")
     return s
+
+
+def _interval(s: dict | None) -> str:
+    """A slowdown's seed mean with its t interval (``2.49x [2.10, 2.88] (n=3)``); the mean alone for one seed."""
+    if s is None:
+        return "–"
+    if s["ci_lo"] is None:
+        return f"{s['mean']:.2f}x (n={s['n']})"
+    return f"{s['mean']:.2f}x [{s['ci_lo']:.2f}, {s['ci_hi']:.2f}] (n={s['n']})"
 
 
 def _pm(s: dict | None, digits: int = 3, suffix: str = "") -> str:
@@ -375,7 +385,8 @@ def slowdown_across_ladder(ctx: SectionContext, targets: list[float], level: flo
         for k in keys:
             out["slowdown"][k] = {arm: {"seeds": {str(s): float(per[k][i, a_i]) for i, s in enumerate(seeds)
                                                   if math.isfinite(per[k][i, a_i])},
-                                        "summary": _summary(list(per[k][:, a_i]))} for a_i, arm in enumerate(arms)}
+                                        "summary": _summary(list(per[k][:, a_i]), level=level)}
+                                  for a_i, arm in enumerate(arms)}
             # a seed whose run of some arm never reaches the loss is left out of the growth: without its
             # slowest arm (the largest c, typically) its slope would be biased low
             complete = per[k].copy()
@@ -396,7 +407,8 @@ def _ladder_lines(lad: dict, baseline: str, level: float) -> list[str]:
     counts = ", ".join(f"{a}: c = {c}" for a, c in lad["compartments"].items())
     lines = ["### Slowdown across the ladder", "",
              f"Each rung's runs, each seed against `{baseline}`'s run of that seed (c = "
-             f"{lad['compartments'][baseline]}: 1x by definition). Growth with c: the slope of each seed's slowdown "
+             f"{lad['compartments'][baseline]}: 1x by definition); slowdown: seed mean with its {pct} t interval. "
+             "Growth with c: the slope of each seed's slowdown "
              f"against log2(c) (per doubling of c; {counts}), the slope of the seed means with its {pct} "
              "seed-bootstrap interval (a seed whose run of some arm never reaches the loss is left out); change with "
              "size: the slope of each seed's growth against log10(the rung's non-embedding parameters), with its "
@@ -407,7 +419,7 @@ def _ladder_lines(lad: dict, baseline: str, level: float) -> list[str]:
             if arm == baseline:
                 continue
             lines.append(f"| {r['rung']} | {arm} | "
-                         + " | ".join(_pm(r["slowdown"][k][arm]["summary"], 2, "x") for k in keys) + " |")
+                         + " | ".join(_interval(r["slowdown"][k][arm]["summary"]) for k in keys) + " |")
     lines += ["", "| rung | " + " | ".join(f"growth with c, {_key_label(k)}" for k in keys) + " |",
               "|---|" + "---|" * len(keys)]
     for r in lad["rungs"]:
