@@ -291,3 +291,25 @@ def test_the_section_named_without_a_ladder_says_so():
     assert not LadderSection.applies(ctx)
     results, lines = LadderSection().write(ctx)
     assert results is None and "no `ladder:`" in "\n".join(lines)
+
+
+def test_the_default_primary_metric_is_on_the_language_axis(tmp_path):
+    """A synthetic task's held-out loss (val/dyck: its own tokens' axis) sorts first among the headline metrics;
+    the decisions still predict the language metric's ranking unless `primary` names another."""
+    from dataclasses import replace
+
+    from preschool.analysis.ladder import LadderSection
+    from preschool.analysis.sections import SectionContext
+
+    proxy = {r: (0.5, 0.6) for r in DYCK}
+    rungs = []
+    for r in _dyck_ladder(proxy=proxy):
+        arms = {a: replace(d, finals={s: {"val/dyck": 1.0 + s, **v} for s, v in d.finals.items()})
+                for a, d in r.arms.items()}
+        rep = replace(r.report, headline=["val/dyck", *r.report.headline], axes={"val/dyck": "dyck"},
+                      higher={**r.report.higher, "val/dyck": False})
+        rungs.append(replace(r, arms=arms, report=rep))
+    ctx = SectionContext(tmp_path, {"rung": "r3"}, ["pt_only", "ppt_dyck"], [0, 1, 2], "pt_only", ladder=rungs)
+    ctx.plots.mkdir(parents=True)
+    res, _ = LadderSection().write(ctx)
+    assert list(res["metrics"])[0] == "val/dyck" and res["decisions"]["primary"] == "val/pt"

@@ -267,7 +267,9 @@ class LadderSectionConfig:
     # verify-ppt rule) or "verify-ppt" (one SD over the last window's checkpoints, pooled over the seeds)
     rule: str = "seeds"
     size: str = "non_embedding"  # trends per decade of: non_embedding (Kaplan's N), params (total) or flops
-    primary: str | None = None  # the metric whose largest-rung ranking decisions predict (None: the first)
+    # the metric whose largest-rung ranking the decisions predict (None: the first headline metric on the
+    # language axis, else the first)
+    primary: str | None = None
 
     def validate(self) -> None:
         check(self.draws >= 10, "draws", f"must be >= 10, got {self.draws}")
@@ -452,11 +454,13 @@ class LadderSection(Section):
     def _decisions(self, cfg, per_metric, per_rung, arms, seeds, higher, baseline) -> dict[str, Any]:
         """The decision table: every metric at every rung against the primary metric's ranking at the largest
         rung, each pair's target first checked for stability (a noisy target is flagged, not scored)."""
-        primary = cfg.primary or next(iter(per_metric))
+        top = per_rung[-1]
+        # default: the first headline metric on the language axis (val/pt before a synthetic task's val/dyck)
+        primary = cfg.primary or next((m for m in per_metric if top.report.axes.get(m, "pt") == "pt"),
+                                      next(iter(per_metric)))
         if primary not in per_metric:
             raise ConfigError("report.sections.ladder.primary",
                               f"{primary!r} is not a headline metric of this ladder; have {list(per_metric)}")
-        top = per_rung[-1]
         sign = 1.0 if higher.get(primary, True) else -1.0
         targets, target = [], {}
         for a, b in itertools.combinations(arms, 2):
