@@ -41,7 +41,8 @@ def test_only_the_records_module_merges_train_configs_or_resolves_datasets():
 
 def test_the_walk_sees_a_method_call_and_a_plain_call(tmp_path):
     (tmp_path / "plan.py").write_text("def f(cfg, arm):\n    return cfg.train_config(arm, 0)\n")
-    (tmp_path / "x.py").write_text("from .runs import _merged_train_config\n\ndef g(cfg):\n    return _merged_train_config(cfg, 1, 2, '')\n")
+    (tmp_path / "x.py").write_text("from .runs import _merged_train_config\n\n"
+                                   "def g(cfg):\n    return _merged_train_config(cfg, 1, 2, '')\n")
     assert _resolving_calls(tmp_path) == ["plan.py:2 train_config", "x.py:4 _merged_train_config"]
 
 
@@ -80,13 +81,15 @@ def test_config_reach_follows_the_config_through_views_and_methods(tmp_path):
     (pkg / "experiment" / "__init__.py").write_text("from .runner import run_experiment\n")
     (pkg / "experiment" / "runner.py").write_text(
         "from ..helpers import step, unrelated\n\n"
-        "class ExperimentConfig:\n    def at_rung(self, r):\n        return self\n    def other(self):\n        pass\n\n"
+        "class ExperimentConfig:\n    def at_rung(self, r):\n        return self\n\n"
+        "    def other(self):\n        pass\n\n"
         "def run_experiment(cfg):\n    view = cfg.at_rung('r')\n    step(view)\n    unrelated(cfg.name)\n")
     (pkg / "helpers.py").write_text("def step(c):\n    deeper(c)\n\ndef deeper(c):\n    pass\n\n"
                                     "def unrelated(name):\n    pass\n")
     got = _config_reach().reach(pkg)
-    assert set(got) == {("preschool.experiment.runner", "run_experiment"), ("preschool.experiment.runner",
-                        "ExperimentConfig.at_rung"), ("preschool.helpers", "step"), ("preschool.helpers", "deeper")}
+    runner = "preschool.experiment.runner"
+    assert set(got) == {(runner, "run_experiment"), (runner, "ExperimentConfig.at_rung"),
+                        ("preschool.helpers", "step"), ("preschool.helpers", "deeper")}
 
 
 def test_run_experiments_config_reaches_at_most_60_functions():

@@ -38,10 +38,11 @@ Layout under ``out``::
     rungs/<rung>/arms/<arm>/seed<k>/  the same, per rung of a ladder
     report.md, results.json, plots/
 
-The package, by role: ``schema.py`` (the config dataclasses, validation, loading a YAML), ``ladder.py``
-(each rung's model and budgets), ``runs.py`` (the runs worked out once: one frozen record per rung x arm
-x seed, which every step below, the report, ``plan`` and ``launch`` read), ``prepare.py`` (the data step), ``runner.py`` (training, evaluation, the report; one arm x seed
-in a cluster job). The names below are re-exported here, where users and the commands import them.
+The package, by role: ``schema.py`` (the config dataclasses, validation, loading a YAML),
+``ladder.py`` (each rung's model and budgets), ``runs.py`` (the runs worked out once: one frozen
+record per rung x arm x seed, which every step below, the report, ``plan`` and ``launch`` read),
+``prepare.py`` (the data step), ``runner.py`` (training, evaluation, the report; one arm x seed in a
+cluster job). The names below are re-exported here, where users and the commands import them.
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ from ..device import allocated_cpus, rank_threads
 
 __all__ = ["PLUGINS_USED", "TRAIN_OVERLAY", "ArmSpec", "DownstreamGroups", "EfficiencySpec", "EvalSpec",
            "ExperimentConfig", "ExperimentFile", "LadderSpec", "LanguageRule", "MinimalPairsSpec", "ReportSpec",
-           "RungSpec", "SyntheticRule", "load_experiment", "load_experiment_file", "RunRecord", "all_runs", "arm_dirs", "resolve_runs", "run_record",
-           "build_data", "check_stale_data", "prepare_experiment", "require_prepared", "check_run",
-           "evaluate_arms", "run_arm", "run_experiment", "run_lock", "train_arms", "allocated_cpus", "rank_threads"]
+           "RungSpec", "SyntheticRule", "load_experiment", "load_experiment_file", "RunRecord", "all_runs",
+           "arm_dirs", "resolve_runs", "run_record", "build_data", "check_stale_data", "prepare_experiment",
+           "require_prepared", "check_run", "evaluate_arms", "run_arm", "run_experiment", "run_lock", "train_arms",
+           "allocated_cpus", "rank_threads"]

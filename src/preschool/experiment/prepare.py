@@ -52,8 +52,8 @@ def build_data(cfg: ExperimentConfig, progress: bool = True, rebuild: bool = Fal
     is refused before anything is written, or with ``rebuild`` replaced (:func:`check_stale_data`)."""
     out = layout.data_dir(cfg.out_dir)
     check_stale_data(cfg, rebuild, runs)
-    manifest = prepare_data(out, cfg.tokenizer, _corpora(cfg.corpora), cfg.data, cfg.seq_len, cfg.seed, cfg.workers, progress,
-                            rebuild=rebuild)
+    manifest = prepare_data(out, cfg.tokenizer, _corpora(cfg.corpora), cfg.data, cfg.seq_len, cfg.seed, cfg.workers,
+                            progress, rebuild=rebuild)
     if cfg.minimal_pairs.per_paradigm > 0:
         mp = out / "minimal_pairs"
         if not layout.is_done(mp):

@@ -53,8 +53,12 @@ def run_lock(run_dir: Path, command: str):
     runs its job."""
     if os.environ.get("RANK", "0") != "0":
         return contextlib.nullcontext()
-    return output_lock(run_dir, command,
-                       holder_alive=lambda holder: slurm_job_alive(holder["slurm_job"]) if holder.get("slurm_job") else None)
+    return output_lock(run_dir, command, holder_alive=_holder_job_alive)
+
+
+def _holder_job_alive(holder: dict) -> bool | None:
+    """Whether the Slurm job a lock record names is still queued or running; None when it names none."""
+    return slurm_job_alive(holder["slurm_job"]) if holder.get("slurm_job") else None
 
 
 def train_arms(cfg: ExperimentConfig, progress: bool = True, only: tuple[str, int] | None = None,

@@ -345,7 +345,8 @@ class ExperimentConfig:
 
     def at_rung(self, rung: str) -> "ExperimentConfig":
         """The view of one rung of the ladder: the same experiment with ``rung`` set, whose arms train the
-        rung's model and budgets (:mod:`~preschool.experiment.ladder`) in ``<out>/rungs/<rung>/`` (:attr:`runs_root`)."""
+        rung's model and budgets (:mod:`~preschool.experiment.ladder`) in ``<out>/rungs/<rung>/``
+        (:attr:`runs_root`)."""
         if self.ladder is None:
             raise ConfigError("rung", f"{rung!r}, but the experiment has no `ladder:`")
         names = [r.name for r in self.ladder.rungs]
