@@ -38,7 +38,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     r.add_argument("--show", type=int, default=0,
                    help="print the first N documents (id and first 300 characters; default 0)")
     s = sub.add_parser("stories", help="print storybook stories")
-    s.add_argument("--seed", type=int, default=0, help="storybook seed: the same seed tells the same stories (default 0)")
+    s.add_argument("--seed", type=int, default=0,
+                   help="storybook seed: the same seed tells the same stories (default 0)")
     s.add_argument("--start", type=int, default=0, help="index of the first story printed (default 0)")
     s.add_argument("--n", type=int, default=5, help="number of stories printed (default 5)")
     m = sub.add_parser("pairs", help="write storybook minimal pairs (BLiMP JSONL, one file per paradigm)")
