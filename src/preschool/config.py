@@ -82,8 +82,11 @@ def _coerce(tp: Any, value: Any, path: str) -> Any:
                 return _coerce(a, value, path)
             except ConfigError as e:
                 errors[a] = e
-        shaped = [a for a in errors if _holds(a, value)]
-        if len(shaped) == 1:  # a mapping (list) meant for the one mapping (list) type: its own error names the field
+        # a mapping meant for the one config class (else the one mapping type), a list for the one list type:
+        # that member's own error names the field
+        classes = [a for a in errors if dataclasses.is_dataclass(a)] if isinstance(value, dict) else []
+        shaped = classes or [a for a in errors if _holds(a, value)]
+        if len(shaped) == 1:
             raise errors[shaped[0]]
         raise ConfigError(path, f"value {value!r} matches none of {[getattr(a, '__name__', str(a)) for a in args]}")
     if origin is Literal:
@@ -163,11 +166,11 @@ def _coerce(tp: Any, value: Any, path: str) -> Any:
 
 
 def _holds(tp: Any, value: Any) -> bool:
-    """Whether ``tp`` is a container of ``value``'s kind: a config class or mapping type for a mapping, a list or
-    tuple type for a list (which member of a union a value was meant for, so that member's error is shown)."""
+    """Whether ``tp`` is a container type of ``value``'s kind: a mapping type for a mapping, a list or tuple type
+    for a list (which member of a union a value was meant for, so that member's error is shown)."""
     origin = typing.get_origin(tp) or tp
     if isinstance(value, dict):
-        return dataclasses.is_dataclass(tp) or origin is dict
+        return origin is dict
     if isinstance(value, (list, tuple)):
         return origin in (list, tuple)
     return False

@@ -160,3 +160,25 @@ def test_a_ladder_rung_beyond_the_machine_stops_the_run_in_one_line(tmp_path, ti
     out = tmp_path / "out"
     assert main(["run", str(tiny_experiment), "--out", str(out), "--rung", "huge"]) == 2
     one_line_error("model", "parameters", "GB")
+
+
+def test_on_cuda_the_device_holds_the_training_state_and_the_host_the_build(monkeypatch):
+    """No GPU needed: the check's arithmetic against a CUDA device's free memory (faked), FSDP shards included."""
+    import torch
+
+    from preschool import device
+    from preschool.errors import ConfigError
+
+    gpu, params = torch.device("cuda", 0), 10**9  # 16 GB to train, 4 GB to build
+    monkeypatch.setattr(device, "available_memory", lambda: 8 * 10**9)
+    monkeypatch.setattr(device, "cuda_free_memory", lambda d: 20 * 10**9)
+    device.check_model_memory(params, gpu)  # 16 GB on a card with 20 free, 4 GB on a host with 8
+    monkeypatch.setattr(device, "cuda_free_memory", lambda d: 10 * 10**9)
+    with pytest.raises(ConfigError, match="cuda:0") as e:
+        device.check_model_memory(params, gpu)
+    assert e.value.field == "model"
+    device.check_model_memory(params, gpu, shards=2)  # each FSDP rank holds half: 8 GB (after the whole 4 GB)
+    device.check_model_memory(params, gpu, param_bytes=2)  # pure_bf16: 8 GB
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")  # four ranks build their fp32 copy on one host: 16 GB > 8
+    with pytest.raises(ConfigError, match="host"):
+        device.check_model_memory(params, gpu, shards=4)
