@@ -53,7 +53,7 @@ def experiment(tmp_path):
                     "stage": "pt"}
             rows += [{"event": "train", **acct, "loss": loss}, {"event": "val", **acct, "val/pt": loss}]
         (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))  # NaN, Infinity as json writes them
-        (run / "DONE").write_text("")
+        (run / "DONE").write_text(json.dumps({"steps": 8}))  # as the trainer writes it (with more fields)
 
     for arm in ("base", "arm"):
         for seed in (0, 1):
@@ -223,3 +223,17 @@ def test_an_evaluator_value_that_is_no_number_is_named_and_left_out(experiment, 
     assert res["nonfinite"] == [{"arm": "arm", "seed": 1, "metric": "probe/acc", "step": 8, "value": shown}]
     gain = [g for g in res["stable_gain"] if g["metric"] == "probe/acc"]
     assert len(gain) == 1 and gain[0]["nonfinite"] == ["arm seed 1"] and gain[0]["seeds"] == 1
+
+
+@pytest.mark.parametrize("done, field", [("", "the file"), ("[1]", "the file"), ('{"flops": true}', "flops"),
+                                         ('{"model": {"params_total": "x"}}', "model.params_total")])
+def test_a_done_file_that_is_no_summary_is_named_and_the_report_written(experiment, capsys, done, field):
+    """`DONE` is the trainer's JSON summary; the report reads each finished run's cost from it (an empty file
+    was a JSONDecodeError traceback)."""
+    exp, out, _ = experiment
+    path = out / "arms" / "arm" / "seed0" / "DONE"
+    path.write_text(done)
+    rc, md, res = _report(exp, out)
+    assert rc == 0 and [g["stable"] for g in res["stable_gain"]] == [True]
+    said = _said(capsys)
+    assert len(said) == 1 and str(path) in said[0] and field in said[0] and "cost" in said[0], said

@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
-from ..layout import EVAL_SUMMARY, arm_runs, checkpoints_dir, evals_dir, is_done, metrics_lines, metrics_path
-from .records import Collected, NonfiniteValue, Point, SeedRun
+from ..layout import (EVAL_SUMMARY, arm_runs, checkpoints_dir, done_path, evals_dir, is_done, metrics_lines,
+                      metrics_path)
+from .records import Collected, NonfiniteValue, Point, RunCost, SeedRun
 
 DOWNSTREAM = "downstream/avg"
 
@@ -87,15 +88,17 @@ def collect(cfg) -> Collected:
                     reported.add(m)
                 if r.get("setup"):
                     setups[r["evaluator"]] = r["setup"]
-        unusable.say()
         done = is_done(run_dir)
+        cost = run_cost(run_dir, unusable) if done else None
+        unusable.say()
         nonfinite = _take_nonfinite(points, shown)
         arms.setdefault(arm.name, {})[seed] = SeedRun(
             run_dir=str(run_dir), done=done, total_tokens=total_tokens,
             ppt_tokens=ppt_tokens([r for r in rows if r.get("event") == "train"], stages[arm.name], done),
             doses=stage_doses(accounts, [st.name for st in stages[arm.name]]), setups=setups,
             higher_is_better=directions, reported=tuple(sorted(reported)),
-            points={k: tuple(p for _, p in sorted(d.items())) for k, d in points.items()}, nonfinite=nonfinite)
+            points={k: tuple(p for _, p in sorted(d.items())) for k, d in points.items()}, nonfinite=nonfinite,
+            cost=cost)
     return Collected(arms)
 
 
@@ -153,7 +156,8 @@ class _Unusable:
         # (file, field) -> [the first place ("file:line"), what it holds, what is done about it, how many more]
         self.seen: dict[tuple[Path, str], list] = {}
 
-    def _note(self, file: Path, line: int | None, field: str, value: Any, expected: str, what: str) -> None:
+    def note(self, file: Path, line: int | None, field: str, value: Any, expected: str, what: str) -> None:
+        """``field`` of ``file`` (at ``line``) holds ``value``, not ``expected``; ``what`` is done about it."""
         if (file, field) in self.seen:
             self.seen[file, field][3] += 1
         else:
@@ -165,7 +169,7 @@ class _Unusable:
         used (:func:`_bad_field`); a row that has not is noted, and must be left out."""
         bad = _bad_field(row)
         if bad is not None:
-            self._note(file, line, bad[0], row.get(bad[0]), bad[1], "the row is left out")
+            self.note(file, line, bad[0], row.get(bad[0]), bad[1], "the row is left out")
         return bad is None
 
     def value(self, value: Any, field: str, metric: str, file: Path, line: int | None = None) -> float | None:
@@ -174,7 +178,7 @@ class _Unusable:
         for a non-finite value."""
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return float(value)
-        self._note(file, line, field, value, "a number", f"the run's {metric} is left out like a non-finite value")
+        self.note(file, line, field, value, "a number", f"the run's {metric} is left out like a non-finite value")
         return None
 
     def say(self) -> None:
@@ -182,6 +186,39 @@ class _Unusable:
         for (_, field), (place, holds, what, more) in self.seen.items():
             also = f" (and {more} more like it in this file)" if more else ""
             print(f"[preschool] report: {place}: {field} is {holds}{also}; {what}", file=sys.stderr, flush=True)
+
+
+def run_cost(run_dir, unusable: _Unusable | None = None) -> RunCost:
+    """A finished run's training FLOPs and parameters, from the ``DONE`` the trainer wrote (None for what an
+    older trainer did not record, and for what is not a number: a ``DONE`` that is no JSON object, an empty
+    one a hand or an older tool wrote, gives no cost at all). ``unusable`` notes what could not be read."""
+    from ..io import read_json
+
+    path = done_path(run_dir)
+    unusable = unusable or _Unusable()
+    try:
+        done = read_json(path)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        done = None
+    if not isinstance(done, dict):
+        unusable.note(path, None, "the file", path.read_bytes()[:20].decode("utf-8", "replace"), "a JSON object",
+                      "the run's cost (FLOPs, parameters) is left out")
+        return RunCost(flops=None, params=None, params_non_embedding=None)
+    model = done.get("model") if isinstance(done.get("model"), dict) else {}
+
+    def number(where: dict, key: str, field: str, whole: bool):
+        v = where.get(key)
+        if v is None:
+            return None
+        if not (_whole(v) if whole else (isinstance(v, (int, float)) and not isinstance(v, bool))):
+            unusable.note(path, None, field, v, "a whole number" if whole else "a number",
+                          "the run's cost is left out")
+            return None
+        return int(v) if whole else float(v)
+
+    return RunCost(flops=number(done, "flops", "flops", False),
+                   params=number(model, "params_total", "model.params_total", True),
+                   params_non_embedding=number(model, "params_non_embedding", "model.params_non_embedding", True))
 
 
 def _take_nonfinite(points: dict[str, dict[int, Point]], shown: dict[str, dict[int, str]]) -> dict[str, list]:
