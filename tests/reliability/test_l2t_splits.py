@@ -50,3 +50,20 @@ def test_nothing_is_said_of_a_split_with_documents_or_none_asked(tmp_path, capsy
     held = sum(stats["val"]["documents_by_route"].values())
     assert (held > 0) if extra[1] == "0.5" else (held == 0)
     assert _val_lines(capsys.readouterr().err) == []
+
+
+@pytest.mark.slow
+def test_ten_held_back_novels_say_their_val_split_is_empty(shared_data, tmp_path, capsys):
+    """The issue's case on real text: ten novels (the longest cut into pieces, 13 documents) none of whose
+    ids hashes to val at the default 0.01."""
+    novels = tmp_path / "novels"
+    novels.mkdir()
+    for f in sorted((shared_data / "novels").iterdir())[:10]:
+        (novels / f.name).symlink_to(f)
+    out = tmp_path / "out"
+    assert main(["transform", "l2t", "--input", str(novels), "--out", str(out), "--seq-len", "1024",
+                 "--val-tokens", "20000"]) == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["splits"]["val"]["n_rows"] == 0 and manifest["splits"]["train"]["n_rows"] > 0
+    said = _val_lines(capsys.readouterr().err)
+    assert len(said) == 1 and f"{manifest['documents']} documents" in said[0], said
