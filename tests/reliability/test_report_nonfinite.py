@@ -237,3 +237,20 @@ def test_a_done_file_that_is_no_summary_is_named_and_the_report_written(experime
     assert rc == 0 and [g["stable"] for g in res["stable_gain"]] == [True]
     said = _said(capsys)
     assert len(said) == 1 and str(path) in said[0] and field in said[0] and "cost" in said[0], said
+
+
+def test_the_compartments_sections_read_val_curves_the_same_way(tmp_path, capsys):
+    """The slowdown and plateau sections read metrics.jsonl themselves (compartments/slowdown.read_val_curve):
+    a value that is no number drops its point as a NaN does, a row with a step that is no number is left out,
+    each named in one line, never a TypeError (null) or a 1.0 (true) in the curve."""
+    from preschool.compartments.slowdown import read_val_curve
+
+    rows = [{"event": "val", "step": s, "val/c0": 5.0 - s, "val/c1": 6.0 - s} for s in (1, 2, 3, 4)]
+    rows[1]["val/c1"] = True
+    rows[2]["step"] = "x"
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    curve = read_val_curve(tmp_path)
+    assert curve.steps.tolist() == [1, 4] and curve.losses.tolist() == [4.5, 1.5]
+    said = _said(capsys)
+    assert len(said) == 2 and f"{tmp_path / 'metrics.jsonl'}:2: val/c1 is true" in said[0] \
+        and f"{tmp_path / 'metrics.jsonl'}:3: step is" in said[1], said

@@ -49,7 +49,7 @@ def stage_of(row: dict) -> str | None:
 def collect(cfg) -> Collected:
     """Every run of the arm x seed grid: its val losses (metrics.jsonl), evaluator metrics (evals/), the
     tokens each stage trained per source and the PPT tokens it trained (:func:`ppt_tokens`). Values and rows
-    it cannot use are named on stderr (:class:`_Unusable`) and set aside."""
+    it cannot use are named on stderr (:class:`Unusable`) and set aside."""
     from ..evals.runner import collect_results
 
     arms: dict[str, dict[Any, SeedRun]] = {}
@@ -61,7 +61,7 @@ def collect(cfg) -> Collected:
         directions: dict[str, bool] = {}
         reported: set[str] = set()
         total_tokens = 0
-        unusable = _Unusable()
+        unusable = Unusable()
         path = metrics_path(run_dir)
         lines = [(ln, r) for ln, r in metrics_lines(run_dir) if unusable.account(r, path, ln)]
         rows = [r for _, r in lines]
@@ -148,7 +148,7 @@ def _bad_field(row: dict) -> tuple[str, str] | None:
     return None
 
 
-class _Unusable:
+class Unusable:
     """What one run's files hold that the report cannot use, named on stderr once per file and field:
     the first place, what it holds, and how many more (:meth:`say`)."""
 
@@ -188,14 +188,14 @@ class _Unusable:
             print(f"[preschool] report: {place}: {field} is {holds}{also}; {what}", file=sys.stderr, flush=True)
 
 
-def run_cost(run_dir, unusable: _Unusable | None = None) -> RunCost:
+def run_cost(run_dir, unusable: Unusable | None = None) -> RunCost:
     """A finished run's training FLOPs and parameters, from the ``DONE`` the trainer wrote (None for what an
     older trainer did not record, and for what is not a number: a ``DONE`` that is no JSON object, an empty
     one a hand or an older tool wrote, gives no cost at all). ``unusable`` notes what could not be read."""
     from ..io import read_json
 
     path = done_path(run_dir)
-    unusable = unusable or _Unusable()
+    unusable = unusable or Unusable()
     try:
         done = read_json(path)
     except (json.JSONDecodeError, UnicodeDecodeError):

@@ -26,8 +26,9 @@ from pathlib import Path
 
 import numpy as np
 
+from ..analysis.collect import Unusable
 from ..errors import DataError
-from ..layout import metrics_path, read_metrics
+from ..layout import metrics_lines, metrics_path
 
 
 @dataclass
@@ -112,14 +113,22 @@ def plateau(curves: dict, k: int = 1) -> dict:
 
 def read_val_curve(arm_dir: str | Path, keys: list[str] | None = None, prefix: str = "val/") -> Curve:
     """Val-loss curve from ``<arm>/metrics.jsonl``: mean over ``keys`` (default: every ``val/*`` key of
-    the first val row) at each val event that has all of them."""
+    the first val row) at each val event that has all of them. A value that is no number (``null``,
+    ``true``, a list) makes its point NaN, dropped as a non-finite one is, and a row whose step or token
+    account is no whole number is left out; each is named on stderr in one line (file, line, field), as
+    the report's own reading does (:class:`~preschool.analysis.collect.Unusable`)."""
+    path, unusable = metrics_path(arm_dir), Unusable()
     steps, losses = [], []
-    for row in read_metrics(arm_dir, event="val", missing_ok=False):
+    for ln, row in metrics_lines(arm_dir, missing_ok=False):
+        if row.get("event") != "val":
+            continue
         if keys is None:
             keys = sorted(k for k in row if k.startswith(prefix))
             if not keys:
-                raise DataError(f"{metrics_path(arm_dir)}: val row at step {row.get('step')} has no {prefix}* keys")
-        if all(k in row for k in keys):
+                raise DataError(f"{path}: val row at step {row.get('step')} has no {prefix}* keys")
+        if all(k in row for k in keys) and unusable.account(row, path, ln):
+            values = [unusable.value(row[k], k, k, path, ln) for k in keys]
             steps.append(row["step"])
-            losses.append(float(np.mean([row[k] for k in keys])))
+            losses.append(math.nan if None in values else float(np.mean(values)))
+    unusable.say()
     return Curve(np.asarray(steps), np.asarray(losses))
