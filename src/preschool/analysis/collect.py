@@ -182,10 +182,33 @@ class Unusable:
         return None
 
     def say(self) -> None:
-        """One line on stderr per file and field noted."""
+        """One line on stderr per file and field noted (a line this process said already is not repeated: the
+        compartments sections read one run's rows several times)."""
         for (_, field), (place, holds, what, more) in self.seen.items():
             also = f" (and {more} more like it in this file)" if more else ""
-            print(f"[preschool] report: {place}: {field} is {holds}{also}; {what}", file=sys.stderr, flush=True)
+            line = f"[preschool] report: {place}: {field} is {holds}{also}; {what}"
+            if line not in _SAID:
+                _SAID.add(line)
+                print(line, file=sys.stderr, flush=True)
+
+
+_SAID: set[str] = set()  # the lines Unusable.say has printed in this process
+
+
+def val_rows(run_dir, missing_ok: bool = True) -> list[dict]:
+    """A run's val rows as the report reads them, for a section that reads ``metrics.jsonl`` itself (the
+    compartments sections): a row whose step or token account is no whole number is left out, and a ``val/*``
+    value that is no number becomes NaN, which those sections drop as a non-finite value; each is named on
+    stderr in one line (:class:`Unusable`). ``missing_ok``: as :func:`~preschool.layout.read_metrics`'s."""
+    path, unusable = metrics_path(run_dir), Unusable()
+    rows = []
+    for ln, row in metrics_lines(run_dir, missing_ok):
+        if row.get("event") != "val" or not unusable.account(row, path, ln):
+            continue
+        numbers = {k: unusable.value(v, k, k, path, ln) for k, v in row.items() if k.startswith("val/")}
+        rows.append({**row, **{k: math.nan if v is None else v for k, v in numbers.items()}})
+    unusable.say()
+    return rows
 
 
 def run_cost(run_dir, unusable: Unusable | None = None) -> RunCost:

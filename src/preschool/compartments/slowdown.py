@@ -26,9 +26,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..analysis.collect import Unusable
+from ..analysis.collect import val_rows
 from ..errors import DataError
-from ..layout import metrics_lines, metrics_path
+from ..layout import metrics_path
 
 
 @dataclass
@@ -113,22 +113,16 @@ def plateau(curves: dict, k: int = 1) -> dict:
 
 def read_val_curve(arm_dir: str | Path, keys: list[str] | None = None, prefix: str = "val/") -> Curve:
     """Val-loss curve from ``<arm>/metrics.jsonl``: mean over ``keys`` (default: every ``val/*`` key of
-    the first val row) at each val event that has all of them. A value that is no number (``null``,
-    ``true``, a list) makes its point NaN, dropped as a non-finite one is, and a row whose step or token
-    account is no whole number is left out; each is named on stderr in one line (file, line, field), as
-    the report's own reading does (:class:`~preschool.analysis.collect.Unusable`)."""
-    path, unusable = metrics_path(arm_dir), Unusable()
+    the first val row) at each val event that has all of them. Rows are read as the report reads them
+    (:func:`~preschool.analysis.collect.val_rows`): a value that is no number makes its point NaN, dropped
+    as a non-finite one is, and a row whose step is no whole number is left out, each named in one line."""
     steps, losses = [], []
-    for ln, row in metrics_lines(arm_dir, missing_ok=False):
-        if row.get("event") != "val":
-            continue
+    for row in val_rows(arm_dir, missing_ok=False):
         if keys is None:
             keys = sorted(k for k in row if k.startswith(prefix))
             if not keys:
-                raise DataError(f"{path}: val row at step {row.get('step')} has no {prefix}* keys")
-        if all(k in row for k in keys) and unusable.account(row, path, ln):
-            values = [unusable.value(row[k], k, k, path, ln) for k in keys]
+                raise DataError(f"{metrics_path(arm_dir)}: val row at step {row.get('step')} has no {prefix}* keys")
+        if all(k in row for k in keys):
             steps.append(row["step"])
-            losses.append(math.nan if None in values else float(np.mean(values)))
-    unusable.say()
+            losses.append(float(np.mean([row[k] for k in keys])))
     return Curve(np.asarray(steps), np.asarray(losses))
