@@ -11,7 +11,10 @@ supporting paragraphs, HotpotQA and 2WikiMultiHopQA all supplied paragraphs
 (the paper's question-structure breakdown).
 
 The fine-tune runs on a *copy* of the model, so the checkpoint being
-evaluated is never modified. Each example is ``prompt + " " + answer + EOS``
+evaluated is never modified. It is a run of the staged trainer
+(:mod:`preschool.train.finetune`) in ``<out_dir>/finetune/``, with its
+checkpoints and exact resume: an evaluation cut short resumes its fine-tune
+when run again (docs/evaluation.md). Each example is ``prompt + " " + answer + EOS``
 with the loss on the answer tokens (and EOS) only; answers are produced by
 greedy decoding, cut at the first newline, and compared with every gold
 answer/alias (the best score counts).
@@ -52,7 +55,7 @@ from typing import Any, Iterator
 import numpy as np
 
 from ..config import check
-from ..errors import DataError
+from ..errors import DataError, TrainingError
 from .base import EVALUATORS, EvalResult, Evaluator, max_positions
 from ..io import iter_jsonl
 from ..seeds import QA_FINETUNE
@@ -367,6 +370,9 @@ class QAF1Evaluator(Evaluator):
             work = self.work_dir or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="qa-finetune-")))
             # the folder is this evaluator's scratch: one left by another checkpoint or config starts over
             ft = finetune(m, rows, cfg, work, pad_id=pad, salt=QA_FINETUNE, restart_stale=True)
+        if not ft["finished"]:  # never score a half-trained copy
+            raise TrainingError(f"{work}: the QA fine-tune stopped at step {ft['steps']} of {ft['total_steps']}"
+                                + ("; run the evaluation again to resume it" if self.work_dir else ""))
         return m, {**ft, "n_train": len(rows), "n_dropped": dropped}
 
     def evaluate(self, model, tokenizer) -> EvalResult:

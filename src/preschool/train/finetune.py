@@ -193,8 +193,8 @@ def finetune(model, rows: Sequence[Pair], cfg: FineTuneConfig, out_dir: str | Pa
     """Fine-tune ``model`` in place on ``rows`` in the run folder ``out_dir`` (resuming what is there).
 
     Returns the trainer's summary plus ``losses`` (each step's loss, from ``metrics.jsonl``: a skipped
-    step's non-finite one included) and ``finished`` (False: stopped before the last step; rerun to go
-    on). ``restart_stale``: a folder holding a run of other rows, weights or settings is deleted and
+    step's non-finite one included), ``total_steps`` and ``finished`` (False: stopped before the last
+    step; rerun to go on). ``restart_stale``: a folder holding a run of other rows, weights or settings is deleted and
     the fine-tune starts over (for a scratch folder); otherwise that is a ConfigError.
     """
     import torch
@@ -224,4 +224,5 @@ def finetune(model, rows: Sequence[Pair], cfg: FineTuneConfig, out_dir: str | Pa
         load_weights(model, checkpoint_dir(out, summary["steps"]))
     rows_out = [r for r in read_metrics(out) if r.get("event") in ("train", "nonfinite")]
     model.eval()
-    return {**summary, "losses": [float(r["loss"]) for r in rows_out], "finished": done_path(out).is_file()}
+    return {**summary, "losses": [float(r["loss"]) for r in rows_out], "finished": done_path(out).is_file(),
+            "total_steps": plan.total_steps}

@@ -17,8 +17,8 @@ global count of loss tokens so the gradient does not depend on micro-batch
 size or world size. A step whose loss or gradient norm is not finite is never
 applied: ``nonfinite`` says whether the run stops there, skips the batch or
 rewinds to the last checkpoint (:meth:`Trainer._nonfinite_step`). The step itself
-(accumulate, clip, guarded update) is :class:`.step.TrainStep`, which the QA
-fine-tune shares; this module is the loop around it.
+(accumulate, clip, guarded update) is :class:`.step.TrainStep`; this module is
+the loop around it, the package's only one (the QA fine-tune runs in it too, below).
 
 Under ``torchrun`` (WORLD_SIZE > 1) the same code runs DDP or, with
 ``parallel: fsdp``, FSDP2 (gloo on CPU, NCCL on GPU; :mod:`.parallel`); rank r
