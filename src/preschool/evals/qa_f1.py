@@ -357,9 +357,10 @@ class QAF1Evaluator(Evaluator):
             self.work_dir = None
         return summary
 
-    def _finetune(self, model, tokenizer, examples: list[QAExample], limit: int | None) -> tuple[Any, dict]:
+    def fine_tune(self, model, tokenizer, examples: list[QAExample], limit: int | None) -> tuple[Any, dict]:
         """A fine-tuned copy of ``model`` (the checkpoint under evaluation is never modified) and the
-        fine-tune's summary (``losses``, ``n_train``, ``n_dropped``)."""
+        fine-tune's summary (``losses``, ``steps``, ``n_train``, ``n_dropped``; the rows longer than
+        ``limit`` tokens dropped), trained in :attr:`work_dir` (None: a temporary folder)."""
         from ..train.finetune import finetune
 
         cfg: QAConfig = self.cfg
@@ -384,7 +385,7 @@ class QAF1Evaluator(Evaluator):
         m = model
         if cfg.train_path:
             train = load_qa(cfg.train_path, cfg.format, cfg.context, cfg.max_train_examples)
-            m, ft = self._finetune(model, tokenizer, train, limit)
+            m, ft = self.fine_tune(model, tokenizer, train, limit)
             losses = ft["losses"]
             k = max(1, min(10, len(losses) // 4))
             metrics.update({"train_loss_first": float(np.mean(losses[:k])), "train_loss_last": float(np.mean(losses[-k:])),
