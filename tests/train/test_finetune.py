@@ -142,3 +142,42 @@ def test_a_folder_of_another_fine_tune_is_refused_or_started_over(tmp_path):
     assert out["finished"] and out["resumed_from"] is None
     assert all(torch.equal(v, other.state_dict()[k]) for k, v in ref.state_dict().items())
     assert json.loads(done_path(run).read_text())["steps"] == 16
+
+
+KILLED = """
+import os, sys
+sys.path.insert(0, sys.argv[2])
+from test_finetune import CFG, _model, _rows
+from preschool.train.callbacks import Callback
+from preschool.train.finetune import finetune
+
+class Die(Callback):
+    def on_step_end(self, trainer):
+        if trainer.step == 10:
+            os._exit(17)  # a killed process: no checkpoint of step 10, no cleanup
+
+finetune(_model(), _rows(), CFG, sys.argv[1], pad_id=0, salt=11, callbacks=[Die()])
+"""
+
+
+def test_fine_tune_killed_midway_resumes_to_the_same_weights(tmp_path):
+    """Killed after step 10 (newest checkpoint: step 9), rerun: the rows logged after the checkpoint are
+    dropped and trained again, and the weights and losses equal an uninterrupted fine-tune's."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    run = tmp_path / "killed"
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run([sys.executable, "-c", KILLED, str(run), str(Path(__file__).parent)], env=env,
+                          capture_output=True, text=True)
+    assert proc.returncode == 17, proc.stderr[-2000:]
+    assert [s for s, _ in list_checkpoints(run)] == [3, 6, 9]
+    assert [r["step"] for r in read_metrics(run, "train")] == list(range(1, 11))  # step 10 logged, not saved
+    ref = _model()
+    full = finetune(ref, _rows(), CFG, tmp_path / "full", pad_id=0, salt=11)
+    m = _model()
+    out = finetune(m, _rows(), CFG, run, pad_id=0, salt=11)
+    assert out["resumed_from"].endswith("step-00000009") and out["losses"] == full["losses"]
+    assert all(torch.equal(v, m.state_dict()[k]) for k, v in ref.state_dict().items())
