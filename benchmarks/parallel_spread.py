@@ -62,8 +62,9 @@ def main() -> None:
         for i, (cfg_, data, comp) in enumerate(configs.values()):
             for seed in range(args.seeds):
                 for mode in ("fsdp", "ddp"):
-                    jobs.append({"cfg": {**cfg_, "seed": seed, "parallel": mode}, "out": str(tmp / f"{i}-{seed}-{mode}"),
-                                 "datasets": data, **({"compartments": comp} if comp else {})})
+                    jobs.append({"cfg": {**cfg_, "seed": seed, "parallel": mode},
+                                 "out": str(tmp / f"{i}-{seed}-{mode}"), "datasets": data,
+                                 **({"compartments": comp} if comp else {})})
         proc = run_jobs(_torchrun, tmp, "jobs", jobs)
         if proc.returncode:
             sys.exit(proc.stderr[-3000:])

@@ -345,7 +345,8 @@ class QAF1Evaluator(Evaluator):
     #: the fine-tune's run folder (set by :meth:`run` from its ``out_dir``; None: a temporary folder)
     work_dir: Path | None = None
 
-    def run(self, model, tokenizer, out_dir: str | Path | None = None, checkpoint: str | None = None, **prov: Any) -> dict:
+    def run(self, model, tokenizer, out_dir: str | Path | None = None, checkpoint: str | None = None,
+            **prov: Any) -> dict:
         """:meth:`Evaluator.run`; with ``out_dir``, the fine-tune trains in ``out_dir/finetune/``, where a
         rerun after an interruption resumes it, and which is deleted once ``summary.json`` is written."""
         self.work_dir = Path(out_dir) / FINETUNE_DIR if out_dir is not None else None

@@ -143,7 +143,8 @@ def resume(trainer: CheckpointedTrainer, upto: int | None = None) -> Path | None
                 for k, g in st["groups"].items():
                     g["optim"] = optims[k]
             else:
-                _load_weights(trainer.model, ckpt, weights, tied=_ties(trainer.model, trainer.cfg.model.tie_embeddings))
+                tied = _ties(trainer.model, trainer.cfg.model.tie_embeddings)
+                _load_weights(trainer.model, ckpt, weights, tied=tied)
             _load_state(trainer, st, ckpt / STATE_FILE)
         except DataError as e:  # the next one tried loads every tensor and counter again, over whatever this one left
             damaged.append(str(e))

@@ -68,7 +68,8 @@ class FineTuneConfig:
         check(self.batch_size >= 1, "batch_size", f"must be >= 1, got {self.batch_size}")
         check(self.weight_decay >= 0, "weight_decay", "must be >= 0")
         check(self.warmup_steps >= 0, "warmup_steps", "must be >= 0")
-        check(self.schedule in ("linear", "constant"), "schedule", f"must be 'linear' or 'constant', got {self.schedule!r}")
+        check(self.schedule in ("linear", "constant"), "schedule",
+              f"must be 'linear' or 'constant', got {self.schedule!r}")
         check(self.grad_clip >= 0, "grad_clip", "must be >= 0 (0 = off)")
         check(self.seed >= 0, "seed", "must be >= 0")
         check(self.checkpoint_every >= 1, "checkpoint_every", f"must be >= 1, got {self.checkpoint_every}")

@@ -230,7 +230,7 @@ class Trainer:
             if not run_config_path(self.out_dir).is_file():
                 import yaml
 
-                tree = run_config_tree(cfg, self.datasets, self.tokenizer_dir, getattr(self.plan, "data_sha256", None))
+                tree = run_config_tree(cfg, self.datasets, self.tokenizer_dir, self.plan.data_sha256)
                 write_text(run_config_path(self.out_dir), yaml.safe_dump(tree, sort_keys=False))
             checkpoint.remove_interrupted_writes(self.out_dir)  # a rerun cleans up after a killed one
         self.barrier()
@@ -283,7 +283,7 @@ class Trainer:
         cfg = self.cfg
         done = done_path(self.out_dir)
         # checked for finished runs too: a changed config or rebuilt data must not reuse old results
-        check_run_dir(cfg, self.out_dir, self.datasets, self.tokenizer_dir, getattr(self.plan, "data_sha256", None))
+        check_run_dir(cfg, self.out_dir, self.datasets, self.tokenizer_dir, self.plan.data_sha256)
         if done.is_file():
             return read_json(done)
         self._setup()
