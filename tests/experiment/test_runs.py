@@ -16,12 +16,14 @@ SRC = ROOT / "src" / "preschool"
 BUILDER = SRC / "experiment" / "runs.py"
 LADDER_DYCK = ROOT / "examples" / "ladder_dyck.yaml"
 
-# the merge and the resolution (module functions of runs.py) and the config methods that used to do them
-_RESOLVING = {"_merge_train_config", "_merged_train_config", "_resolve_datasets", "train_config", "arm_datasets"}
+# the merge and the resolution (functions of runs.py), and the config methods that used to do them (a method
+# call: the fine-tune's own train_config(cfg, data, device) of train/finetune.py is another function)
+_RESOLVING = {"_merge_train_config", "_merged_train_config", "_resolve_datasets"}
+_RESOLVING_METHODS = {"train_config", "arm_datasets"}
 
 
 def _resolving_calls(root: Path) -> list[str]:
-    """``path:line name`` of every call of a resolving function outside runs.py, as a name or a method."""
+    """``path:line name`` of every call of a resolving function or config method outside runs.py."""
     found = []
     for path in sorted(root.rglob("*.py")):
         if path == BUILDER:
@@ -30,7 +32,7 @@ def _resolving_calls(root: Path) -> list[str]:
             if isinstance(node, ast.Call):
                 f = node.func
                 name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None
-                if name in _RESOLVING:
+                if name in _RESOLVING or isinstance(f, ast.Attribute) and name in _RESOLVING_METHODS:
                     found.append(f"{path.relative_to(root)}:{node.lineno} {name}")
     return found
 
@@ -39,8 +41,9 @@ def test_only_the_records_module_merges_train_configs_or_resolves_datasets():
     assert _resolving_calls(SRC) == []
 
 
-def test_the_walk_sees_a_method_call_and_a_plain_call(tmp_path):
-    (tmp_path / "plan.py").write_text("def f(cfg, arm):\n    return cfg.train_config(arm, 0)\n")
+def test_the_walk_sees_a_config_method_call_and_a_private_merge_call(tmp_path):
+    (tmp_path / "plan.py").write_text("def f(cfg, arm):\n    return cfg.train_config(arm, 0)\n\n"
+                                      "def g(cfg, data):\n    return train_config(cfg, data, 'cpu')\n")
     (tmp_path / "x.py").write_text("from .runs import _merged_train_config\n\n"
                                    "def g(cfg):\n    return _merged_train_config(cfg, 1, 2, '')\n")
     assert _resolving_calls(tmp_path) == ["plan.py:2 train_config", "x.py:4 _merged_train_config"]

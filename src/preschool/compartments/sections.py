@@ -33,12 +33,13 @@ from typing import Any
 
 import numpy as np
 
+from ..analysis.collect import val_rows
 from ..analysis.plots import new_figure, save_figure
 from ..analysis.sections import SECTIONS, Section, SectionContext
 from ..analysis.stats import format_mean_sd, ols_slope, one_sd_verdict, seed_summary, seed_trend, trend_text
 from ..config import check
 from ..io import read_json
-from ..layout import MANIFEST, PLOTS, final_checkpoint, is_done, read_metrics
+from ..layout import MANIFEST, PLOTS, final_checkpoint, is_done
 from .slowdown import Curve, plateau, read_val_curve, slowdown_at_targets, slowdown_curve
 
 _COMPARTMENT_KEY = re.compile(r"^val/c\d+$")
@@ -74,13 +75,13 @@ def init_from(ctx: SectionContext, arm: str) -> str | None:
 
 def val_curve(run: Path) -> Curve:
     """Val loss averaged over the run's compartments (``val/c<i>``) at every val event that has them all."""
-    first = next((r for r in read_metrics(run, event="val")), None) or {}
+    first = next((r for r in val_rows(run)), None) or {}
     keys = sorted((k for k in first if _COMPARTMENT_KEY.match(k)), key=lambda k: int(k[5:]))
     return read_val_curve(run, keys=keys or None)
 
 
 def _last_val(run: Path, key: str) -> float | None:
-    return next((row[key] for row in reversed(read_metrics(run, event="val")) if key in row), None)
+    return next((row[key] for row in reversed(val_rows(run)) if key in row), None)
 
 
 def _save_log_x(fig, ax, hline: float, xlabel: str, ylabel: str, path: Path) -> str:
@@ -514,7 +515,7 @@ class AuditGapSection(Section):
             if a not in ctx.arms:
                 raise ConfigError(f"report.sections.audit_gap.{f}", f"no arm named {a!r}; have {ctx.arms}")
         ref_runs = ctx.runs(ref)
-        pres = sorted({k[4:] for r in ref_runs.values() for row in read_metrics(r, event="val")
+        pres = sorted({k[4:] for r in ref_runs.values() for row in val_rows(r)
                        for k in row if k.startswith("val/")})
         res: dict[str, Any] = {"reference": ref, "arm": main, "presentations": pres, "arms": {}}
         for arm in ctx.arms:
@@ -556,8 +557,8 @@ class AuditGapSection(Section):
 
 def _gaps(ref_run: Path, run: Path, presentations: list[str]) -> dict[str, dict]:
     """{presentation: {"steps", "gap"}}: the run's val loss minus the reference's at the steps both logged."""
-    ref = {r["step"]: r for r in read_metrics(ref_run, event="val")}
-    rows = [r for r in read_metrics(run, event="val") if r["step"] in ref]
+    ref = {r["step"]: r for r in val_rows(ref_run)}
+    rows = [r for r in val_rows(run) if r["step"] in ref]
     out = {}
     for p in presentations:
         k = f"val/{p}"
