@@ -738,15 +738,19 @@ Run an experiment on a Slurm cluster: writes <out>/slurm/*.sbatch (a prepare
 job, one multi-node torchrun job per arm x seed that waits for it, and an
 eval+report job that waits for all arms and reports whatever finished), then
 checks the request against the partition (sinfo: CPUs, memory, GPUs, nodes,
-time limit) and submits the jobs whose outputs are not already complete and
-current and that are not already queued or running (squeue, by the comment
-each job carries): a second launch of a finished experiment submits nothing,
-one while jobs are queued submits only the rest, and a failed arm is submitted
-again and resumes from its last checkpoint. With --dry-run nothing is
-submitted: the scripts are written and a submission script runnable as it is
-printed (and written to <out>/slurm/submit.sh). --status shows each job's
-state, Slurm's reason for a pending one and a failed job's log tail.
---gpus-per-node 0 makes CPU jobs. See docs/scale.md.
+time limit) and puts each job in one state: done, queued with the current
+script, queued with a stale one (the config or a flag changed), never-runnable
+(it waits on a job that failed), failed, or absent (squeue, by the comment
+each job carries, and <out>/slurm/jobs.json). It prints every job's state and
+what it does: done and queued jobs are kept, stale and never-runnable ones are
+cancelled and submitted again with the pending jobs that wait on them, failed
+and absent ones are submitted (a failed arm resumes from its last checkpoint).
+A second launch of a finished experiment submits nothing. With --dry-run
+nothing is cancelled or submitted: the scripts are written and a submission
+script runnable as it is printed (and written to <out>/slurm/submit.sh).
+--status shows each job's state, Slurm's reason for a pending one and a failed
+job's log tail (from jobs.json and the run folders when the controller cannot
+be reached). --gpus-per-node 0 makes CPU jobs. See docs/scale.md.
 
 example:
   preschool launch examples/paper/verify_ppt_1b.yaml --slurm --nodes 2 --gpus-per-node 8 \\
@@ -768,8 +772,9 @@ def add_arguments(p) -> None:
     p.add_argument("--procs-per-node", type=int,
                    help="CPU jobs: torchrun processes per node (default 1; with GPUs one per GPU)")
     p.add_argument("--cpus-per-task", type=int,
-                   help=f"CPUs per node for each job's task (default {CPUS_PER_PROCESS} per training process); "
-                        "torch's threads per rank = these CPUs / processes per node")
+                   help=f"CPUs per node for each job's task (default {CPUS_PER_PROCESS} per training process; "
+                        f"the prepare and report jobs get all of them, default {CPUS_PER_PROCESS}); torch's threads "
+                        "per rank = these CPUs / processes per node")
     p.add_argument("--mem", help="memory per node, e.g. 64G (default: the partition's)")
     p.add_argument("--partition", help="Slurm partition")
     p.add_argument("--account", help="Slurm account")
@@ -779,7 +784,7 @@ def add_arguments(p) -> None:
     p.add_argument("--report-time", help="time limit of the prepare and report jobs (default: --time)")
     p.add_argument("--report-gpus", type=int, default=0,
                    help="GPUs of the eval + report job (default 0: the evaluators run on CPU; for a partition "
-                        "that insists on a GPU)")
+                        "that insists on a GPU); the prepare job asks none")
     p.add_argument("--port", type=int, default=29500,
                    help="multi-node jobs: base rendezvous port on the job's first node, plus the job id mod "
                         f"{PORT_SPAN} (one-node jobs use torchrun --standalone)")
@@ -792,7 +797,8 @@ def add_arguments(p) -> None:
                         "as it is (<out>/slurm/submit.sh); submit nothing")
     p.add_argument("--status", action="store_true",
                    help="show each job's state instead of launching: done, queued or running (with Slurm's "
-                        "reason), or ended without finishing (with its log's last lines)")
+                        "reason; stale or never-runnable ones said so), or ended without finishing (with its log's "
+                        "last lines); with the controller unreachable, what jobs.json and the run folders say")
 
 
 def options(args) -> SlurmOptions:
