@@ -154,7 +154,8 @@ def _fake_slurm(bin_dir: Path, log: Path, answer: str = '"$n;testcluster"', fail
     """A fake Slurm in ``bin_dir``: sbatch records its arguments in ``log`` and answers ``answer`` (exit 1
     on call ``fail_at``); with ``queue`` each job it is given is queued (PENDING, with its script's
     comment) in ``<log>.queue``, which squeue prints (``%i|%T|%r|%k``); scancel records what it cancels in
-    ``<log>.scancel`` and drops it from the queue; sinfo prints ``<log>.sinfo`` if written, else two 64-CPU nodes of 8 GPUs."""
+    ``<log>.scancel`` and drops it from the queue; sinfo prints ``<log>.sinfo`` if written, else two 64-CPU
+    nodes of 8 GPUs."""
     bin_dir.mkdir(parents=True, exist_ok=True)
     (bin_dir / "sbatch").write_text(f"""#!/bin/bash
 n=$(( $(wc -l < {log} 2>/dev/null || echo 0) + 1001 ))
@@ -319,7 +320,7 @@ def test_a_launch_after_prepare_submits_no_prepare_job(tmp_path, monkeypatch, ca
     capsys.readouterr()
     assert _launch(cfg, "--gpus-per-node", "0", "--cpus-per-task", "1", "--dry-run", out=out) == 0
     text = capsys.readouterr().out
-    assert "skip prepare: data prepared" in text and "would run: a-seed0, b-seed0, report" in text
+    assert "skip prepare [done]: data prepared" in text and "would run: a-seed0, b-seed0, report" in text
     assert "afterok" not in text and not log.exists()
     assert _launch(cfg, "--gpus-per-node", "0", "--cpus-per-task", "1", out=out) == 0
     rows = log.read_text().splitlines()
@@ -353,7 +354,8 @@ def test_a_second_launch_submits_only_what_is_not_current(finished, tmp_path, mo
     # data and the arm are done: only the report (never written by a report job) is submitted, with no dependency
     assert _launch(cfg, "--gpus-per-node", "0", "--cpus-per-task", "1", out=out) == 0
     text = capsys.readouterr().out
-    assert "skip prepare" in text and "skip a-seed0: finished with this config" in text and "skip b-seed0" in text
+    assert "skip prepare [done]" in text and "skip b-seed0 [done]" in text
+    assert "skip a-seed0 [done]: finished with this config" in text
     rows = log.read_text().splitlines()
     assert len(rows) == 1 and rows[0].endswith("report.sbatch") and "--dependency" not in rows[0]
     # the report job runs (eval + report) and records it; then nothing is left to submit, dry or not

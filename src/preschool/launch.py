@@ -544,7 +544,7 @@ def submit_script(jobs: list[Job], paths: dict[str, Path], ids: dict[str, str], 
              "# after it wait for (--dependency); it stops at the first sbatch that fails",
              "set -euo pipefail"]
     if cancel:
-        lines.append(f"scancel {' '.join(cancel)}  # the queued jobs replaced: stale, never-runnable or their dependents")
+        lines.append(f"scancel {' '.join(cancel)}  # the queued jobs it replaces (stale, never-runnable, dependents)")
     refs = dict(ids)
     taken: set[str] = set()
     for j in jobs:
