@@ -515,6 +515,34 @@ def test_a_relaunch_with_another_config_replaces_the_queued_jobs_stale_script(tm
     assert len(log.read_text().splitlines()) == 8
 
 
+def test_a_job_an_older_launch_queued_is_checked_by_the_script_slurm_holds(tmp_path, monkeypatch, capsys):
+    """A comment without a script hash (a job submitted before launch recorded one) is checked with
+    `scontrol write batch_script`: the script Slurm holds is hashed like the current one."""
+    log = _fake_slurm(tmp_path / "bin", tmp_path / "sbatch.log", queue=True)
+    _on_path(monkeypatch, tmp_path)
+    args = ("--gpus-per-node", "0", "--cpus-per-task", "1")
+    assert _launch(MICRO_YAML, *args) == 0
+    queue = log.with_name(log.name + ".queue")
+    queue.write_text("".join(r.rsplit(":", 1)[0] + "\n" for r in _queue_rows(log)))  # the old comment
+    held = tmp_path / "held"
+    held.mkdir()
+    for r in _queue_rows(log):
+        name = r.split("|")[3].split(":")[2]
+        (held / r.split("|")[0]).write_text((tmp_path / "run/slurm" / f"{name}.sbatch").read_text())
+    scontrol = f'#!/bin/bash\n[ "$1 $2 $4" = "write batch_script -" ] && cat {held}/$3\n'
+    (tmp_path / "bin" / "scontrol").write_text(scontrol)
+    (tmp_path / "bin" / "scontrol").chmod(0o755)
+    capsys.readouterr()
+    assert _launch(MICRO_YAML, *args) == 0
+    text = capsys.readouterr().out
+    assert "nothing to run" in text and text.count("[queued]: already in Slurm") == 4, text
+    (held / "1003").write_text((held / "1003").read_text().replace("--seed 0", "--seed 0 --set train.lr=0.5"))
+    assert _launch(MICRO_YAML, *args) == 0
+    text = capsys.readouterr().out
+    assert "resubmit b-seed0 [stale]: job 1003 (PENDING, reason None) runs another script" in text
+    assert "to run: b-seed0, report" in text
+
+
 def test_a_relaunch_right_after_scancel_resubmits_the_dying_job_after_it(tmp_path, monkeypatch, capsys):
     """Issue 40 item 5: a relaunch right after scancel took the COMPLETING job for a queued one and skipped
     it. A job that is ending unfinished is failed: submitted again with afterany on the dying job (so the
