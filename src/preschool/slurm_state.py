@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import PreschoolError
+from .io import read_json, write_json
 
 DONE, QUEUED, STALE, NEVER, FAILED, ABSENT = "done", "queued", "stale", "never-runnable", "failed", "absent"
 
@@ -147,8 +148,6 @@ class Recorded:
 
 def read_record(path: Path) -> dict[str, Recorded]:
     """``jobs.json``: name -> :class:`Recorded`; {} when missing or unreadable (it is only a memo of ids)."""
-    from .io import read_json
-
     try:
         known = read_json(path) if path.is_file() else {}
     except ValueError:
@@ -164,8 +163,6 @@ def read_record(path: Path) -> dict[str, Recorded]:
 
 def write_record(path: Path, submitted: dict[str, Recorded]) -> None:
     """Merge ``submitted`` into ``jobs.json`` (``{"<job>": {"id": "<job id>", "script": "<hash>"}}``), atomically."""
-    from .io import write_json
-
     known = {**read_record(path), **submitted}
     write_json(path, {n: {"id": r.job_id, **({"script": r.digest} if r.digest else {})} for n, r in known.items()})
 
