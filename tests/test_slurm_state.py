@@ -42,6 +42,22 @@ def test_a_running_stale_job_is_cancelled_and_its_successor_starts_after_it():
     assert steps["report"].submit and steps["report"].cancel == ["14"] and steps["report"].after_ended == []
 
 
+def test_a_running_stale_arm_that_trains_the_current_config_is_kept():
+    """A running arm whose script changed only in what its training does not read (its run folder holds the
+    current training config): cancelling it would lose the steps since its last checkpoint, so it is kept
+    and said to be stale; a pending stale one is replaced."""
+    jobs = _graph()
+    d = {j.name: j.digest for j in jobs}
+    queue = {"a": [Queued("12", "RUNNING", "None", "0" * 12)], "b": [Queued("13", "PENDING", "Resources", "1" * 12)],
+             "report": [Queued("14", "PENDING", "Dependency", d["report"])]}
+    steps = _by_name(plan(jobs, {"prepare": "ok"}, queue, {}, training={"a", "b"}))
+    a = steps["a"]
+    assert a.state == STALE and not a.submit and a.action == "keep" and a.cancel == [] and a.job_id == "12"
+    assert "scancel it and launch again" in a.says
+    assert steps["b"].state == STALE and steps["b"].submit and steps["b"].cancel == ["13"]
+    assert steps["report"].submit and steps["report"].cancel == ["14"]  # it waits on b, submitted again
+
+
 def test_a_running_report_is_kept_and_another_follows_it_when_an_arm_is_resubmitted():
     jobs = _graph()
     d = {j.name: j.digest for j in jobs}

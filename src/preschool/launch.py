@@ -331,6 +331,13 @@ def current_jobs(exp: ExperimentFile, jobs: list[Job]) -> dict[str, str]:
 
 # ----------------------------------------------------------------------------- what Slurm already has
 
+def _training(exp: ExperimentFile, jobs: list[Job]) -> set[str]:
+    """The arm jobs whose run folder has a ``config.yaml``: :func:`current_jobs` checked that it is the
+    current training config (it refuses any other), so such a job trains what the current script would."""
+    return {j.name for j in jobs if j.role == "arm"
+            and layout.run_config_path(layout.run_dir(exp.out_dir, j.run[1], int(j.run[2]), j.run[0])).is_file()}
+
+
 def _queue(exp: ExperimentFile) -> dict[str, list[Queued]] | None:
     """The experiment's jobs Slurm holds (:func:`preschool.slurm_state.read_queue` by this folder's comment
     prefix), name -> copies; None without squeue; :class:`SlurmUnreachable` when squeue fails."""
@@ -605,7 +612,7 @@ def launch(exp: ExperimentFile, opt: SlurmOptions, dry_run: bool = False) -> dic
         queue, unchecked = None, str(e)  # a dry run away from the cluster still shows the rest
     else:
         unchecked = "squeue is not on PATH"
-    steps = plan(jobs, done, queue, read_record(_jobs_record(exp)))
+    steps = plan(jobs, done, queue, read_record(_jobs_record(exp)), _training(exp, jobs))
     todo = to_submit(jobs, steps)
     if todo and not dry_run and shutil.which("sbatch") is None:
         raise ConfigError("--slurm", _NO_SBATCH)  # before any script is written
@@ -620,8 +627,10 @@ def launch(exp: ExperimentFile, opt: SlurmOptions, dry_run: bool = False) -> dic
     for st in steps:  # every job, in the graph's order: its state and what this launch does with it
         print(f"[preschool] {st.action} {st.name} [{st.state}]: {st.says}")
     if not todo:
+        kept_stale = any(st.state == STALE for st in steps)
         print("[preschool] nothing to run: every job's outputs are complete and current"
-              + (", or it is queued or running with the current script" if queue else ""))
+              + ((", or it is queued or running" + ("" if kept_stale else " with the current script")) if queue
+                 else ""))
         return {}
     kept = {st.name: st.job_id for st in steps if st.state != DONE and not st.submit}
     cancel = [i for st in steps for i in st.cancel]
@@ -701,14 +710,17 @@ def status(exp: ExperimentFile, opt: SlurmOptions | None = None) -> list[str]:
     unknown = queue is None
     digests = {j.name: j.digest for j in jobs}
     record = read_record(_jobs_record(exp))
-    for st in plan(jobs, done, queue, record):
+    for st in plan(jobs, done, queue, record, _training(exp, jobs)):
         q = st.queued
         if st.state == DONE:
             out.append(f"{st.name}: done ({st.says})")
         elif q is not None and st.state != FAILED:
             line = f"{st.name}: {q.state} as job {q.job_id} (reason {q.reason})"
-            if st.state == STALE:
+            if st.state == STALE and st.submit:
                 line += "; it runs another script than the current one: `preschool launch` again replaces it"
+            elif st.state == STALE:
+                line += ("; it runs another script than the current one, but trains the current config: a launch "
+                         "keeps it (scancel it and launch again to apply the new script)")
             elif st.state == NEVER:
                 line += "; it can never start (a job it waits for failed): `preschool launch` again resubmits it"
             out.append(line)

@@ -5,22 +5,25 @@ state machine. Every job is in exactly one state, read from the run folders (``d
 launcher computes), Slurm's queue (``squeue``, each job found by the ``--comment`` it carries) and
 ``<out>/slurm/jobs.json`` (the id and script hash of every job a launch submitted):
 
-==================  ==========================================================  ==================================
-state               the job is                                                  a launch
-==================  ==========================================================  ==================================
-``done``            finished with the current config (its outputs say so)       skips it; later jobs drop the
-                                                                                dependency
-``queued``          pending or running in Slurm with the current script         keeps it; later jobs depend on it
-``stale``           pending or running with another script (the hash in its     cancels it and submits the current
-                    comment is not the current script's: the config, a flag     script (a running arm resumes from
-                    or a ``--set`` changed)                                     its last checkpoint)
-``never-runnable``  pending on a dependency that failed (Slurm's reason         cancels it and submits it again
-                    ``DependencyNeverSatisfied``, or it waits ``afterok`` on a
-                    job that ended without finishing)
-``failed``          not done and no longer queued, or still ending              submits it again (after the dying
-                    (``COMPLETING`` after ``scancel``)                          job, ``afterany``)
-``absent``          never submitted and not in Slurm                            submits it
-==================  ==========================================================  ==================================
+==================  ==================================================  ======================================
+state               the job is                                          a launch
+==================  ==================================================  ======================================
+``done``            finished with the current config (its outputs say   skips it; later jobs drop the
+                    so)                                                 dependency
+``queued``          pending or running in Slurm with the current        keeps it; later jobs depend on it
+                    script
+``stale``           pending or running with another script (the hash    cancels it and submits the current
+                    in its comment is not the current script's: the     script; keeps a running arm whose run
+                    config, a flag or a ``--set`` changed)              folder holds the current training
+                                                                        config (cancelling it would lose the
+                                                                        steps since its last checkpoint)
+``never-runnable``  pending on a dependency that failed (Slurm's        cancels it and submits it again
+                    reason ``DependencyNeverSatisfied``, or it waits
+                    ``afterok`` on a job that ended without finishing)
+``failed``          not done and no longer queued, or still ending      submits it again (after the dying job,
+                    (``COMPLETING`` after ``scancel``)                  ``afterany``)
+``absent``          never submitted and not in Slurm                    submits it
+==================  ==================================================  ======================================
 
 A job submitted again takes its dependents with it: a pending job that waits on it (it would wait
 on the old id, or on nothing) is cancelled and submitted again after the new one; a running
@@ -195,12 +198,15 @@ def _in_slurm(q: Queued) -> str:
 
 
 def plan(jobs: list[Job], done: dict[str, str], queue: dict[str, list[Queued]] | None,
-         record: dict[str, Recorded]) -> list[Step]:
+         record: dict[str, Recorded], training: set[str] | frozenset = frozenset()) -> list[Step]:
     """The state of every job of ``jobs`` (in the graph's order, dependencies first) and what a launch does.
 
     ``done``: name -> why, the jobs whose outputs are complete and current; ``queue``: what
     :func:`read_queue` found (None: not known, every job not done counts as absent or failed from
-    ``record``); ``record``: :func:`read_record`. Pure: it reads nothing and runs nothing.
+    ``record``); ``record``: :func:`read_record`; ``training``: the arm jobs whose run folder was
+    started with the current config (the launcher checked it), so that a running one of them whose
+    script is stale (a flag or an eval/report setting changed) trains what the current script would:
+    it is kept, not cancelled. Pure: it reads nothing and runs nothing.
     """
     queue = queue or {}
     steps: dict[str, Step] = {}
@@ -226,6 +232,11 @@ def plan(jobs: list[Job], done: dict[str, str], queue: dict[str, list[Queued]] |
             why = (f"reason {NEVER_REASON}" if q.reason == NEVER_REASON
                    else f"it waits on {', '.join(failed_inputs)}, which ended without finishing")
             step = Step(j.name, NEVER, f"job {q.job_id} (PENDING) can never start ({why})", True, q.job_id, q)
+        elif q.digest is not None and q.digest != j.digest and not pending and j.name in training:
+            # cancelling it would lose the steps since its last checkpoint for nothing the training needs
+            step = Step(j.name, STALE, f"{_in_slurm(q)} runs another script (hash {q.digest}; now {j.digest}), "
+                        "but its run folder holds the current training config: kept (scancel it and launch again "
+                        "to apply the new script; it resumes from its last checkpoint)", False, q.job_id, q)
         elif q.digest is not None and q.digest != j.digest:
             step = Step(j.name, STALE, f"{_in_slurm(q)} runs another script (hash {q.digest}; now {j.digest})"
                         + ("" if pending else "; it resumes from its last checkpoint"), True, q.job_id, q)
