@@ -308,7 +308,12 @@ class LadderSection(Section):
         if not ctx.ladder:  # named in report.sections of an experiment without one
             return None, ["## Scale ladder", "", "This experiment has no `ladder:`: there are no rungs to compare.", ""]
         # the rung the standard tables read is already collected and computed (ctx.report)
-        every = [rung_results(v, ctx.report if v.rung == ctx.config.get("rung") else None) for v in ctx.ladder]
+        if ctx.stored is None:
+            every = [rung_results(v, ctx.report if v.rung == ctx.config.get("rung") else None) for v in ctx.ladder]
+        else:  # a re-render: every rung's numbers as results.json stored them (analysis/from_results.py)
+            from .from_results import stored_rungs
+
+            every = stored_rungs(ctx.stored, ctx.seeds)
         per_rung = [r for r in every if any(a["seeds"] for a in r["arms"].values())]
         waiting = [r["rung"] for r in every if not any(a["seeds"] for a in r["arms"].values())]
         if not per_rung:
@@ -331,6 +336,7 @@ class LadderSection(Section):
         for m in metrics:
             results["metrics"][m] = self._metric(ctx, cfg, m, per_rung, rungs, arms, seeds, higher.get(m, True))
         results["tables_above"] = ctx.config.get("rung")
+        results["rung_results"] = every  # what a re-render from results.json reads the rungs from
         lines = self._lines(results, rungs, arms, baseline)
         return results, lines
 
