@@ -72,21 +72,25 @@ def test_ppt_retrieval_rerendered_under_the_stays_rule_saves_nothing_on_the_pape
 
 def test_a_rerender_keeps_the_runs_provenance_and_rerenders_to_itself(tmp_path):
     """The re-render keeps the config, code version and data manifests of the runs (not the re-rendering
-    code's), says it is a re-render, stores what the next one needs (the ladder's per-rung numbers) and
-    re-renders to the same report."""
+    code's) and says it is a re-render; a ladder's results.json from before the per-rung numbers were stored
+    (`sections.ladder.rung_results`) gives the same report as one with them, and stores them for the next."""
     import json
 
     folder = _copy("ladder_dyck", tmp_path)
-    before = json.loads((folder / "results.json").read_text(encoding="utf-8"))
-    _cli("--from-results", str(folder / "results.json"))
-    after = json.loads((folder / "results.json").read_text(encoding="utf-8"))
+    path = folder / "results.json"
+    before = json.loads(path.read_text(encoding="utf-8"))
+    del before["sections"]["ladder"]["rung_results"]  # as committed before issue #41
+    path.write_text(json.dumps(before), encoding="utf-8")
+    assert _cli("--from-results", str(path)) == 0
+    after = json.loads(path.read_text(encoding="utf-8"))
     for key in ("config", "code_version", "data_manifests"):
         assert after[key] == before[key]
-    assert "rung_results" in after["sections"]["ladder"] and "rung_results" not in before["sections"]["ladder"]
+    assert "rung_results" in after["sections"]["ladder"]
     first = (folder / "report.md").read_text(encoding="utf-8")
     assert f"commit {before['code_version']['git_commit'][:12]}" in first and "--from-results" in first
-    _cli("--from-results", str(folder / "results.json"))
+    _cli("--from-results", str(path))
     assert (folder / "report.md").read_text(encoding="utf-8") == first
+    assert json.loads(path.read_text(encoding="utf-8")) == after
 
 
 @pytest.mark.parametrize("case", ["quickstart", "ppt_timing_stack"])
