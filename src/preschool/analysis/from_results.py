@@ -164,11 +164,11 @@ def rerender(results: str | Path, out: str | Path | None = None) -> Path:
     return write_report(cfg, stored=stored)
 
 
-def stored_rungs(stored: dict, seeds: list) -> list[dict[str, Any]]:
-    """A ladder's per-rung numbers (what :func:`~preschool.analysis.ladder.rung_results` returns for each rung)
-    from ``stored``'s ``sections.ladder``: its ``rung_results`` as written, or, in a ``results.json`` from
-    before they were stored, rebuilt from the ladder's tables (each rung's costs and finished seeds, every
-    metric's per-seed final values and the per-rung stable-gain rows)."""
+def _rung_dicts(stored: dict, seeds: list) -> list[dict[str, Any]]:
+    """A ladder's per-rung numbers as ``sections.ladder.rung_results`` stores them (analysis/ladder.py
+    ``rung_json``), or, in a ``results.json`` from before they were stored, rebuilt from the ladder's tables
+    (each rung's costs and finished seeds, every metric's per-seed final values, the per-rung stable-gain
+    rows); seeds as the config names them."""
     lad = (stored.get("sections") or {}).get("ladder") or {}
     key = {str(s): s for s in seeds}
 
@@ -198,6 +198,34 @@ def stored_rungs(stored: dict, seeds: list) -> list[dict[str, Any]]:
         out.append({"rung": rung, "arms": arms, "headline": headline, "higher": higher, "stable_gain": gains})
     out += [{"rung": w, "arms": {}, "headline": headline, "higher": higher, "stable_gain": []}
             for w in lad.get("without_finished_runs") or []]
+    return out
+
+
+def stored_rungs(stored: dict, rep: Report, seeds: list) -> list:
+    """A ladder's :class:`~preschool.analysis.records.Rung` records from ``stored`` (:func:`_rung_dicts`): each
+    arm's cost and finished runs' final values as stored, and per rung a report holding its headline metrics,
+    their directions and its stable-gain rows (the rung ``rep`` is of keeps ``rep``, computed again)."""
+    from dataclasses import fields
+
+    from .records import Gain, Rung, RungArm
+
+    rung_of = (stored.get("config") or {}).get("rung")
+    out = []
+    for r in _rung_dicts(stored, seeds):
+        arms = {a: RungArm(flops=d.get("flops"), params=d.get("params"),
+                           params_non_embedding=d.get("params_non_embedding"), finals=d.get("seeds") or {},
+                           unfinished=d.get("unfinished") or [], no_flops=d.get("no_flops") or [], runs={})
+                for a, d in r["arms"].items()}
+        if r["rung"] == rung_of:
+            out.append(Rung(name=r["rung"], arms=arms, report=rep))
+            continue
+        gains = [Gain(**({"axis": "pt", "stable": g.get("verdict") == "stable gain",
+                          "stable_harm": g.get("verdict") == "stable harm", "nonfinite": []}
+                         | {f.name: g[f.name] for f in fields(Gain) if f.name in g})) for g in r["stable_gain"]]
+        out.append(Rung(name=r["rung"], arms=arms, report=Report(
+            names=list(arms) or rep.names, baseline=rep.baseline, stages={}, metric_names=list(r["headline"]),
+            headline=list(r["headline"]), higher=dict(r["higher"]), arms={}, table=[], axes={}, nonfinite=[],
+            setups={}, after_stages=[], stable_gain=gains, token_efficiency=[], window=rep.window)))
     return out
 
 
