@@ -71,20 +71,18 @@ def test_ppt_retrieval_under_the_stays_rule_saves_nothing_on_the_papers_metric()
 
 def test_a_rerender_keeps_the_runs_provenance_and_rerenders_to_itself(tmp_path):
     """The re-render keeps the config, code version and data manifests of the runs (not the re-rendering
-    code's) and says it is a re-render; a ladder's results.json from before the per-rung numbers were stored
-    (`sections.ladder.rung_results`) gives the same report as one with them, and stores them for the next."""
+    code's), says it is a re-render and re-renders to itself: a ladder's results.json keeps each rung's
+    numbers (`sections.ladder.rung_results`) for the next one."""
     import json
 
     folder = _copy("ladder_dyck", tmp_path)
     path = folder / "results.json"
     before = json.loads(path.read_text(encoding="utf-8"))
-    del before["sections"]["ladder"]["rung_results"]  # as committed before issue #41
-    path.write_text(json.dumps(before), encoding="utf-8")
     assert _cli("--from-results", str(path)) == 0
     after = json.loads(path.read_text(encoding="utf-8"))
     for key in ("config", "code_version", "data_manifests"):
         assert after[key] == before[key]
-    assert "rung_results" in after["sections"]["ladder"]
+    assert after["sections"]["ladder"]["rung_results"] == before["sections"]["ladder"]["rung_results"]
     first = (folder / "report.md").read_text(encoding="utf-8")
     assert f"commit {before['code_version']['git_commit'][:12]}" in first and "--from-results" in first
     _cli("--from-results", str(path))
@@ -112,6 +110,8 @@ def test_a_report_from_the_runs_and_its_rerender_agree(case, tmp_path, monkeypat
 
 
 def test_what_cannot_be_rerendered_is_refused_in_one_line_naming_the_file(tmp_path, capsys):
+    import json
+
     for study, why in [("compartments_slowdown", "retired compartments runner"),
                        ("ladder_compartments", "read the run folders")]:
         folder = _copy(study, tmp_path)
@@ -120,6 +120,14 @@ def test_what_cannot_be_rerendered_is_refused_in_one_line_naming_the_file(tmp_pa
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and str(folder / "results.json") in err and why in err
         assert (folder / "report.md").read_bytes() == before  # nothing written
+    # a ladder's results.json from before the rungs' numbers were stored
+    ladder = _copy("ladder_dyck", tmp_path)
+    stored = json.loads((ladder / "results.json").read_text(encoding="utf-8"))
+    del stored["sections"]["ladder"]["rung_results"]
+    (ladder / "results.json").write_text(json.dumps(stored), encoding="utf-8")
+    assert _cli("--from-results", str(ladder / "results.json")) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and str(ladder / "results.json") in err and "rung_results" in err
     assert _cli("--from-results", str(tmp_path / "missing" / "results.json")) == 2
     assert "no such file" in capsys.readouterr().err
     assert _cli("examples/quickstart.yaml", "--from-results", str(folder / "results.json")) == 2

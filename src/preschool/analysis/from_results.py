@@ -12,7 +12,9 @@ produced. The provenance stays the stored one: the config and code version that 
 What cannot be re-rendered is refused in one line naming the file: a ``results.json`` of the retired
 compartments runner (no ``arms.<arm>.seeds``), and an experiment whose report needs a section that reads
 run files results.json does not hold (:attr:`~preschool.analysis.sections.Section.reads_runs`: the
-compartments sections read ``metrics.jsonl`` and the prepared data). A ``results.json`` written before a
+compartments sections read ``metrics.jsonl`` and the prepared data), and a ladder whose ``results.json``
+predates ``sections.ladder.rung_results`` (each rung's costs, per-seed finals and stable-gain rows, which a
+ladder report stores for its re-render). A ``results.json`` written before a
 field existed is read with what it has: curves without stage names give no final-stage table, a report
 without ``axes`` / ``directions`` takes each metric's axis from the config (:func:`metric_axes`), its headline
 metrics from the stored table's columns and each one's direction from its evaluator
@@ -64,6 +66,9 @@ def load_stored(path: str | Path):
     if needs:
         raise DataError(f"{path}: its report sections {needs} read the run folders (metrics.jsonl, prepared data), "
                         "which results.json does not hold: re-render it with the runs (preschool report EXP.yaml)")
+    if cfg.ladder is not None and "rung_results" not in ((stored.get("sections") or {}).get("ladder") or {}):
+        raise DataError(f"{path}: a ladder report written before results.json kept each rung's numbers "
+                        "(sections.ladder.rung_results): re-render it with the runs (preschool report EXP.yaml)")
     return cfg.report_view(), stored
 
 
@@ -164,68 +169,29 @@ def rerender(results: str | Path, out: str | Path | None = None) -> Path:
     return write_report(cfg, stored=stored)
 
 
-def _rung_dicts(stored: dict, seeds: list) -> list[dict[str, Any]]:
-    """A ladder's per-rung numbers as ``sections.ladder.rung_results`` stores them (analysis/ladder.py
-    ``rung_json``), or, in a ``results.json`` from before they were stored, rebuilt from the ladder's tables
-    (each rung's costs and finished seeds, every metric's per-seed final values, the per-rung stable-gain
-    rows); seeds as the config names them."""
-    lad = (stored.get("sections") or {}).get("ladder") or {}
-    key = {str(s): s for s in seeds}
-
-    def seed(k):
-        return key.get(str(k), k)
-
-    if "rung_results" in lad:
-        return [{**r, "arms": {a: {**d, "seeds": {seed(k): v for k, v in d["seeds"].items()}}
-                               for a, d in r["arms"].items()}} for r in lad["rung_results"]]
-    metrics = lad.get("metrics") or {}
-    headline = list(metrics)
-    higher = {m: d.get("direction") == "higher" for m, d in metrics.items()}
-    out = []
-    for r in lad.get("rungs") or []:
-        rung, arms = r["rung"], {}
-        for a, d in r["arms"].items():
-            finals: dict[Any, dict[str, float]] = {}
-            for m, md in metrics.items():
-                at = next((p for p in (md.get("arms") or {}).get(a, {}).get("points", []) if p["rung"] == rung), {})
-                for k, v in (at.get("seeds") or {}).items():
-                    finals.setdefault(seed(k), {})[m] = v
-            arms[a] = {**{k: v for k, v in d.items() if k != "seeds"},
-                       "seeds": {seed(s): finals.get(seed(s), {}) for s in d.get("seeds", [])}}
-        gains = [{"arm": a, "metric": m, **g} for m, md in metrics.items()
-                 for a, row in (md.get("gains") or {}).items()
-                 if (g := (row.get("rungs") or {}).get(rung)) is not None]
-        out.append({"rung": rung, "arms": arms, "headline": headline, "higher": higher, "stable_gain": gains})
-    out += [{"rung": w, "arms": {}, "headline": headline, "higher": higher, "stable_gain": []}
-            for w in lad.get("without_finished_runs") or []]
-    return out
-
-
 def stored_rungs(stored: dict, rep: Report, seeds: list) -> list:
-    """A ladder's :class:`~preschool.analysis.records.Rung` records from ``stored`` (:func:`_rung_dicts`): each
-    arm's cost and finished runs' final values as stored, and per rung a report holding its headline metrics,
-    their directions and its stable-gain rows (the rung ``rep`` is of keeps ``rep``, computed again)."""
-    from dataclasses import fields
-
+    """A ladder's :class:`~preschool.analysis.records.Rung` records from ``stored``'s
+    ``sections.ladder.rung_results`` (analysis/ladder.py ``rung_json``): each arm's cost and finished runs'
+    final values as stored, and per rung a report holding its headline metrics, their directions and its
+    stable-gain rows (the rung ``rep`` is of keeps ``rep``, computed again); seeds as the config names them."""
     from .records import Gain, Rung, RungArm
 
+    key = {str(s): s for s in seeds}
     rung_of = (stored.get("config") or {}).get("rung")
     out = []
-    for r in _rung_dicts(stored, seeds):
-        arms = {a: RungArm(flops=d.get("flops"), params=d.get("params"),
-                           params_non_embedding=d.get("params_non_embedding"), finals=d.get("seeds") or {},
-                           unfinished=d.get("unfinished") or [], no_flops=d.get("no_flops") or [], runs={})
+    for r in ((stored.get("sections") or {}).get("ladder") or {}).get("rung_results") or []:  # [] without a ladder
+        arms = {a: RungArm(flops=d["flops"], params=d["params"], params_non_embedding=d["params_non_embedding"],
+                           finals={key.get(str(k), k): v for k, v in d["seeds"].items()},
+                           unfinished=d["unfinished"], no_flops=d["no_flops"], runs={})
                 for a, d in r["arms"].items()}
         if r["rung"] == rung_of:
             out.append(Rung(name=r["rung"], arms=arms, report=rep))
             continue
-        gains = [Gain(**({"axis": "pt", "stable": g.get("verdict") == "stable gain",
-                          "stable_harm": g.get("verdict") == "stable harm", "nonfinite": []}
-                         | {f.name: g[f.name] for f in fields(Gain) if f.name in g})) for g in r["stable_gain"]]
         out.append(Rung(name=r["rung"], arms=arms, report=Report(
             names=list(arms) or rep.names, baseline=rep.baseline, stages={}, metric_names=list(r["headline"]),
             headline=list(r["headline"]), higher=dict(r["higher"]), arms={}, table=[], axes={}, nonfinite=[],
-            setups={}, after_stages=[], stable_gain=gains, token_efficiency=[], window=rep.window)))
+            setups={}, after_stages=[], stable_gain=[Gain(**g) for g in r["stable_gain"]], token_efficiency=[],
+            window=rep.window)))
     return out
 
 
