@@ -128,6 +128,14 @@ def test_what_cannot_be_rerendered_is_refused_in_one_line_naming_the_file(tmp_pa
     assert _cli("--from-results", str(ladder / "results.json")) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and str(ladder / "results.json") in err and "rung_results" in err
+    # a token-efficiency target at a baseline step: results.json keeps the curves by tokens, not steps
+    timing = _copy("ppt_timing_stack", tmp_path)
+    stored = json.loads((timing / "results.json").read_text(encoding="utf-8"))
+    stored["config"]["report"]["efficiency"]["targets"]["val/pt"] = "baseline@8"
+    (timing / "results.json").write_text(json.dumps(stored), encoding="utf-8")
+    assert _cli("--from-results", str(timing / "results.json")) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "baseline@<step>" in err and "val/pt" in err
     assert _cli("--from-results", str(tmp_path / "missing" / "results.json")) == 2
     assert "no such file" in capsys.readouterr().err
     assert _cli("examples/quickstart.yaml", "--from-results", str(folder / "results.json")) == 2

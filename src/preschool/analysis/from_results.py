@@ -14,7 +14,8 @@ compartments runner (no ``arms.<arm>.seeds``), and an experiment whose report ne
 run files results.json does not hold (:attr:`~preschool.analysis.sections.Section.reads_runs`: the
 compartments sections read ``metrics.jsonl`` and the prepared data), and a ladder whose ``results.json``
 predates ``sections.ladder.rung_results`` (each rung's costs, per-seed finals and stable-gain rows, which a
-ladder report stores for its re-render). A ``results.json`` written before a
+ladder report stores for its re-render), and a token-efficiency target at a baseline step (``baseline@<step>``:
+the curves are stored by tokens, not steps). A ``results.json`` written before a
 field existed is read with what it has: curves without stage names give no final-stage table, a report
 without ``axes`` / ``directions`` takes each metric's axis from the config (:func:`metric_axes`), its headline
 metrics from the stored table's columns and each one's direction from its evaluator
@@ -66,6 +67,11 @@ def load_stored(path: str | Path):
     if needs:
         raise DataError(f"{path}: its report sections {needs} read the run folders (metrics.jsonl, prepared data), "
                         "which results.json does not hold: re-render it with the runs (preschool report EXP.yaml)")
+    at_step = [m for m, t in cfg.report.efficiency.targets.items() if isinstance(t, str)]
+    if at_step:  # baseline@<step>: the value at a step, and results.json keeps curves by tokens, not steps
+        raise DataError(f"{path}: report.efficiency.targets {at_step} name a baseline step (baseline@<step>), "
+                        "whose value results.json does not keep: re-render it with the runs "
+                        "(preschool report EXP.yaml)")
     if cfg.ladder is not None and "rung_results" not in ((stored.get("sections") or {}).get("ladder") or {}):
         raise DataError(f"{path}: a ladder report written before results.json kept each rung's numbers "
                         "(sections.ladder.rung_results): re-render it with the runs (preschool report EXP.yaml)")
