@@ -13,9 +13,10 @@ With --from-results, re-render a study from its results.json alone (no run
 folders, no training): the stored curves of every run are read with today's
 report rules (verdicts, token-efficiency crossing rule, ladder statistics) and
 report.md, results.json and plots are written again beside it (or under --out),
-keeping the stored config and code version as the provenance. A results.json of
-the retired compartments runner, or an experiment whose report needs sections
-that read run files (the compartments sections), is refused in one line.
+keeping the stored config and code version as the provenance. What results.json
+does not hold is refused in one line: the retired compartments runner's files,
+sections that read run files (the compartments sections), a ladder written before
+it stored each rung's numbers, a baseline@<step> efficiency target.
 
 example:
   preschool report examples/quickstart.yaml
