@@ -57,6 +57,18 @@ def test_every_report_pipeline_study_is_in_the_list():
     assert sorted(found) == sorted(STUDIES)
 
 
+def test_a_rerender_into_another_folder_is_the_same_report(tmp_path):
+    """--out writes the re-render elsewhere, the source untouched; a plot only the runs could draw (ppt_retrieval's
+    verbatim positions, from before they were stored) comes along."""
+    source = _copy("ppt_retrieval", tmp_path)
+    before = {p.name: p.read_bytes() for p in source.iterdir() if p.is_file()}
+    assert _cli("--from-results", str(source / "results.json"), "--out", str(tmp_path / "elsewhere")) == 0
+    assert (tmp_path / "elsewhere" / "report.md").read_text(encoding="utf-8") == \
+        (RESULTS / "ppt_retrieval" / "report.md").read_text(encoding="utf-8")
+    assert (tmp_path / "elsewhere" / "plots" / "verbatim_positions.png").is_file()
+    assert {p.name: p.read_bytes() for p in source.iterdir() if p.is_file()} == before
+
+
 def test_ppt_retrieval_under_the_stays_rule_saves_nothing_on_the_papers_metric():
     """The report of ppt_retrieval's runs printed Dyck "saved +96.4 %" on coarse_nll_full by first crossings
     while the same report finds a stable harm; the committed report (its re-render, as the test above checks)

@@ -170,8 +170,13 @@ def rerender(results: str | Path, out: str | Path | None = None) -> Path:
     from .report import write_report
 
     cfg, stored = load_stored(results)
-    if out is not None:
+    source = Path(results).parent
+    if out is not None and Path(out).resolve() != source.resolve():
         cfg = replace(cfg, out=str(out))
+        if (source / "plots").is_dir():  # a plot only the runs could draw (verbatim positions before they were
+            import shutil  # stored) is kept as they drew it; every other plot is drawn again
+
+            shutil.copytree(source / "plots", Path(out) / "plots", dirs_exist_ok=True)
     return write_report(cfg, stored=stored)
 
 
