@@ -1,5 +1,6 @@
 """preschool run --arm, prepare under a lock, and `preschool launch --slurm` job graphs (fake sbatch)."""
 
+import json
 import os
 import re
 import shutil
@@ -153,7 +154,8 @@ def _fake_slurm(bin_dir: Path, log: Path, answer: str = '"$n;testcluster"', fail
     """A fake Slurm in ``bin_dir``: sbatch records its arguments in ``log`` and answers ``answer`` (exit 1
     on call ``fail_at``); with ``queue`` each job it is given is queued (PENDING, with its script's
     comment) in ``<log>.queue``, which squeue prints (``%i|%T|%r|%k``); scancel records what it cancels in
-    ``<log>.scancel``; sinfo prints ``<log>.sinfo`` if written, else two 64-CPU nodes of 8 GPUs."""
+    ``<log>.scancel`` and drops it from the queue; sinfo prints ``<log>.sinfo`` if written, else two 64-CPU
+    nodes of 8 GPUs."""
     bin_dir.mkdir(parents=True, exist_ok=True)
     (bin_dir / "sbatch").write_text(f"""#!/bin/bash
 n=$(( $(wc -l < {log} 2>/dev/null || echo 0) + 1001 ))
@@ -164,7 +166,10 @@ if {'true' if queue else 'false'}; then
 fi
 echo {answer}
 """)
-    (bin_dir / "scancel").write_text(f'#!/bin/bash\necho "$*" > {log}.scancel\n')
+    # scancel records its ids and takes them out of the fake queue, as Slurm does with a pending job
+    (bin_dir / "scancel").write_text(f'#!/bin/bash\necho "$*" > {log}.scancel\n'
+                                     f'for i in "$@"; do [ -f {log}.queue ] && sed -i "/^$i|/d" {log}.queue; done\n'
+                                     'exit 0\n')
     (bin_dir / "squeue").write_text(f"#!/bin/bash\ncat {log}.queue 2>/dev/null || true\n")
     (bin_dir / "sinfo").write_text(f"""#!/bin/bash
 if [ -f {log}.sinfo ]; then cat {log}.sinfo; else
@@ -315,7 +320,7 @@ def test_a_launch_after_prepare_submits_no_prepare_job(tmp_path, monkeypatch, ca
     capsys.readouterr()
     assert _launch(cfg, "--gpus-per-node", "0", "--cpus-per-task", "1", "--dry-run", out=out) == 0
     text = capsys.readouterr().out
-    assert "skip prepare: data prepared" in text and "would run: a-seed0, b-seed0, report" in text
+    assert "skip prepare [done]: data prepared" in text and "would run: a-seed0, b-seed0, report" in text
     assert "afterok" not in text and not log.exists()
     assert _launch(cfg, "--gpus-per-node", "0", "--cpus-per-task", "1", out=out) == 0
     rows = log.read_text().splitlines()
@@ -349,7 +354,8 @@ def test_a_second_launch_submits_only_what_is_not_current(finished, tmp_path, mo
     # data and the arm are done: only the report (never written by a report job) is submitted, with no dependency
     assert _launch(cfg, "--gpus-per-node", "0", "--cpus-per-task", "1", out=out) == 0
     text = capsys.readouterr().out
-    assert "skip prepare" in text and "skip a-seed0: finished with this config" in text and "skip b-seed0" in text
+    assert "skip prepare [done]" in text and "skip b-seed0 [done]" in text
+    assert "skip a-seed0 [done]: finished with this config" in text
     rows = log.read_text().splitlines()
     assert len(rows) == 1 and rows[0].endswith("report.sbatch") and "--dependency" not in rows[0]
     # the report job runs (eval + report) and records it; then nothing is left to submit, dry or not
@@ -400,33 +406,163 @@ def _queue_rows(log: Path) -> list[str]:
 
 
 def test_a_relaunch_skips_the_jobs_slurm_still_holds(tmp_path, monkeypatch, capsys):
-    """A relaunch while jobs are queued or running submitted them again (item 2): launch finds its jobs
-    with squeue by the comment each carries and submits only the rest, with their real ids as
-    dependencies; a job that left the queue unfinished (failed) is submitted again."""
+    """A relaunch while jobs are queued or running submitted them again (issue 33 item 2): launch finds its
+    jobs with squeue by the comment each carries and submits only the rest, with their real ids as
+    dependencies; a job that left the queue unfinished (failed) is submitted again, and the pending
+    report, which would report without it, is cancelled and submitted after it (issue 40 item 3: two
+    reports ran)."""
     log = _fake_slurm(tmp_path / "bin", tmp_path / "sbatch.log", queue=True)
     _on_path(monkeypatch, tmp_path)
     args = ("--gpus-per-node", "0", "--cpus-per-task", "1")
     assert _launch(MICRO_YAML, *args) == 0
     rows = _queue_rows(log)
-    assert [r.split("|")[3].rsplit(":", 1)[1] for r in rows] == ["prepare", "a-seed0", "b-seed0", "report"]
-    assert all(r.split("|")[3].startswith("preschool:") for r in rows)
+    comments = [r.split("|")[3].split(":") for r in rows]
+    assert [c[2] for c in comments] == ["prepare", "a-seed0", "b-seed0", "report"]
+    assert all(c[0] == "preschool" and re.fullmatch("[0-9a-f]{12}", c[3]) for c in comments)  # + script hash
     capsys.readouterr()
     assert _launch(MICRO_YAML, *args) == 0
     text = capsys.readouterr().out
-    assert "skip a-seed0: already in Slurm as job 1002 (PENDING, reason None)" in text and "nothing to run" in text
+    assert ("keep a-seed0 [queued]: already in Slurm as job 1002 (PENDING, reason None) with the current script"
+            in text and "nothing to run" in text)
     assert len(log.read_text().splitlines()) == 4  # nothing submitted twice
     # prepare runs, a-seed0 failed (it left the queue without DONE): only a-seed0 and a new report go
     queue = log.with_name(log.name + ".queue")
     queue.write_text("\n".join([rows[0].replace("PENDING", "RUNNING")] + rows[2:]) + "\n")
     assert _launch(MICRO_YAML, *args) == 0
     text = capsys.readouterr().out
-    assert "skip prepare: already in Slurm as job 1001 (RUNNING" in text and "to run: a-seed0, report" in text
+    assert "keep prepare [queued]: already in Slurm as job 1001 (RUNNING" in text and "to run: a-seed0, report" in text
+    assert "resubmit a-seed0 [failed]: job 1002 ended without finishing" in text
+    assert "resubmit report [queued]: job 1004 (PENDING, reason None) waits on a-seed0, submitted again" in text
     new = log.read_text().splitlines()[4:]
     assert [Path(r.split()[-1]).stem for r in new] == ["a-seed0", "report"]
     assert "--dependency=afterok:1001 " in new[0] and "--dependency=afterany:1005:1003 " in new[1]
+    # the old report is cancelled before the new one is submitted: one report job is left
+    assert (tmp_path / "sbatch.log.scancel").read_text().split() == ["1004"]
+    assert [r.split("|")[0] for r in _queue_rows(log) if ":report:" in r] == ["1006"]
     # another out folder of the same experiment name is another experiment: nothing of this one is skipped
     assert _launch(MICRO_YAML, *args, out="other") == 0
     assert "to run: prepare, a-seed0, b-seed0, report" in capsys.readouterr().out
+
+
+def _queue_as(log: Path, states: dict[str, str]) -> None:
+    """Rewrite the fake queue: job name -> ``STATE|REASON`` (``None``: the job left the queue)."""
+    queue = log.with_name(log.name + ".queue")
+    rows = []
+    for r in queue.read_text().splitlines():
+        name = r.split("|")[3].split(":")[2]
+        if states.get(name, "") is not None:
+            rows.append("|".join([r.split("|")[0], *(states.get(name) or "|".join(r.split("|")[1:3])).split("|"),
+                                  r.split("|")[3]]))
+    queue.write_text("".join(x + "\n" for x in rows))
+
+
+def _submitted(log: Path, skip: int) -> dict[str, str]:
+    """name -> sbatch arguments of the submissions after the first ``skip``."""
+    return {Path(r.split()[-1]).stem: r for r in log.read_text().splitlines()[skip:]}
+
+
+def test_a_relaunch_after_a_failed_prepare_resubmits_the_arms_that_can_never_start(tmp_path, monkeypatch, capsys):
+    """Issue 40 item 1: prepare failed, the arm jobs sat PENDING (DependencyNeverSatisfied) and a relaunch
+    counted them as queued, so the new prepare and report waited on arms that never start. They are
+    never-runnable: cancelled and submitted again after the new prepare, and the report with them; an arm
+    whose reason Slurm has not updated yet (still Dependency on the failed prepare) is never-runnable too."""
+    log = _fake_slurm(tmp_path / "bin", tmp_path / "sbatch.log", queue=True)
+    _on_path(monkeypatch, tmp_path)
+    args = ("--gpus-per-node", "0", "--cpus-per-task", "1")
+    assert _launch(MICRO_YAML, *args) == 0
+    _queue_as(log, {"prepare": None, "a-seed0": "PENDING|DependencyNeverSatisfied", "b-seed0": "PENDING|Dependency",
+                    "report": "PENDING|Dependency"})
+    capsys.readouterr()
+    assert _launch(MICRO_YAML, *args) == 0
+    text = capsys.readouterr().out
+    assert "resubmit prepare [failed]: job 1001 ended without finishing" in text
+    assert "resubmit a-seed0 [never-runnable]: job 1002 (PENDING) can never start (reason Depend" in text
+    assert "resubmit b-seed0 [never-runnable]: job 1003 (PENDING) can never start (it waits on prepare" in text
+    assert "resubmit report [queued]: job 1004 (PENDING, reason Dependency) waits on a-seed0, b-seed0" in text
+    assert sorted((tmp_path / "sbatch.log.scancel").read_text().split()) == ["1002", "1003", "1004"]
+    new = _submitted(log, 4)
+    assert list(new) == ["prepare", "a-seed0", "b-seed0", "report"]
+    assert "--dependency=afterok:1005 " in new["a-seed0"] and "--dependency=afterany:1006:1007 " in new["report"]
+    assert sorted(r.split("|")[0] for r in _queue_rows(log)) == ["1005", "1006", "1007", "1008"]
+    record = json.loads((tmp_path / "run/slurm/jobs.json").read_text())
+    assert {n: r["id"] for n, r in record.items()} == {"prepare": "1005", "a-seed0": "1006", "b-seed0": "1007",
+                                                       "report": "1008"}
+
+
+def test_a_relaunch_with_another_config_replaces_the_queued_jobs_stale_script(tmp_path, monkeypatch, capsys):
+    """Issue 40 item 2: a relaunch with --set train.lr=0.01 while the jobs were held rewrote the .sbatch
+    files, said "nothing to run", and the queued jobs ran the old script. Each job's comment carries its
+    script's hash: a queued job whose hash is not the current script's is stale, cancelled and resubmitted."""
+    log = _fake_slurm(tmp_path / "bin", tmp_path / "sbatch.log", queue=True)
+    _on_path(monkeypatch, tmp_path)
+    args = ("--gpus-per-node", "0", "--cpus-per-task", "1", "--sbatch=--hold")
+    assert _launch(MICRO_YAML, *args) == 0
+    old = {r.split("|")[0]: r.split("|")[3] for r in _queue_rows(log)}
+    capsys.readouterr()
+    assert _launch(MICRO_YAML, *args, "--set", "train.lr=0.01") == 0
+    text = capsys.readouterr().out
+    for n, i in (("prepare", 1001), ("a-seed0", 1002), ("b-seed0", 1003), ("report", 1004)):
+        assert f"resubmit {n} [stale]: job {i} (PENDING, reason None) runs another script" in text, text
+    assert sorted((tmp_path / "sbatch.log.scancel").read_text().split()) == ["1001", "1002", "1003", "1004"]
+    assert list(_submitted(log, 4)) == ["prepare", "a-seed0", "b-seed0", "report"]
+    now = {r.split("|")[0]: r.split("|")[3] for r in _queue_rows(log)}
+    assert sorted(now) == ["1005", "1006", "1007", "1008"] and not set(now.values()) & set(old.values())
+    assert "train.lr=0.01" in (tmp_path / "run/slurm/a-seed0.sbatch").read_text()
+    # the same config again: every job is queued with the current script, nothing is submitted
+    assert _launch(MICRO_YAML, *args, "--set", "train.lr=0.01") == 0
+    text = capsys.readouterr().out
+    assert "nothing to run" in text and text.count("[queued]: already in Slurm") == 4
+    assert len(log.read_text().splitlines()) == 8
+
+
+def test_a_job_an_older_launch_queued_is_checked_by_the_script_slurm_holds(tmp_path, monkeypatch, capsys):
+    """A comment without a script hash (a job submitted before launch recorded one) is checked with
+    `scontrol write batch_script`: the script Slurm holds is hashed like the current one."""
+    log = _fake_slurm(tmp_path / "bin", tmp_path / "sbatch.log", queue=True)
+    _on_path(monkeypatch, tmp_path)
+    args = ("--gpus-per-node", "0", "--cpus-per-task", "1")
+    assert _launch(MICRO_YAML, *args) == 0
+    queue = log.with_name(log.name + ".queue")
+    queue.write_text("".join(r.rsplit(":", 1)[0] + "\n" for r in _queue_rows(log)))  # the old comment
+    held = tmp_path / "held"
+    held.mkdir()
+    for r in _queue_rows(log):
+        name = r.split("|")[3].split(":")[2]
+        (held / r.split("|")[0]).write_text((tmp_path / "run/slurm" / f"{name}.sbatch").read_text())
+    scontrol = f'#!/bin/bash\n[ "$1 $2 $4" = "write batch_script -" ] && cat {held}/$3\n'
+    (tmp_path / "bin" / "scontrol").write_text(scontrol)
+    (tmp_path / "bin" / "scontrol").chmod(0o755)
+    capsys.readouterr()
+    assert _launch(MICRO_YAML, *args) == 0
+    text = capsys.readouterr().out
+    assert "nothing to run" in text and text.count("[queued]: already in Slurm") == 4, text
+    (held / "1003").write_text((held / "1003").read_text().replace("--seed 0", "--seed 0 --set train.lr=0.5"))
+    assert _launch(MICRO_YAML, *args) == 0
+    text = capsys.readouterr().out
+    assert "resubmit b-seed0 [stale]: job 1003 (PENDING, reason None) runs another script" in text
+    assert "to run: b-seed0, report" in text
+
+
+def test_a_relaunch_right_after_scancel_resubmits_the_dying_job_after_it(tmp_path, monkeypatch, capsys):
+    """Issue 40 item 5: a relaunch right after scancel took the COMPLETING job for a queued one and skipped
+    it. A job that is ending unfinished is failed: submitted again with afterany on the dying job (so the
+    two never hold the run folder at once), and the pending report with it; the dying job is not cancelled."""
+    out = tmp_path / "out"
+    assert main(["prepare", str(MICRO_YAML), "--set", f"out={out}", "--no-progress"]) == 0
+    log = _fake_slurm(tmp_path / "bin", tmp_path / "sbatch.log", queue=True)
+    _on_path(monkeypatch, tmp_path)
+    args = ("--gpus-per-node", "0", "--cpus-per-task", "1")
+    assert _launch(MICRO_YAML, *args, out=out) == 0
+    _queue_as(log, {"a-seed0": "COMPLETING|None", "b-seed0": "RUNNING|None"})
+    capsys.readouterr()
+    assert _launch(MICRO_YAML, *args, out=out) == 0
+    text = capsys.readouterr().out
+    assert "resubmit a-seed0 [failed]: job 1001 is ending (COMPLETING) without finishing" in text
+    assert "keep b-seed0 [queued]" in text and "to run: a-seed0, report" in text
+    new = _submitted(log, 3)
+    assert new["a-seed0"].split()[2:4] == ["--dependency=afterany:1001", str(out / "slurm" / "a-seed0.sbatch")]
+    assert "--dependency=afterany:1004:1002 " in new["report"]
+    assert (tmp_path / "sbatch.log.scancel").read_text().split() == ["1003"]  # the old report, not the dying job
 
 
 def test_a_second_run_of_one_arm_stops_naming_the_first(tmp_path, capsys):
@@ -519,6 +655,9 @@ def _sinfo(log: Path, *rows: str) -> None:
     (("--gpus-per-node", "1"), "--gpus-per-node",
      "ask 1 GPUs on a node, but the nodes of partition cpu have at most 0"),
     (("--partition", "gpu"), "--partition", "sinfo lists no node in partition 'gpu'"),
+    # issue 40 item 6: the refusal said "the prepare and report jobs ask 1 GPUs"; prepare asks none
+    (("--report-gpus", "1"), "--report-gpus", "the report job asks 1 GPUs on a node, but the nodes of partition cpu "
+                                              "have at most 0"),
 ])
 def test_a_request_the_partition_can_never_run_is_refused_before_submitting(extra, flag, says, tmp_path,
                                                                              monkeypatch, capsys):
@@ -562,6 +701,91 @@ def test_status_shows_states_reasons_and_a_failed_jobs_log(tmp_path, monkeypatch
     assert "b-seed0: job 1003 ended without finishing (FAILED)" in text
     assert "RuntimeError: boom" in text and "line 21" in text and "line 20\n" not in text
     assert "report: PENDING as job 1004" in text
+
+
+def test_status_shows_the_recorded_job_stale_and_never_runnable_ones(tmp_path, monkeypatch, capsys):
+    """Issue 40 item 3: with an old report still queued beside the new one, --status showed the old one's
+    id (squeue's first), not the one jobs.json records; a stale or never-runnable job is said to be one."""
+    log = _fake_slurm(tmp_path / "bin", tmp_path / "sbatch.log", queue=True)
+    _on_path(monkeypatch, tmp_path)
+    assert _launch(MICRO_YAML, "--gpus-per-node", "0", "--cpus-per-task", "1") == 0
+    queue = log.with_name(log.name + ".queue")
+    rows = queue.read_text().splitlines()
+    record = tmp_path / "run/slurm/jobs.json"
+    jobs = json.loads(record.read_text())
+    jobs["report"]["id"] = "1010"
+    record.write_text(json.dumps(jobs))
+    stale = rows[2].rsplit(":", 1)[0] + ":0123456789ab"
+    queue.write_text("\n".join([rows[0], rows[1].replace("None", "DependencyNeverSatisfied"), stale, rows[3],
+                                rows[3].replace("1004|", "1010|")]) + "\n")
+    capsys.readouterr()
+    assert main(["launch", str(MICRO_YAML), "--status", "--set", "out=run"]) == 0
+    text = capsys.readouterr().out
+    assert "report: PENDING as job 1010 (reason None)" in text and "1004" not in text
+    assert "a-seed0: PENDING as job 1002 (reason DependencyNeverSatisfied); it can never start" in text
+    assert "b-seed0: PENDING as job 1003 (reason None); it runs another script than the current one" in text
+
+
+def test_status_without_the_controller_reads_jobs_json_and_the_run_folders(tmp_path, monkeypatch, capsys):
+    """Issue 40 item 4: with the controller unreachable --status printed nothing (exit 2, "nothing was
+    submitted"); it says so and shows what jobs.json and the run folders tell, and a launch still stops."""
+    log = _fake_slurm(tmp_path / "bin", tmp_path / "sbatch.log", queue=True)
+    _on_path(monkeypatch, tmp_path)
+    assert _launch(MICRO_YAML, "--gpus-per-node", "0", "--cpus-per-task", "1") == 0
+    (tmp_path / "bin" / "squeue").write_text(
+        "#!/bin/bash\necho 'slurm_load_jobs error: Unable to contact slurm controller (connect failure)' >&2\nexit 1\n")
+    capsys.readouterr()
+    assert main(["launch", str(MICRO_YAML), "--status", "--set", "out=run"]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith("(the Slurm controller cannot be reached: squeue failed (exit 1: slurm_load_jobs error:")
+    assert "a-seed0: job 1002 was submitted (the current script); its state is unknown" in text
+    assert "report: job 1004 was submitted (the current script)" in text
+    assert _launch(MICRO_YAML, "--gpus-per-node", "0", "--cpus-per-task", "1") == 2
+    assert "cannot be told apart, so nothing was submitted" in capsys.readouterr().err
+    assert len(log.read_text().splitlines()) == 4
+
+
+def test_a_report_is_not_resubmitted_when_only_prepare_is(tmp_path, monkeypatch, capsys):
+    """Issue 40 item 3: when only prepare was submitted again, a second report was submitted although no arm
+    it covers was (docs/scale.md says the queued report is kept then). Running arms keep their inputs."""
+    log = _fake_slurm(tmp_path / "bin", tmp_path / "sbatch.log", queue=True)
+    _on_path(monkeypatch, tmp_path)
+    assert _launch(MICRO_YAML, "--gpus-per-node", "0", "--cpus-per-task", "1") == 0
+    _queue_as(log, {"prepare": None, "a-seed0": "RUNNING|None", "b-seed0": "RUNNING|None"})
+    capsys.readouterr()
+    assert _launch(MICRO_YAML, "--gpus-per-node", "0", "--cpus-per-task", "1") == 0
+    text = capsys.readouterr().out
+    assert "to run: prepare\n" in text and "keep report [queued]" in text
+    assert list(_submitted(log, 4)) == ["prepare"] and not (tmp_path / "sbatch.log.scancel").exists()
+
+
+def test_launch_without_sbatch_writes_nothing(tmp_path, monkeypatch, capsys):
+    """Issue 40 item 16: `launch --slurm` without sbatch wrote its job scripts, then refused."""
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    for exe in ("bash",):
+        (tools / exe).symlink_to(shutil.which(exe))
+    monkeypatch.setenv("PATH", str(tools))
+    monkeypatch.chdir(tmp_path)
+    assert _launch(MICRO_YAML, "--gpus-per-node", "0") == 2
+    err = capsys.readouterr().err
+    assert "sbatch not found on PATH" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "run").exists()
+    assert _launch(MICRO_YAML, "--gpus-per-node", "0", "--dry-run") == 0  # a dry run needs no sbatch
+    assert (tmp_path / "run/slurm/a-seed0.sbatch").is_file()
+
+
+def test_scale_doc_says_what_prepare_and_report_ask():
+    """Issue 40 item 6: docs/scale.md said prepare and report ask the CPUs of one process; they ask the whole
+    --cpus-per-task (default 4), and only the report job asks --report-gpus."""
+    text = (ROOT / "docs/scale.md").read_text()
+    assert "the CPUs of one process" not in text
+    exp = load_experiment_file(MICRO_YAML, ["out=x"])
+    jobs = {j.name: j.script for j in slurm_jobs(exp, SlurmOptions(gpus_per_node=2, cpus_per_task=12, report_gpus=1))}
+    for name in ("prepare", "report"):
+        assert "#SBATCH --cpus-per-task=12" in jobs[name].splitlines()
+    assert "--gpus-per-node" not in jobs["prepare"] and "#SBATCH --gpus-per-node=1" in jobs["report"]
+    assert "prepare and report jobs ask one node and the whole `--cpus-per-task`" in text
 
 
 def test_a_dry_run_prints_a_submission_script_that_runs_as_it_is(tmp_path, monkeypatch, capsys):

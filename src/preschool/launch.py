@@ -25,19 +25,25 @@ An experiment on a cluster is three kinds of job:
    checkpoints exist and writes the report from whatever finished (unfinished
    arms are marked as such in the report).
 
-``preschool launch EXP.yaml --slurm`` writes these scripts under
-``<out>/slurm/`` (each checked with ``bash -n``), checks the request against
-the partition's nodes (:func:`check_partition`: CPUs, memory, GPUs, node count,
-time limit, from ``sinfo``), and submits with ``sbatch --parsable`` the jobs
-that are neither complete and current (:func:`current_jobs`) nor already queued
-or running (:func:`queued_jobs`: ``squeue`` by the ``--comment`` every job
-carries, ``preschool:<out folder tag>:<job>``), chaining the job ids, a queued
-job's included, into ``--dependency``. A launch stops at the first sbatch that
-fails or prints no job id, cancelling what it had submitted and any job of
-that script ``squeue`` shows queued. ``--dry-run`` prints the same decision and
-a submission script runnable as it is (also written to ``<out>/slurm/submit.sh``).
+``preschool launch EXP.yaml --slurm`` builds these scripts (each checked with
+``bash -n``), checks the request against the partition's nodes
+(:func:`check_partition`: CPUs, memory, GPUs, node count, time limit, from
+``sinfo``), then puts every job in one state of the relaunch state machine
+(:mod:`preschool.slurm_state`): done (:func:`current_jobs`), queued with the
+current script, queued with a stale one, never-runnable, failed or absent, read
+from the run folders, ``squeue`` (each job carries ``--comment=preschool:<out
+folder tag>:<job>:<script hash>``) and ``<out>/slurm/jobs.json``. Only then are
+the scripts written under ``<out>/slurm/``; the launch prints every job's state
+and what it does, cancels the queued jobs it replaces (stale, never-runnable, and
+the pending jobs that wait on a job submitted again) and submits with ``sbatch
+--parsable`` the jobs not done and not kept, chaining the job ids, a kept job's
+included, into ``--dependency``. A launch stops at the first sbatch that fails
+or prints no job id, cancelling what it had submitted and any job of that
+script ``squeue`` shows queued. ``--dry-run`` prints the same decision and a
+submission script runnable as it is (also written to ``<out>/slurm/submit.sh``).
 ``--status`` shows each job's state (done, queued or running with Slurm's
-reason, ended without finishing with its log's tail). Hardware per job comes
+reason, ended without finishing with its log's tail), from ``jobs.json`` and the
+run folders alone when the controller cannot be reached. Hardware per job comes
 from :class:`SlurmOptions` (``--gpus-per-node 0``: CPU jobs); every job sets
 ``--cpus-per-task``, and each rank runs ``CPUs / ranks per node`` torch threads
 (:func:`preschool.device.rank_threads`).
@@ -60,6 +66,9 @@ from .errors import ConfigError, DataError, PreschoolError
 # the runner (experiment/) loads the experiment and says whether its data is prepared; this module only
 # writes and submits the jobs that run its commands
 from .experiment import ExperimentFile, require_prepared, load_experiment_file, resolve_runs
+# the relaunch state machine (what each job is now: done, queued, stale, never-runnable, failed, absent)
+from .slurm_state import (ABSENT, DONE, FAILED, NEVER, STALE, Job, Queued, Recorded, SlurmUnreachable, Step, plan,
+                          read_queue, read_record, script_hash, with_digest, write_record)
 
 
 # ----------------------------------------------------------------------------- Slurm scripts
@@ -80,9 +89,10 @@ class SlurmOptions:
     ``procs_per_node`` is the number of torchrun processes per node (default: one
     per GPU, one on CPU); ``cpus_per_task`` is the CPUs of each node's task, which
     runs torchrun and its processes (default :data:`CPUS_PER_PROCESS` per
-    process). The prepare and the eval + report jobs run on one node and ask
-    ``report_gpus`` GPUs (default none: data building and the evaluators, which
-    the runner runs on CPU, need none).
+    process). The prepare and the eval + report jobs run on one node with the
+    whole ``cpus_per_task`` (default :data:`CPUS_PER_PROCESS`); prepare asks no
+    GPU, the report job ``report_gpus`` (default none: the evaluators, which the
+    runner runs on CPU, need none).
     """
 
     nodes: int = 1
@@ -129,19 +139,6 @@ class SlurmOptions:
                               f"id mod {PORT_SPAN}), got {self.port}")
 
 
-@dataclass
-class Job:
-    """One sbatch script and the jobs it waits for."""
-
-    name: str  # also the script's file stem
-    role: str  # prepare | arm | report
-    script: str
-    after_ok: list[str] = field(default_factory=list)
-    after_any: list[str] = field(default_factory=list)
-    comment: str = ""  # the job's --comment, by which squeue finds it (job_comment)
-    run: tuple | None = None  # an arm job's (rung or None, arm, seed)
-
-
 def _q(x: object) -> str:
     return shlex.quote(str(x))
 
@@ -153,7 +150,8 @@ def out_tag(exp: ExperimentFile) -> str:
 
 
 def job_comment(exp: ExperimentFile, name: str) -> str:
-    """``preschool:<out tag>:<job>``: the ``--comment`` of job ``name``, which :func:`queued_jobs` reads back."""
+    """``preschool:<out tag>:<job>``: the ``--comment`` of job ``name`` (its script's hash is appended,
+    :func:`preschool.slurm_state.with_digest`), which :func:`preschool.slurm_state.read_queue` reads back."""
     return f"preschool:{out_tag(exp)}:{name}"
 
 
@@ -249,29 +247,38 @@ def slurm_jobs(exp: ExperimentFile, opt: SlurmOptions) -> list[Job]:
            "# reached only when the report succeeded (set -e): a later launch skips a current report",
            f"printf '%s\\n' {config_key(exp.cfg)} > {_q(stamp)}.tmp && mv {_q(stamp)}.tmp {_q(stamp)}", ""]),
         after_any=list(arm_jobs.values()), comment=job_comment(exp, "report")))
-    return jobs
+    return [with_digest(j) for j in jobs]  # each comment ends with its script's hash: a relaunch tells stale jobs
 
 
-def write_scripts(exp: ExperimentFile, jobs: list[Job]) -> dict[str, Path]:
-    """Write every job's script to ``<out>/slurm/<name>.sbatch``; returns name -> path.
-
-    Each script is checked with ``bash -n`` first: one that does not parse (an
-    unbalanced quote in a ``--setup`` line) raises :class:`ConfigError` and no
-    script is written.
-    """
-    from .io import write_text
-
-    folder = layout.slurm_dir(exp.out_dir)
+def check_scripts(jobs: list[Job]) -> None:
+    """Check every job's script with ``bash -n``: one that does not parse (an unbalanced quote in a
+    ``--setup`` line) raises :class:`ConfigError`."""
     for j in jobs:
         res = subprocess.run(["bash", "-n"], input=j.script, capture_output=True, text=True)
         if res.returncode != 0:
             why = res.stderr.strip().replace("bash: ", "")
             raise ConfigError("--setup", f"the {j.name} job script does not parse (bash -n: {why}); "
                               "check the --setup lines' quoting")
+
+
+def script_paths(exp: ExperimentFile, jobs: list[Job]) -> dict[str, Path]:
+    """name -> ``<out>/slurm/<name>.sbatch``, where :func:`write_scripts` writes each job's script."""
+    return {j.name: layout.slurm_dir(exp.out_dir) / f"{j.name}.sbatch" for j in jobs}
+
+
+def write_scripts(exp: ExperimentFile, jobs: list[Job], checked: bool = False) -> dict[str, Path]:
+    """Write every job's script to ``<out>/slurm/<name>.sbatch`` (atomically); returns name -> path.
+
+    Each script is checked with ``bash -n`` first (unless ``checked``: :func:`check_scripts` ran): one
+    that does not parse raises :class:`ConfigError` and no script is written.
+    """
+    from .io import write_text
+
+    if not checked:
+        check_scripts(jobs)
     _logs_dir(exp).mkdir(parents=True, exist_ok=True)
-    paths = {}
+    paths = script_paths(exp, jobs)
     for j in jobs:
-        paths[j.name] = folder / f"{j.name}.sbatch"
         write_text(paths[j.name], j.script)
     return paths
 
@@ -323,36 +330,17 @@ def current_jobs(exp: ExperimentFile, jobs: list[Job]) -> dict[str, str]:
 
 # ----------------------------------------------------------------------------- what Slurm already has
 
-@dataclass
-class Queued:
-    """A job of this experiment that ``squeue`` lists (pending, running, completing...)."""
-
-    job_id: str
-    state: str  # PENDING, RUNNING, ...
-    reason: str  # Slurm's reason: Resources, Priority, Dependency, PartitionConfig, None...
+def _training(exp: ExperimentFile, jobs: list[Job]) -> set[str]:
+    """The arm jobs whose run folder has a ``config.yaml``: :func:`current_jobs` checked that it is the
+    current training config (it refuses any other), so such a job trains what the current script would."""
+    return {j.name for j in jobs if j.role == "arm"
+            and layout.run_config_path(layout.run_dir(exp.out_dir, j.run[1], int(j.run[2]), j.run[0])).is_file()}
 
 
-def queued_jobs(exp: ExperimentFile) -> dict[str, Queued] | None:
-    """The experiment's jobs Slurm still holds (``squeue --me``, matched by :func:`job_comment`), name -> job.
-
-    None when ``squeue`` is not on PATH (a dry run away from the cluster); a failing squeue raises
-    :class:`PreschoolError`: without it a launch cannot tell which jobs would be submitted twice.
-    Of two queued jobs of one name (submitted by hand) the first listed is returned.
-    """
-    if shutil.which("squeue") is None:
-        return None
-    res = subprocess.run(["squeue", "--me", "--noheader", "--format=%i|%T|%r|%k"], capture_output=True, text=True)
-    if res.returncode != 0:
-        said = " | ".join((res.stderr.strip() or res.stdout.strip() or "no output").splitlines())
-        raise PreschoolError(f"squeue failed (exit {res.returncode}: {said}); without it the jobs of {exp.out_dir} "
-                             "that are already queued cannot be told apart, so nothing was submitted")
-    prefix = job_comment(exp, "")
-    found: dict[str, Queued] = {}
-    for line in res.stdout.splitlines():
-        parts = line.strip().split("|", 3)
-        if len(parts) == 4 and parts[3].startswith(prefix):
-            found.setdefault(parts[3][len(prefix):], Queued(parts[0], parts[1], parts[2]))
-    return found
+def _queue(exp: ExperimentFile) -> dict[str, list[Queued]] | None:
+    """The experiment's jobs Slurm holds (:func:`preschool.slurm_state.read_queue` by this folder's comment
+    prefix), name -> copies; None without squeue; :class:`SlurmUnreachable` when squeue fails."""
+    return read_queue(job_comment(exp, ""))
 
 
 def _seconds(t: str) -> int | None:
@@ -384,8 +372,9 @@ def check_partition(opt: SlurmOptions) -> str:
 
     Reads ``sinfo`` (per node: CPUs, memory, GPUs; the partition's time limit) for ``--partition``, or
     the default partition. The arm jobs need ``--nodes`` nodes each with ``cpus(procs)`` CPUs and
-    ``--gpus-per-node`` GPUs, the prepare and report jobs one node with ``cpus(1)`` CPUs and
-    ``--report-gpus``; every job ``--mem``, each its time limit. A request over the largest node (or
+    ``--gpus-per-node`` GPUs, the prepare and report jobs one node with ``cpus(1)`` CPUs (the whole
+    ``--cpus-per-task``, else :data:`CPUS_PER_PROCESS`), the report job ``--report-gpus`` GPUs (prepare
+    asks none); every job ``--mem``, each its time limit. A request over the largest node (or
     more nodes than the partition has, or a time over its limit) would stay pending forever
     (``PartitionConfig``): :class:`ConfigError` names the flag. Returns what was checked (or why not).
     """
@@ -418,21 +407,24 @@ def check_partition(opt: SlurmOptions) -> str:
         return "partition limits not checked (sinfo shows no default partition)"
     where = f"partition {name}"
     most = {k: max(n[i] for n in nodes.values()) for i, k in enumerate(("cpus", "mem", "gpus"))}
-    arm = ("the arm jobs", "--cpus-per-task", opt.cpus(opt.procs), "--gpus-per-node", opt.gpus_per_node, opt.time)
-    side = ("the prepare and report jobs", "--cpus-per-task", opt.cpus(1), "--report-gpus", opt.report_gpus,
-            opt.report_time or opt.time)
+    side_time = opt.report_time or opt.time
+    # (who, CPUs, GPU flag, GPUs, time): prepare asks no GPU, only the report job asks --report-gpus
+    asks = (("the arm jobs ask", opt.cpus(opt.procs), "--gpus-per-node", opt.gpus_per_node, opt.time),
+            ("the prepare and report jobs ask", opt.cpus(1), "--report-gpus", 0, side_time),
+            ("the report job asks", opt.cpus(1), "--report-gpus", opt.report_gpus, side_time))
     if opt.nodes > len(nodes):
         raise ConfigError("--nodes", f"the arm jobs ask {opt.nodes} nodes, but {where} has {len(nodes)} (sinfo)")
-    for who, cflag, cpus, gflag, gpus, t in (arm, side):
+    for who, cpus, gflag, gpus, t in asks:
+        cflag = "--cpus-per-task"
         if cpus > most["cpus"]:
-            raise ConfigError(cflag, f"{who} ask {cpus} CPUs on a node, but the largest node of {where} has "
+            raise ConfigError(cflag, f"{who} {cpus} CPUs on a node, but the largest node of {where} has "
                               f"{most['cpus']} (sinfo); they would stay pending forever: ask at most {most['cpus']}")
         if gpus > most["gpus"]:
-            raise ConfigError(gflag, f"{who} ask {gpus} GPUs on a node, but the nodes of {where} have at most "
+            raise ConfigError(gflag, f"{who} {gpus} GPUs on a node, but the nodes of {where} have at most "
                               f"{most['gpus']} (sinfo gres)")
         if t is not None and limit is not None and _seconds(t) > limit:
             flag = "--time" if t == opt.time else "--report-time"
-            raise ConfigError(flag, f"{who} ask {t}, over the time limit of {where} ({limit // 3600}:"
+            raise ConfigError(flag, f"{who} {t}, over the time limit of {where} ({limit // 3600}:"
                               f"{limit % 3600 // 60:02d}:{limit % 60:02d}, sinfo)")
     if opt.mem is not None and _megabytes(opt.mem) > most["mem"]:
         raise ConfigError("--mem", f"every job asks {opt.mem} per node, but the largest node of {where} has "
@@ -443,32 +435,23 @@ def check_partition(opt: SlurmOptions) -> str:
 
 # ----------------------------------------------------------------------------- submission
 
-def pending(jobs: list[Job], done: dict[str, str], queued: dict[str, Queued] | None = None) -> list[Job]:
-    """The jobs still to submit, their dependencies on skipped (finished) jobs dropped.
-
-    A job ``queued`` (pending or running in Slurm) is not submitted again; jobs after it depend on its
-    job id. The report job is the exception: when any other job is submitted now, a new report is
-    submitted after it, since the queued report would report without the resubmitted arms.
-    """
-    queued = queued or {}
-    out = []
-    for j in jobs:
-        if j.name in done:
-            continue
-        if j.name in queued and not (j.role == "report" and out):
-            continue
-        out.append(replace(j, after_ok=[n for n in j.after_ok if n not in done],
-                           after_any=[n for n in j.after_any if n not in done]))
-    return out
+def to_submit(jobs: list[Job], steps: list[Step]) -> list[Job]:
+    """The jobs the plan submits, in the graph's order: dependencies on finished jobs dropped, and each
+    starting after the dying copies of itself the plan names (``after_ended``)."""
+    by = {st.name: st for st in steps}
+    return [replace(j, after_ok=[n for n in j.after_ok if by[n].state != DONE],
+                    after_any=[n for n in j.after_any if by[n].state != DONE], after_ended=by[j.name].after_ended)
+            for j in jobs if by[j.name].submit]
 
 
 def sbatch_command(job: Job, path: Path, ids: dict[str, str]) -> list[str]:
-    """``sbatch --parsable [--dependency=...] script`` with the dependencies' job ids filled in."""
+    """``sbatch --parsable [--dependency=...] script`` with the dependencies' job ids filled in (and the
+    ids of the dying copies of the job it starts after)."""
     deps = []
     if job.after_ok:
         deps.append("afterok:" + ":".join(ids[n] for n in job.after_ok))
-    if job.after_any:
-        deps.append("afterany:" + ":".join(ids[n] for n in job.after_any))
+    if job.after_any or job.after_ended:
+        deps.append("afterany:" + ":".join([ids[n] for n in job.after_any] + job.after_ended))
     return ["sbatch", "--parsable"] + ([f"--dependency={','.join(deps)}"] if deps else []) + [str(path)]
 
 
@@ -501,34 +484,36 @@ def _stray(exp: ExperimentFile, job: Job, ids: dict[str, str]) -> tuple[str | No
             f"comment {job.comment} (squeue --me --name={slurm_job_name(exp, job.name)} --format=%i,%k) "
             "and scancel it")
     try:
-        queued = queued_jobs(exp)
+        queue = _queue(exp)
     except PreschoolError:
         return None, hint
-    if queued is None:
+    if queue is None:
         return None, hint
-    q = queued.get(job.name)
-    if q is not None and q.job_id not in ids.values():
-        return q.job_id, ""
+    new = [q.job_id for q in queue.get(job.name, []) if q.digest == job.digest and q.job_id not in ids.values()
+           and q.job_id not in job.after_ended and q.state == "PENDING"]
+    if new:
+        return new[0], ""
     return None, f"squeue shows no job of {job.name}, so it was not queued"
 
 
 def submit(jobs: list[Job], paths: dict[str, Path], dry_run: bool = False, exp: ExperimentFile | None = None,
-           queued: dict[str, Queued] | None = None) -> dict[str, str]:
+           kept: dict[str, str] | None = None) -> dict[str, str]:
     """Submit in dependency order; returns name -> Slurm job id of the jobs submitted.
 
-    ``queued``: jobs Slurm already holds, whose ids fill the dependencies of later jobs. A job sbatch
-    refuses, or whose output is no job id, stops the launch: the jobs already submitted are cancelled
-    (``scancel``; the line is printed when that is not possible), and so is a job of the failed
-    script that ``squeue`` shows queued (``exp`` given: found by its comment; otherwise the message
-    names the job to look for); :class:`PreschoolError` names them all. A dry run prints a
-    submission script runnable as it is (:func:`submit_script`) and submits nothing.
+    ``kept``: name -> id of the jobs Slurm already holds and keeps, whose ids fill the dependencies
+    of later jobs. A job sbatch refuses, or whose output is no job id, stops the launch: the jobs
+    already submitted are cancelled (``scancel``; the line is printed when that is not possible), and
+    so is a job of the failed script that ``squeue`` shows queued (``exp`` given: found by its
+    comment; otherwise the message names the job to look for); :class:`PreschoolError` names them
+    all. A dry run prints a submission script runnable as it is (:func:`submit_script`) and submits
+    nothing.
     """
-    ids: dict[str, str] = {n: q.job_id for n, q in (queued or {}).items()}
+    ids: dict[str, str] = dict(kept or {})
     if dry_run:
         print(submit_script(jobs, paths, ids))
         return {}
     if jobs and shutil.which("sbatch") is None:
-        raise ConfigError("--slurm", "sbatch not found on PATH (run on a Slurm login node, or use --dry-run)")
+        raise ConfigError("--slurm", _NO_SBATCH)
     new: dict[str, str] = {}
     for j in jobs:
         cmd = sbatch_command(j, paths[j.name], ids)
@@ -557,12 +542,15 @@ def _id_var(name: str, taken: set[str]) -> str:
     return var
 
 
-def submit_script(jobs: list[Job], paths: dict[str, Path], ids: dict[str, str]) -> str:
-    """A bash script that submits ``jobs`` in order, each sbatch's printed id filling the later jobs'
-    ``--dependency`` (``ids``: the jobs already queued, by their real ids). Runnable as it is."""
+def submit_script(jobs: list[Job], paths: dict[str, Path], ids: dict[str, str], cancel: list[str] = ()) -> str:
+    """A bash script that cancels ``cancel`` (the queued jobs the launch replaces), then submits ``jobs``
+    in order, each sbatch's printed id filling the later jobs' ``--dependency`` (``ids``: the jobs kept
+    in the queue, by their real ids). Runnable as it is."""
     lines = ["#!/bin/bash", "# submits the jobs in order: each sbatch prints its job id, which the jobs",
              "# after it wait for (--dependency); it stops at the first sbatch that fails",
              "set -euo pipefail"]
+    if cancel:
+        lines.append(f"scancel {' '.join(cancel)}  # the queued jobs it replaces (stale, never-runnable, dependents)")
     refs = dict(ids)
     taken: set[str] = set()
     for j in jobs:
@@ -579,69 +567,93 @@ def _jobs_record(exp: ExperimentFile) -> Path:
     return layout.slurm_dir(exp.out_dir) / "jobs.json"
 
 
-def _record(exp: ExperimentFile, ids: dict[str, str]) -> None:
-    """Add the job ids just submitted to ``<out>/slurm/jobs.json`` (what ``--status`` reads)."""
-    from .io import read_json, write_json
+_NO_SBATCH = "sbatch not found on PATH (run on a Slurm login node, or use --dry-run)"
 
-    path = _jobs_record(exp)
-    try:
-        known = read_json(path) if path.is_file() else {}
-    except ValueError:
-        known = {}
-    write_json(path, {**(known if isinstance(known, dict) else {}), **ids})
+
+def _cancel_replaced(steps: list[Step]) -> None:
+    """Cancel the queued jobs the plan replaces, before anything is submitted (one ``scancel``); a
+    failure raises :class:`PreschoolError` and nothing is submitted."""
+    ids = [i for st in steps for i in st.cancel]
+    if not ids:
+        return
+    line = "scancel " + " ".join(ids)
+    if shutil.which("scancel") is None:
+        raise PreschoolError(f"jobs {', '.join(ids)} must be cancelled before their replacements are submitted, "
+                             f"but scancel is not on PATH; nothing was submitted (run `{line}` and launch again)")
+    res = subprocess.run(line.split(), capture_output=True, text=True)
+    if res.returncode != 0:
+        said = " | ".join((res.stderr.strip() or res.stdout.strip() or "no output").splitlines())
+        raise PreschoolError(f"`{line}` failed (exit {res.returncode}: {said}); nothing was submitted")
+    print(f"[preschool] cancelled {', '.join(f'{st.name} ({i})' for st in steps for i in st.cancel)} ({line})")
 
 
 def launch(exp: ExperimentFile, opt: SlurmOptions, dry_run: bool = False) -> dict[str, str]:
-    """Write the scripts, check them against the partition, skip the jobs whose outputs are current or
-    that Slurm already holds, submit the rest; name -> job id of what was submitted.
+    """Check the scripts and the partition, put every job in its state (:func:`preschool.slurm_state.plan`),
+    write the scripts, cancel the queued jobs it replaces and submit the rest; name -> job id of what
+    was submitted.
 
-    A dry run prints the same decision and a submission script (also written to
-    ``<out>/slurm/submit.sh``), submitting nothing.
+    Nothing is written before the decision is made: a launch refused (no sbatch, a bad request, squeue
+    failing) leaves the scripts of the last launch as they were. A dry run prints the same decision and
+    a submission script (also written to ``<out>/slurm/submit.sh``), cancelling and submitting nothing.
     """
     from .io import write_text
 
     jobs = slurm_jobs(exp, opt)
-    paths = write_scripts(exp, jobs)
+    check_scripts(jobs)
     checked = check_partition(opt)
     done = current_jobs(exp, jobs)
     try:
-        queued = queued_jobs(exp)
-    except PreschoolError as e:
+        queue = _queue(exp)
+    except SlurmUnreachable as e:
         if not dry_run:
-            raise
-        queued, unchecked = None, str(e).split(";")[0]  # a dry run away from the cluster still shows the rest
+            raise PreschoolError(f"{e}; without it the jobs of {exp.out_dir} that are already queued cannot be "
+                                 "told apart, so nothing was submitted") from None
+        queue, unchecked = None, str(e)  # a dry run away from the cluster still shows the rest
     else:
         unchecked = "squeue is not on PATH"
-    todo = pending(jobs, done, queued)
+    steps = plan(jobs, done, queue, read_record(_jobs_record(exp)), _training(exp, jobs))
+    todo = to_submit(jobs, steps)
+    if todo and not dry_run and shutil.which("sbatch") is None:
+        raise ConfigError("--slurm", _NO_SBATCH)  # before any script is written
+    paths = write_scripts(exp, jobs, checked=True)
     hw = (f"{opt.nodes} node(s) x {opt.gpus_per_node} GPU(s)" if opt.gpus_per_node
           else f"{opt.nodes} node(s) x {opt.procs} CPU process(es)")
     print(f"[preschool] {len(jobs)} job scripts in {layout.slurm_dir(exp.out_dir)}: prepare, "
           f"{len(jobs) - 2} arm x seed job(s) on {hw}, report")
     print(f"[preschool] {checked}")
-    if queued is None:
+    if queue is None:
         print(f"[preschool] queued jobs not checked ({unchecked})")
-    for name, why in done.items():
-        print(f"[preschool] skip {name}: {why}")
-    submitting = {j.name for j in todo}
-    for j in jobs:  # in the graph's order
-        q = (queued or {}).get(j.name)
-        if q is not None and j.name not in done and j.name not in submitting:
-            print(f"[preschool] skip {j.name}: already in Slurm as job {q.job_id} ({q.state}, reason {q.reason})")
+    for st in steps:  # every job, in the graph's order: its state and what this launch does with it
+        print(f"[preschool] {st.action} {st.name} [{st.state}]: {st.says}")
     if not todo:
+        kept_stale = any(st.state == STALE for st in steps)
         print("[preschool] nothing to run: every job's outputs are complete and current"
-              + (", or it is queued or running" if queued else ""))
+              + ((", or it is queued or running" + ("" if kept_stale else " with the current script")) if queue
+                 else ""))
         return {}
-    print(f"[preschool] {'would run' if dry_run else 'to run'}: {', '.join(j.name for j in todo)}")
+    kept = {st.name: st.job_id for st in steps if st.state != DONE and not st.submit}
+    cancel = [i for st in steps for i in st.cancel]
+    print(f"[preschool] {'would run' if dry_run else 'to run'}: {', '.join(j.name for j in todo)}"
+          + (f" ({'would cancel' if dry_run else 'cancelling'} job(s) {', '.join(cancel)} first)" if cancel else ""))
     if dry_run:
         for j in todo:
             print(f"\n# ---- {paths[j.name]}\n{j.script}")
         script = layout.slurm_dir(exp.out_dir) / "submit.sh"
-        write_text(script, submit_script(todo, paths, {n: q.job_id for n, q in (queued or {}).items()}))
+        write_text(script, submit_script(todo, paths, kept, cancel))
         print(f"\n# ---- the submission, runnable as it is (bash {script}): the job ids are filled in as "
               "each sbatch prints its own")
-    ids = submit(todo, paths, dry_run=dry_run, exp=exp, queued=queued)
-    if ids:
-        _record(exp, ids)
+        print(submit_script(todo, paths, kept, cancel))
+        return {}
+    _cancel_replaced(steps)
+    digests = {j.name: j.digest for j in todo}
+    try:
+        ids = submit(todo, paths, exp=exp, kept=kept)
+    except PreschoolError as e:
+        if cancel:  # the jobs cancelled are gone: say so, a relaunch submits them (failed or absent)
+            raise PreschoolError(f"{e}; the jobs cancelled before it ({', '.join(cancel)}) are submitted by the "
+                                 "next launch") from None
+        raise
+    write_record(_jobs_record(exp), {n: Recorded(i, digests[n]) for n, i in ids.items()})
     return ids
 
 
@@ -674,31 +686,55 @@ def _ended_state(job_id: str) -> str | None:
 
 
 def status(exp: ExperimentFile, opt: SlurmOptions | None = None) -> list[str]:
-    """One line per job of the graph (``preschool launch --status``): done; in Slurm with its state and
-    reason; ended without finishing (the state Slurm recorded, and its log's last lines); or never
-    submitted. Returns the lines (printed by the CLI)."""
-    from .io import read_json
-
+    """One line per job of the graph (``preschool launch --status``), in the relaunch's states: done;
+    in Slurm with its state and reason (and, when it runs another script or can never start, that a
+    launch replaces it); ended without finishing (the state Slurm recorded, and its log's last lines);
+    or never submitted. When the controller cannot be reached the states come from ``jobs.json`` and
+    the run folders alone, and the first line says so. Returns the lines (printed by the CLI)."""
     jobs = slurm_jobs(exp, opt or SlurmOptions())
+    for j, path in zip(jobs, script_paths(exp, jobs).values()):
+        if path.is_file():  # the script the last launch wrote (with its options) is the current one
+            j.digest = script_hash(path.read_text(encoding="utf-8"))
     done = current_jobs(exp, jobs)
-    queued = queued_jobs(exp)
-    path = _jobs_record(exp)
-    submitted = read_json(path) if path.is_file() else {}
-    out = [] if queued is not None else ["(squeue is not on PATH: queued and running jobs are not shown)"]
-    for j in jobs:
-        jid = submitted.get(j.name) if isinstance(submitted, dict) else None
-        if j.name in done:
-            out.append(f"{j.name}: done ({done[j.name]})")
-        elif queued and j.name in queued:
-            q = queued[j.name]
-            out.append(f"{j.name}: {q.state} as job {q.job_id} (reason {q.reason})")
-        elif jid is None:
-            out.append(f"{j.name}: not submitted")
+    out = []
+    try:
+        queue = _queue(exp)
+    except SlurmUnreachable as e:
+        queue = None
+        out.append(f"(the Slurm controller cannot be reached: {e}; what follows is from {_jobs_record(exp)} and "
+                   "the run folders: a job not done may still be queued or running)")
+    else:
+        if queue is None:
+            out.append("(squeue is not on PATH: queued and running jobs are not shown)")
+    unknown = queue is None
+    digests = {j.name: j.digest for j in jobs}
+    record = read_record(_jobs_record(exp))
+    for st in plan(jobs, done, queue, record, _training(exp, jobs)):
+        q = st.queued
+        if st.state == DONE:
+            out.append(f"{st.name}: done ({st.says})")
+        elif q is not None and st.state != FAILED:
+            line = f"{st.name}: {q.state} as job {q.job_id} (reason {q.reason})"
+            if st.state == STALE and st.submit:
+                line += "; it runs another script than the current one: `preschool launch` again replaces it"
+            elif st.state == STALE:
+                line += ("; it runs another script than the current one, but trains the current config: a launch "
+                         "keeps it (scancel it and launch again to apply the new script)")
+            elif st.state == NEVER:
+                line += "; it can never start (a job it waits for failed): `preschool launch` again resubmits it"
+            out.append(line)
+        elif st.state == ABSENT:
+            out.append(f"{st.name}: not submitted")
+        elif unknown:
+            rec = record[st.name]
+            same = ("the current script" if rec.digest == digests[st.name] else "another script" if rec.digest
+                    else "a script of unknown hash")
+            out.append(f"{st.name}: job {rec.job_id} was submitted ({same}); its state is unknown")
         else:
-            how = _ended_state(str(jid))
-            out.append(f"{j.name}: job {jid} ended without finishing ({how or 'no longer known to Slurm'}); "
+            how = q.state if q is not None else _ended_state(st.job_id)
+            out.append(f"{st.name}: job {st.job_id} ended without finishing ({how or 'no longer known to Slurm'}); "
                        "`preschool launch` again resubmits it (an arm resumes from its last checkpoint)")
-            tail = _log_tail(exp, j.name, str(jid))
+            tail = _log_tail(exp, st.name, st.job_id)
             if tail is not None:
                 out.append(f"  last lines of {tail[0]}:")
                 out += [f"    {x}" for x in tail[1].splitlines()]
@@ -713,15 +749,19 @@ Run an experiment on a Slurm cluster: writes <out>/slurm/*.sbatch (a prepare
 job, one multi-node torchrun job per arm x seed that waits for it, and an
 eval+report job that waits for all arms and reports whatever finished), then
 checks the request against the partition (sinfo: CPUs, memory, GPUs, nodes,
-time limit) and submits the jobs whose outputs are not already complete and
-current and that are not already queued or running (squeue, by the comment
-each job carries): a second launch of a finished experiment submits nothing,
-one while jobs are queued submits only the rest, and a failed arm is submitted
-again and resumes from its last checkpoint. With --dry-run nothing is
-submitted: the scripts are written and a submission script runnable as it is
-printed (and written to <out>/slurm/submit.sh). --status shows each job's
-state, Slurm's reason for a pending one and a failed job's log tail.
---gpus-per-node 0 makes CPU jobs. See docs/scale.md.
+time limit) and puts each job in one state: done, queued with the current
+script, queued with a stale one (the config or a flag changed), never-runnable
+(it waits on a job that failed), failed, or absent (squeue, by the comment
+each job carries, and <out>/slurm/jobs.json). It prints every job's state and
+what it does: done and queued jobs are kept, stale and never-runnable ones are
+cancelled and submitted again with the pending jobs that wait on them, failed
+and absent ones are submitted (a failed arm resumes from its last checkpoint).
+A second launch of a finished experiment submits nothing. With --dry-run
+nothing is cancelled or submitted: the scripts are written and a submission
+script runnable as it is printed (and written to <out>/slurm/submit.sh).
+--status shows each job's state, Slurm's reason for a pending one and a failed
+job's log tail (from jobs.json and the run folders when the controller cannot
+be reached). --gpus-per-node 0 makes CPU jobs. See docs/scale.md.
 
 example:
   preschool launch examples/paper/verify_ppt_1b.yaml --slurm --nodes 2 --gpus-per-node 8 \\
@@ -743,8 +783,9 @@ def add_arguments(p) -> None:
     p.add_argument("--procs-per-node", type=int,
                    help="CPU jobs: torchrun processes per node (default 1; with GPUs one per GPU)")
     p.add_argument("--cpus-per-task", type=int,
-                   help=f"CPUs per node for each job's task (default {CPUS_PER_PROCESS} per training process); "
-                        "torch's threads per rank = these CPUs / processes per node")
+                   help=f"CPUs per node for each job's task (default {CPUS_PER_PROCESS} per training process; "
+                        f"the prepare and report jobs get all of them, default {CPUS_PER_PROCESS}); torch's threads "
+                        "per rank = these CPUs / processes per node")
     p.add_argument("--mem", help="memory per node, e.g. 64G (default: the partition's)")
     p.add_argument("--partition", help="Slurm partition")
     p.add_argument("--account", help="Slurm account")
@@ -754,7 +795,7 @@ def add_arguments(p) -> None:
     p.add_argument("--report-time", help="time limit of the prepare and report jobs (default: --time)")
     p.add_argument("--report-gpus", type=int, default=0,
                    help="GPUs of the eval + report job (default 0: the evaluators run on CPU; for a partition "
-                        "that insists on a GPU)")
+                        "that insists on a GPU); the prepare job asks none")
     p.add_argument("--port", type=int, default=29500,
                    help="multi-node jobs: base rendezvous port on the job's first node, plus the job id mod "
                         f"{PORT_SPAN} (one-node jobs use torchrun --standalone; default 29500)")
@@ -767,7 +808,8 @@ def add_arguments(p) -> None:
                         "as it is (<out>/slurm/submit.sh); submit nothing")
     p.add_argument("--status", action="store_true",
                    help="show each job's state instead of launching: done, queued or running (with Slurm's "
-                        "reason), or ended without finishing (with its log's last lines)")
+                        "reason; stale or never-runnable ones said so), or ended without finishing (with its log's "
+                        "last lines); with the controller unreachable, what jobs.json and the run folders say")
 
 
 def options(args) -> SlurmOptions:

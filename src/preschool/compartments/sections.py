@@ -157,6 +157,8 @@ class PlateauConfig:
 class PlateauSection(Section):
     """Final val loss per arm (mean over compartments), per compartment and on translation rows; plateau vs c."""
 
+    reads_runs = True  # metrics.jsonl, the prepared data, checkpoints: none of it is in results.json
+
     def write(self, ctx: SectionContext) -> tuple[dict, list[str]]:
         res: dict[str, Any] = {"arms": {}}
         curves: dict[str, Curve] = {}
@@ -248,6 +250,8 @@ class SlowdownConfig:
 @SECTIONS.register("slowdown", config=SlowdownConfig)
 class SlowdownSection(Section):
     """Steps each arm needs / steps the baseline needs to reach the same loss (Howe & Wingate; spec B.3)."""
+
+    reads_runs = True  # metrics.jsonl, the prepared data, checkpoints: none of it is in results.json
 
     def write(self, ctx: SectionContext) -> tuple[dict, list[str]]:
         targets = [float(t) for t in self.cfg.targets]
@@ -454,6 +458,8 @@ class SimilarityConfig:
 class SimilaritySection(Section):
     """Cosine between the trunk states of the same text in different compartments (final checkpoint)."""
 
+    reads_runs = True  # metrics.jsonl, the prepared data, checkpoints: none of it is in results.json
+
     def write(self, ctx: SectionContext) -> tuple[dict, list[str]]:
         from ..data.shards import ShardSet
         from ..train.checkpoint import quiet_hf_progress
@@ -506,6 +512,8 @@ class AuditGapConfig:
 @SECTIONS.register("audit_gap", config=AuditGapConfig)
 class AuditGapSection(Section):
     """How compartmentalized learning on several presentations is: compartmented - shared val loss (spec B.6)."""
+
+    reads_runs = True  # metrics.jsonl, the prepared data, checkpoints: none of it is in results.json
 
     def write(self, ctx: SectionContext) -> tuple[dict, list[str]]:
         from ..errors import ConfigError

@@ -41,7 +41,6 @@ plug-in files at the same paths).
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -50,6 +49,7 @@ from pathlib import Path
 from .. import plugins as _plugins
 from ..errors import ConfigError, DataError, MissingDependency, PreschoolError
 from ..io import read_json, write_json
+from ..slurm_state import slurm_job_alive
 from .engine import Distributor, UnitJob, build_unit, units_for, unit_path
 
 EXECUTORS = ("engine", "local", "slurm", "ray")
@@ -300,24 +300,6 @@ def _run(ex, logs: Path) -> None:
     except Exception as e:
         raise DataError(f"datatrove executor failed ({type(e).__name__}: {e}); task logs: {logs / 'logs'}; "
                         "rerun the same command (finished units are kept)") from e
-
-
-def slurm_job_alive(job_id: str) -> bool | None:
-    """Whether Slurm still queues or runs job ``job_id`` (``squeue``); None when squeue cannot say (not on
-    PATH, unreachable, or an error other than an unknown job)."""
-    if shutil.which("squeue") is None:
-        return None
-    try:
-        res = subprocess.run(["squeue", "--noheader", "--format=%T", f"--jobs={job_id}"], capture_output=True,
-                             text=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    if res.returncode != 0:
-        return False if "Invalid job id" in res.stderr else None
-    # squeue -j may still list a job that ended (for MinJobAge): only a state before the end is alive
-    ended = {"COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL", "DEADLINE",
-             "OUT_OF_MEMORY"}
-    return any(state.strip() not in ended for state in res.stdout.split())
 
 
 def _slurm_job_queued(job_id: str) -> bool:

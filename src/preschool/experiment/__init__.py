@@ -50,6 +50,7 @@ from __future__ import annotations
 from .schema import (PLUGINS_USED, TRAIN_OVERLAY, ArmSpec, DownstreamGroups, EfficiencySpec, EvalSpec,
                      ExperimentConfig, ExperimentFile, LadderSpec, LanguageRule, MinimalPairsSpec, ReportSpec,
                      RungSpec, SyntheticRule, load_experiment, load_experiment_file)
+from .schema import _OLD_COMPARTMENTS_KEYS  # noqa: F401  (the retired schema's keys, which a re-render refuses)
 from .runs import RunRecord, all_runs, arm_dirs, resolve_runs, run_record
 from .prepare import build_data, check_stale_data, prepare_experiment, require_prepared
 from .runner import check_run, evaluate_arms, run_arm, run_experiment, run_lock, train_arms

@@ -13,13 +13,13 @@ import yaml
 from .. import layout
 from ..analysis.report import write_report
 from ..config import to_dict
-from ..data.distributed import slurm_job_alive
 from ..device import rank_threads
 from ..errors import ConfigError
 from ..evals.runner import evaluate_specs
 from ..io import write_text
 from ..lock import command_line, output_lock
 from ..plugins import loaded
+from ..slurm_state import slurm_job_alive
 from ..train.callbacks.registry import CallbackContext, build_callbacks
 from ..train.run_dir import check_run_dir
 from .prepare import build_data, check_stale_data, require_prepared
