@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1] / "docs" / "results"
 
 
 def main(argv: list[str] | None = None) -> int:
-    from preschool.analysis.from_results import rerender_tree
+    from preschool.rerender import rerender_tree
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("root", nargs="?", default=str(ROOT), help=f"folder searched for studies (default: {ROOT})")

@@ -30,7 +30,7 @@ def add_arguments(p) -> None:
     p.add_argument("config", nargs="?", help="experiment YAML that produced the runs (not with --from-results)")
     p.add_argument("--out", help="experiment folder (default: the config's `out`, else runs/<name>); with "
                                  "--from-results, the folder to write the re-rendered report into (default: the "
-                                 "results.json's own folder)")
+                                 "folder that file is in)")
     p.add_argument("--from-results", metavar="RESULTS_JSON",
                    help="re-render report.md, results.json and plots from this results.json alone, without the "
                         "run folders (default: off, the report reads the runs of CONFIG)")
@@ -46,7 +46,7 @@ def run(args) -> int:
     if args.from_results:
         if args.config or args.overrides:
             raise ConfigError("--from-results", "re-renders from the stored config alone: give no CONFIG or --set")
-        from .analysis.from_results import rerender
+        from .rerender import rerender
 
         print(rerender(args.from_results, args.out))
         return 0

@@ -44,7 +44,7 @@ def test_each_committed_report_is_its_rerender(study, tmp_path):
 
 def test_every_report_pipeline_study_is_in_the_list():
     """A study added under docs/results/ with a report-pipeline results.json is checked by the test above."""
-    from preschool.analysis.from_results import load_stored
+    from preschool.rerender import load_stored
     from preschool.errors import PreschoolError
 
     found = []

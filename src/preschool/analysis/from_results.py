@@ -28,54 +28,9 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError, DataError
+from ..errors import DataError
+from ..layout import results_path
 from .records import NonfiniteValue, Report, SeedResult
-
-
-def load_stored(path: str | Path):
-    """``(cfg, stored)``: the report view of the experiment config ``results.json`` at ``path`` stores (its
-    ``out`` set to the file's folder) and the file's content. Refuses, in one line naming the file, what is
-    not a report-pipeline ``results.json`` or whose config today's schema cannot read."""
-    from ..config import from_dict
-    from ..experiment import _OLD_COMPARTMENTS_KEYS, ExperimentConfig
-    from ..io import read_json
-
-    path = Path(path)
-    if not path.is_file():
-        raise DataError(f"{path}: no such file (a study re-renders from its results.json)")
-    stored = read_json(path)
-    raw = stored.get("config") if isinstance(stored, dict) else None
-    if not isinstance(raw, dict):
-        raise DataError(f"{path}: no `config` to re-render from")
-    old = [k for k in _OLD_COMPARTMENTS_KEYS if k in raw]
-    arms = stored.get("arms")
-    if old or not isinstance(arms, dict) or not all(isinstance(a, dict) and "seeds" in a for a in arms.values()):
-        why = f"its config uses the retired `preschool compartments` schema (keys {old})" if old else \
-            "it has no per-run curves (`arms.<arm>.seeds`)"
-        raise DataError(f"{path}: written by the retired compartments runner, not the report pipeline: {why}; "
-                        "re-run the study to re-render it")
-    raw = {k: v for k, v in raw.items() if k != "plugins_used"}
-    try:
-        with warnings.catch_warnings():  # the stored config is spelled as it was when it ran: nothing to fix
-            warnings.simplefilter("ignore", FutureWarning)
-            cfg = from_dict(ExperimentConfig, {**raw, "out": str(path.parent)})
-    except ConfigError as e:
-        raise DataError(f"{path}: its stored config does not load today: {e}") from None
-    from .sections import SECTIONS
-
-    needs = [n for n in cfg.report.sections if n in SECTIONS and SECTIONS.get(n).cls.reads_runs]
-    if needs:
-        raise DataError(f"{path}: its report sections {needs} read the run folders (metrics.jsonl, prepared data), "
-                        "which results.json does not hold: re-render it with the runs (preschool report EXP.yaml)")
-    at_step = [m for m, t in cfg.report.efficiency.targets.items() if isinstance(t, str)]
-    if at_step:  # baseline@<step>: the value at a step, and results.json keeps curves by tokens, not steps
-        raise DataError(f"{path}: report.efficiency.targets {at_step} name a baseline step (baseline@<step>), "
-                        "whose value results.json does not keep: re-render it with the runs "
-                        "(preschool report EXP.yaml)")
-    if cfg.ladder is not None and "rung_results" not in ((stored.get("sections") or {}).get("ladder") or {}):
-        raise DataError(f"{path}: a ladder report written before results.json kept each rung's numbers "
-                        "(sections.ladder.rung_results): re-render it with the runs (preschool report EXP.yaml)")
-    return cfg.report_view(), stored
 
 
 def _seed_keys(cfg, stored_seeds: dict) -> dict[str, Any]:
@@ -127,7 +82,7 @@ def stored_report(cfg, stored: dict) -> Report:
     names = [a.name for a in cfg.arms]
     missing = [n for n in names if n not in stored["arms"]]
     if missing:
-        raise DataError(f"{cfg.out_dir / 'results.json'}: arms {missing} of its config have no stored runs")
+        raise DataError(f"{results_path(cfg.out_dir)}: arms {missing} of its config have no stored runs")
     stages = {arm.name: cfg.train_config(arm, cfg.seeds[0]).stages for arm in cfg.arms}
     arms: dict[str, dict[Any, SeedResult]] = {}
     charged = {e["arm"]: e.get("ppt_tokens") for e in stored.get("token_efficiency") or []}
@@ -162,24 +117,6 @@ def stored_provenance(stored: dict) -> dict:
     return {k: stored[k] for k in ("code_version", "config", "data_manifests") if k in stored}
 
 
-def rerender(results: str | Path, out: str | Path | None = None) -> Path:
-    """Re-render ``report.md``, ``results.json`` and the plots of the study whose ``results.json`` is
-    ``results`` into ``out`` (default: that file's folder); returns the report's path."""
-    from dataclasses import replace
-
-    from .report import write_report
-
-    cfg, stored = load_stored(results)
-    source = Path(results).parent
-    if out is not None and Path(out).resolve() != source.resolve():
-        cfg = replace(cfg, out=str(out))
-        if (source / "plots").is_dir():  # a plot only the runs could draw (verbatim positions before they were
-            import shutil  # stored) is kept as they drew it; every other plot is drawn again
-
-            shutil.copytree(source / "plots", Path(out) / "plots", dirs_exist_ok=True)
-    return write_report(cfg, stored=stored)
-
-
 def stored_rungs(stored: dict, rep: Report, seeds: list) -> list:
     """A ladder's :class:`~preschool.analysis.records.Rung` records from ``stored``'s
     ``sections.ladder.rung_results`` (analysis/ladder.py ``rung_json``): each arm's cost and finished runs'
@@ -204,25 +141,3 @@ def stored_rungs(stored: dict, rep: Report, seeds: list) -> list:
             setups={}, after_stages=[], stable_gain=[Gain(**g) for g in r["stable_gain"]], token_efficiency=[],
             window=rep.window)))
     return out
-
-
-def rerender_tree(root: str | Path) -> list[tuple[Path, str | None]]:
-    """Re-render every study under ``root`` (each folder with a ``report.md``) in place from its
-    ``results.json``; returns ``(folder, None)`` for each re-rendered one and ``(folder, reason)`` for each
-    that cannot be (no ``results.json``, or the one-line refusal of :func:`load_stored` / the sections)."""
-    from ..errors import PreschoolError
-
-    done: list[tuple[Path, str | None]] = []
-    for report in sorted(Path(root).rglob("report.md")):
-        folder = report.parent
-        results = folder / "results.json"
-        if not results.is_file():
-            done.append((folder, f"{folder}: no results.json beside report.md (the runs' curves were not stored)"))
-            continue
-        try:
-            rerender(results)
-        except PreschoolError as e:
-            done.append((folder, str(e)))
-        else:
-            done.append((folder, None))
-    return done
