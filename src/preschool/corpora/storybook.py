@@ -620,26 +620,19 @@ class Paradigm:
 # paradigms by name, in registration order (the order write_minimal_pairs writes them); a plug-in's
 # `paradigms` module may add its own (its builder gets the Storybook and the pair's random stream)
 PARADIGMS = Registry("storybook paradigm", packages=("preschool.corpora.storybook",), plugin_module="paradigms")
-PARADIGMS.register("subject_verb_agreement")(
-    Paradigm("morphology", "subject_verb_agreement", Storybook._pair_sv_simple))
-PARADIGMS.register("agreement_irregular_plural")(
-    Paradigm("morphology", "subject_verb_agreement", Storybook._pair_sv_irregular))
-PARADIGMS.register("agreement_prepositional_attractor")(
-    Paradigm("morphology", "subject_verb_agreement", Storybook._pair_sv_attractor))
-PARADIGMS.register("agreement_relative_clause")(
-    Paradigm("morphology", "subject_verb_agreement", Storybook._pair_sv_relative))
-PARADIGMS.register("agreement_negation")(
-    Paradigm("morphology", "subject_verb_agreement", Storybook._pair_negation))
-PARADIGMS.register("agreement_question")(
-    Paradigm("morphology", "subject_verb_agreement", Storybook._pair_question))
-PARADIGMS.register("existential_there_agreement")(
-    Paradigm("morphology", "subject_verb_agreement", Storybook._pair_there))
-PARADIGMS.register("determiner_noun_agreement")(
-    Paradigm("morphology", "determiner_noun_agreement", Storybook._pair_det_noun))
-PARADIGMS.register("anaphor_gender_agreement")(
-    Paradigm("morphology", "anaphor_agreement", Storybook._pair_anaphor_gender))
-PARADIGMS.register("anaphor_number_agreement")(
-    Paradigm("morphology", "anaphor_agreement", Storybook._pair_anaphor_number))
+for _name, _term, _build in (  # name, BLiMP-style term, builder; all in the morphology field
+    ("subject_verb_agreement", "subject_verb_agreement", Storybook._pair_sv_simple),
+    ("agreement_irregular_plural", "subject_verb_agreement", Storybook._pair_sv_irregular),
+    ("agreement_prepositional_attractor", "subject_verb_agreement", Storybook._pair_sv_attractor),
+    ("agreement_relative_clause", "subject_verb_agreement", Storybook._pair_sv_relative),
+    ("agreement_negation", "subject_verb_agreement", Storybook._pair_negation),
+    ("agreement_question", "subject_verb_agreement", Storybook._pair_question),
+    ("existential_there_agreement", "subject_verb_agreement", Storybook._pair_there),
+    ("determiner_noun_agreement", "determiner_noun_agreement", Storybook._pair_det_noun),
+    ("anaphor_gender_agreement", "anaphor_agreement", Storybook._pair_anaphor_gender),
+    ("anaphor_number_agreement", "anaphor_agreement", Storybook._pair_anaphor_number),
+):
+    PARADIGMS.register(_name)(Paradigm("morphology", _term, _build))
 
 
 def write_minimal_pairs(out_dir: str | Path, seed: int = 0, n_per_paradigm: int = 1000,
