@@ -96,7 +96,7 @@ class Trainer:
             raise ConfigError("reserved_ids", f"{cfg.reserved_ids} exceeds vocab size {self.vocab_size}")
         self.plan = StagePlan(cfg, self.datasets, self.vocab_size)  # opens the data: bad paths fail now
         self.doc_attention = resolve_doc_attention(cfg.doc_attention, self.device)
-        self.kernels = resolve_kernels(cfg.kernels, self.device)
+        self.kernels = resolve_kernels(cfg.kernels, self.device, compile_mode(cfg.compile))
         self.loss_path = resolve_fused_loss(cfg.fused_loss, self.device,
                                             self.micro * max(m.seq_len for m in self.plan.mixtures), self.vocab_size)
 
