@@ -192,3 +192,23 @@ def test_liger_changes_the_instance_only(fake_liger, family):
     layers = len(patched.model.layers)
     assert calls["rms_norm"] - before["rms_norm"] == 2 * layers + 1 and calls["swiglu"] - before["swiglu"] == layers
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("fused_loss", ["auto", "chunked"])
+def test_compiled_blocks_train_without_graph_breaks(tmp_path, datasets, micro_cfg, monkeypatch, fused_loss):
+    """The trainer's steps (and its validation) with every decoder block compiled, in the settings auto
+    picks (and with the fused loss, which auto picks at scale): Dynamo traces each block whole, 0 graph
+    breaks. Dynamo's eager backend: the breaks are Dynamo's, whatever backend compiles the graphs after."""
+    import preschool.train.kernels as K
+    import preschool.train.trainer as T
+    from torch._dynamo.utils import counters
+
+    monkeypatch.setattr(T, "compile_blocks", lambda model: K.compile_blocks(model, backend="eager"))
+    torch._dynamo.reset()
+    counters.clear()
+    stages = [{"name": "pt", "data": "synth", "tokens": 4 * 16 * 3}]
+    train(micro_cfg(stages=stages, compile="blocks", kernels="auto", fused_loss=fused_loss, eval_every=2,
+                    checkpoint_every=100, device="cpu"), tmp_path / "run", datasets)
+    assert counters["stats"]["unique_graphs"] > 0  # the blocks were compiled at all
+    assert dict(counters["graph_break"]) == {}
+    torch._dynamo.reset()

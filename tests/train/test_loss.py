@@ -104,14 +104,14 @@ def test_fused_loss_is_computed_inside_the_forward_of_a_sharded_root():
             fully_shard(block, mesh=mesh)
         fully_shard(model, mesh=mesh, reshard_after_forward=True)
         fused = FusedLoss(model, "chunked")
-        kw = {"use_cache": False, "output_hidden_states": True, "logits_to_keep": torch.empty(0, dtype=torch.long)}
-        assert model(input_ids=ids, **{**kw, "output_hidden_states": False}).loss is None  # no labels(): plain
+        kw = {"use_cache": False, "logits_to_keep": torch.empty(0, dtype=torch.long)}
+        assert model(input_ids=ids, use_cache=False).loss is None  # no labels(): plain
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            with fused.labels(labels, keep_hidden=False):  # the trainer's call when no callback reads them
+            with fused.labels(labels):  # the trainer's call
                 out = model(input_ids=ids, **kw)
-        # hidden_states[0] is a view under FSDP2 (its hook on the first block's input): dropped from the
-        # root's output, FSDP has no view to warn about
+        # the loss reads the base model's output, not output_hidden_states: no hidden-state tuple in the
+        # root's output, so FSDP2 has no view (its hook on the first block's input) to warn about
         assert out.hidden_states is None and not [w for w in caught if "view tensor" in str(w.message)]
         assert isinstance(model.get_output_embeddings().weight, DTensor)  # outside the forward: a shard
         out.loss.backward()

@@ -102,11 +102,11 @@ def decoder_blocks(model) -> list[torch.nn.Module]:
     return list(layers)
 
 
-def compile_blocks(model) -> int:
-    """torch.compile each decoder layer in place; returns how many."""
+def compile_blocks(model, backend: str = "inductor") -> int:
+    """torch.compile each decoder layer in place with ``backend``; returns how many."""
     blocks = decoder_blocks(model)
     for b in blocks:
-        b.compile()
+        b.compile(backend=backend)
     return len(blocks)
 
 
