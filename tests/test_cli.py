@@ -8,7 +8,7 @@ import pytest
 from preschool.cli import COMMANDS, main
 
 
-@pytest.mark.parametrize("command", sorted(COMMANDS))
+@pytest.mark.parametrize("command", COMMANDS.names())
 def test_every_subcommand_explains_itself(command, capsys):
     with pytest.raises(SystemExit) as e:
         main([command, "--help"])
@@ -43,18 +43,23 @@ def _modules_after(argv: list[str], package: str | None = "preschool") -> list[s
 
 
 def test_help_imports_no_command_module_and_shows_each_commands_help_line(capsys):
-    assert _modules_after(["--help"]) == ["preschool", "preschool.cli", "preschool.errors"]
+    # the command registry, its one-line files (commands/) and the in-tree plug-in's package (a plug-in may
+    # bring commands), no command's own module
+    assert _modules_after(["--help"]) == sorted(["preschool", "preschool.cli", "preschool.commands",
+                                                 *(f"preschool.commands.{n}" for n in COMMANDS.names()),
+                                                 "preschool.compartments", "preschool.errors", "preschool.plugins",
+                                                 "preschool.registry"])
     with pytest.raises(SystemExit) as e:
         main(["--help"])
     assert e.value.code == 0
     out = " ".join(capsys.readouterr().out.split())
-    for name, module in COMMANDS.items():
-        assert f"{name} {' '.join(importlib.import_module(module).HELP.split())}" in out
+    for entry in COMMANDS:
+        assert f"{entry.name} {' '.join(importlib.import_module(entry.cls.module).HELP.split())}" in out
 
 
 def test_a_command_imports_its_own_module_not_the_others():
     loaded = set(_modules_after(["plan", "--help"]))
-    assert "preschool.plan" in loaded and loaded.isdisjoint(set(COMMANDS.values()) - {"preschool.plan"})
+    assert "preschool.plan" in loaded and loaded.isdisjoint({e.cls.module for e in COMMANDS} - {"preschool.plan"})
 
 
 # What `--help` and the listings must never load: the model and data stacks the parts use when they run

@@ -32,9 +32,11 @@ def registry_of(kind: str):
     from preschool.evals import EVALUATORS
     from preschool.l2t.base import L2T_TASKS
     from preschool.synthetic import GENERATORS
+    from preschool.corpora.base import SOURCES
     from preschool.train.callbacks.registry import CALLBACKS
+    from preschool.train.model import MODEL_PRESETS
 
-    return {"Generator": GENERATORS, "L2T task": L2T_TASKS, "Evaluator": EVALUATORS,
+    return {"Model preset": MODEL_PRESETS, "Text source": SOURCES, "Generator": GENERATORS, "L2T task": L2T_TASKS, "Evaluator": EVALUATORS,
             "Dataset builder": DATASET_BUILDERS, "Derived dataset kind": DATASET_BUILDERS, "Report section": SECTIONS,
             "Report section for an evaluator": SECTIONS, "Trainer callback": CALLBACKS}[kind]
 
@@ -71,7 +73,8 @@ def drop(monkeypatch):
 
 def test_contributing_has_a_one_file_recipe_for_every_kind_of_part():
     assert set(recipes()) == {"Generator", "L2T task", "Evaluator", "Dataset builder", "Derived dataset kind",
-                              "Report section", "Report section for an evaluator", "Trainer callback"}
+                              "Report section", "Report section for an evaluator", "Trainer callback",
+                              "Model preset", "Text source"}
 
 
 def test_a_new_generator_file_is_found_and_generates(drop):
@@ -243,6 +246,96 @@ def test_a_new_callback_file_is_found_and_an_arm_can_name_it(drop, tmp_path):
     row = {"step": 1}
     cb.on_log(None, row)
     assert row == {"step": 1, "run_arm": "a", "run_seed": 3}
+
+
+def test_a_new_preset_file_is_found_and_builds_its_shape(drop):
+    from preschool.train.model import ModelConfig, describe
+
+    reg = registry_of("Model preset")
+    name = drop(reg, *recipes()["Model preset"])
+    assert name in reg.names()
+    desc = describe(ModelConfig(preset=name), 300)
+    assert (desc["hidden_size"], desc["layers"], desc["heads"]) == (48, 2, 3)
+
+
+def test_a_new_source_file_is_found_and_read_by_iter_documents(drop, tmp_path):
+    from preschool.corpora.sources import iter_documents
+
+    reg = registry_of("Text source")
+    name = drop(reg, *recipes()["Text source"])
+    (tmp_path / "lines.txt").write_text("The cat sat.\n\nA dog ran.\n", encoding="utf-8")
+    docs = list(iter_documents({"source": name, "path": str(tmp_path / "lines.txt")}))
+    assert [(d.id, d.text) for d in docs] == [("lines.txt:1", "The cat sat."), ("lines.txt:3", "A dog ran.")]
+    with pytest.raises(ConfigError, match="reads one text file"):
+        list(iter_documents({"source": name, "path": str(tmp_path)}))
+
+
+NOTES_FORMAT = '''"""my_notes: `.notes` files read as plain text, and by `auto` too (after the built-in formats)."""
+
+from ..base import SOURCES, CorpusConfig
+from .text import TextSource
+
+
+@SOURCES.register("my_notes", config=CorpusConfig)
+class MyNotes(TextSource):
+    """Plain-text `.notes` files."""
+
+    extensions = (".notes",)
+    auto_order = 10
+'''
+
+
+def test_a_new_file_format_source_joins_auto_from_its_own_file(drop, tmp_path):
+    from preschool.corpora.base import ReadStats
+    from preschool.corpora.sources import iter_documents
+
+    (tmp_path / "a.txt").write_text("A story.\n")
+    (tmp_path / "b.notes").write_text("A note.\n")
+    stats = ReadStats()
+    assert [d.id for d in iter_documents({"source": "auto", "path": str(tmp_path)}, stats)] == ["a.txt"]
+    assert stats.drops["unsupported_file"] == 1
+    name = drop(registry_of("Text source"), "corpora/sources/my_notes", NOTES_FORMAT)
+    docs = list(iter_documents({"source": "auto", "path": str(tmp_path)}))
+    assert [(d.id, d.text.strip()) for d in docs] == [("a.txt", "A story."), ("b.notes", "A note.")]
+    assert [d.id for d in iter_documents({"source": name, "path": str(tmp_path)})] == ["b.notes"]
+
+
+GPU_ROW = '''"""my_gpu: a made-up accelerator."""
+
+from ..flops import GIB, GPU, GPUS
+
+GPUS.register("my_gpu")(GPU("Made-up X9", 100e12, 64 * GIB, "a test row", device_words=("made-up", "x9")))
+'''
+
+COMMAND = '''"""`preschool my_command`: the report command under another name."""
+
+from ..cli import COMMANDS, Command
+
+COMMANDS.register("my_command")(Command("preschool.report_cli"))
+'''
+
+
+def test_a_new_gpu_file_is_a_plan_choice_and_names_its_device(drop):
+    from preschool.train.flops import GPUS, gpu_for_device_name
+
+    name = drop(GPUS, "train/gpus/my_gpu", GPU_ROW)
+    assert name in GPUS.names() and GPUS[name].bf16_flops == 100e12
+    assert gpu_for_device_name("Made-Up X9 PCIe") is GPUS[name]
+    assert gpu_for_device_name("NVIDIA A100-SXM4-80GB") is GPUS["a100-80gb"]  # the most specific row
+    assert gpu_for_device_name("NVIDIA A100-SXM4-40GB") is GPUS["a100-40gb"]
+    assert gpu_for_device_name("Tesla T4") is None
+
+
+def test_a_new_command_file_is_a_command(drop, capsys):
+    from preschool.cli import COMMANDS, main
+
+    name = drop(COMMANDS, "commands/my_command", COMMAND)
+    with pytest.raises(SystemExit) as e:
+        main([name, "--help"])
+    assert e.value.code == 0 and capsys.readouterr().out.startswith(f"usage: preschool {name} ")
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    assert name in capsys.readouterr().out
 
 
 def test_a_module_that_fails_to_import_raises_every_time_and_private_ones_are_skipped(drop):

@@ -19,11 +19,16 @@ import preschool
 
 SRC = Path(preschool.__file__).resolve().parent
 CONTRIBUTING = SRC.parents[1] / "CONTRIBUTING.md"
-OUTSIDE = re.compile(r"^Your parts — `my_lab/parts\.py`[^\n]*\n\n```python\n(?P<code>.*?)^```", re.M | re.S)
+OUTSIDE = re.compile(r"^Your parts[^`\n]*— `my_lab/(?P<file>\w+)\.py`.*?^```python\n(?P<code>.*?)^```", re.M | re.S)
+
+
+def outside_recipes() -> dict[str, str]:
+    """CONTRIBUTING's recipes for files outside the package: ``{file name: code}``."""
+    return {f"{m['file']}.py": m["code"] for m in OUTSIDE.finditer(CONTRIBUTING.read_text(encoding="utf-8"))}
 
 
 def outside_recipe() -> str:
-    return OUTSIDE.search(CONTRIBUTING.read_text(encoding="utf-8"))["code"]
+    return outside_recipes()["parts.py"]
 
 
 def preschool_cli(cwd: Path, *args: str, env: dict | None = None, ok: bool = True) -> subprocess.CompletedProcess:
@@ -70,6 +75,23 @@ def test_the_contributing_recipe_runs_from_a_folder_outside_the_repository(tmp_p
     assert "one of: hf, megatron, my_format, nanotron, numpy" in " ".join(usage.split())
     # the same YAML read again from the run folder (absolute plug-in path, the old record dropped) validates
     preschool_cli(tmp_path, "plan", str(tmp_path / "run" / "experiment.yaml"))
+
+
+def test_the_outside_recipe_for_a_generator_an_evaluator_and_a_section_loads_as_a_plugin(tmp_path):
+    """CONTRIBUTING's `lab_parts.py` (absolute imports) from a folder outside: its generator generates, its
+    evaluator and section are listed as the plug-in's (the slow run below uses all three)."""
+    assert set(outside_recipes()) == {"parts.py", "lab_parts.py"}
+    code = outside_recipes()["lab_parts.py"]
+    assert "from ." not in code and "from preschool.synthetic.base import" in code
+    (tmp_path / "my_lab").mkdir()
+    (tmp_path / "my_lab" / "lab_parts.py").write_text(code, encoding="utf-8")
+    named = ["--plugins", "./my_lab/lab_parts.py"]
+    out = preschool_cli(tmp_path, "generate", "lab_repeat", "--preview", "2", *named).stdout
+    rows = [ln.split(":", 1)[1].split() for ln in out.splitlines() if ln.strip().startswith("symbols:")]
+    assert len(rows) == 2 and all(len(r) == 32 and r[:16] == r[16:] for r in rows) and rows[0] != rows[1]
+    origin = f"[plug-in {(tmp_path / 'my_lab' / 'lab_parts.py').resolve()}]"
+    evals = preschool_cli(tmp_path, "eval", "--list", *named).stdout
+    assert re.search(rf"^lab_norms +v1 .*{re.escape(origin)}$", evals, re.M)
 
 
 def _installed(site: Path, code: str, entry: str = "other = other_lab") -> Path:
@@ -169,7 +191,8 @@ def lab_package(root: Path) -> Path:
     lab = root / "my_lab"
     lab.mkdir(parents=True)
     (lab / "__init__.py").write_text('"""My lab\'s parts for preschool."""\n')
-    (lab / "parts.py").write_text(outside_recipe())
+    for file, code in outside_recipes().items():
+        (lab / file).write_text(code)
     for m in INSIDE.finditer(CONTRIBUTING.read_text(encoding="utf-8")):
         code = absolute_imports(m["path"], m["code"])
         assert "from ." not in code
@@ -200,24 +223,29 @@ def test_a_run_uses_a_plugin_part_of_every_kind(tmp_path):
                                                          "raw_ratio": 0.0},
                          "tokens": 1024, "val_tokens": 0},
                  "rep": {"my_builder": "the cat sat on the mat.", "tokens": 1024, "val_tokens": 0},
-                 "small": {"kind": "my_kind", "source": "pt", "params": {"rows": 8}}},
+                 "small": {"kind": "my_kind", "source": "pt", "params": {"rows": 8}},
+                 "lab": {"generator": "lab_repeat", "params": {"length": 32, "values": 5}, "render": "text",
+                         "tokens": 1024, "val_tokens": 256}},
         "model": {"preset": "my_preset"},
         "arms": [{"name": "a", "callbacks": {"my_callback": {"prefix": "run_"}},
                   "stages": [{"name": "ppt", "data": "copy", "tokens": 256, "counts_as_pt": False},
-                             {"name": "pt", "data": {"pt": 1.0, "l2t": 1.0, "rep": 1.0, "small": 1.0},
+                             {"name": "pt", "data": {"pt": 1.0, "l2t": 1.0, "rep": 1.0, "small": 1.0,
+                                                     "lab": 1.0},
                               "tokens": 512}]}],
-        "evals": [{"name": "my_evaluator"}],
+        "evals": [{"name": "my_evaluator"}, {"name": "lab_norms"}],
         "report": {"sections": {"my_section": {"min_runs": 1}}}}))
     preschool_cli(tmp_path, "run", str(exp), "--no-progress")
     run = tmp_path / "run"
     results = json.loads((run / "results.json").read_text())
     assert results["sections"]["my_section"]["a"]["runs"] == 1
+    assert results["sections"]["lab_norms_table"]["a"] > 0  # the outside evaluator's section, switched on by it
+    assert "## Embedding norm at the end" in (run / "report.md").read_text()
     metrics = [json.loads(ln) for ln in (run / "arms" / "a" / "seed0" / "metrics.jsonl").read_text().splitlines()]
     assert any(r.get("run_arm") == "a" and r.get("run_seed") == 0 for r in metrics)  # the callback
     evals = sorted((run / "arms" / "a" / "seed0" / "evals").glob("step-*/my_evaluator/summary.json"))
     assert evals and json.loads(evals[-1].read_text())["metrics"]["params_m"] > 0  # preset's model, scored
     data = json.loads((run / "data" / "manifest.json").read_text())["datasets"]
-    assert set(data) == {"pt", "copy", "l2t", "rep", "small"}
+    assert set(data) == {"pt", "copy", "l2t", "rep", "small", "lab"}
     from preschool.data.shards import ShardSet
 
     assert len(ShardSet(run / "data" / "small" / "train")) == 8  # the derived kind
@@ -232,3 +260,151 @@ def test_a_run_uses_a_plugin_part_of_every_kind(tmp_path):
     assert np.array_equal(np.asarray(rows), train.rows(range(len(train))))
     listing = preschool_cli(tmp_path, "generate", "--list", "--plugins", str(lab)).stdout
     assert re.search(rf"^my_generator: .*\[plug-in {re.escape(str(lab.resolve()))}\]$", listing, re.M)
+
+
+# ----------------------------------------------------------------------------- what a plug-in may not do
+
+PRESET = '''
+from preschool.train.model import MODEL_PRESETS
+
+
+@MODEL_PRESETS.register("micro"{override})
+def micro():
+    """1 layer, d=32: my own micro."""
+    return {{"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 1, "num_key_value_heads": 1,
+             "intermediate_size": 64, "rope_theta": 10000.0, "max_position_embeddings": 1024}}
+'''
+
+SHUFFLE_DYCK = '''
+from preschool.synthetic.base import GENERATORS, Generator
+
+
+@GENERATORS.register("shuffle_dyck")
+class Mine(Generator):
+    """Not the built-in."""
+'''
+
+
+def test_a_plugin_taking_a_builtin_name_is_refused_in_one_line_in_every_registry(tmp_path):
+    (tmp_path / "my_micro.py").write_text(PRESET.format(override=""))
+    (tmp_path / "my_dyck.py").write_text(SHUFFLE_DYCK)
+    for file, what in (("my_micro.py", "model preset 'micro'"), ("my_dyck.py", "generator 'shuffle_dyck'")):
+        for args, env in ((["generate", "--list", "--plugins", f"./{file}"], {}),
+                          (["eval", "--list"], {"PRESCHOOL_PLUGINS": f"./{file}"})):
+            err = preschool_cli(tmp_path, *args, env=env, ok=False).stderr
+            assert err.count("\n") == 1, err
+            assert f"plug-in {tmp_path / file}: registers {what}, a built-in name" in err
+            assert "override=True" in err
+
+
+def test_a_plugin_that_overrides_a_builtin_on_purpose_is_used_and_recorded(tmp_path):
+    (tmp_path / "my_micro.py").write_text(PRESET.format(override=", override=True"))
+    exp = tmp_path / "exp.yaml"
+    exp.write_text(yaml.safe_dump({
+        "name": "over", "out": str(tmp_path / "run"), "plugins": ["./my_micro.py"], **MICRO,
+        "corpora": {"sb": {"source": "storybook", "seed": 0}},
+        "data": {"pt": {"corpus": "sb", "tokens": 2048, "val_tokens": 128}},
+        "model": {"preset": "micro"},
+        "arms": [{"name": "a", "stages": [{"name": "pt", "data": "pt", "tokens": 256}]}]}))
+    plan = preschool_cli(tmp_path, "plan", str(exp))
+    assert "arm a: micro (qwen2, 1 x 32, 1/1 heads of 32, FFN 64," in plan.stdout  # the plug-in's shape
+    preschool_cli(tmp_path, "run", str(exp), "--only", "report", "--no-progress")
+    saved = yaml.safe_load((tmp_path / "run" / "experiment.yaml").read_text())
+    (used,) = saved["plugins_used"]
+    assert used["overrides"] == [{"registry": "model preset", "name": "micro"}]
+    report = (tmp_path / "run" / "report.md").read_text()
+    assert f"Plug-in override: model preset `micro` is replaced by plug-in {tmp_path / 'my_micro.py'}" in report
+
+
+def test_loading_a_plugin_prints_its_file_and_hash(tmp_path):
+    from preschool.io import sha256_file
+
+    (tmp_path / "my_parts.py").write_text("X = 1\n")
+    err = preschool_cli(tmp_path, "generate", "--list", "--plugins", "./my_parts.py").stderr
+    line = f"[preschool] loaded plug-in {tmp_path / 'my_parts.py'} (sha256 {sha256_file(tmp_path / 'my_parts.py')[:12]}"
+    assert [ln for ln in err.splitlines() if ln.startswith("[preschool] loaded")] == [
+        line + "; named by --plugins)"]
+
+
+@pytest.mark.parametrize("name", ["json", "tokenizers", "safetensors", "matplotlib"])
+def test_a_plugin_file_named_after_an_installed_or_standard_module_is_refused_before_import(tmp_path, name):
+    # (in a sub-folder: `python -c` puts the working folder first on sys.path, so a json.py there would
+    # shadow json before preschool starts; the `preschool` script does not)
+    folder = tmp_path / "lab"
+    folder.mkdir()
+    (folder / f"{name}.py").write_text("raise SystemExit('this file must never run')\n")
+    err = preschool_cli(tmp_path, "eval", "--list", "--plugins", f"./lab/{name}.py", ok=False).stderr
+    assert err.count("\n") == 1 and f"would be imported as module {name!r}" in err and "rename it" in err
+    # the same for a file of a folder plug-in (nothing of the folder runs)
+    (folder / "a_part.py").write_text("raise SystemExit('nor this one')\n")
+    err = preschool_cli(tmp_path, "eval", "--list", "--plugins", "./lab", ok=False).stderr
+    assert err.count("\n") == 1 and f"would be imported as module {name!r}" in err
+
+
+@pytest.mark.parametrize("code, said", [("import sys\nsys.exit(3)\n", "called sys.exit(3)"),
+                                        ("raise SystemExit\n", "called sys.exit(None)"),
+                                        ("raise KeyboardInterrupt\n", "raised KeyboardInterrupt")])
+def test_a_plugin_that_exits_at_import_is_one_line_and_exit_2(tmp_path, code, said):
+    (tmp_path / "quitter.py").write_text(code)
+    err = preschool_cli(tmp_path, "generate", "--list", "--plugins", "./quitter.py", ok=False)
+    assert err.returncode == 2
+    assert err.stderr.count("\n") == 1 and f"plug-in './quitter.py' {said} while being imported" in err.stderr
+
+
+def test_every_registry_refuses_a_builtin_name_from_outside_the_package(tmp_path):
+    """The rule lives in Registry.register, so it holds in every registry: a part registered from a module
+    outside the package under the name of a built-in part is refused, naming that module's file, the
+    registry and the name (checked in a fresh process: nothing is registered in this one)."""
+    code = textwrap.dedent('''
+        import gc, importlib, sys, types
+        from preschool.registry import Registry
+        from preschool.errors import ConfigError
+        for m in ("preschool.cli", "preschool.transform_cli", "preschool.synthetic.base", "preschool.l2t.base",
+                  "preschool.evals.base", "preschool.evals.minimal_pairs", "preschool.data.builder",
+                  "preschool.data.export", "preschool.analysis.sections", "preschool.train.callbacks.registry",
+                  "preschool.train.model", "preschool.train.flops", "preschool.corpora.base",
+                  "preschool.corpora.storybook", "preschool.compartments.offsets"):
+            importlib.import_module(m)
+        registries = [o for o in gc.get_objects() if isinstance(o, Registry)]
+        outside = types.ModuleType("my_outside_parts")
+        outside.__file__ = sys.argv[1]
+        sys.modules["my_outside_parts"] = outside
+        for reg in sorted(registries, key=lambda r: r.kind):
+            name = reg.names()[0]
+            outside.reg, outside.name = reg, name
+            try:
+                exec("reg.register(name)(object())", outside.__dict__)
+            except ConfigError as e:
+                print(reg.kind, "|", e)
+            else:
+                print(reg.kind, "| accepted")
+        ''')
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "my_outside_parts.py")], capture_output=True,
+                         text=True, check=True, env={**os.environ, "PYTHONPATH": str(SRC.parent),
+                                                     "PRESCHOOL_PLUGINS": ""}).stdout
+    rows = dict(line.split(" | ", 1) for line in out.strip().splitlines())
+    assert {"generator", "l2t task", "evaluator", "dataset builder", "export format", "report section", "callback",
+            "model preset", "GPU", "source", "storybook paradigm", "minimal-pairs preset", "command",
+            "transform kind", "presentation"} <= set(rows)
+    for kind, said in rows.items():
+        assert said.startswith(f"plug-in {tmp_path / 'my_outside_parts.py'}: registers {kind} "), (kind, said)
+        assert "a built-in name" in said and "override=True" in said
+
+
+def test_a_plugin_adds_a_gpu_row_that_plan_uses(tmp_path):
+    """A table row kind (GPUs) is a registry like the others: a plug-in file adds one, and `plan --gpu` takes it
+    although the plug-in is loaded after the command line is parsed."""
+    (tmp_path / "my_gpus.py").write_text(textwrap.dedent('''
+        from preschool.train.flops import GIB, GPU, GPUS
+
+        GPUS.register("made-up-x9")(GPU("Made-up X9", 100e12, 64 * GIB, "a test row", device_words=("x9",)))
+        '''))
+    exp = tmp_path / "exp.yaml"
+    exp.write_text(yaml.safe_dump({
+        "name": "gpu", "out": str(tmp_path / "run"), **MICRO, "corpora": {"sb": {"source": "storybook", "seed": 0}},
+        "data": {"pt": {"corpus": "sb", "tokens": 2048, "val_tokens": 128}}, "model": {"preset": "micro"},
+        "arms": [{"name": "a", "stages": [{"name": "pt", "data": "pt", "tokens": 256}]}]}))
+    plan = preschool_cli(tmp_path, "plan", str(exp), "--gpu", "made-up-x9", "--plugins", "./my_gpus.py").stdout
+    assert "on 8 x Made-up X9, MFU 0.35" in plan and "peak 100 TFLOP/s and 64 GiB per device (a test row)" in plan
+    err = preschool_cli(tmp_path, "plan", str(exp), "--gpu", "made-up-x8", "--plugins", "./my_gpus.py", ok=False).stderr
+    assert err.splitlines()[-1].startswith("preschool plan: error: --gpu: unknown GPU 'made-up-x8'; did you mean")

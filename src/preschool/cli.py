@@ -1,7 +1,9 @@
 """``preschool`` command line. Each subcommand lives beside the code it drives.
 
 A subcommand module exposes ``HELP`` (one line, a string literal),
-``add_arguments(parser)`` and ``run(args) -> int``. A module is imported only
+``add_arguments(parser)`` and ``run(args) -> int``; a file of ``preschool/commands/``
+named after the command registers it (``COMMANDS.register("run")(Command(module))``),
+so a new command is two new files and no edit. A module is imported only
 when its command is the one on the command line: ``preschool --help`` reads
 each ``HELP`` from the module's source and imports none of them, so it stays
 fast and a broken optional dependency in one command does not break the others.
@@ -16,24 +18,24 @@ import argparse
 import ast
 import importlib
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import PreschoolError
+from .registry import Registry
 
-COMMANDS: dict[str, str] = {
-    "run": "preschool.experiment_cli",
-    "prepare": "preschool.prepare_cli",
-    "export": "preschool.data.export_cli",
-    "generate": "preschool.synthetic.cli",
-    "transform": "preschool.transform_cli",
-    "train": "preschool.train.cli",
-    "eval": "preschool.evals.cli",
-    "report": "preschool.report_cli",
-    "compartments": "preschool.compartments.cli",
-    "corpus": "preschool.corpora.cli",
-    "plan": "preschool.plan",
-    "launch": "preschool.launch",
-}
+@dataclass(frozen=True)
+class Command:
+    """A command (or a ``transform`` kind) as its registry holds it: the module that implements it
+    (``HELP``, ``add_arguments``, ``run``; imported only when it is the command run) and its place in
+    ``--help`` (``order``, then the name)."""
+
+    module: str
+    order: int = 100
+
+
+# one file per command in preschool/commands/ (file stem = command name), or a plug-in's `commands` module
+COMMANDS = Registry("command", packages=("preschool.commands",), plugin_module="commands")
 
 
 def help_line(modname: str) -> str:
@@ -48,13 +50,14 @@ def help_line(modname: str) -> str:
     return importlib.import_module(modname).HELP
 
 
-def add_commands(sub, commands: dict[str, str], run_attr: str, only: str | None = None,
+def add_commands(sub, commands: Registry, run_attr: str, only: str | None = None,
                  plugins_option: bool = False) -> None:
-    """One sub-parser per ``name -> module`` (the module's ``HELP``, ``DESCRIPTION``, ``add_arguments``);
-    the parsed namespace gets the module's ``run`` as ``run_attr``. Used for commands and ``transform`` kinds.
-    With ``only``, the other names get their help line alone and their modules are not imported. With
-    ``plugins_option``, each also takes ``--plugins``."""
-    for name, modname in commands.items():
+    """One sub-parser per :class:`Command` of the registry ``commands`` (its module's ``HELP``,
+    ``DESCRIPTION``, ``add_arguments``); the parsed namespace gets the module's ``run`` as ``run_attr``. Used
+    for commands and ``transform`` kinds. With ``only``, the other names get their help line alone and their
+    modules are not imported. With ``plugins_option``, each also takes ``--plugins``."""
+    for entry in sorted(commands, key=lambda e: (e.cls.order, e.name)):
+        name, modname = entry.name, entry.cls.module
         if only is not None and name != only:
             sub.add_parser(name, help=help_line(modname))
             continue
@@ -93,7 +96,12 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    parser = build_parser(argv)
+    try:  # building the parser finds the commands, which loads PRESCHOOL_PLUGINS and installed plug-ins
+        parser = build_parser(argv)
+    except PreschoolError as e:
+        name = command_of(argv)
+        print(f"preschool{' ' + name if name else ''}: error: {e}", file=sys.stderr)
+        return 2
     args = parser.parse_args(argv)
     if not getattr(args, "_run", None):
         parser.print_help()
@@ -122,5 +130,7 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":  # python -m preschool.cli: the commands register with the module preschool.cli
+    from preschool.cli import main as _main
+
+    sys.exit(_main())

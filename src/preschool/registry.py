@@ -21,6 +21,12 @@ sees (``PRESCHOOL_PLUGINS``, installed ``preschool.plugins`` entry points;
 ``preschool.plugins``). So a new part is one new file in the package, or in a
 plug-in, with nothing else to edit. A module that fails to import raises, so a
 broken part is never silently missing.
+
+A part registered from outside the package (a plug-in's) never takes a built-in
+name silently: :meth:`Registry.register` looks the name up among the package's
+parts first and refuses it in one line naming the plug-in's file, the registry
+and the name, unless the plug-in passes ``override=True`` (recorded,
+``plugins.note_override``).
 """
 
 from __future__ import annotations
@@ -28,8 +34,10 @@ from __future__ import annotations
 import difflib
 import importlib
 import importlib.util
+import sys
 import threading
 from dataclasses import dataclass
+from types import FunctionType
 from typing import Any, Callable, Iterator
 
 from . import plugins
@@ -43,6 +51,7 @@ class Entry:
     config: type | None
     summary: str
     module: str = ""  # the module that registered it
+    override: bool = False  # a plug-in's part that replaced the built-in of this name (register(override=True))
 
     @property
     def origin(self) -> str:
@@ -78,16 +87,58 @@ class Registry:
             finally:
                 self._discovering = False
 
-    def register(self, name: str, config: type | None = None) -> Callable[[Any], Any]:
+    def register(self, name: str, config: type | None = None, override: bool = False) -> Callable[[Any], Any]:
+        """Decorator: register ``cls`` (a class, or any object: a function, a table row) under ``name``.
+
+        A plug-in's part (any module outside the package) may not take a name that a built-in part of this
+        registry has (nor one another plug-in took): one-line ConfigError naming the plug-in's file, the
+        registry and the name, unless it passes ``override=True``; then it replaces the built-in, for
+        lookups and listings alike, and ``plugins.note_override`` records that (``experiment.yaml``'s
+        ``plugins_used``, the report)."""
+
+        caller = sys._getframe(1).f_globals.get("__name__", "")  # who registers: a table row has no module
+
         def deco(cls: Any) -> Any:
-            if name in self._entries and self._entries[name].cls is not cls:
-                raise ValueError(f"{self.kind} {name!r} registered twice")
-            doc = (cls.__doc__ or "").strip().splitlines()
-            self._entries[name] = Entry(name, cls, config, doc[0] if doc else "", getattr(cls, "__module__", ""))
-            cls.registry_name = name
+            module = (getattr(cls, "__module__", "") if isinstance(cls, (type, FunctionType)) else caller) or ""
+            replaces = False  # a plug-in's part replacing the built-in of this name
+            old = self._entries.get(name)
+            if old is not None and old.cls is cls:
+                return cls
+            if plugins.is_core(module):
+                if old is not None and old.override:
+                    return cls  # a plug-in replaced this built-in on purpose: it keeps the name
+                if old is not None:
+                    raise ValueError(f"{self.kind} {name!r} registered twice ({old.module}, {module})")
+            else:
+                builtin = self._builtin(name)
+                if old is not None and not plugins.is_core(old.module) and (builtin is None or not override):
+                    raise ConfigError(plugins.source_of(module), f"registers {self.kind} {name!r}, which "
+                                      f"{plugins.source_of(old.module)} registers too; rename one of them")
+                if builtin is not None and not override:
+                    raise ConfigError(plugins.source_of(module), f"registers {self.kind} {name!r}, a built-in "
+                                      f"name ({builtin.module}); rename it, or register it with "
+                                      "override=True to replace the built-in")
+                if builtin is not None:
+                    plugins.note_override(module, self.kind, name)
+                    replaces = True
+            doc = (getattr(cls, "__doc__", None) or "").strip().splitlines()
+            self._entries[name] = Entry(name, cls, config, doc[0] if doc else "", module,
+                                        override=replaces)
+            try:
+                cls.registry_name = name
+            except (AttributeError, TypeError):  # a frozen or slotted object: its entry holds the name
+                pass
             return cls
 
         return deco
+
+    def _builtin(self, name: str) -> Entry | None:
+        """The built-in part named ``name``, if any: its module's file is imported, else every module of the
+        packages (a plug-in registering a name must not shadow a built-in that discovery finds later)."""
+        if name not in self._entries and not self.find(name):
+            self.discover()
+        entry = self._entries.get(name)
+        return entry if entry is not None and plugins.is_core(entry.module) else None
 
     def find(self, name: str) -> bool:
         """Whether ``name`` is registered once the module of that name in each package is imported (only
@@ -131,9 +182,15 @@ class Registry:
         cfg = self.build_config(name, values, field)
         return entry.cls(cfg) if entry.config is not None else entry.cls()
 
-    def names(self) -> list[str]:
+    def names(self, sort: bool = True) -> list[str]:
+        """Every registered name (all discovered first), sorted, or in the order registered (``sort=False``:
+        modules in discovery order, each module's parts in its own order)."""
         self.discover()
-        return sorted(self._entries)
+        return sorted(self._entries) if sort else list(self._entries)
+
+    def __getitem__(self, name: str) -> Any:
+        """The registered object itself (class, function or table row); ConfigError when unknown."""
+        return self.get(name).cls
 
     def __iter__(self) -> Iterator[Entry]:
         return iter(self._entries[n] for n in self.names())

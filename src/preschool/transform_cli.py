@@ -1,21 +1,24 @@
 """``preschool transform KIND ...``: turn a text corpus into training data.
 
-Each kind is a sub-subcommand living beside its code; ``TRANSFORMS`` maps the
-kind to a module exposing ``HELP``, ``add_arguments(parser)`` and
-``run(args) -> int`` (the same contract as top-level commands). Add a kind
-(e.g. ``compartments``) by adding one line here.
+Each kind is a sub-subcommand living beside its code: a module exposing ``HELP``,
+``add_arguments(parser)`` and ``run(args) -> int`` (the same contract as top-level
+commands), registered in ``TRANSFORMS`` by a file of ``preschool/transforms/`` named
+after the kind (``TRANSFORMS.register("l2t")(Command("preschool.l2t.cli"))``). Add a
+kind (e.g. ``compartments``) with one new file there, or in a plug-in's
+``transforms`` module; nothing here changes.
 """
 
 from __future__ import annotations
 
 import argparse
 
-HELP = "transform a corpus into training data (L2T, ...)"
-DESCRIPTION = "Transform a text corpus into training shards. Kinds: l2t"
+from .registry import Registry
 
-TRANSFORMS: dict[str, str] = {  # kind -> module
-    "l2t": "preschool.l2t.cli",
-}
+HELP = "transform a corpus into training data (L2T, ...)"
+DESCRIPTION = ("Transform a text corpus into training shards; the kinds are listed below "
+               "(one file each in preschool/transforms/).")
+
+TRANSFORMS = Registry("transform kind", packages=("preschool.transforms",), plugin_module="transforms")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

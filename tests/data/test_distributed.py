@@ -371,3 +371,113 @@ def test_a_streamed_corpus_is_planned_once_and_each_task_reads_only_its_units(tm
     built = sorted(int(p.name[1:]) for p in work.glob("u??????") if (p / "unit.json").is_file())
     assert built == list(range(1, planned, 2))
     assert min(read) == where(unit1) > (0, 0)  # nothing before its first unit was read
+
+
+# ----------------------------------------------------------------------------- a plug-in's part, prepared at scale
+
+COUNT_PARTS = '''"""A user's generator, in a file outside the package and off every task's sys.path."""
+from dataclasses import dataclass
+
+import numpy as np
+
+from preschool.synthetic.base import GENERATORS, Generator, GeneratorConfig, Item
+
+
+@dataclass
+class CountUpConfig(GeneratorConfig):
+    length: int = 16
+
+
+@GENERATORS.register("count_up", config=CountUpConfig)
+class CountUp(Generator):
+    """index, index + 1, ... modulo 7."""
+
+    @property
+    def vocab_size(self):
+        return 7
+
+    def item(self, index):
+        s = (np.arange(self.cfg.length) + index) % 7
+        return Item(s.astype(np.int64), np.ones(self.cfg.length, dtype=bool), {})
+'''
+
+
+def _plugin_experiment(root: Path) -> tuple[Path, Path]:
+    """An experiment whose one dataset is a generator of the plug-in file ``root/lab/count_parts.py``."""
+    import yaml
+
+    (root / "lab").mkdir()
+    (root / "lab" / "count_parts.py").write_text(COUNT_PARTS)
+    exp = root / "exp.yaml"
+    exp.write_text(yaml.safe_dump({
+        "name": "count", "seed": 0, "seq_len": 32, "plugins": ["./lab/count_parts.py"],
+        "corpora": {"sb": {"source": "storybook", "seed": 0}},
+        "tokenizer": {"kind": "train", "vocab_size": 300, "sample_documents": 200},
+        "data": {"count": {"generator": "count_up", "params": {"length": 33}, "render": "text", "tokens": 6000,
+                           "val_tokens": 0, "unit_tokens": 600}},
+        "model": {"preset": "micro"},
+        "arms": [{"name": "a", "stages": [{"name": "s", "data": "count", "tokens": 256}]}]}))
+    return exp, root / "lab" / "count_parts.py"
+
+
+def _cli(env: dict, cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    """``preschool ARGS`` in a fresh process (this checkout's package first on the path, no other plug-in)."""
+    src = str(Path(__file__).resolve().parents[2] / "src")
+    return subprocess.run([sys.executable, "-c", "import sys; from preschool.cli import main; sys.exit(main())",
+                           *map(str, args)], cwd=cwd, capture_output=True, text=True, timeout=900,
+                          env={**env, "PYTHONPATH": src, "PRESCHOOL_PLUGINS": ""})
+
+
+@pytest.mark.slow
+def test_a_plugin_file_generator_prepares_on_slurm_tasks_which_refuse_a_changed_plugin(tmp_path):
+    """The job records the plug-in file and its sha256; each task (a fresh process in another folder, the file
+    off its path) imports that file before the job, and refuses it once it has changed, before running it."""
+    rec, env = _fake_slurm(tmp_path)
+    env.pop("SLURM_ARRAY_TASK_ID", None)
+    exp, plugin = _plugin_experiment(tmp_path)
+    from preschool.io import sha256_file
+
+    engine = _cli(env, tmp_path, "prepare", exp, "--set", f"out={tmp_path / 'engine'}", "--no-progress")
+    assert engine.returncode == 0, engine.stderr
+    slurm = ["prepare", exp, "--set", f"out={tmp_path / 'slurm'}", "--no-progress", "--executor", "slurm",
+             "--tasks", "2", "--partition", "cpu", "--time", "1:00:00"]
+    res = _cli(env, tmp_path, *slurm, "--no-wait")
+    assert res.returncode == 0 and "submitted Slurm job" in res.stdout + res.stderr, res.stderr
+    assert f"plug-in {plugin} (sha256 {sha256_file(plugin)[:12]})" in res.stdout
+    array = sorted(rec.iterdir(), key=lambda p: int(p.name))[0] / "script.sh"
+    node = tmp_path / "node"
+    node.mkdir()
+
+    def task(rank: int) -> subprocess.CompletedProcess:
+        return subprocess.run(["bash", str(array)], cwd=node, capture_output=True, text=True, timeout=900,
+                              env={**env, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src"),
+                                   "SLURM_ARRAY_TASK_ID": str(rank), "RUN_OFFSET": "0", "SLURM_NODELIST": "node001"})
+
+    first = task(0)
+    assert first.returncode == 0, first.stdout[-2000:] + first.stderr[-2000:]
+    good = plugin.read_text()
+    plugin.write_text(good + "\nraise SystemExit('the changed plug-in ran')\n")
+    refused = task(1)
+    said = refused.stdout + refused.stderr
+    assert refused.returncode != 0 and "changed since the job was made" in said and str(plugin) in said
+    assert "the changed plug-in ran" not in said
+    plugin.write_text(good)
+    second = task(1)
+    assert second.returncode == 0, second.stdout[-2000:] + second.stderr[-2000:]
+    done = _cli(env, tmp_path, *slurm, "--no-wait")  # every task completed: nothing submitted, units linked
+    assert done.returncode == 0, done.stderr
+    _same_bytes(tmp_path / "engine" / "data", tmp_path / "slurm" / "data", ["count"])
+
+
+@pytest.mark.slow
+def test_a_plugin_file_generator_prepares_on_a_local_ray(tmp_path):
+    pytest.importorskip("ray", reason="ray is not installed here (the `ray` extra)")
+    exp, _ = _plugin_experiment(tmp_path)
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    engine = _cli(env, tmp_path, "prepare", exp, "--set", f"out={tmp_path / 'engine'}", "--no-progress")
+    assert engine.returncode == 0, engine.stderr
+    ray = _cli(env, tmp_path, "prepare", exp, "--set", f"out={tmp_path / 'ray'}", "--no-progress", "--executor", "ray",
+               "--tasks", "2")
+    assert ray.returncode == 0, ray.stdout[-3000:] + ray.stderr[-3000:]
+    assert "datatrove ray:" in ray.stdout
+    _same_bytes(tmp_path / "engine" / "data", tmp_path / "ray" / "data", ["count"])

@@ -35,7 +35,7 @@ def _write(folder, fmt, part, start, n):
 
 def _rows_read(monkeypatch) -> list[int]:
     """Rows of the records the hf reader yields from now on."""
-    from preschool.corpora.sources import HFSource
+    from preschool.corpora.sources.hf import HFSource
 
     rows, real = [], HFSource.documents
 

@@ -15,8 +15,8 @@ from dataclasses import replace
 from typing import Any
 
 from ..errors import ConfigError
-from ..layout import arm_runs, checkpoints_dir, is_done, read_metrics
-from .records import Collected, NonfiniteValue, Point, SeedRun
+from ..layout import arm_runs, checkpoints_dir, done_path, is_done, read_metrics
+from .records import Collected, NonfiniteValue, Point, RunCost, SeedRun
 
 DOWNSTREAM = "downstream/avg"
 
@@ -80,8 +80,23 @@ def collect(cfg) -> Collected:
             ppt_tokens=ppt_tokens([r for r in rows if r.get("event") == "train"], stages[arm.name], done),
             doses=stage_doses(accounts, [st.name for st in stages[arm.name]]), setups=setups,
             higher_is_better=directions, reported=tuple(sorted(reported)),
-            points={k: tuple(p for _, p in sorted(d.items())) for k, d in points.items()}, nonfinite=nonfinite)
+            points={k: tuple(p for _, p in sorted(d.items())) for k, d in points.items()}, nonfinite=nonfinite,
+            cost=run_cost(run_dir) if done else None)
     return Collected(arms)
+
+
+def run_cost(run_dir) -> RunCost:
+    """A finished run's training FLOPs and parameters, from the ``DONE`` the trainer wrote (None for what an
+    older trainer did not record)."""
+    from ..io import read_json
+
+    done = read_json(done_path(run_dir))
+    model = done.get("model") or {}
+    flops = done.get("flops")
+    return RunCost(flops=None if flops is None else float(flops),
+                   params=None if model.get("params_total") is None else int(model["params_total"]),
+                   params_non_embedding=(None if model.get("params_non_embedding") is None
+                                         else int(model["params_non_embedding"])))
 
 
 def _take_nonfinite(points: dict[str, dict[int, Point]]) -> dict[str, list]:

@@ -23,7 +23,8 @@ from typing import Any
 
 from ..errors import ConfigError
 from .collect import nonfinite_values
-from .records import AfterStage, Collected, Efficiency, Gain, Point, Report, SeedResult, SeedRun, TableRow
+from .records import (AfterStage, Collected, Efficiency, Gain, Point, Report, Rung, RungArm, SeedResult, SeedRun,
+                      TableRow)
 
 
 def synthetic_datasets(cfg) -> set[str]:
@@ -155,7 +156,7 @@ def seed_result(s: SeedRun, axes: dict[str, str], stages: list | None = None) ->
         final_step[m] = pts[-1].step if pts else None
     return SeedResult(run_dir=s.run_dir, done=s.done, total_tokens=s.total_tokens, ppt_tokens=s.ppt_tokens,
                       doses=s.doses, setups=s.setups, nonfinite=s.nonfinite, curves=curves, stage_ends=stage_ends,
-                      final_stage=final_stage, final_step=final_step, points=s.points)
+                      final_stage=final_stage, final_step=final_step, points=s.points, cost=s.cost)
 
 
 def compute(cfg, collected: Collected) -> Report:
@@ -183,6 +184,32 @@ def compute(cfg, collected: Collected) -> Report:
                   stable_gain=stable_gains(arms, names, baseline, headline, axes, higher, cfg.report.window),
                   token_efficiency=efficiency_rows(cfg, arms, baseline, headline, axes, higher),
                   window=cfg.report.window)
+
+
+def ladder_rung(name: str, rep: Report) -> Rung:
+    """One rung of a ladder from its computed report: per arm, the cost of its finished runs and each finished
+    run's final headline values (:class:`~preschool.analysis.records.RungArm`). A run that has not finished is
+    left out of the values (its final value is not the rung's) and listed; so is a finished run whose ``DONE``
+    predates the FLOPs record."""
+    arms = {}
+    for arm in rep.names:
+        finals, unfinished, no_flops, cost, runs = {}, [], [], None, {}
+        for seed, s in rep.seed_results(arm).items():
+            if s.curves or s.done:
+                runs[seed] = s.run_dir
+            if not s.done:
+                if s.curves:
+                    unfinished.append(seed)
+                continue
+            if s.cost is None or s.cost.flops is None:
+                no_flops.append(seed)
+                continue
+            cost = s.cost
+            finals[seed] = {m: c[-1][1] for m, c in s.curves.items() if c and m in rep.headline}
+        arms[arm] = RungArm(flops=cost and cost.flops, params=cost and cost.params,
+                            params_non_embedding=cost and cost.params_non_embedding, finals=finals,
+                            unfinished=unfinished, no_flops=no_flops, runs=runs)
+    return Rung(name=name, arms=arms, report=rep)
 
 
 def _final(curve: list) -> float:

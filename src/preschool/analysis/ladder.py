@@ -1,10 +1,9 @@
 """Report section across the rungs of a scale ladder ("Scale ladder"; docs/ladder.md).
 
-Switches on when the experiment has a ``ladder:``. For every rung it collects and computes the
-standard report (analysis/report.py ``build_report``: collect → compute) of that rung's runs, so the
-per-rung
-values, differences from the baseline and one-SD verdicts are the standard tables' own; then, per
-headline metric (continuous proxies included):
+Switches on when the experiment has a ``ladder:``. It reads the rungs the report pipeline computed
+(``ctx.ladder``: one :class:`~preschool.analysis.records.Rung` per rung, each the standard report of that
+rung's runs with every finished run's cost and final values; analysis/report.py builds them) and builds
+no report itself. Per headline metric (continuous proxies included):
 
 - **value vs training compute**: each finished run's final value against its training FLOPs (every
   stage, whole steps; ``train/flops.py``'s count, which the trainer records in the run's ``DONE`` with
@@ -12,15 +11,23 @@ headline metric (continuous proxies included):
   one plot per metric (``plots/ladder_<metric>.png``);
 - **a saturating power law per arm**, ``L(C) = E + A * C^-alpha`` fitted to the seed means by least
   squares (:func:`fit_power_law`; ``A`` may be negative: an accuracy rising to ``E``), with
-  percentile intervals from resampling the seeds (:func:`bootstrap_over_seeds`: the same seeds at every
-  rung and for every arm, as the runs pair them); refused, with the reason, with fewer rungs than its
-  three parameters;
-- **the gain over the baseline at every rung** with the stable-gain verdict of that rung's standard
-  report (analysis/compute.py ``stable_gains``), and whether the gain's sign is the same at every rung;
+  percentile intervals and a band on the plot from resampling the seeds (:func:`bootstrap_over_seeds`:
+  the same seeds at every rung and for every arm, as the runs pair them); refused, with the reason,
+  with fewer rungs than its three parameters;
+- **the gain over the baseline at every rung**, per seed pair (arm − baseline of the same seed, final
+  values), with a seed-level verdict (``rule: seeds``: the Student-t interval over the seed pairs
+  excludes 0; with fewer than 3 pairs, or ``rule: verify-ppt``, the rung's one-SD checkpoint row), how
+  many seed pairs have each sign, and **the trend**: the slope of the per-seed gain against log10 of
+  the rungs' size with a seed-bootstrap interval, whose words ("harm shrinks with size", "no trend shown
+  with 3 seeds") follow from that interval (:func:`trend_words`);
 - **where the fitted curves cross** (:func:`crossing`), searched from the smallest rung to
-  ``extrapolate`` x the largest rung's compute, with its interval over the resamples, else "none";
-- **a decision table** (DataDecide, Magnusson et al. 2025): for each pair of arms, whether the order
-  at each smaller rung is the order at the largest, and the share of pairs that agree.
+  ``extrapolate`` x the largest rung's compute, stated only with its interval over the seed resamples
+  (:func:`crossing_status`: "undetermined" when the interval reaches past the searched range, and for
+  one past the largest rung without an interval);
+
+and **a decision table** (DataDecide, Magnusson et al. 2025): for each pair of arms, does each metric at
+each rung rank it as the primary metric (``primary``) ranks it at the largest rung; a target ranking
+that is not itself stable is flagged and scored by no metric (:func:`decision_table`).
 
 A fit over a few small rungs read far beyond them is a guess: the report says so beside every number
 that lies beyond the largest rung (a crossing past it, the asymptote ``E``). Every plotted number is in
@@ -31,14 +38,16 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
 
 from ..config import check
+from ..errors import ConfigError
+from .records import Rung
 from .sections import SECTIONS, Section, SectionContext
+from .stats import seed_interval, seed_means, seed_resamples, seed_trend, trend_text, weighted_interval
 
 N_PARAMS = 3  # E, A, alpha
 ALPHA_RANGE = (1e-3, 4.0)  # the exponents searched (log-spaced grid, then golden-section refinement)
@@ -111,41 +120,6 @@ def power_law(fit: dict, compute: np.ndarray | float) -> np.ndarray | float:
     return fit["E"] + fit["A"] * np.asarray(compute, dtype=np.float64) ** -fit["alpha"]
 
 
-def seed_resamples(n: int, draws: int, seed: int) -> list[tuple[tuple[int, ...], float]]:
-    """The bootstrap resamples of ``n`` seeds as ``(indices, weight)``: every multiset of ``n`` draws
-    with its multinomial probability when there are at most ``draws`` of them (3 seeds: 10), so the
-    interval is the bootstrap's own and not a Monte-Carlo estimate of it; else ``draws`` random ones."""
-    if math.comb(2 * n - 1, n) <= draws:
-        out = []
-        for combo in itertools.combinations_with_replacement(range(n), n):
-            counts = Counter(combo).values()
-            w = math.factorial(n) / math.prod(math.factorial(k) for k in counts) / n ** n
-            out.append((combo, w))
-        return out
-    rng = np.random.default_rng(seed)
-    return [(tuple(int(i) for i in rng.integers(0, n, n)), 1.0 / draws) for _ in range(draws)]
-
-
-def weighted_interval(values: Sequence[float], weights: Sequence[float], level: float = 0.95) -> list[float]:
-    """The ``level`` percentile interval of weighted values (the lower inverse CDF at each tail)."""
-    v = np.asarray(values, dtype=np.float64)
-    w = np.asarray(weights, dtype=np.float64)
-    order = np.argsort(v, kind="stable")
-    v, cw = v[order], np.cumsum(w[order]) / w.sum()
-    tail = (1 - level) / 2
-    lo = v[min(int(np.searchsorted(cw, tail - 1e-12)), v.size - 1)]
-    hi = v[min(int(np.searchsorted(cw, 1 - tail - 1e-12)), v.size - 1)]
-    return [float(lo), float(hi)]
-
-
-def seed_means(per_seed: np.ndarray) -> np.ndarray:
-    """Column means of ``per_seed`` (seeds x rungs) over the seeds with a value; NaN for a rung without any."""
-    ok = np.isfinite(per_seed)
-    total = np.where(ok, per_seed, 0.0).sum(axis=0)
-    n = ok.sum(axis=0)
-    return np.where(n > 0, total / np.maximum(n, 1), np.nan)
-
-
 def bootstrap_over_seeds(compute: Sequence[float], per_seed: np.ndarray, draws: int = 1000,
                          seed: int = 12345) -> tuple[list[dict], list[float]]:
     """Fits of :func:`fit_power_law` to the seed means of each resample of the seeds (rows of ``per_seed``:
@@ -183,37 +157,69 @@ def crossing(fit_a: dict, fit_b: dict, lo: float, hi: float) -> float | None:
     return float(grid[-1]) if sign[-1] == 0 else None
 
 
+# ----------------------------------------------------------------------------- crossings with their interval
+
+
+def crossing_interval(pairs: Sequence[tuple[dict, dict]], weights: Sequence[float], lo: float, hi: float,
+                      level: float) -> dict[str, Any]:
+    """Where each resample's two fitted curves cross (:func:`crossing` in ``[lo, hi]``; a resample whose curves do
+    not cross there counts as crossing past ``hi``): ``{interval, share_crossing}``, the ``level`` interval over
+    all resamples (its upper end ``inf`` when more than the upper tail's share of them does not cross)."""
+    at = [crossing(fa, fb, lo, hi) for fa, fb in pairs]
+    found = [c if c is not None else math.inf for c in at]
+    crossed = sum(w for c, w in zip(at, weights) if c is not None)
+    return {"interval": weighted_interval(found, weights, level), "share_crossing": crossed / sum(weights)}
+
+
+def crossing_status(at: float | None, interval: list[float] | None, lo: float, top: float, hi: float) -> str:
+    """What may be said of a crossing: ``crossing`` (the point fit crosses and so does every resample but the
+    tails, inside the searched range), ``none`` (neither the point fit nor more than the lower tail's share of the
+    resamples cross), else ``undetermined``. Without an interval (one seed) a crossing is stated only inside the
+    fitted range (``at <= top``); one past it is ``undetermined``."""
+    if interval is None:
+        return "none" if at is None else ("crossing" if at <= top else "undetermined")
+    ilo, ihi = interval
+    if at is None:
+        return "none" if math.isinf(ilo) else "undetermined"
+    if math.isinf(ihi) or (ilo <= lo and ihi >= hi):
+        return "undetermined"
+    return "crossing"
+
+
 # ----------------------------------------------------------------------------- decisions
 
 
-def decision_table(values: dict[str, dict[str, float]], rungs: list[str], higher: bool) -> dict[str, Any]:
-    """DataDecide's decision accuracy for one metric. ``values``: rung -> arm -> seed-mean value; ``rungs``
-    from the smallest to the largest compute (the last is the target).
+def better(values: dict[str, float | None], a: str, b: str, higher: bool) -> str | None:
+    """The arm ``values`` (arm -> value) ranks better of ``a`` and ``b``; ``"tie"``; None without both values."""
+    va, vb = values.get(a), values.get(b)
+    if va is None or vb is None or not (math.isfinite(va) and math.isfinite(vb)):
+        return None
+    if va == vb:
+        return "tie"
+    return a if (va > vb) == higher else b
 
-    For each pair of arms (in the order given) and each smaller rung: the arm the rung ranks better
-    (``higher``: is a larger value better), and whether the largest rung ranks it better too. A tie, or
-    an arm without a value at either rung, does not agree. Returns ``{target, pairs: [{pair, better:
-    {rung: arm|"tie"|None}, agree: {rung: bool}}], share: {rung: fraction of pairs that agree}}``.
+
+def decision_table(values: dict[str, dict[str, dict[str, float | None]]], rungs: list[str],
+                   higher: dict[str, bool], target: dict[tuple[str, str], str | None]) -> dict[str, Any]:
+    """DataDecide-style decision accuracy: does a metric at a rung rank each pair of arms as the primary metric
+    ranks it at the largest rung?
+
+    ``values``: metric -> rung -> arm -> seed-mean value; ``higher``: metric -> higher is better; ``target``:
+    pair ``(a, b)`` -> the arm the primary metric ranks better at the largest rung, or None when that ranking
+    is not stable (a noisy target is flagged by the caller and scored by no metric). Returns metric -> rung ->
+    ``{better: {"a vs b": arm | "tie" | None}, agree, scored, share}`` (``share`` None with no pair scored; a
+    tie or a missing value does not agree).
     """
-    target = rungs[-1]
-    arms = list(dict.fromkeys(a for r in rungs for a in values.get(r, {})))
-    pairs = []
-
-    def better(r: str, a: str, b: str) -> str | None:
-        va, vb = values.get(r, {}).get(a), values.get(r, {}).get(b)
-        if va is None or vb is None or not (math.isfinite(va) and math.isfinite(vb)):
-            return None
-        if va == vb:
-            return "tie"
-        return a if (va > vb) == higher else b
-
-    for a, b in itertools.combinations(arms, 2):
-        ranks = {r: better(r, a, b) for r in rungs}
-        top = ranks[target]
-        agree = {r: top not in (None, "tie") and ranks[r] == top for r in rungs[:-1]}
-        pairs.append({"pair": [a, b], "better": ranks, "agree": agree})
-    share = {r: (sum(p["agree"][r] for p in pairs) / len(pairs) if pairs else None) for r in rungs[:-1]}
-    return {"target": target, "pairs": pairs, "share": share}
+    out: dict[str, Any] = {}
+    for m, by_rung in values.items():
+        out[m] = {}
+        for r in rungs:
+            ranks = {f"{a} vs {b}": better(by_rung.get(r, {}), a, b, higher.get(m, True)) for a, b in target}
+            scored = [(p, t) for p, t in zip(ranks, target.values()) if t is not None]
+            agree = sum(ranks[p] == t for p, t in scored)
+            out[m][r] = {"better": ranks, "agree": agree, "scored": len(scored),
+                         "share": agree / len(scored) if scored else None}
+    return out
 
 
 def same_sign(gains: Sequence[float | None]) -> str:
@@ -229,73 +235,82 @@ def same_sign(gains: Sequence[float | None]) -> str:
     return "no"
 
 
-# ----------------------------------------------------------------------------- collecting the rungs
-
-
-def rung_results(view, rep=None) -> dict[str, Any]:
-    """One rung's numbers: the standard report's (``rep``, else ``collect`` → ``compute`` on the rung's
-    config ``view``) and, from each finished run's ``DONE``, its training FLOPs and parameters.
-
-    Returns ``{rung, arms: {arm: {flops, params, params_non_embedding, seeds: {seed: {metric: final}},
-    unfinished: [seeds]}}, headline, higher, stable_gain}``; a run that has not finished is left out of the
-    values (its final value is not the rung's) and listed, and so is a finished run whose ``DONE`` predates
-    the FLOPs record (``no_flops``)."""
-    from ..io import read_json
-    from ..layout import done_path
-    from .report import build_report
-
-    rep = build_report(view) if rep is None else rep
-    out: dict[str, Any] = {}
-    for name in rep.names:
-        seeds, unfinished, no_flops, cost = {}, [], [], {}
-        for seed, s in rep.seed_results(name).items():
-            if not s.done:
-                if s.curves:
-                    unfinished.append(seed)
-                continue
-            done = read_json(done_path(s.run_dir))
-            if done.get("flops") is None:
-                no_flops.append(seed)
-                continue
-            model = done["model"]
-            cost = {"flops": float(done["flops"]), "params": int(model["params_total"]),
-                    "params_non_embedding": int(model["params_non_embedding"])}
-            seeds[seed] = {m: c[-1][1] for m, c in s.curves.items() if c and m in rep.headline}
-        out[name] = {"flops": None, "params": None, "params_non_embedding": None, **cost, "seeds": seeds,
-                     "unfinished": unfinished, "no_flops": no_flops}
-    return {"rung": view.rung, "arms": out, "headline": rep.headline, "higher": rep.higher,
-            "stable_gain": [g.to_json() for g in rep.stable_gain]}
+def trend_words(t: dict, means: Sequence[float | None], per: str, gain: str = "gain", harm: str = "harm") -> str:
+    """The words a :func:`~preschool.analysis.stats.seed_trend` allows about an effect (positive = ``gain``):
+    the slope per ``per`` with its interval, then "<harm> shrinks / grows with size" (every rung's mean is a
+    harm), "<gain> grows / shrinks" (every one a gain), "rises / falls" (mixed), or "no trend shown with N
+    seeds" when the interval holds 0 (:func:`~preschool.analysis.stats.trend_text`)."""
+    ms = [m for m in means if m is not None]
+    if ms and all(m < 0 for m in ms):
+        return trend_text(t, per, f"{harm} shrinks with size", f"{harm} grows with size", over="rungs")
+    if ms and all(m > 0 for m in ms):
+        return trend_text(t, per, f"{gain} grows with size", f"{gain} shrinks with size", over="rungs")
+    return trend_text(t, per, f"{gain} rises with size", f"{gain} falls with size", over="rungs")
 
 
 # ----------------------------------------------------------------------------- the section
 
+RULES = ("seeds", "verify-ppt")
+SIZES = {"non_embedding": "non-embedding parameters", "params": "parameters", "flops": "training FLOPs"}
+
 
 @dataclass
 class LadderSectionConfig:
-    """``report.sections.ladder``: the resampling and the crossing search."""
+    """``report.sections.ladder``: the resampling, the crossing search, the per-rung verdict rule, the size a
+    trend is read against and the metric the decision table predicts."""
 
     draws: int = 1000  # bootstrap resamples of the seeds (every distinct one when there are fewer)
     seed: int = 12345
     extrapolate: float = 100.0  # search for crossings up to this multiple of the largest rung's compute
     level: float = 0.95
+    # per-rung verdicts: "seeds" (t interval over the per-seed final gains; with >= 3 seeds, else the
+    # verify-ppt rule) or "verify-ppt" (one SD over the last window's checkpoints, pooled over the seeds)
+    rule: str = "seeds"
+    size: str = "non_embedding"  # trends per decade of: non_embedding (Kaplan's N), params (total) or flops
+    # the metric whose largest-rung ranking the decisions predict (None: the first headline metric on the
+    # language axis, else the first)
+    primary: str | None = None
 
     def validate(self) -> None:
         check(self.draws >= 10, "draws", f"must be >= 10, got {self.draws}")
         check(self.extrapolate >= 1, "extrapolate", f"must be >= 1, got {self.extrapolate}")
         check(0 < self.level < 1, "level", f"must be in (0, 1), got {self.level}")
+        check(self.rule in RULES, "rule", f"must be one of {list(RULES)}, got {self.rule!r}")
+        check(self.size in SIZES, "size", f"must be one of {list(SIZES)}, got {self.size!r}")
 
 
 def _fmt(x: float | None, digits: int = 4) -> str:
     return "–" if x is None or not math.isfinite(x) else f"{x:.{digits}g}"
 
 
+def _signs(positive: int, negative: int, n: int) -> str:
+    """How many of ``n`` seed pairs have the more common sign: ``"3/3 < 0"``, ``"2/3 > 0"``, ``"–"``."""
+    if not n:
+        return "–"
+    if negative >= positive and negative:
+        return f"{negative}/{n} < 0"
+    return f"{positive}/{n} > 0" if positive else f"0/{n} ≠ 0"
+
+
 def _metric_file(m: str) -> str:
     return "ladder_" + m.replace("/", "_") + ".png"
 
 
+def rung_size(rung: Rung, baseline: str, size: str) -> float | None:
+    """A rung's size for trends: the baseline's (else any arm's) ``size`` (:data:`SIZES`) at that rung."""
+    key = "params_non_embedding" if size == "non_embedding" else size
+    order = [baseline, *[a for a in rung.arms if a != baseline]]
+    return next((float(getattr(rung.arms[a], key)) for a in order if a in rung.arms
+                 and getattr(rung.arms[a], key) is not None), None)
+
+
+_VERDICT = {"above": "gain", "below": "harm", "no difference shown": "no difference shown"}
+
+
 @SECTIONS.register("ladder", LadderSectionConfig)
 class LadderSection(Section):
-    """Across the rungs of a ladder: value vs compute, power-law fits, gains per rung, crossings, decisions."""
+    """Across the rungs of a ladder: value vs compute, power-law fits, gains per rung and their trend,
+    crossings, decisions."""
 
     order = 5  # first of the sections: it reads the whole ladder, the others the largest rung
 
@@ -307,46 +322,50 @@ class LadderSection(Section):
         cfg = self.cfg or LadderSectionConfig()
         if not ctx.ladder:  # named in report.sections of an experiment without one
             return None, ["## Scale ladder", "", "This experiment has no `ladder:`: there are no rungs to compare.", ""]
-        # the rung the standard tables read is already collected and computed (ctx.report)
-        every = [rung_results(v, ctx.report if v.rung == ctx.config.get("rung") else None) for v in ctx.ladder]
-        per_rung = [r for r in every if any(a["seeds"] for a in r["arms"].values())]
-        waiting = [r["rung"] for r in every if not any(a["seeds"] for a in r["arms"].values())]
+        per_rung = sorted((r for r in ctx.ladder if r.finished), key=lambda r: r.flops)  # the FLOPs order them
+        waiting = [r.name for r in ctx.ladder if not r.finished]
         if not per_rung:
             return {"rungs": [], "without_finished_runs": waiting}, [
                 "## Scale ladder", "", "No rung has a finished run yet.", ""]
         baseline = ctx.baseline
-        # smallest to largest compute (the ladder lists them so, but the FLOPs decide)
-        per_rung.sort(key=lambda r: max(a["flops"] for a in r["arms"].values() if a["flops"] is not None))
-        rungs = [r["rung"] for r in per_rung]
-        arms = list(per_rung[-1]["arms"])
-        higher = {k: v for r in per_rung for k, v in r["higher"].items()}
-        metrics = list(dict.fromkeys(m for r in per_rung for m in r["headline"]))
-        seeds = sorted({s for r in per_rung for a in r["arms"].values() for s in a["seeds"]}, key=str)
+        rungs = [r.name for r in per_rung]
+        arms = list(per_rung[-1].arms)
+        higher = {k: v for r in per_rung for k, v in r.report.higher.items()}
+        metrics = list(dict.fromkeys(m for r in per_rung for m in r.report.headline))
+        seeds = sorted({s for r in per_rung for a in r.arms.values() for s in a.finals}, key=str)
+        sizes = [rung_size(r, baseline, cfg.size) for r in per_rung]
         results: dict[str, Any] = {"rungs": [], "metrics": {}, "baseline": baseline, "level": cfg.level,
-                                   "extrapolate": cfg.extrapolate, "without_finished_runs": waiting}
-        for r in per_rung:
-            results["rungs"].append({"rung": r["rung"], "arms": {
-                a: {k: v for k, v in d.items() if k != "seeds"} | {"seeds": sorted(d["seeds"], key=str)}
-                for a, d in r["arms"].items()}})
+                                   "extrapolate": cfg.extrapolate, "rule": cfg.rule, "size": cfg.size,
+                                   "without_finished_runs": waiting}
+        for r, x in zip(per_rung, sizes):
+            results["rungs"].append({"rung": r.name, "size": x, "arms": {a: d.to_json() for a, d in r.arms.items()}})
+        x = [math.log10(v) if v else math.nan for v in sizes]
         for m in metrics:
-            results["metrics"][m] = self._metric(ctx, cfg, m, per_rung, rungs, arms, seeds, higher.get(m, True))
+            results["metrics"][m] = self._metric(ctx, cfg, m, per_rung, arms, seeds, higher.get(m, True), x)
+        results["decisions"] = self._decisions(cfg, results["metrics"], per_rung, arms, seeds, higher, baseline)
         results["tables_above"] = ctx.config.get("rung")
-        lines = self._lines(results, rungs, arms, baseline)
-        return results, lines
+        return results, self._lines(results, rungs, arms, baseline)
 
-    def _metric(self, ctx, cfg, m, per_rung, rungs, arms, seeds, higher) -> dict[str, Any]:
+    @staticmethod
+    def _matrix(per_rung: list[Rung], arm: str, seeds: list, m: str) -> np.ndarray:
+        """Each seed's final value of ``m`` at each rung (seeds x rungs; NaN without a finished run)."""
+        mat = np.full((len(seeds), len(per_rung)), np.nan)
+        for j, r in enumerate(per_rung):
+            for i, s in enumerate(seeds):
+                v = r.arms[arm].finals.get(s, {}).get(m) if arm in r.arms else None
+                if v is not None:
+                    mat[i, j] = v
+        return mat
+
+    def _metric(self, ctx, cfg, m, per_rung, arms, seeds, higher, x) -> dict[str, Any]:
         baseline = ctx.baseline
+        rungs = [r.name for r in per_rung]
         out: dict[str, Any] = {"direction": "higher" if higher else "lower", "arms": {}, "gains": {},
                                "crossings": {}}
         matrices = {}
         for a in arms:
-            compute = [np.nan if r["arms"][a]["flops"] is None else r["arms"][a]["flops"] for r in per_rung]
-            mat = np.full((len(seeds), len(rungs)), np.nan)
-            for j, r in enumerate(per_rung):
-                for i, s in enumerate(seeds):
-                    v = r["arms"][a]["seeds"].get(s, {}).get(m)
-                    if v is not None:
-                        mat[i, j] = v
+            compute = [np.nan if a not in r.arms or r.arms[a].flops is None else r.arms[a].flops for r in per_rung]
+            mat = self._matrix(per_rung, a, seeds, m)
             matrices[a] = (compute, mat)
             means = seed_means(mat)
             points = []
@@ -366,52 +385,106 @@ class LadderSection(Section):
                 if len(seeds) > 1 and fits:
                     for p in ("E", "A", "alpha"):
                         fit[f"{p}_interval"] = weighted_interval([f[p] for f in fits], weights, cfg.level)
+                    fit["band"] = self._band(cfg, compute, fits, weights)
             out["arms"][a] = {"points": points, "fit": fit}
-        # the gain over the baseline at every rung: the standard report's stable-gain row of that rung
+        sign = 1.0 if higher else -1.0  # positive = the arm is better
         for a in arms:
             if a == baseline:
                 continue
-            row = {}
-            for r in per_rung:
-                g = next((g for g in r["stable_gain"] if g["arm"] == a and g["metric"] == m), None)
-                row[r["rung"]] = None if g is None else {k: g[k] for k in ("mean", "sd", "n", "verdict", "seeds")}
-            out["gains"][a] = {"rungs": row, "same_sign": same_sign([g["mean"] if g else None for g in row.values()])}
+            effect = sign * (matrices[a][1] - matrices[baseline][1])  # per seed pair and rung
+            row = {r.name: self._rung_verdict(cfg, effect[:, j], r, a, m) for j, r in enumerate(per_rung)}
+            means = [g["mean"] for g in row.values()]
+            pairs = effect[np.isfinite(effect)]
+            out["gains"][a] = {"rungs": row, "same_sign": same_sign(means),
+                               "pairs": {"n": int(pairs.size), "positive": int((pairs > 0).sum()),
+                                         "negative": int((pairs < 0).sum())},
+                               "trend": seed_trend(x, effect, cfg.level, cfg.draws, cfg.seed)}
+            out["gains"][a]["trend"]["words"] = trend_words(out["gains"][a]["trend"], means, "decade")
             out["crossings"][a] = self._crossing(cfg, matrices[a], matrices[baseline], out["arms"][a]["fit"],
                                                  out["arms"][baseline]["fit"], len(seeds))
-        values = {p["rung"]: {a: out["arms"][a]["points"][j]["mean"] for a in arms}
-                  for j, p in enumerate(out["arms"][baseline]["points"])}
-        out["decisions"] = decision_table(values, rungs, higher)
-        out["plot"] = self._plot(ctx, cfg, m, out, rungs)
+        out["plot"] = self._plot(ctx, cfg, m, out)
         return out
+
+    @staticmethod
+    def _rung_verdict(cfg, effect: np.ndarray, rung: Rung, arm: str, m: str) -> dict[str, Any]:
+        """One rung's verdict on the arm's gain: the seed-level t interval over the per-seed final gains
+        (``rule: seeds`` with >= 3 seed pairs), else the verify-ppt one-SD rule of that rung's stable-gain row."""
+        v = seed_interval(effect, cfg.level)
+        g = next((g for g in rung.report.stable_gain if g.arm == arm and g.metric == m), None)
+        checkpoints = None if g is None else {"mean": g.mean, "sd": g.sd, "n": g.n, "verdict": g.verdict}
+        if cfg.rule == "seeds" and v["interval"] is not None:
+            return {**v, "verdict": _VERDICT[v["verdict"]], "rule": "seeds", "checkpoints": checkpoints}
+        return {**v, "verdict": "–" if g is None else g.verdict, "rule": "verify-ppt", "checkpoints": checkpoints}
+
+    @staticmethod
+    def _band(cfg, compute, fits, weights) -> dict[str, list]:
+        """The ``level`` band of the fitted curve over the seed resamples, from the smallest rung to
+        ``extrapolate`` x the largest (what the plot shades)."""
+        c = [v for v in compute if math.isfinite(v)]
+        grid = np.geomspace(min(c), max(c) * cfg.extrapolate, 60)
+        curves = np.array([power_law(f, grid) for f in fits])
+        iv = [weighted_interval(curves[:, k], weights, cfg.level) for k in range(grid.size)]
+        return {"flops": grid.tolist(), "lo": [v[0] for v in iv], "hi": [v[1] for v in iv]}
 
     def _crossing(self, cfg, arm, base, fit_a, fit_b, n_seeds) -> dict[str, Any]:
         """Where the arm's and the baseline's fitted curves cross, with its interval over paired resamples."""
         if "refused" in fit_a or "refused" in fit_b:
-            return {"refused": fit_a.get("refused") or fit_b.get("refused")}
+            return {"refused": fit_a.get("refused") or fit_b.get("refused"), "status": "none"}
         both = [c for c in [*arm[0], *base[0]] if math.isfinite(c)]  # the rungs where either has runs
         lo, top = min(both), max(both)
         hi = top * cfg.extrapolate
         at = crossing(fit_a, fit_b, lo, hi)
         res: dict[str, Any] = {"flops": at, "largest_rung_flops": top, "searched": [lo, hi],
-                               "beyond_largest": None if at is None else at / top}
+                               "beyond_largest": None if at is None else at / top, "interval": None}
         if n_seeds > 1:
-            found, weights, total = [], [], 0.0
+            pairs, weights = [], []
             for idx, w in seed_resamples(n_seeds, cfg.draws, cfg.seed):
                 fa = fit_power_law(arm[0], seed_means(arm[1][list(idx)]))
                 fb = fit_power_law(base[0], seed_means(base[1][list(idx)]))
-                if "refused" in fa or "refused" in fb:
-                    continue
-                total += w
-                c = crossing(fa, fb, lo, hi)
-                if c is not None:
-                    found.append(c)
+                if "refused" not in fa and "refused" not in fb:
+                    pairs.append((fa, fb))
                     weights.append(w)
-            res["share_crossing"] = sum(weights) / total if total else None
-            if found:
-                res["interval"] = weighted_interval(found, weights, cfg.level)
+            if pairs:
+                res.update(crossing_interval(pairs, weights, lo, hi, cfg.level))
+        res["status"] = crossing_status(at, res["interval"], lo, top, hi)
+        if res["interval"] is not None:  # strict JSON: no crossing in range is null, not infinity
+            res["interval"] = [None if math.isinf(v) else v for v in res["interval"]]
         return res
 
-    def _plot(self, ctx, cfg, m, out, rungs) -> str | None:
+    def _decisions(self, cfg, per_metric, per_rung, arms, seeds, higher, baseline) -> dict[str, Any]:
+        """The decision table: every metric at every rung against the primary metric's ranking at the largest
+        rung, each pair's target first checked for stability (a noisy target is flagged, not scored)."""
+        top = per_rung[-1]
+        # default: the first headline metric on the language axis (val/pt before a synthetic task's val/dyck)
+        primary = cfg.primary or next((m for m in per_metric if top.report.axes.get(m, "pt") == "pt"),
+                                      next(iter(per_metric)))
+        if primary not in per_metric:
+            raise ConfigError("report.sections.ladder.primary",
+                              f"{primary!r} is not a headline metric of this ladder; have {list(per_metric)}")
+        sign = 1.0 if higher.get(primary, True) else -1.0
+        targets, target = [], {}
+        for a, b in itertools.combinations(arms, 2):
+            diff = sign * (self._matrix([top], a, seeds, primary) - self._matrix([top], b, seeds, primary))[:, 0]
+            v = seed_interval(diff, cfg.level)
+            mean = v["mean"]
+            winner = None if mean is None or mean == 0 else (a if mean > 0 else b)
+            if cfg.rule == "seeds" and v["interval"] is not None:
+                stable, rule = v["verdict"] != "no difference shown", "seeds"
+            elif baseline in (a, b):  # the verify-ppt rule has a row for pairs with the baseline only
+                other = b if a == baseline else a
+                g = next((g for g in top.report.stable_gain if g.arm == other and g.metric == primary), None)
+                stable, rule = g is not None and (g.stable or g.stable_harm), "verify-ppt"
+            else:
+                stable, rule = False, "too few seeds"
+            stable = stable and winner is not None  # a stable row with no final values at the top: nothing to predict
+            target[(a, b)] = winner if stable else None
+            targets.append({"pair": [a, b], "better": winner, "stable": stable, "rule": rule, **v})
+        values = {m: {p["rung"]: {a: d["arms"][a]["points"][j]["mean"] for a in arms}
+                      for j, p in enumerate(d["arms"][arms[0]]["points"])} for m, d in per_metric.items()}
+        return {"primary": primary, "target": top.name, "pairs": targets,
+                "metrics": decision_table(values, [r.name for r in per_rung], higher, target)}
+
+    def _plot(self, ctx, cfg, m, out) -> str | None:
         from .plots import new_figure, save_figure
 
         fig = new_figure()
@@ -426,20 +499,26 @@ class LadderSection(Section):
                 continue
             xs = np.array([p["flops"] for p in pts])
             ys = np.array([p["mean"] for p in pts])
-            err = np.array([[p["mean"] - p["min"], p["max"] - p["mean"]] for p in pts]).T
+            # clipped at 0: the mean of equal seeds can round a hair past them, which matplotlib refuses
+            err = np.maximum(np.array([[p["mean"] - p["min"], p["max"] - p["mean"]] for p in pts]).T, 0.0)
             line = ax.errorbar(xs, ys, yerr=err, marker="o", ms=4, capsize=3, linestyle="none",
                                label=f"{a} (seed mean, range)")
             color = line[0].get_color()
             for p in pts:
                 ax.scatter([p["flops"]] * len(p["seeds"]), list(p["seeds"].values()), s=8, color=color, alpha=0.4)
-            if "refused" not in d["fit"]:
+            fit = d["fit"]
+            if "refused" not in fit:
                 inside = np.geomspace(low, top, 100)
                 beyond = np.geomspace(top, top * cfg.extrapolate, 100)
-                ax.plot(inside, power_law(d["fit"], inside), color=color, linewidth=1,
-                        label=f"{a}: E + A C^-α, α = {d['fit']['alpha']:.3g}")
-                ax.plot(beyond, power_law(d["fit"], beyond), color=color, linewidth=1, linestyle=":")
+                ax.plot(inside, power_law(fit, inside), color=color, linewidth=1,
+                        label=f"{a}: E + A C^-α, α = {fit['alpha']:.3g}")
+                ax.plot(beyond, power_law(fit, beyond), color=color, linewidth=1, linestyle=":")
+                if "band" in fit:
+                    ax.fill_between(fit["band"]["flops"], fit["band"]["lo"], fit["band"]["hi"], color=color,
+                                    alpha=0.15, linewidth=0, label=f"{a}: {cfg.level:.0%} band over seed resamples")
+        ax.axvline(top, color="grey", linewidth=0.6, linestyle="--")
         ax.set_xscale("log")
-        ax.set_xlabel("training compute (FLOPs; dotted: extrapolated)")
+        ax.set_xlabel("training compute (FLOPs; right of the dashed line: extrapolated)")
         ax.set_ylabel(m)
         ax.set_title(f"{m} across the ladder ({out['direction']} is better)")
         ax.grid(alpha=0.3)
@@ -453,15 +532,22 @@ class LadderSection(Section):
     def _lines(self, res: dict, rungs: list[str], arms: list[str], baseline: str) -> list[str]:
         n = len(rungs)
         pct = f"{res['level']:.0%}"
+        size = SIZES[res["size"]]
+        rule = ("seed level: the per-seed final gain (arm − baseline of the same seed, sign flipped for losses) "
+                f"and its {pct} Student-t interval over the seed pairs, *gain* / *harm* when it excludes 0 (with "
+                "fewer than 3 seed pairs the verify-ppt rule instead)" if res["rule"] == "seeds" else
+                "the verify-ppt one-SD rule (the rung's stable-gain row: mean > SD of the per-checkpoint "
+                "difference over the last window, pooled over the seeds)")
         lines = ["## Scale ladder",
                  f"The same arms at {n} rung(s), from the smallest to the largest training compute: "
                  f"{', '.join(rungs)}. Each value is a finished run's final value (as in Results); compute is "
                  "the run's training FLOPs (every stage, whole steps; `train/flops.py`). Fits: "
                  f"L(C) = E + A·C^-α per arm on the seed means, {pct} intervals from resampling the seeds "
-                 "(the same seeds at every rung and for every arm). Gains and verdicts per rung are that "
-                 "rung's own stable-gain rows (mean > SD over the last window). docs/ladder.md says how to "
-                 "read this and what it cannot tell. The tables above (Results, differences, efficiency, "
-                 f"other sections) are rung {res['tables_above']}'s."
+                 "(the same seeds at every rung and for every arm). Per-rung verdicts: " + rule + ". A trend is "
+                 f"the slope of the per-seed gain against log10({size}) with its {pct} seed-bootstrap interval; "
+                 "its words follow from that interval. docs/ladder.md says how to read this and what it cannot "
+                 "tell. The tables above (Results, differences, efficiency, other sections) are rung "
+                 f"{res['tables_above']}'s."
                  + (f" Not read yet (no finished run): {', '.join(res['without_finished_runs'])}."
                     if res["without_finished_runs"] else ""), "",
                  "| rung | " + " | ".join(f"{a}: params (non-emb.) | {a}: FLOPs / run" for a in arms) + " |",
@@ -511,54 +597,92 @@ class LadderSection(Section):
                              f"α = {_fmt(f['alpha'])}{iv('alpha')}{note}. E is the curve at unlimited compute: "
                              + _GUESS.format(n=f["rungs"], x="that far"))
             if any("E_interval" not in d["arms"][a]["fit"] for a in arms if "refused" not in d["arms"][a]["fit"]):
-                lines.append("- (no interval: one seed)")
+                lines.append("- (no interval and no band: one seed)")
             if d["gains"]:
-                lines += ["", f"Gain over {baseline} (positive = better) per rung, with that rung's verdict:", "",
-                          "| arm | " + " | ".join(rungs) + " | same sign at every rung |",
-                          "|---|" + "---|" * (len(rungs) + 1)]
+                lines += ["", f"Gain over {baseline} (positive = better) per rung, with that rung's verdict and the "
+                          "rule it used; the seed pairs of each sign over every rung; the trend:", "",
+                          "| arm | " + " | ".join(rungs) + f" | seed pairs | trend per decade of {size} |",
+                          "|---|" + "---|" * (len(rungs) + 2)]
                 for a, g in d["gains"].items():
-                    cells = []
-                    for rung in rungs:
-                        x = g["rungs"].get(rung)
-                        cells.append("–" if x is None or x["mean"] is None else
-                                     f"{x['mean']:+.4g} ± {x['sd']:.2g}: {x['verdict']}")
-                    lines.append(f"| {a} | " + " | ".join(cells) + f" | {g['same_sign']} |")
+                    cells = [self._gain_cell(g["rungs"].get(rung)) for rung in rungs]
+                    p = g["pairs"]
+                    lines.append(f"| {a} | " + " | ".join(cells) + f" | {_signs(p['positive'], p['negative'], p['n'])}"
+                                 f" | {g['trend']['words']} |")
                 lines.append("")
                 for a, c in d["crossings"].items():
-                    lines.append(f"- {a} vs {baseline}: " + self._crossing_text(c, res["extrapolate"], n))
-            dec = d["decisions"]
-            if dec["pairs"] and len(rungs) > 1:
-                lines += ["", f"Decisions: does each smaller rung rank the pair as the largest ({dec['target']}) does?",
-                          "", "| pair | " + " | ".join(rungs) + " |", "|---|" + "---|" * len(rungs)]
-                for p in dec["pairs"]:
-                    cells = [(p["better"][r] or "–") + ("" if r == dec["target"] else
-                                                        (" ✓" if p["agree"][r] else " ✗")) for r in rungs]
-                    lines.append(f"| {p['pair'][0]} vs {p['pair'][1]} | " + " | ".join(cells) + " |")
-                lines.append("| share of pairs agreeing | " + " | ".join(
-                    "target" if r == dec["target"] else ("–" if dec["share"][r] is None else f"{dec['share'][r]:.0%}")
-                    for r in rungs) + " |")
+                    lines.append(f"- {a} vs {baseline}: " + self._crossing_text(c, res["extrapolate"], n, pct))
             lines.append("")
+        lines += self._decision_lines(res["decisions"], rungs, pct)
         return lines
 
     @staticmethod
-    def _crossing_text(c: dict, extrapolate: float, n: int) -> str:
+    def _gain_cell(x: dict | None) -> str:
+        if x is None or x["mean"] is None:
+            return "–"
+        if x["rule"] == "seeds":
+            lo, hi = x["interval"]
+            return (f"{x['mean']:+.4g} [{lo:+.3g}, {hi:+.3g}], {_signs(x['positive'], x['negative'], x['n'])}: "
+                    f"{x['verdict']}")
+        c = x["checkpoints"]
+        if c is None or c["mean"] is None:
+            return f"{x['mean']:+.4g} (n={x['n']}): –"
+        return f"{c['mean']:+.4g} ± {c['sd']:.2g} over {c['n']} checkpoints: {c['verdict']} (verify-ppt)"
+
+    @staticmethod
+    def _crossing_text(c: dict, extrapolate: float, n: int, pct: str) -> str:
         if "refused" in c:
             return f"no crossing computed ({c['refused']})"
+        share = "" if c.get("share_crossing") is None else f"; {c['share_crossing']:.0%} of the seed resamples cross"
         iv = ""
-        if c.get("interval"):
-            iv = (f" ({_fmt(c['interval'][0], 3)} to {_fmt(c['interval'][1], 3)} FLOPs over the resamples that "
-                  f"cross, {c['share_crossing']:.0%} of them)")
-        elif c.get("share_crossing") is not None:
-            iv = " (none of the resamples cross)"
-        if c["flops"] is None:
-            return f"the fitted curves do not cross within {extrapolate:g}x of the largest rung{iv}"
-        where = f"{c['flops']:.3g} FLOPs{iv}"
+        if c["interval"] is not None:
+            lo, hi = c["interval"]
+            iv = (f", {pct} interval [{_fmt(lo, 3) if lo is not None else 'no crossing'}, "
+                  f"{_fmt(hi, 3) if hi is not None else f'no crossing within {extrapolate:g}x'}] FLOPs")
+        if c["status"] == "none":
+            return f"the fitted curves do not cross within {extrapolate:g}x of the largest rung{share}"
+        if c["status"] == "undetermined":
+            point = ("the point fits do not cross" if c["flops"] is None else
+                     f"the point fits cross at {c['flops']:.3g} FLOPs ({c['beyond_largest']:.3g}x the largest rung)")
+            why = "one seed: no interval, and a crossing past the largest rung needs one" if c["interval"] is None \
+                else f"the interval reaches past the searched range ({extrapolate:g}x the largest rung)"
+            return f"crossing undetermined: {point}{iv}{share}; {why}"
+        where = f"{c['flops']:.3g} FLOPs{iv}" + ("" if c["interval"] is not None else " (one seed: no interval)")
         if c["beyond_largest"] > 1:
             return (f"the fitted curves cross at {where}, {c['beyond_largest']:.3g}x the largest rung's compute: "
                     + _GUESS.format(n=n, x=f"{c['beyond_largest']:.3g}x past its largest rung"))
         return f"the fitted curves cross at {where}, within the rungs measured"
 
+    @staticmethod
+    def _decision_lines(dec: dict, rungs: list[str], pct: str) -> list[str]:
+        if len(rungs) < 2 or not dec["pairs"]:
+            return []
+        lines = [f"### Decisions: which rung and metric predicts the ranking by {dec['primary']} at {dec['target']}?",
+                 "", f"The target of each pair of arms is the order {dec['primary']} gives it at the largest rung "
+                 f"({dec['target']}); a target that is not itself stable (its {pct} seed-level interval holds 0, or "
+                 "with fewer than 3 seeds the verify-ppt rule finds no stable difference) is a **noisy target**: "
+                 "flagged, and scored by no metric.", ""]
+        for p in dec["pairs"]:
+            a, b = p["pair"]
+            how = (f"{a} − {b} per seed, positive = {a} better: {p['mean']:+.4g}"
+                   + (f" [{p['interval'][0]:+.3g}, {p['interval'][1]:+.3g}]" if p["interval"] is not None
+                      else f", rule: {p['rule']}")) if p["mean"] is not None else "no values"
+            lines.append(f"- {a} vs {b}: " + (f"{p['better']} better ({how})" if p["stable"] else
+                                               f"noisy target, not scored ({p['better'] or 'no order'} ahead; {how})"))
+        scored = sum(p["stable"] for p in dec["pairs"])
+        if len(dec["pairs"]) == 1:
+            lines += ["", "Two arms: one pair. Each cell is that pair ranked right (1/1) or wrong (0/1), not an "
+                      "accuracy."]
+        if not scored:
+            return lines + ["", "No stable target: no metric is scored.", ""]
+        lines += ["", "Pairs each metric ranks as the target (agreeing / scored):", "",
+                  "| metric | " + " | ".join(rungs) + " |", "|---|" + "---|" * len(rungs)]
+        for m, by_rung in dec["metrics"].items():
+            cells = ["target" if m == dec["primary"] and r == dec["target"] else
+                     f"{by_rung[r]['agree']}/{by_rung[r]['scored']}" for r in rungs]
+            lines.append(f"| {m} | " + " | ".join(cells) + " |")
+        return lines + [""]
 
-__all__ = ["LadderSection", "LadderSectionConfig", "bootstrap_over_seeds", "crossing", "decision_table",
-           "fit_power_law", "power_law", "rung_results", "same_sign", "seed_means", "seed_resamples",
-           "weighted_interval"]
+
+__all__ = ["LadderSection", "LadderSectionConfig", "better", "bootstrap_over_seeds", "crossing",
+           "crossing_interval", "crossing_status", "decision_table", "fit_power_law", "power_law", "rung_size",
+           "same_sign", "seed_means", "seed_resamples", "trend_words", "weighted_interval"]

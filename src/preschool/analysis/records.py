@@ -11,6 +11,9 @@ new one (``dataclasses.replace``). The mappings inside a record belong to it: re
 ``Report.to_json()`` is the computed part of ``results.json`` (its keys and their order are that file's
 contract: ``arms``, ``table``, ``axes``, ``nonfinite``, ``setups``, ``directions``, ``after_stages``,
 ``stable_gain``, ``token_efficiency``); the sections' results and the provenance follow it there.
+
+A ladder's report also builds one :class:`Rung` per rung (each rung's own collect → compute, with the cost of
+every finished run from its ``DONE``: :class:`RunCost`); the sections read them as ``ctx.ladder``.
 """
 
 from __future__ import annotations
@@ -47,6 +50,17 @@ class Point:
 
 
 @dataclass(frozen=True)
+class RunCost:
+    """What a finished run cost, as the trainer recorded it in its ``DONE``: training FLOPs (every stage,
+    whole steps; ``train/flops.py``; None in a ``DONE`` written before the trainer kept them) and the model's
+    parameters (None when the ``DONE`` has no model description)."""
+
+    flops: float | None
+    params: int | None
+    params_non_embedding: int | None
+
+
+@dataclass(frozen=True)
 class SeedRun:
     """One run (arm x seed) as collect read it.
 
@@ -67,6 +81,7 @@ class SeedRun:
     reported: tuple[str, ...]
     points: dict[str, tuple[Point, ...]]
     nonfinite: dict[str, list]
+    cost: RunCost | None = None  # None while the run is not done
 
 
 @dataclass(frozen=True)
@@ -99,9 +114,10 @@ class SeedResult:
     final_stage: dict[str, str | None] = field(default_factory=dict)
     final_step: dict[str, int | None] = field(default_factory=dict)
     points: dict[str, tuple[Point, ...]] = field(default_factory=dict, repr=False)
+    cost: RunCost | None = None  # the finished run's FLOPs and parameters (a ladder's section reads them)
 
     def to_json(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "points"}
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("points", "cost")}
 
 
 @dataclass(frozen=True)
@@ -242,3 +258,46 @@ class Report:
                 "after_stages": [r.to_json() for r in self.after_stages],
                 "stable_gain": [r.to_json() for r in self.stable_gain],
                 "token_efficiency": [r.to_json() for r in self.token_efficiency]}
+
+
+@dataclass(frozen=True)
+class RungArm:
+    """One arm at one rung of a ladder: its cost (a finished run's; every seed trains the same model and
+    budget), each finished run's final headline values and every run's folder.
+
+    ``finals``: seed -> metric -> final value, of the runs that finished with a FLOPs record (an unfinished
+    run's last value is not the rung's); ``unfinished``: the seeds whose run logged but did not finish;
+    ``no_flops``: finished seeds whose ``DONE`` predates the FLOPs record (left out of ``finals``);
+    ``runs``: seed -> run folder of every run that logged anything (a section that reads files reads them)."""
+
+    flops: float | None
+    params: int | None
+    params_non_embedding: int | None
+    finals: dict[Any, dict[str, float]]
+    unfinished: list
+    no_flops: list
+    runs: dict[Any, str]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"flops": self.flops, "params": self.params, "params_non_embedding": self.params_non_embedding,
+                "seeds": sorted(self.finals, key=str), "unfinished": self.unfinished, "no_flops": self.no_flops}
+
+
+@dataclass(frozen=True)
+class Rung:
+    """One rung of a ladder as the report pipeline computed it: its name, each arm's :class:`RungArm` (arms in
+    config order) and the rung's own :class:`Report` (its curves, gains and verdicts)."""
+
+    name: str
+    arms: dict[str, RungArm]
+    report: Report
+
+    @property
+    def finished(self) -> bool:
+        """Whether any arm has a finished run to read at this rung."""
+        return any(a.finals for a in self.arms.values())
+
+    @property
+    def flops(self) -> float:
+        """The largest training FLOPs of one run at this rung (what orders the rungs); 0 without any."""
+        return max((a.flops for a in self.arms.values() if a.flops is not None), default=0.0)

@@ -30,8 +30,8 @@ from pathlib import Path
 from ..io import remove_orphan_temp_files
 from ..layout import REPORT, RESULTS
 from .collect import add_downstream_average, collect
-from .compute import compute
-from .records import Report
+from .compute import compute, ladder_rung
+from .records import Report, Rung
 from .render import render
 from .sections import SectionContext, run_sections
 
@@ -68,4 +68,10 @@ def section_context(cfg, rep: Report) -> SectionContext:
     return SectionContext(cfg.out_dir, to_dict(cfg), rep.names, list(cfg.seeds), rep.baseline,
                           [list(p) for p in cfg.report.compare], report=rep,
                           evaluators={label: name_of.get(label, label) for label in sorted(labels)},
-                          ladder=cfg.ladder_views())
+                          ladder=ladder_rungs(cfg, rep))
+
+
+def ladder_rungs(cfg, rep: Report) -> list[Rung]:
+    """Every rung of a ladder, collected and computed on its own (the rung ``cfg`` is a view of reuses ``rep``),
+    in ladder order; [] without a ladder."""
+    return [ladder_rung(v.rung, rep if v.rung == cfg.rung else build_report(v)) for v in cfg.ladder_views()]

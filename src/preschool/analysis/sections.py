@@ -26,7 +26,9 @@ Its markdown follows the sections before it; its numbers go to ``results.json`` 
 results add nothing); figures it lists with :meth:`SectionContext.figure` join the
 report's "Plots". A section reads result files only, through
 :class:`SectionContext` (the computed :class:`~preschool.analysis.records.Report`, each run's
-files, the prepared data), so ``preschool report`` rebuilds it at any time.
+files, the prepared data; of a ladder, every rung's computed :class:`~preschool.analysis.records.Rung`), so
+``preschool report`` rebuilds it at any time. A section builds no report itself: what it reads the pipeline
+computed.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from typing import Any
 
 from ..layout import arm_runs, data_dir, metrics_path, plots_dir
 from ..registry import Registry
-from .records import Report, SeedResult
+from .records import Report, Rung, SeedResult
 
 SECTIONS = Registry("report section", packages=("preschool.analysis",), plugin_module="sections")
 
@@ -59,8 +61,9 @@ class SectionContext:
     # and metric prefix: ``<label>/<metric>``)
     evaluators: dict[str, str] = field(default_factory=dict)
     figures: list[tuple[str, str]] = field(default_factory=list)  # (title, path under out) listed under "Plots"
-    # a ladder's rungs: each rung's config (what report.collect / compute read), ladder order; [] without one
-    ladder: list[Any] = field(default_factory=list)
+    # a ladder's rungs as the report pipeline computed them (each rung's own Report, its arms' costs and final
+    # values: records.Rung), ladder order; [] without a ladder
+    ladder: list[Rung] = field(default_factory=list)
 
     @property
     def plots(self) -> Path:

@@ -12,6 +12,9 @@ nothing. They switch on whenever the report has been computed.
 
 from __future__ import annotations
 
+import yaml
+
+from ..layout import experiment_config_path
 from .records import Efficiency, NonfiniteValue, Report, TableRow, axis_label
 from .sections import SECTIONS, Section, SectionContext
 
@@ -44,7 +47,21 @@ class Overview(_Standard):
                 "Values are at the end of the last stage that trains on each metric's axis (its final stage: the "
                 "`final stage` table), mean ± SD over seeds when there are several; a later stage's effect on a "
                 "metric is its own row under \"After later stages\". Each evaluator states each metric's direction "
-                "(lower is better for losses and perplexities, higher for accuracies)."]
+                "(lower is better for losses and perplexities, higher for accuracies).",
+                *override_lines(ctx)]
+
+
+def override_lines(ctx: SectionContext) -> list[str]:
+    """One line per built-in part a plug-in replaced (``register(name, override=True)``), as the run recorded
+    it in experiment.yaml's ``plugins_used``: the numbers come from that plug-in's code, not preschool's."""
+    path = experiment_config_path(ctx.out)
+    try:
+        used = (yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("plugins_used") or []
+    except (OSError, yaml.YAMLError, AttributeError):
+        return []
+    return [f"Plug-in override: {o['registry']} `{o['name']}` is replaced by plug-in {p['plugin']} "
+            f"(sha256 {str(p.get('sha256'))[:12]})." for p in used if isinstance(p, dict)
+            for o in p.get("overrides") or [] if isinstance(o, dict)]
 
 
 @SECTIONS.register("nonfinite")

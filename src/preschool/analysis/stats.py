@@ -15,6 +15,12 @@ synthetic_ppt.md A.7), which we could not check against the paper text:
   ``mad`` live in ``preschool/numerics.py`` (the verbatim evaluator uses them
   too, and evals may not import analysis) and are re-exported here.
 
+- **seed-level verdicts and trends** (a ladder's report; docs/statistics.md): the Student-t interval of
+  a per-seed effect over the seed pairs (``seed_interval``; 3 seeds at least), and the slope of a
+  per-seed effect against a size with a seed-bootstrap interval (``seed_trend``, every distinct
+  resample of few seeds: ``seed_resamples``), in words that follow from the interval
+  (``trend_text``). The one-SD rule above stays available beside them as the verify-ppt rule.
+
 Departures: SDs are sample SDs (``ddof=1``) unless told otherwise; undefined
 quantities (fewer than two checkpoints, no shared checkpoints) come back as
 ``None`` with ``stable = False`` and a ``reason`` instead of raising, so a
@@ -132,7 +138,8 @@ def stable_gain(
 
 
 def one_sd_verdict(mean: float | None, sd: float | None, n: int, null: float = 0.0, single: str = "one value") -> str:
-    """The one-SD rule, the project's only verdict on a difference.
+    """The one-SD rule (verify-ppt's), the verdict of the standard tables on a difference (a ladder's rungs use
+    :func:`seed_interval` with enough seeds).
 
     ``above`` when ``mean - null > sd``, ``below`` when ``null - mean > sd``,
     ``no stable difference`` otherwise; ``single`` when the SD is undefined
@@ -291,3 +298,137 @@ def mean_sd_over_checkpoints(
         "n": n,
         "steps": [float(s) for s in st[keep]],
     }
+
+
+# ----------------------------------------------------------------------------- seed-level intervals and trends
+
+
+def seed_resamples(n: int, draws: int, seed: int) -> list[tuple[tuple[int, ...], float]]:
+    """The bootstrap resamples of ``n`` seeds as ``(indices, weight)``: every multiset of ``n`` draws
+    with its multinomial probability when there are at most ``draws`` of them (3 seeds: 10), so the
+    interval is the bootstrap's own and not a Monte-Carlo estimate of it; else ``draws`` random ones."""
+    import itertools
+    from collections import Counter
+
+    if math.comb(2 * n - 1, n) <= draws:
+        out = []
+        for combo in itertools.combinations_with_replacement(range(n), n):
+            counts = Counter(combo).values()
+            w = math.factorial(n) / math.prod(math.factorial(k) for k in counts) / n ** n
+            out.append((combo, w))
+        return out
+    rng = np.random.default_rng(seed)
+    return [(tuple(int(i) for i in rng.integers(0, n, n)), 1.0 / draws) for _ in range(draws)]
+
+
+def weighted_interval(values: Sequence[float], weights: Sequence[float], level: float = 0.95) -> list[float]:
+    """The ``level`` percentile interval of weighted values (the lower inverse CDF at each tail). Values may
+    be infinite (a resample without a crossing counts as one past the searched range)."""
+    v = np.asarray(values, dtype=np.float64)
+    w = np.asarray(weights, dtype=np.float64)
+    order = np.argsort(v, kind="stable")
+    v, cw = v[order], np.cumsum(w[order]) / w.sum()
+    tail = (1 - level) / 2
+    lo = v[min(int(np.searchsorted(cw, tail - 1e-12)), v.size - 1)]
+    hi = v[min(int(np.searchsorted(cw, 1 - tail - 1e-12)), v.size - 1)]
+    return [float(lo), float(hi)]
+
+
+def seed_means(per_seed: np.ndarray) -> np.ndarray:
+    """Column means of ``per_seed`` (seeds x points) over the seeds with a value; NaN for a column without any."""
+    ok = np.isfinite(per_seed)
+    total = np.where(ok, per_seed, 0.0).sum(axis=0)
+    n = ok.sum(axis=0)
+    return np.where(n > 0, total / np.maximum(n, 1), np.nan)
+
+
+def ols_slope(x: Sequence[float], y: Sequence[float]) -> float | None:
+    """Least-squares slope of ``y`` on ``x`` over the finite pairs; None with fewer than two distinct x."""
+    xa, ya = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    keep = np.isfinite(xa) & np.isfinite(ya)
+    xa, ya = xa[keep], ya[keep]
+    if np.unique(xa).size < 2:
+        return None
+    dx = xa - xa.mean()
+    return float((dx * (ya - ya.mean())).sum() / (dx * dx).sum())
+
+
+def seed_interval(values: Sequence[float | None], level: float = 0.95, min_seeds: int = 3) -> dict:
+    """The seed-level verdict on a per-seed effect (one value per seed pair, positive = the arm is better).
+
+    Returns ``{mean, sd, n, interval, positive, negative, verdict}``: ``interval`` is the Student-t
+    ``level`` interval of the mean over the seeds (None with fewer than ``min_seeds``: two or one seed
+    cannot bound a mean worth reading); ``positive``/``negative`` count the seed pairs of each sign;
+    ``verdict`` is ``above`` / ``below`` when the interval excludes 0, ``no difference shown`` when it
+    holds it, ``too few seeds`` without an interval.
+    """
+    xs = [float(v) for v in values if v is not None and math.isfinite(v)]
+    n = len(xs)
+    out: dict[str, Any] = {"mean": None, "sd": None, "n": n, "interval": None,
+                           "positive": sum(x > 0 for x in xs), "negative": sum(x < 0 for x in xs),
+                           "verdict": "too few seeds"}
+    if not n:
+        return out
+    s = seed_summary(xs, ci=level, method="t")
+    out["mean"], out["sd"] = s["mean"], s["sd"]
+    if n >= min_seeds:
+        out["interval"] = [s["ci_lo"], s["ci_hi"]]
+        out["verdict"] = ("above" if s["ci_lo"] > 0 else "below" if s["ci_hi"] < 0 else "no difference shown")
+    return out
+
+
+def seed_trend(x: Sequence[float], per_seed: np.ndarray, level: float = 0.95, draws: int = 1000,
+               seed: int = 12345) -> dict:
+    """The slope of a per-seed effect against ``x``, with a seed-bootstrap interval.
+
+    ``per_seed``: seeds x points (one row per seed, the same seed at every point; NaN where a seed has no
+    value). The slope is the least-squares slope of the seed means on ``x``; the interval is the
+    ``level`` percentile interval of that slope over resamples of the seeds (:func:`seed_resamples`: with
+    three seeds, all 10 of them, and the interval spans the per-seed slopes' range). Returns ``{slope,
+    interval, seeds, points, per_seed, positive, negative, verdict}``: ``per_seed`` each seed's own slope
+    (None with fewer than two points), ``positive``/``negative`` how many of them have each sign,
+    ``verdict`` ``rises`` / ``falls`` when the interval excludes 0, ``no trend shown`` when it holds it,
+    ``one point`` with fewer than two distinct x, ``one seed`` without an interval.
+    """
+    mat = np.asarray(per_seed, dtype=np.float64)
+    xs = np.asarray(x, dtype=np.float64)
+    rows = [i for i in range(mat.shape[0]) if np.isfinite(mat[i]).any()]
+    mat = mat[rows]
+    slope = ols_slope(xs, seed_means(mat)) if len(rows) else None
+    own = [ols_slope(xs, mat[i]) for i in range(mat.shape[0])]
+    out: dict[str, Any] = {"slope": slope, "interval": None, "seeds": len(rows),
+                           "points": int(np.unique(xs[np.isfinite(xs) & np.isfinite(seed_means(mat))]).size)
+                           if rows else 0,
+                           "per_seed": own, "positive": sum(s is not None and s > 0 for s in own),
+                           "negative": sum(s is not None and s < 0 for s in own)}
+    if slope is None:
+        out["verdict"] = "one point"
+        return out
+    if len(rows) < 2:
+        out["verdict"] = "one seed"
+        return out
+    slopes, weights = [], []
+    for idx, w in seed_resamples(len(rows), draws, seed):
+        s = ols_slope(xs, seed_means(mat[list(idx)]))
+        if s is not None:
+            slopes.append(s)
+            weights.append(w)
+    out["interval"] = weighted_interval(slopes, weights, level)
+    lo, hi = out["interval"]
+    out["verdict"] = "rises" if lo > 0 else "falls" if hi < 0 else "no trend shown"
+    return out
+
+
+def trend_text(t: dict, per: str, rises: str, falls: str, flat: str = "no trend shown", over: str = "points") -> str:
+    """A :func:`seed_trend` in words: the slope per ``per`` over its number of ``over`` (points: rungs, compartment
+    counts) with its interval, then ``rises`` / ``falls`` when the interval excludes 0, ``flat`` "with N seeds"
+    when it holds 0 (and without an interval: one seed)."""
+    if t["verdict"] == "one point":
+        return f"one of the {over} has a value: no trend"
+    head = f"{t['slope']:+.3g} per {per} over {t['points']} {over}"
+    if t["verdict"] == "one seed":
+        return head + f" (one seed: no interval, {flat})"
+    head += f" [{t['interval'][0]:+.3g}, {t['interval'][1]:+.3g}]"
+    if t["verdict"] == "no trend shown":
+        return head + f": {flat} with {t['seeds']} seeds"
+    return head + ": " + (rises if t["verdict"] == "rises" else falls)

@@ -12,8 +12,11 @@ initialisation and batch order, so part of the seed noise cancels).
 
 - ``plateau``: final val loss per arm (mean over compartments, per compartment,
   translation rows' target half); plots ``loss_vs_step.png``, ``plateau_vs_c.png``.
-- ``slowdown`` (``targets``): steps of the arm / steps of the baseline at the same
-  loss (compartments/slowdown.py; spec B.3); plot ``slowdown.png``.
+- ``slowdown`` (``targets``, ``level``): steps of the arm / steps of the baseline at the same
+  loss (compartments/slowdown.py; spec B.3); plot ``slowdown.png``. Of a ladder whose arms train
+  several compartment counts, also per rung the growth of slowdown with c and whether that growth
+  changes with size, with seed-bootstrap intervals (:func:`slowdown_across_ladder`; read from the
+  rungs' records, ``ctx.ladder``).
 - ``similarity`` (``rows``, ``layer``): cross-compartment cosine of the final
   checkpoint's trunk states (compartments/similarity.py; offset presentation, c >= 2).
 - ``audit_gap`` (``reference``, ``arm``): per presentation, val loss of every arm
@@ -22,6 +25,7 @@ initialisation and batch order, so part of the seed noise cancels).
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,7 +35,7 @@ import numpy as np
 
 from ..analysis.plots import new_figure, save_figure
 from ..analysis.sections import SECTIONS, Section, SectionContext
-from ..analysis.stats import format_mean_sd, one_sd_verdict, seed_summary
+from ..analysis.stats import format_mean_sd, ols_slope, one_sd_verdict, seed_summary, seed_trend, trend_text
 from ..config import check
 from ..io import read_json
 from ..layout import PLOTS, final_checkpoint, is_done, read_metrics
@@ -92,15 +96,25 @@ def _save_log_x(fig, ax, hline: float, xlabel: str, ylabel: str, path: Path) -> 
     return save_figure(fig, path).name
 
 
-def _summary(values: list[float], null: float | None = None) -> dict | None:
-    """Mean, SD, t interval over seeds (None without values); with ``null`` the one-SD verdict against it."""
+def _summary(values: list[float], null: float | None = None, level: float = 0.95) -> dict | None:
+    """Mean, SD, ``level`` t interval over seeds (None without values); with ``null`` the one-SD verdict against
+    it."""
     vals = [float(v) for v in values if v is not None and np.isfinite(v)]
     if not vals:
         return None
-    s = seed_summary(vals, method="t")
+    s = seed_summary(vals, ci=level, method="t")
     if null is not None:
         s["verdict"] = one_sd_verdict(s["mean"], s["sd"], s["n"], null, single="one seed")
     return s
+
+
+def _interval(s: dict | None) -> str:
+    """A slowdown's seed mean with its t interval (``2.49x [2.10, 2.88] (n=3)``); the mean alone for one seed."""
+    if s is None:
+        return "–"
+    if s["ci_lo"] is None:
+        return f"{s['mean']:.2f}x (n={s['n']})"
+    return f"{s['mean']:.2f}x [{s['ci_lo']:.2f}, {s['ci_hi']:.2f}] (n={s['n']})"
 
 
 def _pm(s: dict | None, digits: int = 3, suffix: str = "") -> str:
@@ -218,13 +232,16 @@ class PlateauSection(Section):
 
 @dataclass
 class SlowdownConfig:
-    """Slowdown against the report's baseline arm; ``targets``: losses at which it is tabulated."""
+    """Slowdown against the report's baseline arm; ``targets``: losses at which it is tabulated; ``level``: the
+    interval of the slopes across a ladder (its growth with c, and that growth's change with size)."""
 
     targets: list[float] = field(default_factory=list)
+    level: float = 0.95
 
     def validate(self) -> None:
         check(all(isinstance(t, (int, float)) and t > 0 for t in self.targets), "targets",
               f"must be positive losses, got {self.targets}")
+        check(0 < self.level < 1, "level", f"must be in (0, 1), got {self.level}")
 
 
 @SECTIONS.register("slowdown", config=SlowdownConfig)
@@ -265,6 +282,9 @@ class SlowdownSection(Section):
             return f
 
         res["compare"] = {str(t): _check_compare(ctx, value(t)) for t in targets}
+        ladder = slowdown_across_ladder(ctx, targets, self.cfg.level)
+        if ladder is not None:
+            res["ladder"] = ladder
         plot = self._plot(ctx, res)
         lines = [f"## Slowdown vs `{ctx.baseline}`", "",
                  "Slowdown = steps of the arm / steps of the baseline at the same val loss (mean over compartments; "
@@ -291,6 +311,8 @@ class SlowdownSection(Section):
         for t, pairs in res["compare"].items():
             lines += _compare_lines(pairs, f"slowdown at loss {float(t):g}", 2)
         lines += ["", f"Plot: [{plot}]({PLOTS}/{plot})", ""]
+        if ladder is not None:
+            lines += _ladder_lines(ladder, ctx.baseline, self.cfg.level)
         return res, lines
 
     @staticmethod
@@ -305,6 +327,111 @@ class SlowdownSection(Section):
             ax.plot([r["base_step"] for r in curve], [r["slowdown"] for r in curve], marker=".", label=arm)
         return _save_log_x(fig, ax, 1.0, f"baseline ({ctx.baseline}) step at the same loss (seed {first})",
                            "slowdown (steps / baseline steps)", ctx.plots / "slowdown.png")
+
+
+def _key_label(key: str) -> str:
+    return "median over the overlap" if key == "median" else f"loss {float(key):g}"
+
+
+def slowdown_across_ladder(ctx: SectionContext, targets: list[float], level: float) -> dict | None:
+    """Does slowdown grow with c at every rung, and does that growth change with size? None unless the
+    experiment is a ladder of two or more rungs whose arms (fresh runs, the baseline among them) train
+    at least two compartment counts.
+
+    Per rung, each seed's slowdown of every arm against the baseline's run of that seed (the baseline:
+    1 by definition) at each target loss and as the median over the overlap; per seed, its slope against
+    log2(c) (per doubling of c; a seed with an arm that never reaches the loss is left out, as its slope
+    would lack that arm); over the seeds, that slope with a seed-bootstrap interval
+    (analysis/stats.py ``seed_trend``). Across the rungs: the slope of each seed's growth against
+    log10(the rung's non-embedding parameters), with its interval. Rungs in ladder order; a rung without a
+    finished run has no size and stays out of the change with size."""
+    from ..analysis.ladder import rung_size
+
+    counts = {}
+    for arm in ctx.arms:
+        info = arm_compartments(ctx, arm)
+        if info is not None and init_from(ctx, arm) is None:
+            counts[arm] = info["n"]
+    if len(ctx.ladder) < 2 or ctx.baseline not in counts or len(set(counts.values())) < 2:
+        return None
+    arms = sorted(counts, key=lambda a: (counts[a], a))
+    keys = [str(t) for t in targets] + ["median"]
+    x = [math.log2(counts[a]) for a in arms]
+    seeds = list(ctx.seeds)
+    rungs, growth = [], {k: np.full((len(seeds), len(ctx.ladder)), np.nan) for k in keys}
+    for j, rung in enumerate(ctx.ladder):
+        base_runs = rung.arms[ctx.baseline].runs if ctx.baseline in rung.arms else {}
+        base = {s: val_curve(Path(p)) for s, p in base_runs.items()}
+        per = {k: np.full((len(seeds), len(arms)), np.nan) for k in keys}
+        for i, s in enumerate(seeds):
+            if s not in base:
+                continue
+            for a_i, arm in enumerate(arms):
+                run = (rung.arms[arm].runs if arm in rung.arms else {}).get(s)
+                if arm == ctx.baseline:
+                    for k in keys:
+                        per[k][i, a_i] = 1.0
+                    continue
+                if run is None:
+                    continue
+                curve = val_curve(Path(run))
+                at = slowdown_at_targets(base[s], curve, targets)
+                for t in targets:
+                    per[str(t)][i, a_i] = at[str(t)]["slowdown"] if at[str(t)] else np.nan
+                ratios = [r["slowdown"] for r in slowdown_curve(base[s], curve)]
+                per["median"][i, a_i] = float(np.median(ratios)) if ratios else np.nan
+        out = {"rung": rung.name, "size": rung_size(rung, ctx.baseline, "non_embedding"), "slowdown": {},
+               "growth": {}}
+        for k in keys:
+            out["slowdown"][k] = {arm: {"seeds": {str(s): float(per[k][i, a_i]) for i, s in enumerate(seeds)
+                                                  if math.isfinite(per[k][i, a_i])},
+                                        "summary": _summary(list(per[k][:, a_i]), level=level)}
+                                  for a_i, arm in enumerate(arms)}
+            # a seed whose run of some arm never reaches the loss is left out of the growth: without its
+            # slowest arm (the largest c, typically) its slope would be biased low
+            complete = per[k].copy()
+            complete[~np.isfinite(per[k]).all(axis=1)] = np.nan
+            out["growth"][k] = seed_trend(x, complete, level)
+            for i in range(len(seeds)):
+                g = ols_slope(x, complete[i])
+                growth[k][i, j] = np.nan if g is None else g
+        rungs.append(out)
+    sizes = [math.log10(r["size"]) if r["size"] else math.nan for r in rungs]
+    return {"compartments": {a: counts[a] for a in arms}, "keys": keys, "level": level, "rungs": rungs,
+            "with_size": {k: seed_trend(sizes, growth[k], level) for k in keys}}
+
+
+def _ladder_lines(lad: dict, baseline: str, level: float) -> list[str]:
+    keys, arms = lad["keys"], list(lad["compartments"])
+    pct = f"{level:.0%}"
+    counts = ", ".join(f"{a}: c = {c}" for a, c in lad["compartments"].items())
+    lines = ["### Slowdown across the ladder", "",
+             f"Each rung's runs, each seed against `{baseline}`'s run of that seed (c = "
+             f"{lad['compartments'][baseline]}: 1x by definition); slowdown: seed mean with its {pct} t interval. "
+             "Growth with c: the slope of each seed's slowdown "
+             f"against log2(c) (per doubling of c; {counts}), the slope of the seed means with its {pct} "
+             "seed-bootstrap interval (a seed whose run of some arm never reaches the loss is left out); change with "
+             "size: the slope of each seed's growth against log10(the rung's non-embedding parameters), with its "
+             "interval. The words follow from the intervals.", "",
+             "| rung | arm | " + " | ".join(_key_label(k) for k in keys) + " |", "|---|---|" + "---|" * len(keys)]
+    for r in lad["rungs"]:
+        for arm in arms:
+            if arm == baseline:
+                continue
+            lines.append(f"| {r['rung']} | {arm} | "
+                         + " | ".join(_interval(r["slowdown"][k][arm]["summary"]) for k in keys) + " |")
+    lines += ["", "| rung | " + " | ".join(f"growth with c, {_key_label(k)}" for k in keys) + " |",
+              "|---|" + "---|" * len(keys)]
+    for r in lad["rungs"]:
+        lines.append(f"| {r['rung']} | " + " | ".join(
+            "– (no seed with every arm reaching it)" if not r["growth"][k]["seeds"] else
+            trend_text(r["growth"][k], "doubling of c", "grows with c", "shrinks with c", "no growth with c shown",
+                       "compartment counts")
+            for k in keys) + " |")
+    lines.append("| change with size (per decade of non-embedding parameters) | " + " | ".join(
+        trend_text(lad["with_size"][k], "decade", "the growth with c increases with size",
+                   "the growth with c decreases with size", "no change with size shown", "rungs") for k in keys) + " |")
+    return lines + [""]
 
 
 # ----------------------------------------------------------------------------- similarity

@@ -28,7 +28,7 @@ from ..errors import ConfigError, DataError
 from ..registry import Registry
 from .storybook import StorybookConfig
 
-SOURCES = Registry("source", packages=("preschool.corpora.sources",), plugin_module="sources")  # sources.py
+SOURCES = Registry("source", packages=("preschool.corpora.sources",), plugin_module="sources")  # corpora/sources/, a module per source
 
 
 @dataclass

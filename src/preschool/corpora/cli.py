@@ -1,7 +1,7 @@
 """``python -m preschool.corpora``: look at a corpus, print storybook stories, write storybook minimal pairs.
 
 Shaped like the other subcommands (HELP, DESCRIPTION, add_arguments, run), so
-it can be listed in ``cli.COMMANDS`` as ``corpus`` when wanted.
+it is also ``preschool corpus`` (``commands/corpus.py``).
 """
 
 from __future__ import annotations

@@ -41,6 +41,7 @@ import numpy as np
 from ..config import check
 from ..errors import ConfigError
 from ..io import atomic_path, code_version, sha256_file, write_json
+from ..registry import Registry
 from . import lexicon as L
 from ..seeds import STORYBOOK, salt
 
@@ -433,9 +434,10 @@ class Storybook:
     # ------------------------------------------------------------ minimal pairs
     def minimal_pair(self, paradigm: str, index: int) -> dict:
         """Pair ``index`` of ``paradigm`` (a pure function of seed, paradigm, index) as a BLiMP row."""
-        fld, term, builder = PARADIGMS[paradigm]
+        par = PARADIGMS.get(paradigm, "paradigm")
+        fld, term = par.cls.blimp_field, par.cls.term
         r = self.rand(index, salt(f"storybook/pairs/{paradigm}"))
-        words, pos, bad, end, extra = builder(self, r)
+        words, pos, bad, end, extra = par.cls.build(self, r)
         good_s = _render(words, end)
         bad_words = list(words)
         bad_words[pos] = bad
@@ -454,8 +456,7 @@ class Storybook:
 
     def minimal_pairs(self, paradigm: str, n: int) -> list[dict]:
         """``n`` pairs with distinct good sentences (pairs are drawn by index; duplicates are skipped)."""
-        if paradigm not in PARADIGMS:
-            raise ConfigError("paradigm", f"unknown paradigm {paradigm!r}; known: {', '.join(PARADIGMS)}")
+        PARADIGMS.get(paradigm, "paradigm")  # unknown: ConfigError naming the known ones
         out, seen, i = [], set(), 0
         while len(out) < n and i < 50 * n + 100:
             row = self.minimal_pair(paradigm, i)
@@ -605,19 +606,39 @@ def _lemma(word: str) -> str:
     return {"is": "be", "are": "be", "was": "be", "were": "be", "does": "do", "do": "do"}.get(w, w)
 
 
-# paradigm -> (BLiMP field, BLiMP linguistics_term, builder)
-PARADIGMS: dict[str, tuple[str, str, Callable]] = {
-    "subject_verb_agreement": ("morphology", "subject_verb_agreement", Storybook._pair_sv_simple),
-    "agreement_irregular_plural": ("morphology", "subject_verb_agreement", Storybook._pair_sv_irregular),
-    "agreement_prepositional_attractor": ("morphology", "subject_verb_agreement", Storybook._pair_sv_attractor),
-    "agreement_relative_clause": ("morphology", "subject_verb_agreement", Storybook._pair_sv_relative),
-    "agreement_negation": ("morphology", "subject_verb_agreement", Storybook._pair_negation),
-    "agreement_question": ("morphology", "subject_verb_agreement", Storybook._pair_question),
-    "existential_there_agreement": ("morphology", "subject_verb_agreement", Storybook._pair_there),
-    "determiner_noun_agreement": ("morphology", "determiner_noun_agreement", Storybook._pair_det_noun),
-    "anaphor_gender_agreement": ("morphology", "anaphor_agreement", Storybook._pair_anaphor_gender),
-    "anaphor_number_agreement": ("morphology", "anaphor_agreement", Storybook._pair_anaphor_number),
-}
+@dataclass(frozen=True)
+class Paradigm:
+    """A minimal-pair paradigm: its BLiMP ``field`` and ``linguistics_term``, and ``build(book, rand)`` ->
+    (good words, index of the swapped word, bad word, end mark, extra fields)."""
+
+    blimp_field: str
+    term: str
+    build: Callable
+
+
+# paradigms by name, in registration order (the order write_minimal_pairs writes them); a plug-in's
+# `paradigms` module may add its own (its builder gets the Storybook and the pair's random stream)
+PARADIGMS = Registry("storybook paradigm", packages=("preschool.corpora.storybook",), plugin_module="paradigms")
+PARADIGMS.register("subject_verb_agreement")(
+    Paradigm("morphology", "subject_verb_agreement", Storybook._pair_sv_simple))
+PARADIGMS.register("agreement_irregular_plural")(
+    Paradigm("morphology", "subject_verb_agreement", Storybook._pair_sv_irregular))
+PARADIGMS.register("agreement_prepositional_attractor")(
+    Paradigm("morphology", "subject_verb_agreement", Storybook._pair_sv_attractor))
+PARADIGMS.register("agreement_relative_clause")(
+    Paradigm("morphology", "subject_verb_agreement", Storybook._pair_sv_relative))
+PARADIGMS.register("agreement_negation")(
+    Paradigm("morphology", "subject_verb_agreement", Storybook._pair_negation))
+PARADIGMS.register("agreement_question")(
+    Paradigm("morphology", "subject_verb_agreement", Storybook._pair_question))
+PARADIGMS.register("existential_there_agreement")(
+    Paradigm("morphology", "subject_verb_agreement", Storybook._pair_there))
+PARADIGMS.register("determiner_noun_agreement")(
+    Paradigm("morphology", "determiner_noun_agreement", Storybook._pair_det_noun))
+PARADIGMS.register("anaphor_gender_agreement")(
+    Paradigm("morphology", "anaphor_agreement", Storybook._pair_anaphor_gender))
+PARADIGMS.register("anaphor_number_agreement")(
+    Paradigm("morphology", "anaphor_agreement", Storybook._pair_anaphor_number))
 
 
 def write_minimal_pairs(out_dir: str | Path, seed: int = 0, n_per_paradigm: int = 1000,
@@ -628,10 +649,9 @@ def write_minimal_pairs(out_dir: str | Path, seed: int = 0, n_per_paradigm: int 
     """
     if n_per_paradigm <= 0:
         raise ConfigError("n_per_paradigm", f"must be > 0, got {n_per_paradigm}")
-    names = list(paradigms) if paradigms is not None else list(PARADIGMS)
+    names = list(paradigms) if paradigms is not None else PARADIGMS.names(sort=False)
     for p in names:
-        if p not in PARADIGMS:
-            raise ConfigError("paradigms", f"unknown paradigm {p!r}; known: {', '.join(PARADIGMS)}")
+        PARADIGMS.get(p, "paradigms")  # unknown: ConfigError naming the known ones
     book = Storybook(seed=seed)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

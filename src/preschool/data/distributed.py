@@ -28,8 +28,14 @@ its start up to its last unit (each task tokenizes only its own units);
 reading is cheap next to tokenizing, but for a very large corpus on many tasks that read is
 the cost to watch.
 
+Plug-ins: the step carries the path and sha256 of every plug-in file, folder or module
+this process imported (``plugins.for_workers``); a task imports them before it reads its
+job (whose classes may be a plug-in's generator or source) and refuses one whose sha256
+changed since (``plugins.use_recorded``), so user parts prepare at scale too.
+
 datatrove is an optional extra (``pip install 'preschool[datatrove]'``); the
-executors need a filesystem all tasks and the parent share (the output folder).
+executors need a filesystem all tasks and the parent share (the output folder, and the
+plug-in files at the same paths).
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .. import plugins as _plugins
 from ..errors import ConfigError, DataError, MissingDependency, PreschoolError
 from ..io import read_json, write_json
 from .engine import Distributor, UnitJob, build_unit, units_for, unit_path
@@ -113,10 +120,20 @@ class UnitTasks(_StepBase):
     name = "preschool work units"
     type = "PRESCHOOL"
 
-    def __init__(self, job: UnitJob, work: str | Path, units: int | None):
+    def __init__(self, job: UnitJob, work: str | Path, units: int | None, plugins: list[dict] | None = None):
         require_datatrove("preschool.data.distributed.UnitTasks")
         super().__init__()
         self.job, self.work, self.units = job, str(work), units
+        # the plug-ins (path, sha256) this process had imported: a task elsewhere imports the same files
+        # before it reads the job, whose classes may be a plug-in's (a user's generator)
+        self.plugins = list(plugins) if plugins is not None else _plugins.for_workers()
+
+    def __reduce__(self):
+        # the job travels as bytes inside the step, so unpickling a task imports the recorded plug-ins first
+        # (refusing a changed one) and only then the job; dill, as datatrove pickles the executor
+        import dill
+
+        return _unit_tasks, (self.plugins, dill.dumps(self.job), self.work, self.units)
 
     def run(self, data=None, rank: int = 0, world_size: int = 1):
         if data:
@@ -150,6 +167,14 @@ class UnitTasks(_StepBase):
         self.stat_update("rows", value=sum(int(v) for s, v in info["rows"].items() if "-" not in s))
 
 
+def _unit_tasks(plugins: list[dict], job: bytes, work: str, units: int | None) -> UnitTasks:
+    """A :class:`UnitTasks` unpickled in a task: its plug-ins imported (``plugins.use_recorded``), then its job."""
+    import dill
+
+    _plugins.use_recorded(plugins, "prepare task")
+    return UnitTasks(dill.loads(job), work, units, plugins)
+
+
 class DatatroveDistributor(Distributor):
     """Builds each job's units with a datatrove executor before the engine links them (see module doc)."""
 
@@ -181,8 +206,9 @@ class DatatroveDistributor(Distributor):
         tasks = self.opts.tasks if planned is None else max(1, min(self.opts.tasks, planned - 1))
         logs = work / f"datatrove-{self.opts.kind}-t{tasks}-u{planned if planned is not None else 'all'}"
         step = UnitTasks(task, work, planned)
+        carried = "".join(f"; plug-in {p['plugin']} (sha256 {str(p['sha256'])[:12]})" for p in step.plugins)
         print(f"[preschool] datatrove {self.opts.kind}: {planned if planned is not None else 'all'} units over "
-              f"{tasks} tasks (logs: {logs})", flush=True)
+              f"{tasks} tasks (logs: {logs}){carried}", flush=True)
         t0 = time.perf_counter()
         if self.opts.kind == "local":
             self._local(step, tasks, logs)

@@ -77,6 +77,7 @@ import numpy as np
 from ..config import check
 from ..errors import ConfigError, DataError
 from ..io import sha256_file
+from ..registry import Registry
 from .base import EVALUATORS, EvalResult, Evaluator
 from .prefix_tree import TREE_MODEL_TYPES, score_token_ids_tree, supports_prefix_tree
 
@@ -106,19 +107,32 @@ FIELDS3 = {
     "npi_licensing": "semantics", "quantifiers": "semantics",
 }
 
-# Named scoring setups: lm_eval = lm-evaluation-harness's blimp task (both papers); preschool = ours.
-# lm_eval's tie is exact (argmax); ours allows for batch-size rounding (~1e-6 nats, module docstring)
-PRESETS: dict[str, dict[str, Any]] = {
-    "lm_eval": {"sentence_prefix": " ", "ties": "correct", "tie_tolerance": 0.0},
-    "preschool": {"sentence_prefix": "", "ties": "half", "tie_tolerance": 1e-5},
-}
+@dataclass(frozen=True)
+class ScoringPreset:
+    """A named scoring setup (``preset``): the values the config's unset scoring fields take."""
+
+    sentence_prefix: str
+    ties: Literal["correct", "half"]
+    tie_tolerance: float
+
+    def fields(self) -> dict[str, Any]:
+        return {"sentence_prefix": self.sentence_prefix, "ties": self.ties, "tie_tolerance": self.tie_tolerance}
+
+
+# scoring setups by name: the two below, or a plug-in's `minimal_pairs_presets` module (one registry style)
+PRESETS = Registry("minimal-pairs preset", packages=("preschool.evals.minimal_pairs",),
+                   plugin_module="minimal_pairs_presets")
+# lm_eval = lm-evaluation-harness's blimp task (both papers): its tie is exact (argmax)
+PRESETS.register("lm_eval")(ScoringPreset(sentence_prefix=" ", ties="correct", tie_tolerance=0.0))
+# preschool = ours: a tie allows for batch-size rounding (~1e-6 nats, module docstring)
+PRESETS.register("preschool")(ScoringPreset(sentence_prefix="", ties="half", tie_tolerance=1e-5))
 
 
 @dataclass
 class MinimalPairsConfig:
     """Where the pairs come from and how sentences are scored."""
 
-    preset: Literal["lm_eval", "preschool"] = "lm_eval"  # lm_eval: " " + sentence, tie = correct (papers); preschool: bare, tie = 0.5
+    preset: str = "lm_eval"  # a PRESETS name; lm_eval: " " + sentence, tie = correct (papers); preschool: bare, tie = 0.5
     path: str | None = None  # JSONL file or folder of *.jsonl; None -> the HF hub dataset `hub`
     hub: str = HUB_DATASET  # used only when path is None (needs network)
     bos: BosMode = "prepend"  # "prepend": BOS/EOS then score all tokens (lm-eval); "none": score from token 2 (Hu et al.)
@@ -135,12 +149,13 @@ class MinimalPairsConfig:
 
     def __post_init__(self) -> None:
         # fields left unset take the preset's value, so the stored config says what was run
-        for k, v in PRESETS.get(self.preset, {}).items():
+        preset = PRESETS[self.preset] if self.preset in PRESETS else None  # unknown: validate() says so
+        for k, v in (preset.fields() if preset is not None else {}).items():
             if getattr(self, k) is None:
                 setattr(self, k, v)
 
     def validate(self) -> None:
-        check(self.preset in PRESETS, "preset", f"must be one of {sorted(PRESETS)}, got {self.preset!r}")
+        PRESETS.get(self.preset, "preset")  # unknown -> ConfigError naming the known ones
         check(self.ties in ("correct", "half"), "ties", f"must be 'correct' or 'half', got {self.ties!r}")
         check(self.bos in ("prepend", "none"), "bos", f"must be 'prepend' or 'none', got {self.bos!r}")
         check(self.batch_size >= 1, "batch_size", f"must be >= 1, got {self.batch_size}")
@@ -487,7 +502,7 @@ class MinimalPairs(Evaluator):
     def setup(self) -> str:
         """``preset lm_eval`` / ``preset preschool``, plus any field set against the preset."""
         cfg = self.cfg
-        own = [f"{k}={getattr(cfg, k)!r}" for k, v in PRESETS[cfg.preset].items() if getattr(cfg, k) != v]
+        own = [f"{k}={getattr(cfg, k)!r}" for k, v in PRESETS[cfg.preset].fields().items() if getattr(cfg, k) != v]
         return f"preset {cfg.preset}" + (f" ({', '.join(own)})" if own else "")
 
     @classmethod

@@ -25,6 +25,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from ..registry import Registry
+
 
 def flops_per_token(desc: dict, seq_len: int) -> float:
     """Training FLOPs per token for a model summary from :func:`preschool.train.model.describe`."""
@@ -41,37 +43,23 @@ class GPU:
     bf16_flops: float  # dense (no sparsity), FLOP/s
     memory_bytes: int
     source: str
+    # words that all appear in torch.cuda.get_device_name() (lower case) of this model; the row whose
+    # words are the most specific match names the device (gpu_for_device_name)
+    device_words: tuple[str, ...] = ()
 
 
 GIB = 1 << 30
 
-# Dense bf16 = the datasheet's sparse figure / 2 where only the sparse one is printed.
-GPUS: dict[str, GPU] = {
-    "a100-40gb": GPU("NVIDIA A100 40GB (SXM)", 312e12, 40 * GIB,
-                     "NVIDIA A100 Tensor Core GPU datasheet: BF16 Tensor Core 312 TFLOPS (624 with sparsity), "
-                     "40GB HBM2"),
-    "a100-80gb": GPU("NVIDIA A100 80GB (SXM)", 312e12, 80 * GIB,
-                     "NVIDIA A100 Tensor Core GPU datasheet: BF16 Tensor Core 312 TFLOPS, 80GB HBM2e"),
-    "h100-80gb": GPU("NVIDIA H100 SXM 80GB", 989e12, 80 * GIB,
-                     "NVIDIA H100 Tensor Core GPU datasheet (SXM): BF16 Tensor Core 1,979 TFLOPS with sparsity "
-                     "= 989 dense, 80GB HBM3"),
-    # 141 GB taken as 141e9 bytes (131 GiB): the lower reading of the datasheet's "GB"
-    "h200": GPU("NVIDIA H200 SXM 141GB", 989e12, 141 * 10**9,
-                "NVIDIA H200 Tensor Core GPU datasheet (SXM): BF16 Tensor Core 1,979 TFLOPS with sparsity "
-                "= 989 dense, 141GB HBM3e"),
-}
+# accelerator rows by name (``plan --gpu``): one file per vendor in train/gpus/, or a plug-in's `gpus` module
+GPUS = Registry("GPU", packages=("preschool.train.gpus",), plugin_module="gpus")
 
 
 def gpu_for_device_name(name: str) -> GPU | None:
-    """The table row for a ``torch.cuda.get_device_name()`` string, or None when unknown."""
+    """The table row for a ``torch.cuda.get_device_name()`` string (the row with the most of its
+    ``device_words`` in it, all present), or None when no row knows it."""
     n = name.lower()
-    if "h200" in n:
-        return GPUS["h200"]
-    if "h100" in n:
-        return GPUS["h100-80gb"]
-    if "a100" in n:
-        return GPUS["a100-80gb"] if "80" in n else GPUS["a100-40gb"]
-    return None
+    rows = [g for g in (e.cls for e in GPUS) if g.device_words and all(w in n for w in g.device_words)]
+    return max(rows, key=lambda g: len(g.device_words), default=None)
 
 
 def device_peak_flops(device, amp_dtype) -> float | None:

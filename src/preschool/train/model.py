@@ -29,7 +29,7 @@ from ..config import check
 from ..errors import ConfigError
 from ..registry import Registry
 
-# shapes by name: train/presets.py (the built-in ones, looked up as a whole) and a plug-in's `presets`
+# shapes by name: train/presets/ (one module per family, looked up as a whole) and a plug-in's `presets`
 MODEL_PRESETS = Registry("model preset", packages=("preschool.train.presets",), plugin_module="presets")
 
 Family = Literal["qwen2", "llama"]

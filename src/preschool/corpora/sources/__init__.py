@@ -1,7 +1,11 @@
 """Text sources: plain-text files, JSONL, Parquet, Hugging Face datasets and the built-in storybook.
 
 Each source is a small class registered in ``SOURCES`` under the name used in
-``CorpusConfig.source``; it yields raw :class:`Document` s and
+``CorpusConfig.source``, in a module of this package named after it (``text.py``,
+``jsonl.py``, ``parquet.py``, ``auto.py``, ``hf.py``, ``storybook.py``; ``datatrove.py``
+holds the ``datatrove_*`` readers); a new source is a new file here (or in a plug-in),
+found by the registry, nothing else to edit. This module holds what they share
+(:class:`Source`, :class:`FileSource`, the folder walk). A source yields raw :class:`Document` s and
 :func:`iter_documents` applies what every source shares: chunking
 (``split_documents``) and the ``max_chars`` cut, empty / ``min_chars`` drops,
 and the ``max_documents`` / ``target_tokens`` limits.
@@ -44,29 +48,23 @@ produce again) starts. A ``.gz`` file cannot seek and is decompressed up to ther
 
 from __future__ import annotations
 
-import codecs
 import contextlib
 import gzip
 import hashlib
-import itertools
-import json
 import os
 import re
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
-from ..config import from_dict
-from ..errors import ConfigError, DataError, MissingDependency
-from .base import (SOURCES, CorpusConfig, Document, ReadStats, bad_utf8_message, chunk_marked, chunk_text, clean_text,
-                   decode_bytes, join_segments, utf16_policy)
-from .storybook import Storybook
-
+from ...config import from_dict
+from ...errors import ConfigError, DataError
+from ..base import SOURCES, CorpusConfig, Document, ReadStats, chunk_text, utf16_policy
 
 DEFAULT_GLOB = "**/*"
 SEGMENT_BYTES = 1 << 20  # a line is read in pieces of at most this many bytes
 RECORD_CHARS_FACTOR = 16  # a JSON line may hold up to this many bytes per max_chars (escapes, markup)
 PARQUET_MAGIC = b"PAR1"
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")  # after json.loads, any left is unpaired (a pair decodes whole)
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")  # after json.loads, any left is unpaired (a pair decodes whole)
 
 
 def glob_regex(pattern: str) -> re.Pattern:
@@ -231,6 +229,8 @@ class FileSource(Source):
 
     positions = True
     extensions: tuple[str, ...] = ()  # kept when ``glob`` is left at its default
+    # the source ``auto`` asks first whether it takes a file (lowest first); None: ``auto`` never uses it
+    auto_order: int | None = None
 
     def accepts(self, path: Path) -> bool:
         """Whether this source reads ``path`` of a folder listed with the default ``glob``."""
@@ -403,420 +403,6 @@ class FileSource(Source):
         if self.cfg.on_bad_record == "error":
             raise DataError(message + "; set on_bad_record: drop to skip such records")
         stats.drop(reason)
-
-
-@SOURCES.register("text", config=CorpusConfig)
-class TextSource(FileSource):
-    """Plain-text files: each file is one document (cut into chunks by ``split_documents`` and ``max_chars``).
-
-    A file is streamed line by line in pieces (:meth:`FileSource.raw_lines`),
-    so memory stays bounded by ``max_chars`` whatever the file's size and line
-    lengths.
-
-    Its pieces carry places inside the file (``(text, at)`` pairs): the byte offset and
-    number of the line where the latest piece that a fresh read can produce again starts,
-    the chunker's state there (:func:`~preschool.corpora.base.chunk_marked`), whether
-    bad UTF-8 was replaced before it, and that piece's index (``first``). A read resumed
-    at such a place seeks to the line and passes over the pieces from ``first`` up to the
-    position's, so it reads again at most from the latest such piece: in mode ``lines`` a
-    line, in ``paragraphs`` a chunk, in ``none`` a ``max_chars`` piece. (Under
-    ``on_bad_utf8: drop`` the whole file is checked first, on a resumed read too.)
-    """
-
-    extensions = (".txt", ".text", ".md")
-
-    def read_file(self, path: Path, rel: str, stats: ReadStats,
-                  at: dict | None = None) -> Iterator[tuple[str, dict, Iterable[tuple[str, dict]], dict]]:
-        c = self.cfg
-        if not self.not_utf16(path, stats):
-            return
-        if c.on_bad_utf8 == "drop" and not self._valid_utf8(path):
-            stats.drop("bad_utf8")  # checked first: chunks already handed out could not be taken back
-            return
-        at = at or {}
-        seen = {"replaced": bool(at.get("replaced", False))}  # bad UTF-8 replaced in this file so far
-        lines = join_segments(self._segments(path, at, seen), c.max_chars)
-        chunks = chunk_marked(lines, c.split_documents, c.chunk_chars, c.max_chars, at.get("state"))
-        yield rel, {"source": "text", "path": rel}, self._placed(chunks, at), at
-        # Counted once the file's documents are all handed out (this generator resumes for the next file), so
-        # no position inside the file includes it and a read resumed there counts it once.
-        if seen["replaced"]:
-            stats.replaced_bad_utf8 += 1
-
-    @staticmethod
-    def _placed(chunks: Iterator[tuple[str, tuple | None]], at: dict) -> Iterator[tuple[str, dict]]:
-        """``(chunk, place)``: each chunk with the latest place at or before it (``at``: where this read began)."""
-        k = int(at.get("first", 0))
-        last = at
-        for chunk, place in chunks:
-            if place is not None:
-                (offset, line, replaced), state = place
-                last = {"offset": offset, "line": line, "replaced": replaced, "state": state, "first": k}
-            yield chunk, last
-            k += 1
-
-    def _valid_utf8(self, path: Path) -> bool:
-        dec = codecs.getincrementaldecoder("utf-8")()
-        with self.reading(path), self.open_binary(path) as fh:
-            try:
-                while block := fh.read(1 << 20):
-                    dec.decode(block)
-                dec.decode(b"", final=True)
-            except UnicodeDecodeError:
-                return False
-        return True
-
-    def _segments(self, path: Path, at: dict, seen: dict) -> Iterator[tuple[str, bool, tuple | None]]:
-        """``(text, ends_line, mark)`` pieces of the file, cleaned like :func:`clean_text` (no BOM; CRLF and lone CR
-        end lines), from the line at ``at`` (or the start). ``mark`` is where a read can start again at this piece
-        (its line's ``(offset, number, whether bad UTF-8 was replaced before it)``) when it starts a line of the
-        file, else None (a piece after a lone CR, the rest of a line over ``SEGMENT_BYTES``). Sets
-        ``seen["replaced"]`` when it replaces bad UTF-8 (``on_bad_utf8: replace``)."""
-        inside = False  # the previous piece's line goes on in this one
-        for lineno, start, raw, more in self.raw_lines(path, int(at.get("offset", 0)), int(at.get("line", 1))):
-            mark = None if inside else (start, lineno, seen["replaced"])
-            inside = more
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError as e:
-                if self.cfg.on_bad_utf8 == "error":
-                    raise DataError(bad_utf8_message(str(path), start + e.start, lineno, raw[e.start:e.start + 4])) from None
-                text, seen["replaced"] = raw.decode("utf-8", errors="replace"), True
-            if "\ufeff" in text:  # removed before the line end is read: CR, BOM, LF is one line end (clean_text)
-                text = text.replace("\ufeff", "")
-            ends = text.endswith("\n")
-            if ends:
-                text = text[:-2] if text.endswith("\r\n") else text[:-1]
-            if "\r" in text:
-                *done, text = text.split("\r")
-                for part in done:
-                    yield part, True, mark
-                    mark = None
-            yield text, ends, mark
-
-
-@SOURCES.register("jsonl", config=CorpusConfig)
-class JsonlSource(FileSource):
-    """JSON Lines files: one JSON object per line; the text is ``record[text_field]``.
-
-    Lines that are empty or whitespace only are not records. A line over
-    ``16 x max_chars`` bytes is a bad record (``too_long``) and is skipped
-    without being held in memory.
-    """
-
-    extensions = (".jsonl", ".json", ".ndjson")
-
-    def _lines(self, path: Path, offset: int, lineno: int) -> Iterator[tuple[int, int, bytes | None, int]]:
-        """``(line number, byte offset, bytes or None when over the limit, size)`` per line from line ``lineno``
-        at byte ``offset``, line end removed."""
-        limit = RECORD_CHARS_FACTOR * self.cfg.max_chars
-        parts: list[bytes] = []
-        size = 0
-        first = None
-        for lineno, start, raw, more in self.raw_lines(path, offset, lineno):
-            first = start if first is None else first
-            size += len(raw)
-            if size <= limit + 2:  # + the line end
-                parts.append(raw)
-            if more:
-                continue
-            yield lineno, first, b"".join(parts).rstrip(b"\r\n") if size <= limit + 2 else None, size
-            parts, size, first = [], 0, None
-
-    def file_documents(self, path: Path, rel: str, stats: ReadStats,
-                       at: dict | None = None) -> Iterator[tuple[Document, dict]]:
-        c = self.cfg
-        if not self.not_utf16(path, stats):
-            return
-        # where a record starts: its line's byte offset (a resumed read seeks there) and number
-        offset, line = (int(at["offset"]), int(at["line"])) if at else (0, 1)
-        replaced = 0  # see _deferred_replaced
-        for lineno, start, raw, size in self._lines(path, offset, line):
-            stats.replaced_bad_utf8, replaced = stats.replaced_bad_utf8 + replaced, 0
-            where = f"{path}:{lineno}"
-            if raw is None:
-                self.bad_record(stats, "too_long", f"{where}: record of {size:,} bytes is over the limit of "
-                                f"{RECORD_CHARS_FACTOR * c.max_chars:,} bytes ({RECORD_CHARS_FACTOR} x max_chars); "
-                                "raise max_chars or split the record")
-                continue
-            if lineno == 1 and raw.lstrip().startswith(b"[") and not raw.rstrip().endswith(b"]"):
-                raise DataError(f"{path}: looks like one JSON array, not JSON Lines (one object per line); "
-                                "convert it, or read it with source: hf, hf_name: json")
-            if not raw.strip():
-                continue  # blank lines (a trailing newline pair) are not records
-            # The file's head was checked for UTF-16 above. A line with raw NULs in a file that is not UTF-16
-            # can never be valid JSON: it is one bad record (bad_utf8 or bad_json), never a "utf16" drop,
-            # which in JSON Lines means the whole file was skipped.
-            line, replaced = self._deferred_replaced(stats, decode_bytes, raw, where, c.on_bad_utf8, stats, start,
-                                                     None, False)
-            if line is None:
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as e:
-                self.bad_record(stats, "bad_json", f"{where}: not valid JSON ({e.msg} at column {e.colno})")
-                continue
-            except RecursionError:
-                self.bad_record(stats, "bad_json", f"{where}: JSON nested too deeply to read")
-                continue
-            if not isinstance(rec, dict) or not isinstance(rec.get(c.text_field), str):
-                got = type(rec.get(c.text_field)).__name__ if isinstance(rec, dict) else type(rec).__name__
-                self.bad_record(stats, "missing_field",
-                                f"{where}: no string field {c.text_field!r} (text_field) in this record, got {got}")
-                continue
-            did = str(rec[c.id_field]) if c.id_field and c.id_field in rec else f"{rel}:{lineno}"
-            if (lone := _LONE_SURROGATE.search(rec[c.text_field]) or _LONE_SURROGATE.search(did)) is not None:
-                # JSON may escape half a UTF-16 pair alone; Python keeps it, but no UTF-8 writer (the
-                # tokenizer, a shard, a manifest) can, so the record would crash whatever reads it next
-                self.bad_record(stats, "bad_json", f"{where}: a lone surrogate \\u{ord(lone.group()):04x} "
-                                "(half of a UTF-16 pair) is not text UTF-8 can hold")
-                continue
-            yield (Document(did, clean_text(rec[c.text_field]), {"source": "jsonl", "path": rel, "line": lineno}),
-                   {"offset": start, "line": lineno})
-        stats.replaced_bad_utf8 += replaced
-
-
-@SOURCES.register("parquet", config=CorpusConfig)
-class ParquetSource(FileSource):
-    """Parquet files read with pyarrow, column ``text_field``, in row order."""
-
-    extensions = (".parquet",)
-
-    def accepts(self, path: Path) -> bool:
-        return super().accepts(path) or self.head(path, 4) == PARQUET_MAGIC
-
-    def file_documents(self, path: Path, rel: str, stats: ReadStats,
-                       at: dict | None = None) -> Iterator[tuple[Document, dict]]:
-        import pyarrow.parquet as pq
-
-        c = self.cfg
-        try:
-            pf = pq.ParquetFile(path)
-        except Exception as e:  # pyarrow raises several types for a corrupt file
-            raise DataError(f"{path}: not a readable Parquet file ({e})") from None
-        names = pf.schema_arrow.names
-        if c.text_field not in names:
-            raise DataError(f"{path}: no column {c.text_field!r} (text_field); columns are {names}")
-        cols = [c.text_field] + ([c.id_field] if c.id_field and c.id_field in names else [])
-        # A resumed read starts at the row group holding row ``at["row"]`` (the file's footer says how many
-        # rows each holds), so only the rows of that one group before it are read again.
-        row, group, skip = 0, 0, int(at["row"]) if at else 0
-        while skip and group < pf.num_row_groups and skip >= pf.metadata.row_group(group).num_rows:
-            n = pf.metadata.row_group(group).num_rows
-            row, group, skip = row + n, group + 1, skip - n
-        groups = range(group, pf.num_row_groups) if group else None
-        replaced = 0  # see FileSource._deferred_replaced
-        for batch in pf.iter_batches(batch_size=1024, columns=cols, row_groups=groups):
-            if skip:
-                n = min(skip, batch.num_rows)
-                batch, row, skip = batch.slice(n), row + n, skip - n
-            data = batch.to_pydict()
-            ids = data.get(c.id_field) if c.id_field else None
-            for k, text in enumerate(data[c.text_field]):
-                stats.replaced_bad_utf8, replaced = stats.replaced_bad_utf8 + replaced, 0
-                where = f"{path}: row {row}"
-                if isinstance(text, bytes):
-                    text, replaced = self._deferred_replaced(stats, decode_bytes, text, where, c.on_bad_utf8, stats)
-                    if text is None:
-                        row += 1
-                        continue
-                if not isinstance(text, str):
-                    self.bad_record(stats, "missing_field", f"{where}: column {c.text_field!r} is {text!r}, not text")
-                    row += 1
-                    continue
-                did = str(ids[k]) if ids is not None else f"{rel}:{row}"
-                yield Document(did, clean_text(text), {"source": "parquet", "path": rel, "row": row}), {"row": row}
-                row += 1
-        stats.replaced_bad_utf8 += replaced
-
-
-@SOURCES.register("auto", config=CorpusConfig)
-class AutoSource(FileSource):
-    """Every file with the reader its kind asks for (see the module docstring): a folder may mix formats."""
-
-    KINDS = ("text", "jsonl", "parquet")
-
-    def __init__(self, cfg: CorpusConfig):
-        super().__init__(cfg)
-        self.readers: dict[str, FileSource] = {k: SOURCES.get(k).cls(cfg) for k in self.KINDS}
-
-    def kind(self, path: Path) -> str | None:
-        for k, reader in self.readers.items():
-            if reader.accepts(path):
-                return k
-        return None
-
-    def accepts(self, path: Path) -> bool:
-        return self.kind(path) is not None
-
-    def read_file(self, path: Path, rel: str, stats: ReadStats,
-                  at: dict | None = None) -> Iterator[tuple[str, dict, Iterable[str], dict]]:
-        # A file named directly, or matched by an explicit glob, was asked for: read it as text if nothing else.
-        yield from self.readers[self.kind(path) or "text"].read_file(path, rel, stats, at)
-
-
-@SOURCES.register("hf", config=CorpusConfig)
-class HFSource(Source):
-    """A Hugging Face dataset: by hub name (network), a builder over local files, or a ``save_to_disk`` folder.
-
-    ``hf_name`` + ``hf_config`` + ``hf_split`` go to ``datasets.load_dataset``
-    (``streaming`` as configured); with ``path`` they are data files for a
-    builder name such as ``parquet``/``json``/``text``. A ``path`` that is a
-    ``save_to_disk`` folder is opened with ``datasets.load_from_disk``.
-    """
-
-    def _load(self, stats: ReadStats):
-        import datasets
-
-        c = self.cfg
-        p = Path(c.path).expanduser() if c.path else None
-        if p is not None and p.is_dir() and any((p / f).is_file() for f in ("dataset_info.json", "state.json", "dataset_dict.json")):
-            try:
-                ds = datasets.load_from_disk(str(p))
-            except Exception as e:
-                raise DataError(f"{p}: could not open saved dataset ({type(e).__name__}: {e})") from None
-            if isinstance(ds, datasets.DatasetDict):
-                if c.hf_split not in ds:
-                    raise ConfigError("hf_split", f"split {c.hf_split!r} not in {p}; it has {sorted(ds)}")
-                ds = ds[c.hf_split]
-            return (ds.to_iterable_dataset() if c.streaming else ds), f"{p.name}/{c.hf_split}"
-        if not c.hf_name:
-            raise ConfigError("hf_name", f"{p} is not a save_to_disk folder; give hf_name (e.g. 'parquet') to read it as data files")
-        kwargs = {}
-        if p is not None:
-            if not p.exists():
-                raise ConfigError("path", f"file or folder not found: {p}")
-            files = [str(f) for f, _ in walk_files(p, c.glob, stats)] if p.is_dir() else [str(p)]
-            kwargs["data_files"] = {c.hf_split: files}
-        try:
-            ds = datasets.load_dataset(c.hf_name, c.hf_config, split=c.hf_split, streaming=c.streaming, **kwargs)
-        except Exception as e:  # offline, unknown name, bad files: all reach the user as one readable error
-            raise DataError(f"hf dataset {c.hf_name!r} (config {c.hf_config!r}, split {c.hf_split!r}) could not be "
-                            f"loaded: {type(e).__name__}: {e}") from None
-        label = "/".join(x for x in (c.hf_name, c.hf_config, c.hf_split) if x)
-        return ds, label
-
-    positions = True  # when streamed (``streaming: true``)
-
-    def documents(self, stats: ReadStats) -> Iterator[Document]:
-        c = self.cfg
-        ds, label = self._load(stats if self.start is None else ReadStats())  # a resumed read has these counts
-        # A streamed dataset reports its position (``state_dict``: shard and example within it) before each
-        # record, so a reader can later continue there instead of streaming the prefix again.
-        stream = hasattr(ds, "state_dict") and hasattr(ds, "load_state_dict")
-        first = 0
-        if self.start is not None:
-            if not stream:
-                raise DataError(f"hf dataset {label}: a stream position is only kept for streaming datasets "
-                                "(streaming: true)")
-            ds.load_state_dict(self.start["state"])
-            first = int(self.start["row"])
-        else:
-            stats.files += 1
-        state = ds.state_dict() if stream else None
-        for row, rec in enumerate(ds, start=first):
-            before, state = state, (ds.state_dict() if stream else None)
-            text = rec.get(c.text_field)
-            if not isinstance(text, str):
-                if c.text_field not in rec:
-                    raise DataError(f"hf dataset {label}: no field {c.text_field!r} (text_field); fields are {sorted(rec)}")
-                self.bad_record(stats, "missing_field", f"hf dataset {label}: row {row}: {c.text_field!r} is {text!r}")
-                continue
-            did = str(rec[c.id_field]) if c.id_field and c.id_field in rec else f"{label}:{row}"
-            meta = {"source": "hf", "dataset": label, "row": row}
-            if stream:
-                meta["stream"] = {"state": before, "row": row}
-            yield Document(did, clean_text(text), meta)
-
-
-@SOURCES.register("storybook", config=CorpusConfig)
-class StorybookSource(Source):
-    """The built-in offline corpus: simple English stories from a probabilistic grammar (endless; limit it)."""
-
-    def documents(self, stats: ReadStats) -> Iterator[Document]:
-        book = Storybook(self.cfg.storybook, seed=self.cfg.seed)
-        for i in itertools.count():
-            yield Document(f"storybook:{i}", book.story(i), {"source": "storybook", "index": i, "seed": self.cfg.seed})
-
-
-class DatatroveSource(Source):
-    """A datatrove reader as a corpus source (the optional ``datatrove`` extra).
-
-    ``path`` is the reader's ``data_folder`` (a local folder or any fsspec URL datatrove
-    reads: ``s3://...``, ``hf://datasets/...``); ``text_field``/``id_field`` are its
-    ``text_key``/``id_key`` (ids: that field, else datatrove's ``<file>/<index>``);
-    ``glob`` its ``glob_pattern`` (left at ``**/*``: every file, recursively). All files
-    are read, one by one with the reader's ``read_file``, in datatrove's sorted file order
-    (task 0 of 1), so the documents are the same wherever the corpus is read; cleaning,
-    cutting and limits are ours.
-
-    Positions: the file's index and path in that listing, its size and version as the
-    filesystem reports them (``mtime``, or ``LastModified``/``ETag`` on object stores),
-    a sha256 of the paths before it, and the document's index in the file. A read resumed
-    there lists the folder, opens no file before it, and reads that one file from its
-    start, passing over its documents before the position (datatrove's readers cannot
-    seek); a changed listing or file is refused with a DataError naming it.
-    """
-
-    reader = ""  # datatrove.pipeline.readers class name, set per registered source
-    positions = True
-    VERSION_KEYS = ("mtime", "LastModified", "last_modified", "ETag", "etag", "blob_id", "last_commit")
-
-    def documents(self, stats: ReadStats) -> Iterator[Document]:
-        c = self.cfg
-        if not c.path:
-            raise ConfigError("path", f"source {self.registry_name!r} needs path (the reader's data_folder)")
-
-        try:
-            from datatrove.pipeline import readers
-        except ImportError:
-            raise MissingDependency("datatrove", "datatrove", f"source {self.registry_name!r}") from None
-        kwargs = {"text_key": c.text_field, "id_key": c.id_field or "id",
-                  "glob_pattern": None if c.glob == "**/*" else c.glob}
-        try:
-            reader = getattr(readers, self.reader)(c.path, **kwargs)
-        except ImportError as e:  # a reader's own dependency (orjson for JSON Lines, warcio for WARC)
-            need = re.search(r"pip install ([\w.\-\[\]]+)", str(e))
-            raise MissingDependency(need.group(1) if need else str(e), None,
-                                    f"source {self.registry_name!r} (datatrove's {self.reader})") from None
-        folder = reader.data_folder
-        files = folder.get_shard(0, 1, recursive=reader.recursive, glob_pattern=reader.glob_pattern)
-        if not files:
-            raise DataError(f"{c.path}: no files found (glob {c.glob!r})")
-        first, skip = 0, 0
-        if self.start is not None:
-            first = listed_at(str(c.path), files, self.start)
-            check_same(str(c.path), f"the files before {files[first]!r}", self.start,
-                       {"before": hashlib.sha256("\n".join(files[:first]).encode()).hexdigest()})
-            check_same(f"{c.path}/{files[first]}", "the file", self.start, self.identity(folder, files[first]))
-            skip = int(self.start["at"]["doc"])
-        for i in range(first, len(files)):
-            where = {"file": i, "path": files[i], **self.identity(folder, files[i]),
-                     "before": hashlib.sha256("\n".join(files[:i]).encode()).hexdigest()}
-            if i > first or self.start is None:
-                stats.files += 1  # the file a resumed read starts in was counted before the position
-            for n, doc in enumerate(reader.read_file(files[i])):
-                if i == first and n < skip:
-                    continue  # read before the position (datatrove's readers cannot seek)
-                yield Document(str(doc.id), clean_text(doc.text), {
-                    "source": self.registry_name, "file": doc.metadata.get("file_path"),
-                    "stream": {**where, "at": {"doc": n}}})
-
-    @classmethod
-    def identity(cls, folder, path: str) -> dict:
-        """``{"size", "version"}`` of ``path`` in datatrove ``folder`` (fsspec ``info``), JSON-able."""
-        try:
-            info = folder.info(path)
-        except (OSError, ValueError) as e:
-            raise DataError(f"{folder.path}/{path}: could not be read ({type(e).__name__}: {e})") from None
-        version = next((info[k] for k in cls.VERSION_KEYS if info.get(k) is not None), None)
-        return {"size": info.get("size"), "version": None if version is None else str(version)}
-
-
-for _name, _cls in (("jsonl", "JsonlReader"), ("parquet", "ParquetReader"), ("csv", "CSVReader"),
-                    ("warc", "WarcReader")):
-    SOURCES.register(f"datatrove_{_name}", config=CorpusConfig)(
-        type(f"Datatrove{_cls}Source", (DatatroveSource,), {"reader": _cls, "__doc__": f"datatrove's {_cls}."}))
 
 
 def local_files(cfg: CorpusConfig) -> list[tuple[Path, str]]:
