@@ -119,17 +119,14 @@ def main(argv=None) -> int:
             Path(d, f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
         qcfg = {"train_path": f"{d}/train.jsonl", "eval_path": f"{d}/dev.jsonl", "lr": 3e-4, "batch_size": 16,
                 "max_new_tokens": 8}
-        from preschool.evals.qa_f1 import finetune, generate_answers, load_qa
+        from preschool.evals.qa_f1 import generate_answers, load_qa
 
         qa = EVALUATORS.build("qa_f1", {**qcfg, "eval_batch_size": args.batch_size})
         ex = load_qa(qcfg["train_path"])
         ntrain = sum(len(tok(qa.cfg.prompt.format(context=e.context, question=e.question))["input_ids"]) for e in ex)
-        import copy
-
-        m = copy.deepcopy(model)
         sync()
-        t0 = time.perf_counter()
-        ft = finetune(m, tok, ex, qa.cfg, 2048)
+        t0 = time.perf_counter()  # the copy of the model, the trainer run and its one (final) checkpoint
+        m, ft = qa.fine_tune(model, tok, ex, 2048)
         sync()
         tft = time.perf_counter() - t0
         print(f"qa_f1 fine-tune: {len(ex)} examples ({ntrain} prompt tokens), {ft['steps']} steps of 16, "

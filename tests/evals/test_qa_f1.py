@@ -84,7 +84,8 @@ def test_loaders_musique_hotpot_2wiki_plain(tmp_path):
         EVALUATORS.build("qa_f1", {"eval_path": "x", "format": "squad"})
 
 
-def test_finetune_improves_loss_and_scores(tmp_path):
+def _qa_setup(tmp_path):
+    """(tiny GPT-2 with dropout, its BPE tokenizer, a qa_f1 config) over synthetic train/dev files."""
     from transformers import GPT2Config, GPT2LMHeadModel
 
     from preschool.data.tokenizer import as_hf, train_bpe
@@ -97,9 +98,14 @@ def test_finetune_improves_loss_and_scores(tmp_path):
     torch.manual_seed(0)
     model = GPT2LMHeadModel(GPT2Config(vocab_size=len(tok), n_positions=96, n_embd=32, n_layer=2, n_head=2,
                                        bos_token_id=0, eos_token_id=0, pad_token_id=0)).eval()
-    before = {k: v.clone() for k, v in model.state_dict().items()}
     cfg = {"train_path": str(tmp_path / "train.jsonl"), "eval_path": str(tmp_path / "dev.jsonl"),
            "lr": 1e-2, "schedule": "constant", "batch_size": 8, "max_new_tokens": 4, "eval_batch_size": 5, "seed": 3}
+    return model, tok, cfg
+
+
+def test_finetune_improves_loss_and_scores(tmp_path):
+    model, tok, cfg = _qa_setup(tmp_path)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
     ev = EVALUATORS.build("qa_f1", cfg)
     summary = ev.run(model, tok, out_dir=tmp_path / "out")
     m = summary["metrics"]
@@ -123,3 +129,37 @@ def test_finetune_improves_loss_and_scores(tmp_path):
     # a context limit below every training example's length drops them all
     with pytest.raises(DataError, match="fits"):
         EVALUATORS.build("qa_f1", {**cfg, "max_length": 16}).evaluate(model, tok)
+
+
+def test_an_interrupted_qa_fine_tune_resumes_to_the_same_scores(tmp_path, monkeypatch):
+    """The fine-tune is a trainer run in <out>/finetune/: stopped mid-way (the trainer's should_stop), the
+    evaluation fails naming it, and a rerun resumes it from its checkpoint to the scores of an
+    uninterrupted evaluation; the folder is deleted once summary.json is written."""
+    import preschool.train.finetune as ft
+    from preschool.errors import TrainingError
+    from preschool.train.callbacks import Callback
+
+    model, tok, cfg = _qa_setup(tmp_path)
+    cfg = {**cfg, "epochs": 2, "schedule": "linear", "warmup_steps": 3, "batch_size": 7, "checkpoint_every": 4}
+    ref = EVALUATORS.build("qa_f1", cfg).run(model, tok, out_dir=tmp_path / "ref")
+    assert not (tmp_path / "ref" / "finetune").exists()
+
+    class StopAt(Callback):
+        def on_step_end(self, trainer):
+            trainer.should_stop = trainer.step == 10
+
+    real = ft.finetune
+    monkeypatch.setattr(ft, "finetune", lambda *a, **kw: real(*a, **{**kw, "callbacks": [StopAt()]}))
+    with pytest.raises(TrainingError, match="step 10 of 46"):
+        EVALUATORS.build("qa_f1", cfg).run(model, tok, out_dir=tmp_path / "out")
+    work = tmp_path / "out" / "finetune"
+    assert sorted(p.name for p in (work / "checkpoints").iterdir()) == \
+        ["step-00000004", "step-00000008", "step-00000010"]
+    assert not (tmp_path / "out" / "summary.json").exists()
+    monkeypatch.setattr(ft, "finetune", real)
+    again = EVALUATORS.build("qa_f1", cfg).run(model, tok, out_dir=tmp_path / "out")
+    assert again["metrics"] == ref["metrics"]
+    assert again["extra"]["train_losses"] == ref["extra"]["train_losses"]
+    read = lambda d: (d / "items.jsonl").read_text()  # noqa: E731
+    assert read(tmp_path / "out") == read(tmp_path / "ref")
+    assert not work.exists()

@@ -188,6 +188,11 @@ class Mixture:
         return s, int(self._perm(s, epoch)[pos])
 
     # -- loading ----------------------------------------------------------
+    def batch(self, step: int, batch_size: int, rank: int = 0, world: int = 1) -> dict[str, np.ndarray]:
+        """``rank``'s share of global batch ``step`` (:func:`rank_indices`, then :meth:`load`): what the
+        trainer asks a stage's data for each step."""
+        return self.load(rank_indices(step, batch_size, rank, world))
+
     def load(self, indices: list[int]) -> dict[str, np.ndarray]:
         """Batch for global samples ``indices``: input_ids, labels, loss_mask, source (+ segments)."""
         n = len(indices)

@@ -11,7 +11,10 @@ supporting paragraphs, HotpotQA and 2WikiMultiHopQA all supplied paragraphs
 (the paper's question-structure breakdown).
 
 The fine-tune runs on a *copy* of the model, so the checkpoint being
-evaluated is never modified. Each example is ``prompt + " " + answer + EOS``
+evaluated is never modified. It is a run of the staged trainer
+(:mod:`preschool.train.finetune`) in ``<out_dir>/finetune/``, with its
+checkpoints and exact resume: an evaluation cut short resumes its fine-tune
+when run again (docs/evaluation.md). Each example is ``prompt + " " + answer + EOS``
 with the loss on the answer tokens (and EOS) only; answers are produced by
 greedy decoding, cut at the first newline, and compared with every gold
 answer/alias (the best score counts).
@@ -38,11 +41,13 @@ Input files (``.json`` holding a list, or a dict with a ``data`` list, or
 from __future__ import annotations
 
 import collections
+import contextlib
 import copy
 import json
-import math
 import re
+import shutil
 import string
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
@@ -50,14 +55,14 @@ from typing import Any, Iterator
 import numpy as np
 
 from ..config import check
-from ..errors import DataError
+from ..errors import DataError, TrainingError
 from .base import EVALUATORS, EvalResult, Evaluator, max_positions
-from ..train.optim import adamw
-from ..train.schedules import ScheduleConfig, lr_at
 from ..io import iter_jsonl
 from ..seeds import QA_FINETUNE
+from ..train.finetune import FineTuneConfig
 
 FORMATS = ("auto", "musique", "hotpotqa", "2wiki", "plain")
+FINETUNE_DIR = "finetune"  # the fine-tune's run folder inside the evaluator's output folder
 
 # ----------------------------------------------------------------------------- SQuAD scoring
 
@@ -240,8 +245,10 @@ def load_qa(path: str | Path, fmt: str = "auto", context: str = "auto", limit: i
 
 
 @dataclass
-class QAConfig:
-    """Fine-tune-then-answer QA evaluation (see module docstring)."""
+class QAConfig(FineTuneConfig):
+    """Fine-tune-then-answer QA evaluation (see module docstring); the fine-tune's settings (``epochs``,
+    ``lr``, ``batch_size``, ``weight_decay``, ``warmup_steps``, ``schedule``, ``grad_clip``, ``seed``,
+    ``checkpoint_every``) are :class:`~preschool.train.finetune.FineTuneConfig`'s."""
 
     eval_path: str = ""  # dev file
     train_path: str | None = None  # training file; None = no fine-tuning (zero-shot)
@@ -250,60 +257,36 @@ class QAConfig:
     prompt: str = "{context}\n\nQuestion: {question}\nAnswer:"
     max_train_examples: int | None = 20000
     max_eval_examples: int | None = None
-    epochs: int = 1
-    lr: float = 5e-5
-    batch_size: int = 8
-    weight_decay: float = 0.0
-    warmup_steps: int = 0
-    schedule: str = "linear"  # linear decay to 0 after warmup | constant
-    grad_clip: float = 1.0
     max_length: int | None = None  # context limit in tokens (None: the model's max positions)
     max_new_tokens: int = 16
     eval_batch_size: int = 16
-    seed: int = 0
 
     def validate(self) -> None:
+        super().validate()
         check(bool(self.eval_path), "eval_path", "required (the dev file)")
         check(self.format in FORMATS, "format", f"must be one of {list(FORMATS)}, got {self.format!r}")
         check(self.context in ("auto", "gold", "all"), "context", f"must be 'auto', 'gold' or 'all', got {self.context!r}")
         check("{question}" in self.prompt, "prompt", "must contain {question}")
         check(self.max_train_examples is None or self.max_train_examples >= 1, "max_train_examples", "must be >= 1 or null")
         check(self.max_eval_examples is None or self.max_eval_examples >= 1, "max_eval_examples", "must be >= 1 or null")
-        check(self.epochs >= 1, "epochs", f"must be >= 1, got {self.epochs}")
-        check(self.lr > 0, "lr", f"must be > 0, got {self.lr}")
-        check(self.batch_size >= 1, "batch_size", f"must be >= 1, got {self.batch_size}")
-        check(self.weight_decay >= 0, "weight_decay", "must be >= 0")
-        check(self.warmup_steps >= 0, "warmup_steps", "must be >= 0")
-        check(self.schedule in ("linear", "constant"), "schedule", f"must be 'linear' or 'constant', got {self.schedule!r}")
-        check(self.grad_clip >= 0, "grad_clip", "must be >= 0 (0 = off)")
         check(self.max_length is None or self.max_length >= 16, "max_length", "must be >= 16 or null")
         check(self.max_new_tokens >= 1, "max_new_tokens", "must be >= 1")
         check(self.eval_batch_size >= 1, "eval_batch_size", "must be >= 1")
-        check(self.seed >= 0, "seed", "must be >= 0")
 
 
 def _ids(tokenizer, text: str) -> list[int]:
     return list(tokenizer(text, add_special_tokens=False)["input_ids"])
 
 
-def finetune(model, tokenizer, examples: list[QAExample], cfg: QAConfig, max_length: int | None) -> dict:
-    """Train ``model`` in place on "prompt -> answer" with the loss on answer tokens only.
-
-    Returns ``{losses (per step), n_train, n_dropped, steps}``. Shuffling and
-    dropout draw from ``cfg.seed`` inside a forked RNG, so global state is untouched. Each batch is
-    one :class:`~preschool.train.step.TrainStep` (the trainer's step): a batch whose loss or gradient
-    norm is not finite is not applied (its loss is still listed).
-    """
-    import torch
-
-    from ..train.step import TrainStep  # imports torch: not at module level (finding evaluators stays light)
-
+def finetune_rows(tokenizer, examples: list[QAExample], prompt: str, max_length: int | None) -> tuple[list, int]:
+    """``([(prompt ids, answer ids + EOS)], dropped)``: the training rows, without the examples longer
+    than ``max_length`` (as in the paper); DataError when the tokenizer has no EOS or nothing fits."""
     eos = tokenizer.eos_token_id
     if eos is None:
         raise DataError("tokenizer has no EOS token (needed to end answers)")
     rows, dropped = [], 0
     for ex in examples:
-        p = _ids(tokenizer, cfg.prompt.format(context=ex.context, question=ex.question))
+        p = _ids(tokenizer, prompt.format(context=ex.context, question=ex.question))
         a = _ids(tokenizer, " " + ex.answers[0].strip()) + [eos]
         if max_length is not None and len(p) + len(a) > max_length:
             dropped += 1  # as in the paper: training examples over the context length are excluded
@@ -311,50 +294,7 @@ def finetune(model, tokenizer, examples: list[QAExample], cfg: QAConfig, max_len
         rows.append((p, a))
     if not rows:
         raise DataError(f"no training example fits in {max_length} tokens")
-    device = next(model.parameters()).device
-    # the trainer's optimizer recipe and schedule functions (train/optim.py, train/schedules.py); every
-    # matrix decays here, embeddings included, as in the HF Trainer the QA papers fine-tune with
-    opt = adamw(model, cfg.lr, cfg.weight_decay, decay_embeddings=True)
-    # the trainer's step too (train/step.py): clipping, and no update from a non-finite loss or gradient
-    train_step = TrainStep(model, opt, cfg.grad_clip)
-
-    def _answer_loss(b):
-        ids, att, lab = b
-        logits = model(input_ids=ids, attention_mask=att).logits[:, :-1].float()
-        target = lab[:, 1:]
-        loss = torch.nn.functional.cross_entropy(
-            logits.reshape(-1, logits.shape[-1]), target.reshape(-1), ignore_index=-100)
-        return loss, loss
-    total = math.ceil(len(rows) / cfg.batch_size) * cfg.epochs
-    sched = ScheduleConfig(name=cfg.schedule, lr=cfg.lr, warmup=float(cfg.warmup_steps), min_lr_ratio=0.0)
-
-    losses = []
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos
-    salt = QA_FINETUNE
-    devices = [device.index or 0] if device.type == "cuda" else []
-    with torch.random.fork_rng(devices=devices):
-        torch.manual_seed(cfg.seed)
-        model.train()
-        step = 0
-        for epoch in range(cfg.epochs):
-            order = np.random.default_rng([cfg.seed, epoch, salt]).permutation(len(rows))
-            for s in range(0, len(order), cfg.batch_size):
-                batch = [rows[i] for i in order[s: s + cfg.batch_size]]
-                L = max(len(p) + len(a) for p, a in batch)
-                ids = torch.full((len(batch), L), pad, dtype=torch.long)
-                att = torch.zeros((len(batch), L), dtype=torch.long)
-                lab = torch.full((len(batch), L), -100, dtype=torch.long)
-                for r, (p, a) in enumerate(batch):
-                    seq = p + a
-                    ids[r, : len(seq)] = torch.tensor(seq)
-                    att[r, : len(seq)] = 1
-                    lab[r, len(p): len(seq)] = torch.tensor(a)
-                res = train_step([(ids.to(device), att.to(device), lab.to(device))], _answer_loss,
-                                 lr_at(step, total, sched))
-                losses.append(float(res.loss))
-                step += 1
-    model.eval()
-    return {"losses": losses, "n_train": len(rows), "n_dropped": dropped, "steps": step}
+    return rows, dropped
 
 
 def generate_answers(model, tokenizer, prompts: list[str], cfg: QAConfig, max_length: int | None) -> tuple[list[str], int]:
@@ -402,6 +342,40 @@ class QAF1Evaluator(Evaluator):
     """Multi-hop QA (MuSiQue / HotpotQA / 2Wiki): one-epoch fine-tune, greedy answers, SQuAD F1 and EM."""
 
     version = "2"  # 2: fine-tunes with the trainer's fused AdamW recipe and schedule functions
+    #: the fine-tune's run folder (set by :meth:`run` from its ``out_dir``; None: a temporary folder)
+    work_dir: Path | None = None
+
+    def run(self, model, tokenizer, out_dir: str | Path | None = None, checkpoint: str | None = None,
+            **prov: Any) -> dict:
+        """:meth:`Evaluator.run`; with ``out_dir``, the fine-tune trains in ``out_dir/finetune/``, where a
+        rerun after an interruption resumes it, and which is deleted once ``summary.json`` is written."""
+        self.work_dir = Path(out_dir) / FINETUNE_DIR if out_dir is not None else None
+        try:
+            summary = super().run(model, tokenizer, out_dir=out_dir, checkpoint=checkpoint, **prov)
+            if self.work_dir is not None and self.work_dir.exists():
+                shutil.rmtree(self.work_dir)  # a fine-tuned model copy with its optimizer state: no longer needed
+        finally:
+            self.work_dir = None
+        return summary
+
+    def fine_tune(self, model, tokenizer, examples: list[QAExample], limit: int | None) -> tuple[Any, dict]:
+        """A fine-tuned copy of ``model`` (the checkpoint under evaluation is never modified) and the
+        fine-tune's summary (``losses``, ``steps``, ``n_train``, ``n_dropped``; the rows longer than
+        ``limit`` tokens dropped), trained in :attr:`work_dir` (None: a temporary folder)."""
+        from ..train.finetune import finetune
+
+        cfg: QAConfig = self.cfg
+        rows, dropped = finetune_rows(tokenizer, examples, cfg.prompt, limit)
+        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+        m = copy.deepcopy(model)
+        with contextlib.ExitStack() as stack:
+            work = self.work_dir or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="qa-finetune-")))
+            # the folder is this evaluator's scratch: one left by another checkpoint or config starts over
+            ft = finetune(m, rows, cfg, work, pad_id=pad, salt=QA_FINETUNE, restart_stale=True)
+        if not ft["finished"]:  # never score a half-trained copy
+            raise TrainingError(f"{work}: the QA fine-tune stopped at step {ft['steps']} of {ft['total_steps']}"
+                                + ("; run the evaluation again to resume it" if self.work_dir else ""))
+        return m, {**ft, "n_train": len(rows), "n_dropped": dropped}
 
     def evaluate(self, model, tokenizer) -> EvalResult:
         cfg: QAConfig = self.cfg
@@ -412,8 +386,7 @@ class QAF1Evaluator(Evaluator):
         m = model
         if cfg.train_path:
             train = load_qa(cfg.train_path, cfg.format, cfg.context, cfg.max_train_examples)
-            m = copy.deepcopy(model)  # never modify the checkpoint under evaluation
-            ft = finetune(m, tokenizer, train, cfg, limit)
+            m, ft = self.fine_tune(model, tokenizer, train, limit)
             losses = ft["losses"]
             k = max(1, min(10, len(losses) // 4))
             metrics.update({"train_loss_first": float(np.mean(losses[:k])), "train_loss_last": float(np.mean(losses[-k:])),

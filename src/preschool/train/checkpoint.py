@@ -143,7 +143,8 @@ def resume(trainer: CheckpointedTrainer, upto: int | None = None) -> Path | None
                 for k, g in st["groups"].items():
                     g["optim"] = optims[k]
             else:
-                _load_weights(trainer.model, ckpt, weights, tied=trainer.cfg.model.tie_embeddings)
+                tied = _ties(trainer.model, trainer.cfg.model.tie_embeddings)
+                _load_weights(trainer.model, ckpt, weights, tied=tied)
             _load_state(trainer, st, ckpt / STATE_FILE)
         except DataError as e:  # the next one tried loads every tensor and counter again, over whatever this one left
             damaged.append(str(e))
@@ -187,18 +188,13 @@ def read_checkpoint(ckpt: Path, sharded: bool = False) -> tuple[dict[str, torch.
     so a ``trainer_state.pt`` from elsewhere cannot run code when unpickled. ``sharded``: the
     weights come from the DCP folder later (None here).
     """
-    from safetensors.torch import load_file
-
     verify_checkpoint(ckpt, sharded)
     wpath, spath = ckpt / CKPT_WEIGHTS, ckpt / STATE_FILE
     weights = None
     if sharded:  # refused here, where a damaged checkpoint is passed over, rather than inside DCP's load
         sharded_checkpoint.read_metadata(ckpt / sharded_checkpoint.SHARDED_DIR / ".metadata")
     else:
-        try:
-            weights = load_file(str(wpath))
-        except Exception as e:  # SafetensorError (truncated, bad header) or OSError: damaged either way
-            raise DataError(f"{wpath}: damaged checkpoint weights ({str(e).splitlines()[0]})") from None
+        weights = _read_weights(wpath)
     try:
         st = torch.load(spath, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError:  # torch's message suggests weights_only=False: the very thing not to do here
@@ -329,6 +325,28 @@ def remove_interrupted_writes(out_dir: Path) -> list[Path]:
             removed.append(tmp)
             print(f"[preschool] removed {tmp} (a checkpoint write that was cut short)", file=sys.stderr, flush=True)
     return removed
+
+
+def _ties(model: torch.nn.Module, default: bool) -> bool:
+    """Whether ``model`` ties its head to its input embeddings (its HF config says; a model the trainer was
+    given need not be ``cfg.model``'s shape)."""
+    return bool(getattr(getattr(model, "config", None), "tie_word_embeddings", default))
+
+
+def load_weights(model: torch.nn.Module, ckpt: Path) -> None:
+    """Load the weights of checkpoint ``ckpt`` into ``model`` (not sharded), every file checked against
+    ``checksums.json`` first; DataError naming the file that differs or does not fit."""
+    verify_checkpoint(ckpt)
+    _load_weights(model, ckpt, _read_weights(ckpt / CKPT_WEIGHTS), tied=_ties(model, False))
+
+
+def _read_weights(wpath: Path) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load_file
+
+    try:
+        return load_file(str(wpath))
+    except Exception as e:  # SafetensorError (truncated, bad header) or OSError: damaged either way
+        raise DataError(f"{wpath}: damaged checkpoint weights ({str(e).splitlines()[0]})") from None
 
 
 def _load_weights(model: torch.nn.Module, ckpt: Path, weights: dict[str, torch.Tensor], tied: bool) -> None:

@@ -4,8 +4,8 @@ Parameter groups: weight decay on every trainable tensor with ``ndim >= 2``
 except the input/output embeddings (unless ``decay_embeddings``, as the HF
 Trainer does); norms and biases (1-D) do not decay unless ``decay_all``
 (Nanotron's ``weight_decay_exclude_named_params: null``, verify-ppt: every
-parameter decays, one group). Used by the staged trainer
-and by evaluators that fine-tune (``evals/qa_f1.py``), so both optimise the same way.
+parameter decays, one group). Used by the staged trainer, and so by the fine-tune of
+``train/finetune.py`` (the QA evaluator's), which sets ``decay_embeddings`` as the HF Trainer does.
 """
 
 from __future__ import annotations

@@ -58,30 +58,36 @@ def _with_defaults(tree: Any, cls: type) -> Any:
     return out
 
 
-def run_config_tree(cfg: TrainConfig, datasets: Mapping[str, str | Path], tokenizer_dir: str | Path | None) -> dict:
+def run_config_tree(cfg: TrainConfig, datasets: Mapping[str, str | Path], tokenizer_dir: str | Path | None,
+                    given: Mapping[str, str] | None = None) -> dict:
     """What a run directory's ``config.yaml`` records: the config, dataset paths, and the content
-    hashes of the datasets the stages train on."""
-    return {"train": C.to_dict(cfg), "datasets": {k: str(v) for k, v in datasets.items()},
-            "data_sha256": {k: content_sha256(datasets[k], cfg.verify) for k in _trained_on(cfg) if k in datasets},
+    hashes of the datasets the stages train on. ``given``: data that is no dataset folder (a plan's own,
+    see trainer.py), name -> the fingerprint its plan computed; recorded as a dataset of that name."""
+    given = dict(given or {})
+    return {"train": C.to_dict(cfg),
+            "datasets": {**{k: str(v) for k, v in datasets.items()}, **{k: "(given by the plan)" for k in given}},
+            "data_sha256": {**{k: content_sha256(datasets[k], cfg.verify) for k in _trained_on(cfg)
+                               if k in datasets and k not in given}, **given},
             "tokenizer": str(tokenizer_dir) if tokenizer_dir else None}
 
 
 def check_run_dir(cfg: TrainConfig, out_dir: str | Path, datasets: Mapping[str, str | Path],
-                  tokenizer_dir: str | Path | None = None) -> None:
+                  tokenizer_dir: str | Path | None = None, given: Mapping[str, str] | None = None) -> None:
     """Raise ConfigError if ``out_dir`` holds a run (finished or not) made with another config or data.
 
     Fields that do not change the trained weights (``_RESUME_FREE``) may differ, and
     datasets the stages do not train on may be added, removed or rebuilt (an
     experiment gains an arm with new data without invalidating the others). The
     trained-on datasets' bytes are compared by ``content_sha256``; runs written
-    before that fingerprint existed are checked on config and dataset names only.
+    before that fingerprint existed are checked on config and dataset names only. ``given``: as for
+    :func:`run_config_tree` (the fingerprints of a plan's own data, compared like a dataset's).
     """
     path = run_config_path(out_dir)
     if not path.is_file():
         return
     cfg = resolve_reserved_ids(cfg, datasets)
     old = C.load_yaml(path)
-    now = run_config_tree(cfg, datasets, tokenizer_dir)
+    now = run_config_tree(cfg, datasets, tokenizer_dir, given)
     old_train = _with_defaults(old.get("train") or {}, TrainConfig)
     a = {k: v for k, v in old_train.items() if k not in _RESUME_FREE}
     b = {k: v for k, v in now["train"].items() if k not in _RESUME_FREE}

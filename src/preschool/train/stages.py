@@ -89,6 +89,10 @@ class StagePlan:
     vocabulary exceeds ``vocab_size``.
     """
 
+    #: fingerprints of data that is no dataset folder (name -> sha256), which a plan with its own data sets
+    #: (train/finetune.py); the run folder records them beside the datasets' (run_dir.py)
+    data_sha256: dict[str, str] = {}
+
     def __init__(self, cfg: TrainConfig, datasets: Mapping[str, Path], vocab_size: int):
         self.cfg = cfg
         for i, s in enumerate(cfg.stages):

@@ -5,8 +5,8 @@ the learning rate, runs forward and backward over the micro-batches it is given 
 accumulate), takes the global gradient norm (clipping to ``grad_clip`` when it is > 0), and applies
 the update only when both the summed loss values and the norm are finite. How a micro-batch becomes
 a loss is the caller's ``loss_fn``; which batches, how many steps, what a skipped step means and
-what gets logged are the caller's loop. The staged :class:`~preschool.train.trainer.Trainer` and the
-QA fine-tune (:func:`preschool.evals.qa_f1.finetune`) both step through it.
+what gets logged are the caller's loop: the staged :class:`~preschool.train.trainer.Trainer`'s (which
+the QA fine-tune, :mod:`preschool.train.finetune`, runs in as well).
 """
 
 from __future__ import annotations

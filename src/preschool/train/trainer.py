@@ -17,8 +17,8 @@ global count of loss tokens so the gradient does not depend on micro-batch
 size or world size. A step whose loss or gradient norm is not finite is never
 applied: ``nonfinite`` says whether the run stops there, skips the batch or
 rewinds to the last checkpoint (:meth:`Trainer._nonfinite_step`). The step itself
-(accumulate, clip, guarded update) is :class:`.step.TrainStep`, which the QA
-fine-tune shares; this module is the loop around it.
+(accumulate, clip, guarded update) is :class:`.step.TrainStep`; this module is
+the loop around it, the package's only one (the QA fine-tune runs in it too, below).
 
 Under ``torchrun`` (WORLD_SIZE > 1) the same code runs DDP or, with
 ``parallel: fsdp``, FSDP2 (gloo on CPU, NCCL on GPU; :mod:`.parallel`); rank r
@@ -31,6 +31,13 @@ the same folder resumes from the last checkpoint with identical data order,
 schedule and optimizer state, and refuses if the config changed. What each
 stage reads and counts is fixed up front (:mod:`.stages`); checkpoints are
 written and read by :mod:`.checkpoint`.
+
+The same loop trains a given model on data that is not a shard set: ``Trainer(...,
+model=m, plan=p)`` trains ``m`` in place (instead of building ``cfg.model``) on the
+stages of ``p`` (an object with :class:`.stages.StagePlan`'s interface, whose
+stage data has ``batch`` and ``seq_len``: its own data and stopping rule). The
+supervised fine-tune of :mod:`.finetune` (the QA evaluator's) runs this way, with
+the same checkpoints, resume and callbacks as any run.
 """
 
 from __future__ import annotations
@@ -45,7 +52,7 @@ import torch
 import torch.nn.functional as F
 
 from .. import config as C
-from ..data.mixture import IGNORE_INDEX, Mixture, rank_indices
+from ..data.mixture import IGNORE_INDEX, Mixture
 from ..errors import ConfigError, TrainingError
 from ..io import read_json, write_json, write_text
 from ..device import resolve_device
@@ -72,7 +79,8 @@ class Trainer:
     """Runs the stages of a :class:`TrainConfig` into ``out_dir``; use :func:`train`."""
 
     def __init__(self, cfg: TrainConfig, out_dir: str | Path, datasets: Mapping[str, str | Path],
-                 tokenizer_dir: str | Path | None = None, callbacks: Sequence[Callback] = ()):
+                 tokenizer_dir: str | Path | None = None, callbacks: Sequence[Callback] = (), *,
+                 model: torch.nn.Module | None = None, plan: StagePlan | None = None):
         self.cfg = cfg = resolve_reserved_ids(cfg, datasets)
         self.out_dir = Path(out_dir)
         self.datasets = {k: Path(v) for k, v in datasets.items()}
@@ -91,10 +99,13 @@ class Trainer:
         if self.local_batch % self.micro:
             raise ConfigError("micro_batch_size",
                               f"{self.micro} does not divide the per-rank batch {self.local_batch}")
-        self.vocab_size = embedding_rows(cfg.model, model_vocab_size(self.datasets, self.tokenizer_dir))
+        self._given_model = model  # trained in place instead of a model built from cfg.model
+        self.vocab_size = int(model.get_input_embeddings().weight.shape[0]) if model is not None else \
+            embedding_rows(cfg.model, model_vocab_size(self.datasets, self.tokenizer_dir))
         if cfg.reserved_ids is not None and cfg.reserved_ids[1] > self.vocab_size:
             raise ConfigError("reserved_ids", f"{cfg.reserved_ids} exceeds vocab size {self.vocab_size}")
-        self.plan = StagePlan(cfg, self.datasets, self.vocab_size)  # opens the data: bad paths fail now
+        # opens the data: bad paths fail now
+        self.plan = plan if plan is not None else StagePlan(cfg, self.datasets, self.vocab_size)
         self.doc_attention = resolve_doc_attention(cfg.doc_attention, self.device)
         self.kernels = resolve_kernels(cfg.kernels, self.device, compile_mode(cfg.compile))
         self.loss_path = resolve_fused_loss(cfg.fused_loss, self.device,
@@ -219,21 +230,26 @@ class Trainer:
             if not run_config_path(self.out_dir).is_file():
                 import yaml
 
-                tree = run_config_tree(cfg, self.datasets, self.tokenizer_dir)
+                tree = run_config_tree(cfg, self.datasets, self.tokenizer_dir, self.plan.data_sha256)
                 write_text(run_config_path(self.out_dir), yaml.safe_dump(tree, sort_keys=False))
             checkpoint.remove_interrupted_writes(self.out_dir)  # a rerun cleans up after a killed one
         self.barrier()
 
         if self.device.type == "cpu" and cfg.cpu_heap == "retain":
             retain_freed_memory()
-        self.model = build_model(cfg.model, self.vocab_size, seed=cfg.seed,
-                                 special=model_special_ids(self.tokenizer_dir)).to(self.device)
+        if self._given_model is not None:
+            self.model = self._given_model.to(self.device)
+        else:
+            self.model = build_model(cfg.model, self.vocab_size, seed=cfg.seed,
+                                     special=model_special_ids(self.tokenizer_dir)).to(self.device)
         self.model.to(param_dtype(cfg.precision))  # pure_bf16: a bf16 model (before a resume loads into it)
         from .flops import device_peak_flops
         from .model import describe
 
-        self.model_desc = describe(cfg.model, self.vocab_size)
-        self.peak_flops = device_peak_flops(self.device, self.parallel.compute_dtype)  # None: no MFU in the log rows
+        # a given model's shape is not cfg.model's: no shape summary, FLOPs or MFU for it
+        self.model_desc = describe(cfg.model, self.vocab_size) if self._given_model is None else None
+        self.peak_flops = device_peak_flops(self.device, self.parallel.compute_dtype) \
+            if self.model_desc is not None else None  # None: no MFU in the log rows
         for cb in self.callbacks:
             cb.on_model_built(self)
         if cfg.attention_reset_between_docs:
@@ -268,7 +284,7 @@ class Trainer:
         cfg = self.cfg
         done = done_path(self.out_dir)
         # checked for finished runs too: a changed config or rebuilt data must not reuse old results
-        check_run_dir(cfg, self.out_dir, self.datasets, self.tokenizer_dir)
+        check_run_dir(cfg, self.out_dir, self.datasets, self.tokenizer_dir, self.plan.data_sha256)
         if done.is_file():
             return read_json(done)
         self._setup()
@@ -293,11 +309,14 @@ class Trainer:
         self.barrier()
         return summary
 
-    def training_flops(self) -> float:
+    def training_flops(self) -> float | None:
         """The run's training FLOPs: every stage's whole steps x its tokens per step x the model FLOPs per
-        token at its sequence length (train/flops.py; the planner's count, so a report can read it)."""
+        token at its sequence length (train/flops.py; the planner's count, so a report can read it).
+        None for a given model (no shape summary to count from)."""
         from .flops import flops_per_token
 
+        if self.model_desc is None:
+            return None
         plan = self.plan
         return float(sum(n * plan.step_tokens(i) * flops_per_token(self.model_desc, plan.mixtures[i].seq_len)
                          for i, n in enumerate(plan.steps)))
@@ -351,8 +370,7 @@ class Trainer:
 
     def _train_step(self, mix: Mixture, sched: ScheduleConfig, sched_total: int) -> None:
         self.lr = lr_at(self.sched_base + self.stage_step, sched_total, sched)
-        idx = rank_indices(self.data_base + self.stage_step, self.cfg.batch_size, self.rank, self.world)
-        np_batch = mix.load(idx)
+        np_batch = mix.batch(self.data_base + self.stage_step, self.cfg.batch_size, self.rank, self.world)
         n_loss = int((np_batch["labels"] != IGNORE_INDEX).sum())
         dist = _dist()
         if dist:
@@ -362,7 +380,8 @@ class Trainer:
         # grads are averaged over ranks by DDP / FSDP, so scale by world to get the global token mean
         scale = self.world / max(n_loss, 1)
         batch = {k: torch.from_numpy(v).to(self.device, non_blocking=True) for k, v in np_batch.items()}
-        n_micro = self.local_batch // self.micro
+        # a plan's data may hand a short batch (a fine-tune epoch's last): only the rows it holds are split
+        n_micro = -(-len(np_batch["input_ids"]) // self.micro)
         micro = [{k: v[m * self.micro:(m + 1) * self.micro] for k, v in batch.items()} for m in range(n_micro)]
         res = self.train_step(micro, lambda mb: self._forward_loss(mb, scale, 1.0 / n_micro), self.lr)
         if not res.applied:
@@ -426,6 +445,8 @@ class Trainer:
         kw: dict[str, Any] = {"use_cache": False}
         if self.cfg.attention_reset_between_docs and "segments" in mb:
             kw.update(doc_attention_kwargs(self.model, mb["segments"]))
+        if "attention_mask" in mb:  # padded rows (a fine-tune's): the padding is masked, as at generation
+            kw["attention_mask"] = mb["attention_mask"]
         if self.needs_hidden:
             kw["output_hidden_states"] = True
         if self.loss_path != "off":
