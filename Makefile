@@ -79,7 +79,7 @@ else
 endif
 	touch $(BIN)/preschool
 
-.PHONY: setup quickstart test test-all lock setup-olmo test-olmo lock-olmo setup-gpu gpu-check lock-gpu
+.PHONY: setup quickstart test test-all rerender lock setup-olmo test-olmo lock-olmo setup-gpu gpu-check lock-gpu
 setup: $(BIN)/preschool
 
 quickstart: setup
@@ -90,6 +90,11 @@ test: setup
 
 test-all: setup
 	$(BIN)/python -m pytest -q -m ''
+
+# Re-render every committed study under docs/results/ from its results.json with today's report rules
+# (no training; studies that cannot be re-rendered are listed with the reason): scripts/rerender_results.py
+rerender: setup
+	$(BIN)/python scripts/rerender_results.py
 
 # Regenerate the lock (needs the network): runtime dependencies plus TEST_EXTRAS, resolved for
 # CPython 3.11 on Linux x86-64 with the torch of requirements/torch.txt. Versions already locked are kept where

@@ -105,7 +105,7 @@ def test_l2t_config_averages_the_papers_metric_of_every_downstream_task():
     assert metric == {t: "acc_norm" if t in norm else "f1" if t == "record" else "acc" for t in ran}
 
 
-@pytest.mark.parametrize("name", ["verify_ppt_500m", "verify_ppt_1b", "verify_ppt_3b"])
+@pytest.mark.parametrize("name", ["verify_ppt_500m", "verify_ppt_1b", "verify_ppt_3b", "verify_ppt_ladder"])
 def test_verify_ppt_configs_score_retrieval_on_the_papers_inputs(name, tmp_path, armeni_inputs):
     """verify-ppt's retrieval numbers (e.g. NLL 3.308) are on Armeni et al.'s published inputs: the configs run
     the verify_ppt preset on the files the user puts under <out>/data/verbatim/ (issue #31 item 4)."""

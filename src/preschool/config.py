@@ -34,6 +34,7 @@ from __future__ import annotations
 import contextvars
 import dataclasses
 import difflib
+import math
 import types
 import typing
 import warnings
@@ -81,8 +82,11 @@ def _coerce(tp: Any, value: Any, path: str) -> Any:
                 return _coerce(a, value, path)
             except ConfigError as e:
                 errors[a] = e
-        shaped = [a for a in errors if dataclasses.is_dataclass(a)] if isinstance(value, dict) else []
-        if len(shaped) == 1:  # a mapping meant for the one config class: its own error names the field
+        # a mapping meant for the one config class (else the one mapping type), a list for the one list type:
+        # that member's own error names the field
+        classes = [a for a in errors if dataclasses.is_dataclass(a)] if isinstance(value, dict) else []
+        shaped = classes or [a for a in errors if _holds(a, value)]
+        if len(shaped) == 1:
             raise errors[shaped[0]]
         raise ConfigError(path, f"value {value!r} matches none of {[getattr(a, '__name__', str(a)) for a in args]}")
     if origin is Literal:
@@ -137,14 +141,21 @@ def _coerce(tp: Any, value: Any, path: str) -> Any:
     if tp is float:
         if isinstance(value, bool):
             raise ConfigError(path, f"expected a number, got {value!r}")
+        number = None
         if isinstance(value, (int, float)):
-            return float(value)
-        if isinstance(value, str):
+            number = float(value)
+        elif isinstance(value, str):
             try:
-                return float(value)
+                number = float(value)
             except ValueError:
                 pass
-        raise ConfigError(path, f"expected a number, got {value!r}")
+        if number is None:
+            raise ConfigError(path, f"expected a number, got {value!r}")
+        # the one check of every float field: YAML's .inf / .nan (or 1e400) would reach the budget arithmetic
+        # (an OverflowError in round()) or a comparison that NaN passes silently
+        if not math.isfinite(number):
+            raise ConfigError(path, f"must be a finite number, got {value!r}")
+        return number
     if tp is str:
         if isinstance(value, (str, int, float)) and not isinstance(value, bool):
             return str(value)
@@ -152,6 +163,17 @@ def _coerce(tp: Any, value: Any, path: str) -> Any:
     if tp is Path:
         return Path(value)
     return value
+
+
+def _holds(tp: Any, value: Any) -> bool:
+    """Whether ``tp`` is a container type of ``value``'s kind: a mapping type for a mapping, a list or tuple type
+    for a list (which member of a union a value was meant for, so that member's error is shown)."""
+    origin = typing.get_origin(tp) or tp
+    if isinstance(value, dict):
+        return origin is dict
+    if isinstance(value, (list, tuple)):
+        return origin in (list, tuple)
+    return False
 
 
 # the old spellings met by the from_dict call in progress (None: no load in progress); the outermost

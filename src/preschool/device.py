@@ -50,13 +50,67 @@ def available_memory() -> int | None:
         return None
 
 
+def check_memory(need: float, have: int | None, field: str, what: str, fix: str,
+                 where: str = "on this machine") -> None:
+    """ConfigError on ``field`` when ``need`` bytes (``what`` would need them) exceed ``have``, the bytes
+    available ``where`` (None: unknown, nothing is checked): the one check of every size against the memory
+    there is, made before anything of that size is allocated."""
+    if have is not None and need > have:
+        raise ConfigError(field, f"{what} would need about {need / 2**30:,.1f} GB of memory, more than the "
+                          f"{have / 2**30:,.1f} GB available {where}; {fix}")
+
+
 def check_row_memory(seq_len: int, processes: int, field: str) -> None:
     """ConfigError on ``field`` when building rows of ``seq_len`` + 1 tokens in ``processes`` processes
     would need more memory than the machine has available (:data:`ROW_BYTES_PER_TOKEN` per token), so a
     mistyped length stops in one line instead of growing until the machine swaps or kills it."""
-    need = (seq_len + 1) * max(1, processes) * ROW_BYTES_PER_TOKEN
-    have = available_memory()
-    if have is not None and need > have:
-        raise ConfigError(field, f"{seq_len:,} tokens per row x {processes} process(es) would need about "
-                          f"{need / 2**30:,.1f} GB of memory to build, more than the {have / 2**30:,.1f} GB "
-                          "available on this machine; give a shorter sequence length (or fewer workers)")
+    check_memory((seq_len + 1) * max(1, processes) * ROW_BYTES_PER_TOKEN, available_memory(), field,
+                 f"{seq_len:,} tokens per row x {processes} process(es)",
+                 "give a shorter sequence length (or fewer workers)")
+
+
+#: tensors of a parameter's size that training holds: weights, gradients and AdamW's two moments (in fp32, the
+#: 4P + 4P + 8P bytes of ``preschool plan``, docs/scale.md)
+TRAIN_COPIES = 4
+#: bytes one parameter holds while the model is built: fp32 weights, on the host, before any move or sharding
+BUILD_BYTES_PER_PARAM = 4
+
+
+def cuda_free_memory(device) -> int | None:
+    """Bytes free on the CUDA ``device`` now (None when CUDA cannot say)."""
+    import torch
+
+    try:
+        return int(torch.cuda.mem_get_info(device)[0])
+    except (RuntimeError, AssertionError, ValueError):
+        return None
+
+
+def check_model_memory(params: int, device, shards: int = 1, param_bytes: int = 4, field: str = "model",
+                       shape: str = "") -> None:
+    """ConfigError on ``field`` when training a model of ``params`` parameters on ``device`` would need more
+    memory than it has available, checked before the model is built (a shape typed with a few digits too
+    many was allocated until the kernel killed the process).
+
+    The model is built in fp32 on the host (:data:`BUILD_BYTES_PER_PARAM`), then trained on ``device``
+    with its weights, gradients and AdamW moments (:data:`TRAIN_COPIES` x ``param_bytes``: 4 for fp32, 2
+    for ``pure_bf16``), of which each of ``shards`` FSDP ranks holds its share, after holding the whole
+    fp32 model once. The host is shared by the node's ranks (``LOCAL_WORLD_SIZE``); a CUDA device is its
+    rank's own. Activations come on top: this is the floor below which no batch size helps (``preschool
+    plan`` estimates the rest).
+    """
+    shards = max(1, shards)
+    train_bytes = TRAIN_COPIES * param_bytes
+    per_rank = max(BUILD_BYTES_PER_PARAM * params, train_bytes * params / shards)
+    ranks = max(1, int(os.environ.get("LOCAL_WORLD_SIZE", 1)))
+    model = f"a model of {params:,} parameters{f' ({shape})' if shape else ''}"
+    trained = f"x {train_bytes} bytes (weights, gradients, AdamW's two moments)" + (
+        f" / {shards} FSDP shards" if shards > 1 else "")
+    procs = f" x {ranks} processes" if ranks > 1 else ""
+    fix = "give a smaller model (preschool plan estimates its memory without building it)"
+    if getattr(device, "type", str(device)) != "cuda":
+        check_memory(per_rank * ranks, available_memory(), field, f"{model} {trained}{procs}", fix)
+        return
+    check_memory(BUILD_BYTES_PER_PARAM * params * ranks, available_memory(), field,
+                 f"{model} x {BUILD_BYTES_PER_PARAM} bytes (fp32 weights, built on the host){procs}", fix)
+    check_memory(per_rank, cuda_free_memory(device), field, f"{model} {trained}", fix, f"on {device}")

@@ -316,6 +316,18 @@ def torch_save(obj: Any, path: str | Path) -> None:
             raise
 
 
+@contextlib.contextmanager
+def quiet_unpickler() -> Iterator[None]:
+    """Within: torch's ``weights_only`` unpickler prints no warning of its own (a raw ``pickle.dump`` file's
+    protocol gets two lines of UserWarning). Its loads still refuse anything beyond tensors and plain data;
+    the caller's one-line refusal (or the load) is all a user sees."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=UserWarning, module=r"torch\._weights_only_unpickler")
+        yield
+
+
 def read_json(path: str | Path) -> Any:
     """The JSON value in ``path``. Nesting deeper than Python's recursion limit (a crafted file) is a
     ``json.JSONDecodeError`` like any other malformed JSON, never a RecursionError."""

@@ -766,7 +766,7 @@ def add_arguments(p) -> None:
                         "evaluators then run on CUDA; 0 with --gpus-per-node 0)"),
     p.add_argument("--port", type=int, default=29500,
                    help="multi-node jobs: base rendezvous port on the job's first node, plus the job id mod "
-                        f"{PORT_SPAN} (one-node jobs use torchrun --standalone)")
+                        f"{PORT_SPAN} (one-node jobs use torchrun --standalone; default 29500)")
     p.add_argument("--setup", action="append", default=[], metavar="SHELL",
                    help="shell line run at the top of every job, e.g. 'module load cuda' (repeatable)")
     p.add_argument("--sbatch", action="append", default=[], metavar="OPTION",

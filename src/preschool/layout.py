@@ -263,6 +263,12 @@ def read_metrics(run_or_file: str | Path, event: str | None = None, missing_ok: 
     is corruption and raises ``DataError`` naming the file and line. A missing
     file reads as no rows unless ``missing_ok`` is false.
     """
+    return [row for _, row in metrics_lines(run_or_file, missing_ok) if event is None or row.get("event") == event]
+
+
+def metrics_lines(run_or_file: str | Path, missing_ok: bool = True) -> list[tuple[int, dict]]:
+    """:func:`read_metrics`'s rows with their line numbers, ``(line, row)``: for a reader that names the line
+    of a value it cannot use."""
     path = Path(run_or_file)
     if path.is_dir() or path.name != METRICS:
         path = metrics_path(path)
@@ -270,5 +276,4 @@ def read_metrics(run_or_file: str | Path, event: str | None = None, missing_ok: 
         if missing_ok:
             return []
         raise DataError(f"{path}: no {METRICS}")
-    return [row for _, row in iter_jsonl(path, last_line_may_be_cut=True)
-            if event is None or row.get("event") == event]
+    return list(iter_jsonl(path, last_line_may_be_cut=True))

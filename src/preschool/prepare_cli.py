@@ -54,13 +54,13 @@ def add_arguments(p) -> None:
     d.add_argument("--tasks", type=int, default=None, metavar="N",
                    help="datatrove tasks (default: --workers / the CPU count for local; needed for slurm and ray)")
     d.add_argument("--task-workers", type=int, default=-1, metavar="N",
-                   help="datatrove tasks run at once (-1: all; Slurm: the array's %%N limit)")
+                   help="datatrove tasks run at once (-1: all; Slurm: the array's %%N limit; default -1)")
     d.add_argument("--partition", help="Slurm partition")
     d.add_argument("--time", help="Slurm time limit per task, e.g. 4:00:00")
     d.add_argument("--cpus-per-task", type=int, default=1, help="Slurm/Ray CPUs per task (default 1)")
     d.add_argument("--mem-per-cpu-gb", type=float, default=2, help="Slurm/Ray memory per CPU in GB (default 2)")
     d.add_argument("--qos", help="Slurm QOS")
-    d.add_argument("--job-name", default="preschool-prepare", help="Slurm job name")
+    d.add_argument("--job-name", default="preschool-prepare", help="Slurm job name (default preschool-prepare)")
     d.add_argument("--venv", help="Slurm: activate script sourced by each task (e.g. /shared/venv/bin/activate)")
     d.add_argument("--env-command", help="Slurm: shell command that sets up each task's environment")
     d.add_argument("--sbatch-arg", action="append", default=[], metavar="KEY=VALUE",

@@ -9,22 +9,49 @@ tables (mean ± SD over seeds), the per-checkpoint difference from the
 baseline arm with the one-SD stable-gain rule, and plots of every metric
 against PT tokens. Safe to run while arms are still training.
 
+With --from-results, re-render a study from its results.json alone (no run
+folders, no training): the stored curves of every run are read with today's
+report rules (verdicts, token-efficiency crossing rule, ladder statistics) and
+report.md, results.json and plots are written again beside it (or under --out),
+keeping the stored config and code version as the provenance. What results.json
+does not hold is refused in one line: the retired compartments runner's files,
+sections that read run files (the compartments sections), a ladder written before
+it stored each rung's numbers, a baseline@<step> efficiency target.
+
 example:
   preschool report examples/quickstart.yaml
   preschool report examples/compartments_slowdown.yaml   # its slowdown, plateau, similarity sections too
+  preschool report --from-results docs/results/ppt_retrieval/results.json
+  make rerender                                          # every committed study under docs/results/
 """
 
 
 def add_arguments(p) -> None:
-    p.add_argument("config", help="experiment YAML that produced the runs")
-    p.add_argument("--out", help="experiment folder (default: the config's `out`, else runs/<name>)")
+    p.add_argument("config", nargs="?", help="experiment YAML that produced the runs (not with --from-results)")
+    p.add_argument("--out", help="experiment folder (default: the config's `out`, else runs/<name>); with "
+                                 "--from-results, the folder to write the re-rendered report into (default: the "
+                                 "results.json's own folder)")
+    p.add_argument("--from-results", metavar="RESULTS_JSON",
+                   help="re-render report.md, results.json and plots from this results.json alone, without the "
+                        "run folders (default: off, the report reads the runs of CONFIG)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config value (repeatable), e.g. --set report.baseline=pt_only")
 
 
 def run(args) -> int:
     from .analysis.report import write_report
+    from .errors import ConfigError
     from .experiment import load_experiment
+
+    if args.from_results:
+        if args.config or args.overrides:
+            raise ConfigError("--from-results", "re-renders from the stored config alone: give no CONFIG or --set")
+        from .analysis.from_results import rerender
+
+        print(rerender(args.from_results, args.out))
+        return 0
+    if not args.config:
+        raise ConfigError("config", "give the experiment YAML (or --from-results RESULTS_JSON)")
 
     overrides = list(args.overrides) + ([f"out={args.out}"] if args.out else [])
     cfg = load_experiment(args.config, overrides)

@@ -57,3 +57,22 @@ def test_a_checkpoint_that_makes_no_model_is_one_line(tmp_path, ckpt, datasets, 
     err = one_line_error(ckpt, says)
     assert "Traceback" not in err and "weights_only=False" not in err and "can still be loaded" not in err
     assert not marker.exists() and not (ckpt / "evals").exists()
+
+
+@pytest.mark.parametrize("content", ["payload", "plain"])
+def test_a_raw_pickle_is_refused_in_the_one_line_alone(tmp_path, ckpt, datasets, one_line_error, payload, content):
+    """Issue 40, item 15: a pytorch_model.bin written by pickle.dump (not torch.save) made torch's weights_only
+    unpickler warn about its protocol, two lines before the refusal; only the refusal is shown now."""
+    import pickle
+    import warnings
+
+    marker = tmp_path / "PWNED"
+    (ckpt / "model.safetensors").unlink()
+    with open(ckpt / "pytorch_model.bin", "wb") as fh:
+        pickle.dump({"w": payload(marker) if content == "payload" else [1, 2]}, fh, protocol=4)
+    with warnings.catch_warnings(record=True) as shown:
+        warnings.simplefilter("always")
+        assert _eval(ckpt, datasets) == 2
+    assert [str(w.message) for w in shown] == []
+    one_line_error(ckpt, "pytorch_model.bin")
+    assert not marker.exists()

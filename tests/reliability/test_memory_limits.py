@@ -101,3 +101,84 @@ def test_prepare_refuses_a_seq_len_beyond_the_machine(tiny_experiment, capsys, o
                  "--set", f"data.pt.val_tokens={2 * 10**12}"]) == 2
     one_line_error("seq_len", "memory")
     assert not (out / "data" / "pt").exists()
+
+
+# issue 40, item 13: a rung of hidden 65,536 and FFN 10^6 (some 4e11 parameters, 6 TB to train) was built and
+# allocated until the kernel killed the process
+HUGE = {"hidden_size": 65536, "intermediate_size": 10**6, "num_attention_heads": 1, "num_key_value_heads": 1}
+
+
+def test_train_refuses_a_model_beyond_the_machine_before_building_it(tmp_path, micro_cfg, datasets, capsys,
+                                                                     one_line_error):
+    import yaml
+
+    cfg = tmp_path / "train.yaml"
+    cfg.write_text(yaml.safe_dump({"train": micro_cfg(model={"preset": "micro", "overrides": HUGE}),
+                                   "datasets": {"text": str(datasets["text"])}}))
+    out = tmp_path / "run"
+    t0 = time.perf_counter()
+    assert main(["train", str(cfg), "--out", str(out)]) == 2
+    assert time.perf_counter() - t0 < 30
+    one_line_error("model", "parameters", "GB", "65,536")
+    assert not out.exists() or not any(out.iterdir())  # the run folder's lock came and went; nothing written
+
+
+def test_a_model_is_measured_against_the_memory_available(tmp_path, micro_cfg, datasets, monkeypatch):
+    """Weights, gradients and AdamW's two moments in fp32: 16 bytes a parameter, against what the device
+    (here the host: a CPU run) has available; a model that fits trains."""
+    from preschool import device
+    from preschool.errors import ConfigError
+    from preschool.train.model import describe
+    from preschool.train.trainer import Trainer, train
+
+    cfg = from_dict_train(micro_cfg())
+    params = describe(cfg.model, 64)["params_total"]
+    monkeypatch.setattr(device, "available_memory", lambda: 16 * params - 1)
+    with pytest.raises(ConfigError, match="model") as e:
+        Trainer(cfg, tmp_path / "run", datasets)
+    assert f"{params:,} parameters" in str(e.value)
+    monkeypatch.setattr(device, "available_memory", lambda: 16 * params + 1)
+    Trainer(cfg, tmp_path / "run", datasets)  # fits: built as before
+
+
+def from_dict_train(data):
+    from preschool.config import from_dict
+    from preschool.train.configs import TrainConfig
+
+    return from_dict(TrainConfig, data)
+
+
+def test_a_ladder_rung_beyond_the_machine_stops_the_run_in_one_line(tmp_path, tiny_experiment, capsys,
+                                                                    one_line_error):
+    import yaml
+
+    data = yaml.safe_load(tiny_experiment.read_text())
+    data["ladder"] = {"tokens": {"rule": "multiplier"},
+                      "rungs": [{"name": "small", "multiplier": 1}, {"name": "huge", "multiplier": 1,
+                                                                      "model": {"overrides": HUGE}}]}
+    tiny_experiment.write_text(yaml.safe_dump(data))
+    out = tmp_path / "out"
+    assert main(["run", str(tiny_experiment), "--out", str(out), "--rung", "huge"]) == 2
+    one_line_error("model", "parameters", "GB")
+
+
+def test_on_cuda_the_device_holds_the_training_state_and_the_host_the_build(monkeypatch):
+    """No GPU needed: the check's arithmetic against a CUDA device's free memory (faked), FSDP shards included."""
+    import torch
+
+    from preschool import device
+    from preschool.errors import ConfigError
+
+    gpu, params = torch.device("cuda", 0), 10**9  # 16 GB to train, 4 GB to build
+    monkeypatch.setattr(device, "available_memory", lambda: 8 * 10**9)
+    monkeypatch.setattr(device, "cuda_free_memory", lambda d: 20 * 10**9)
+    device.check_model_memory(params, gpu)  # 16 GB on a card with 20 free, 4 GB on a host with 8
+    monkeypatch.setattr(device, "cuda_free_memory", lambda d: 10 * 10**9)
+    with pytest.raises(ConfigError, match="cuda:0") as e:
+        device.check_model_memory(params, gpu)
+    assert e.value.field == "model"
+    device.check_model_memory(params, gpu, shards=2)  # each FSDP rank holds half: 8 GB (after the whole 4 GB)
+    device.check_model_memory(params, gpu, param_bytes=2)  # pure_bf16: 8 GB
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")  # four ranks build their fp32 copy on one host: 16 GB > 8
+    with pytest.raises(ConfigError, match="host"):
+        device.check_model_memory(params, gpu, shards=4)

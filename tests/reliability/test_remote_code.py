@@ -117,3 +117,39 @@ def test_every_transformers_load_in_the_package_passes_trust_remote_code_false()
             if "trust_remote_code=False" not in text[m.end():i]:
                 missing.append(f"{p.relative_to(src)}:{text.count(chr(10), 0, m.start()) + 1}")
     assert missing == []
+
+
+DEEP = "[" * 100_000 + "]" * 100_000  # nested beyond what Python's json reads (its recursion limit)
+
+
+@pytest.mark.parametrize("name", ["config.json", "tokenizer_config.json"])
+def test_eval_refuses_a_checkpoint_file_nested_too_deeply_naming_it(tmp_path, tokenizer_folder, capsys,
+                                                                      one_line_error, name):
+    """Issue 40, item 14: the `auto_map` check read the file with json.loads, which raised RecursionError."""
+    import shutil
+
+    import torch
+    from safetensors.torch import save_file
+
+    ckpt = tmp_path / "step-00000010"
+    shutil.copytree(tokenizer_folder, ckpt)
+    save_file({"w": torch.zeros(1)}, str(ckpt / "model.safetensors"))
+    (ckpt / "config.json").write_text(json.dumps({"model_type": "llama"}))
+    (ckpt / name).write_text(DEEP)
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_text(json.dumps({"sentence_good": "the cat sat", "sentence_bad": "cat the sat", "UID": "u"}) + "\n")
+    rc = main(["eval", "--checkpoint", str(ckpt), "--blimp", str(pairs), "--out", str(tmp_path / "evals"),
+               "--device", "cpu"])
+    assert rc == 2
+    assert "Recursion" not in one_line_error(ckpt / name, "nested")
+    assert not (tmp_path / "evals").exists()
+
+
+def test_generate_refuses_a_tokenizer_config_nested_too_deeply(tmp_path, tokenizer_folder, capsys, one_line_error):
+    (tokenizer_folder / "tokenizer_config.json").write_text(DEEP)
+    out = tmp_path / "gen"
+    rc = main(["generate", "stack", "--tokens", "200", "--seq-len", "32", "--out", str(out),
+               "--tokenizer", str(tokenizer_folder), "--quiet"])
+    assert rc == 2
+    one_line_error(tokenizer_folder / "tokenizer_config.json", "nested")
+    assert not out.exists()

@@ -53,7 +53,7 @@ def experiment(tmp_path):
                     "stage": "pt"}
             rows += [{"event": "train", **acct, "loss": loss}, {"event": "val", **acct, "val/pt": loss}]
         (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))  # NaN, Infinity as json writes them
-        (run / "DONE").write_text("")
+        (run / "DONE").write_text(json.dumps({"steps": 8}))  # as the trainer writes it (with more fields)
 
     for arm in ("base", "arm"):
         for seed in (0, 1):
@@ -116,3 +116,141 @@ def test_every_seed_non_finite_gives_no_verdict(experiment):
     assert "not compared (non-finite values in arm seed 0, arm seed 1)" in md
     row = next(r for r in res["table"] if r["arm"] == "arm")
     assert row["val/pt"] == [None, None, 0] and "| arm | 2,048 | non-finite |" in md
+
+
+# Issue 40, item 11: a value that is not a number at all (null, a list, a bool, a string) gave a traceback and
+# left the old report.md in place, or (true) was averaged as 1.0 into a verdict. It is named in one line (file,
+# line, field) and left out of every verdict like a NaN, listed with its JSON text; the report is rewritten.
+
+def _said(capsys) -> list[str]:
+    return [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+
+
+@pytest.mark.parametrize("who, bad, shown", [("arm", None, "null"), ("base", None, "null"), ("arm", [1], "[1]"),
+                                             ("base", True, "true"), ("arm", "0.5", '"0.5"'),
+                                             ("arm", {"v": 1}, '{"v": 1}')])
+def test_a_value_that_is_no_number_is_named_and_never_averaged(experiment, capsys, bad, shown, who):
+    exp, out, write = experiment
+    _report(exp, out)
+    capsys.readouterr()
+    write(who, 1, bad={6: bad})
+    rc, md, res = _report(exp, out)
+    assert rc == 0
+    said = _said(capsys)
+    assert len(said) == 1, said
+    assert f"{out / 'arms' / who / 'seed1' / 'metrics.jsonl'}:12" in said[0] and "val/pt" in said[0]
+    assert res["nonfinite"] == [{"arm": who, "seed": 1, "metric": "val/pt", "step": 6, "value": shown}]
+    gain = [g for g in res["stable_gain"] if g["metric"] == "val/pt"]
+    assert len(gain) == 1 and gain[0]["nonfinite"] == [f"{who} seed 1"] and gain[0]["seeds"] == 1
+    for e in res["token_efficiency"]:
+        assert e["seeds"] == 1
+    row = next(r for r in res["table"] if r["arm"] == who)
+    assert row["val/pt"][2] == 1 and row["nonfinite"] == {"val/pt": [1]}
+
+
+def test_true_changes_no_verdict(experiment, capsys):
+    """The issue's case: `true` read as 1.0 moved a mean by +0.72 and an efficiency row by +12.4 %."""
+    exp, out, write = experiment
+    write("arm", 1, bad={6: float("nan")})
+    _, _, with_nan = _report(exp, out)
+    write("arm", 1, bad={6: True})
+    _, _, with_true = _report(exp, out)
+    for key in ("stable_gain", "token_efficiency", "table"):
+        assert with_true[key] == with_nan[key], key
+
+
+def _edit_row(out, who, seed, line, **changes):
+    path = out / "arms" / who / f"seed{seed}" / "metrics.jsonl"
+    rows = [json.loads(r) for r in path.read_text().splitlines()]
+    rows[line - 1].update(changes)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+@pytest.mark.parametrize("line, field, value", [  # line 11: the train row of step 6, line 12: its val row
+    (12, "step", "x"), (12, "step", None), (11, "step", 6.5), (12, "step", True), (11, "tokens", "x"),
+    (12, "pt_tokens", [1]), (11, "pt_tokens", None), (12, "tokens_by_source", {"pt": None}),
+    (11, "tokens_by_stage", "pt"), (12, "stage", 3),
+])
+def test_a_row_whose_step_or_account_is_no_number_is_named_and_left_out(experiment, capsys, field, value, line):
+    exp, out, _ = experiment
+    _report(exp, out)
+    capsys.readouterr()
+    path = _edit_row(out, "arm", 1, line, **{field: value})
+    rc, md, res = _report(exp, out)
+    assert rc == 0
+    said = _said(capsys)
+    assert len(said) == 1 and f"{path}:{line}" in said[0] and field in said[0], said
+    assert res["nonfinite"] == []
+    assert "## Non-finite values" not in md
+    assert [g["verdict"] for g in res["stable_gain"]] != []
+
+
+_GOOD = object()
+
+
+def _write_summaries(out, bad=_GOOD):
+    """An evaluator `probe` (metric `acc`, higher is better) at step 8 of every run; ``bad`` replaces arm seed 1's."""
+    from preschool.io import write_json
+    from preschool.layout import checkpoints_dir, evals_dir
+
+    for who in ("base", "arm"):
+        for seed in (0, 1):
+            run = out / "arms" / who / f"seed{seed}"
+            checkpoints_dir(run).mkdir(exist_ok=True)
+            acc = 0.5 + (0.2 if who == "arm" else 0.0) + 0.01 * seed
+            if who == "arm" and seed == 1 and bad is not _GOOD:
+                acc = bad
+            write_json(evals_dir(run, 8) / "probe" / "summary.json", {
+                "evaluator": "probe", "metrics": {"acc": acc}, "higher_is_better": {"acc": True},
+                "reported": ["acc"],
+                "checkpoint_meta": {"step": 8, "tokens": 2048, "pt_tokens": 2048, "stage": "pt",
+                                    "tokens_by_source": {"pt": 2048}}})
+
+
+@pytest.mark.parametrize("bad, shown", [(None, "null"), (True, "true"), ([1], "[1]")])
+def test_an_evaluator_value_that_is_no_number_is_named_and_left_out(experiment, capsys, bad, shown):
+    exp, out, _ = experiment
+    _write_summaries(out)
+    _report(exp, out)
+    capsys.readouterr()
+    _write_summaries(out, bad)
+    rc, md, res = _report(exp, out)
+    assert rc == 0
+    said = _said(capsys)
+    summary = out / "arms" / "arm" / "seed1" / "evals" / "step-00000008" / "probe" / "summary.json"
+    assert len(said) == 1 and str(summary) in said[0] and "metrics.acc" in said[0], said
+    assert res["nonfinite"] == [{"arm": "arm", "seed": 1, "metric": "probe/acc", "step": 8, "value": shown}]
+    gain = [g for g in res["stable_gain"] if g["metric"] == "probe/acc"]
+    assert len(gain) == 1 and gain[0]["nonfinite"] == ["arm seed 1"] and gain[0]["seeds"] == 1
+
+
+@pytest.mark.parametrize("done, field", [("", "the file"), ("[1]", "the file"), ('{"flops": true}', "flops"),
+                                         ('{"model": {"params_total": "x"}}', "model.params_total")])
+def test_a_done_file_that_is_no_summary_is_named_and_the_report_written(experiment, capsys, done, field):
+    """`DONE` is the trainer's JSON summary; the report reads each finished run's cost from it (an empty file
+    was a JSONDecodeError traceback)."""
+    exp, out, _ = experiment
+    path = out / "arms" / "arm" / "seed0" / "DONE"
+    path.write_text(done)
+    rc, md, res = _report(exp, out)
+    assert rc == 0 and [g["stable"] for g in res["stable_gain"]] == [True]
+    said = _said(capsys)
+    assert len(said) == 1 and str(path) in said[0] and field in said[0] and "cost" in said[0], said
+
+
+def test_the_compartments_sections_read_val_curves_the_same_way(tmp_path, capsys):
+    """The slowdown and plateau sections read metrics.jsonl themselves (compartments/slowdown.read_val_curve):
+    a value that is no number drops its point as a NaN does, a row with a step that is no number is left out,
+    each named in one line, never a TypeError (null) or a 1.0 (true) in the curve."""
+    from preschool.compartments.slowdown import read_val_curve
+
+    rows = [{"event": "val", "step": s, "val/c0": 5.0 - s, "val/c1": 6.0 - s} for s in (1, 2, 3, 4)]
+    rows[1]["val/c1"] = True
+    rows[2]["step"] = "x"
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    curve = read_val_curve(tmp_path)
+    assert curve.steps.tolist() == [1, 4] and curve.losses.tolist() == [4.5, 1.5]
+    said = _said(capsys)
+    assert len(said) == 2 and f"{tmp_path / 'metrics.jsonl'}:2: val/c1 is true" in said[0] \
+        and f"{tmp_path / 'metrics.jsonl'}:3: step is" in said[1], said

@@ -4,18 +4,25 @@
 summaries into a :class:`~preschool.analysis.records.SeedRun` per arm and seed; :func:`add_downstream_average`
 adds the ``downstream/*`` averages to them. A value that is not finite is set aside (``nonfinite``), never a
 point: one such value makes the run's metric unusable (a curve through it has no mean, and one without it
-would pass over the failure).
+would pass over the failure). A value that is not a number at all (``null``, ``true``, a string, a list) is
+set aside the same way, listed with its JSON text, and named on stderr in one line (file, line, field): JSON's
+``true`` is no 1.0. A row whose step or token account is not a whole number cannot be placed on any axis: it
+is named the same way and left out.
 """
 
 from __future__ import annotations
 
+import json
 import math
+import sys
 from collections import defaultdict
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
-from ..layout import arm_runs, checkpoints_dir, done_path, is_done, read_metrics
+from ..layout import (EVAL_SUMMARY, arm_runs, checkpoints_dir, done_path, evals_dir, is_done, metrics_lines,
+                      metrics_path)
 from .records import Collected, NonfiniteValue, Point, RunCost, SeedRun
 
 DOWNSTREAM = "downstream/avg"
@@ -41,32 +48,40 @@ def stage_of(row: dict) -> str | None:
 
 def collect(cfg) -> Collected:
     """Every run of the arm x seed grid: its val losses (metrics.jsonl), evaluator metrics (evals/), the
-    tokens each stage trained per source and the PPT tokens it trained (:func:`ppt_tokens`)."""
+    tokens each stage trained per source and the PPT tokens it trained (:func:`ppt_tokens`). Values and rows
+    it cannot use are named on stderr (:class:`Unusable`) and set aside."""
     from ..evals.runner import collect_results
 
     arms: dict[str, dict[Any, SeedRun]] = {}
     stages = {arm.name: cfg.train_config(arm, cfg.seeds[0]).stages for arm in cfg.arms}
     for arm, seed, run_dir in arm_runs(cfg.out_dir, cfg.arms, cfg.seeds, cfg.rung):  # a ladder: the rung's runs
         points: dict[str, dict[int, Point]] = defaultdict(dict)
+        shown: dict[str, dict[int, str]] = defaultdict(dict)  # metric -> step -> a non-number's JSON text
         setups: dict[str, str] = {}
         directions: dict[str, bool] = {}
         reported: set[str] = set()
         total_tokens = 0
-        rows = read_metrics(run_dir)
+        unusable = Unusable()
+        path = metrics_path(run_dir)
+        lines = [(ln, r) for ln, r in metrics_lines(run_dir) if unusable.account(r, path, ln)]
+        rows = [r for _, r in lines]
         accounts = []  # rows with a token account: where each stage ended, per source
-        for r in rows:
-            total_tokens = max(total_tokens, int(r.get("tokens", 0)))
+        for ln, r in lines:
+            total_tokens = max(total_tokens, int(r.get("tokens") or 0))
             if r.get("event") != "val":
                 continue
             accounts.append(r)
             for k, v in r.items():
                 if k.startswith("val/"):
                     # keyed by step so a resumed run's repeated rows collapse to one point
-                    points[k][int(r["step"])] = point(r, v)
+                    _add(points, shown, k, r, v, unusable.value(v, k, k, path, ln))
         if checkpoints_dir(run_dir).is_dir():
             for r in collect_results(run_dir):
                 m = f"{r['evaluator']}/{r['metric']}"
-                points[m][int(r["step"])] = point(r, r["value"])
+                summary = evals_dir(run_dir, r["step"]) / r["evaluator"] / EVAL_SUMMARY
+                if not unusable.account(r, summary):
+                    continue
+                _add(points, shown, m, r, r["value"], unusable.value(r["value"], f"metrics.{r['metric']}", m, summary))
                 accounts.append(r)
                 directions[m] = r["higher_is_better"]
                 if r["reported"]:
@@ -74,37 +89,168 @@ def collect(cfg) -> Collected:
                 if r.get("setup"):
                     setups[r["evaluator"]] = r["setup"]
         done = is_done(run_dir)
-        nonfinite = _take_nonfinite(points)
+        cost = run_cost(run_dir, unusable) if done else None
+        unusable.say()
+        nonfinite = _take_nonfinite(points, shown)
         arms.setdefault(arm.name, {})[seed] = SeedRun(
             run_dir=str(run_dir), done=done, total_tokens=total_tokens,
             ppt_tokens=ppt_tokens([r for r in rows if r.get("event") == "train"], stages[arm.name], done),
             doses=stage_doses(accounts, [st.name for st in stages[arm.name]]), setups=setups,
             higher_is_better=directions, reported=tuple(sorted(reported)),
             points={k: tuple(p for _, p in sorted(d.items())) for k, d in points.items()}, nonfinite=nonfinite,
-            cost=run_cost(run_dir) if done else None)
+            cost=cost)
     return Collected(arms)
 
 
-def run_cost(run_dir) -> RunCost:
+def _add(points: dict[str, dict[int, Point]], shown: dict[str, dict[int, str]], metric: str, row: dict,
+         value: Any, number: float | None) -> None:
+    """Put ``row``'s ``value`` of ``metric`` at its step (a later row of the same step replaces it): ``number``,
+    or, for a value that is not a number (``number`` None), NaN with its JSON text kept for the listing."""
+    step = int(row["step"])
+    if number is None:
+        shown[metric][step] = _json_text(value)
+        number = math.nan
+    else:
+        shown[metric].pop(step, None)
+    points[metric][step] = point(row, number)
+
+
+def _json_text(value: Any, limit: int = 40) -> str:
+    text = json.dumps(value, allow_nan=True, default=str)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _whole(value: Any) -> bool:
+    """Whether ``value`` is a whole number as JSON gives one (``6`` or ``6.0``; never ``true``)."""
+    return not isinstance(value, bool) and (isinstance(value, int)
+                                            or (isinstance(value, float) and value.is_integer()))
+
+
+def _bad_field(row: dict) -> tuple[str, str] | None:
+    """The first field of ``row``'s step and token account that is not what the trainer writes, as ``(field,
+    what it should be)``, else None:
+    a whole ``step`` (which a val row must have); whole ``tokens`` and ``pt_tokens`` (null: unknown, as an
+    evaluation of an old checkpoint records them, but not in a train row, whose difference is its PPT
+    tokens); a text ``stage``; mappings of whole numbers in ``tokens_by_source`` and ``tokens_by_stage``.
+    Other fields absent or null are older runs'."""
+    train = row.get("event") == "train"
+    for k in ("step", "tokens", "pt_tokens"):
+        if k in row or (k == "step" and row.get("event") == "val"):
+            v = row.get(k)
+            if not (_whole(v) or (v is None and k != "step" and not train)):
+                return k, "a whole number"
+    if not (row.get("stage") is None or isinstance(row["stage"], str)):
+        return "stage", "a stage name"
+    for k in ("tokens_by_source", "tokens_by_stage"):
+        v = row.get(k)
+        if v is not None and not (isinstance(v, dict) and all(_whole(x) for x in v.values())):
+            return k, "a mapping of whole numbers"
+    return None
+
+
+class Unusable:
+    """What one run's files hold that the report cannot use, named on stderr once per file and field:
+    the first place, what it holds, and how many more (:meth:`say`)."""
+
+    def __init__(self):
+        # (file, field) -> [the first place ("file:line"), what it holds, what is done about it, how many more]
+        self.seen: dict[tuple[Path, str], list] = {}
+
+    def note(self, file: Path, line: int | None, field: str, value: Any, expected: str, what: str) -> None:
+        """``field`` of ``file`` (at ``line``) holds ``value``, not ``expected``; ``what`` is done about it."""
+        if (file, field) in self.seen:
+            self.seen[file, field][3] += 1
+        else:
+            place = f"{file}:{line}" if line is not None else str(file)
+            self.seen[file, field] = [place, f"{_json_text(value)}, not {expected}", what, 0]
+
+    def account(self, row: dict, file: Path, line: int | None = None) -> bool:
+        """Whether ``row`` (of ``file``, at ``line`` for JSON Lines) has a step and token account that can be
+        used (:func:`_bad_field`); a row that has not is noted, and must be left out."""
+        bad = _bad_field(row)
+        if bad is not None:
+            self.note(file, line, bad[0], row.get(bad[0]), bad[1], "the row is left out")
+        return bad is None
+
+    def value(self, value: Any, field: str, metric: str, file: Path, line: int | None = None) -> float | None:
+        """``value`` (``field`` of ``file``) as a float when it is a JSON number (NaN and infinities included:
+        :func:`_take_nonfinite` sets those aside), else None, noted: the run's ``metric`` is then left out as
+        for a non-finite value."""
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        self.note(file, line, field, value, "a number", f"the run's {metric} is left out like a non-finite value")
+        return None
+
+    def say(self) -> None:
+        """One line on stderr per file and field noted (a line this process said already is not repeated: the
+        compartments sections read one run's rows several times)."""
+        for (_, field), (place, holds, what, more) in self.seen.items():
+            also = f" (and {more} more like it in this file)" if more else ""
+            line = f"[preschool] report: {place}: {field} is {holds}{also}; {what}"
+            if line not in _SAID:
+                _SAID.add(line)
+                print(line, file=sys.stderr, flush=True)
+
+
+_SAID: set[str] = set()  # the lines Unusable.say has printed in this process
+
+
+def val_rows(run_dir, missing_ok: bool = True) -> list[dict]:
+    """A run's val rows as the report reads them, for a section that reads ``metrics.jsonl`` itself (the
+    compartments sections): a row whose step or token account is no whole number is left out, and a ``val/*``
+    value that is no number becomes NaN, which those sections drop as a non-finite value; each is named on
+    stderr in one line (:class:`Unusable`). ``missing_ok``: as :func:`~preschool.layout.read_metrics`'s."""
+    path, unusable = metrics_path(run_dir), Unusable()
+    rows = []
+    for ln, row in metrics_lines(run_dir, missing_ok):
+        if row.get("event") != "val" or not unusable.account(row, path, ln):
+            continue
+        numbers = {k: unusable.value(v, k, k, path, ln) for k, v in row.items() if k.startswith("val/")}
+        rows.append({**row, **{k: math.nan if v is None else v for k, v in numbers.items()}})
+    unusable.say()
+    return rows
+
+
+def run_cost(run_dir, unusable: Unusable | None = None) -> RunCost:
     """A finished run's training FLOPs and parameters, from the ``DONE`` the trainer wrote (None for what an
-    older trainer did not record)."""
+    older trainer did not record, and for what is not a number: a ``DONE`` that is no JSON object, an empty
+    one a hand or an older tool wrote, gives no cost at all). ``unusable`` notes what could not be read."""
     from ..io import read_json
 
-    done = read_json(done_path(run_dir))
-    model = done.get("model") or {}
-    flops = done.get("flops")
-    return RunCost(flops=None if flops is None else float(flops),
-                   params=None if model.get("params_total") is None else int(model["params_total"]),
-                   params_non_embedding=(None if model.get("params_non_embedding") is None
-                                         else int(model["params_non_embedding"])))
+    path = done_path(run_dir)
+    unusable = unusable or Unusable()
+    try:
+        done = read_json(path)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        done = None
+    if not isinstance(done, dict):
+        unusable.note(path, None, "the file", path.read_bytes()[:20].decode("utf-8", "replace"), "a JSON object",
+                      "the run's cost (FLOPs, parameters) is left out")
+        return RunCost(flops=None, params=None, params_non_embedding=None)
+    model = done.get("model") if isinstance(done.get("model"), dict) else {}
+
+    def number(where: dict, key: str, field: str, whole: bool):
+        v = where.get(key)
+        if v is None:
+            return None
+        if not (_whole(v) if whole else (isinstance(v, (int, float)) and not isinstance(v, bool))):
+            unusable.note(path, None, field, v, "a whole number" if whole else "a number",
+                          "the run's cost is left out")
+            return None
+        return int(v) if whole else float(v)
+
+    return RunCost(flops=number(done, "flops", "flops", False),
+                   params=number(model, "params_total", "model.params_total", True),
+                   params_non_embedding=number(model, "params_non_embedding", "model.params_non_embedding", True))
 
 
-def _take_nonfinite(points: dict[str, dict[int, Point]]) -> dict[str, list]:
+def _take_nonfinite(points: dict[str, dict[int, Point]], shown: dict[str, dict[int, str]]) -> dict[str, list]:
     """Remove from ``points`` (metric -> step -> point, still being built) every metric with a value that is
-    not finite; return them as metric -> ``[[step, "nan" | "inf" | "-inf"], ...]``."""
+    not finite; return them as metric -> ``[[step, "nan" | "inf" | "-inf" | a non-number's JSON text], ...]``."""
     out = {}
     for m in [m for m, d in points.items() if any(not math.isfinite(p.value) for p in d.values())]:
-        out[m] = [[step, str(p.value)] for step, p in sorted(points.pop(m).items()) if not math.isfinite(p.value)]
+        out[m] = [[step, shown.get(m, {}).get(step, str(p.value))] for step, p in sorted(points.pop(m).items())
+                  if not math.isfinite(p.value)]
     return out
 
 

@@ -248,6 +248,18 @@ def trend_words(t: dict, means: Sequence[float | None], per: str, gain: str = "g
     return trend_text(t, per, f"{gain} rises with size", f"{gain} falls with size", over="rungs")
 
 
+def rung_json(r: Rung) -> dict[str, Any]:
+    """What a re-render from ``results.json`` rebuilds the rung from (analysis/from_results.py
+    ``stored_rungs``): each arm's cost and finished runs' final values, the rung's headline metrics, their
+    directions and its stable-gain rows."""
+    return {"rung": r.name,
+            "arms": {a: {"flops": d.flops, "params": d.params, "params_non_embedding": d.params_non_embedding,
+                         "seeds": d.finals, "unfinished": d.unfinished, "no_flops": d.no_flops}
+                     for a, d in r.arms.items()},
+            "headline": r.report.headline, "higher": r.report.higher,
+            "stable_gain": [g.to_json() for g in r.report.stable_gain]}
+
+
 # ----------------------------------------------------------------------------- the section
 
 RULES = ("seeds", "verify-ppt")
@@ -344,6 +356,7 @@ class LadderSection(Section):
             results["metrics"][m] = self._metric(ctx, cfg, m, per_rung, arms, seeds, higher.get(m, True), x)
         results["decisions"] = self._decisions(cfg, results["metrics"], per_rung, arms, seeds, higher, baseline)
         results["tables_above"] = ctx.config.get("rung")
+        results["rung_results"] = [rung_json(r) for r in ctx.ladder]  # what a re-render reads the rungs from
         return results, self._lines(results, rungs, arms, baseline)
 
     @staticmethod

@@ -39,12 +39,22 @@ def render(cfg, rep: Report, ctx: SectionContext, sections: list[tuple[str, Sect
         lines += ["## Plots", ""]
         for title, path in figures:
             lines += [f"**{title}**", "", f"![{title}]({path})", ""]
-    prov = provenance(cfg, data_manifests=_data_manifest(out))
+    if ctx.stored is None:
+        prov = provenance(cfg, data_manifests=_data_manifest(out))
+    else:  # a re-render: the runs' own config, code version and data manifests, as stored
+        from .from_results import stored_provenance
+
+        prov = stored_provenance(ctx.stored)
+    code = prov.get("code_version") or {}
     lines += ["## Provenance", "",
-              f"- code: preschool {prov['code_version'].get('preschool')} "
-              f"commit {prov['code_version'].get('git_commit', 'unknown')[:12]}"
-              f"{' (dirty)' if prov['code_version'].get('git_dirty') else ''}",
-              "- config: `experiment.yaml`; data manifest: `data/manifest.json`; every number: `results.json`", ""]
+              f"- code: preschool {code.get('preschool')} "
+              f"commit {(code.get('git_commit') or 'unknown')[:12]}"
+              f"{' (dirty)' if code.get('git_dirty') else ''}",
+              "- config: `experiment.yaml`; data manifest: `data/manifest.json`; every number: `results.json`"]
+    if ctx.stored is not None:
+        lines += ["- re-rendered from `results.json` alone (`preschool report --from-results`): the runs' stored "
+                  "curves, read with the report rules of the preschool that re-rendered it; the code above ran them"]
+    lines += [""]
     write_json(results_path(out), strict({**rep.to_json(), **top, "sections": results_of, **prov}))
     path = report_path(out)
     write_text(path, "\n".join(lines))

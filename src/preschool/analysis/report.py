@@ -31,6 +31,7 @@ from ..io import remove_orphan_temp_files
 from ..layout import REPORT, RESULTS
 from .collect import add_downstream_average, collect
 from .compute import compute, ladder_rung
+from .from_results import stored_rungs
 from .records import Report, Rung
 from .render import render
 from .sections import SectionContext, run_sections
@@ -41,14 +42,22 @@ def build_report(cfg) -> Report:
     return compute(cfg, add_downstream_average(collect(cfg), cfg.report.efficiency.downstream))
 
 
-def write_report(cfg) -> Path:
+def write_report(cfg, stored: dict | None = None) -> Path:
     """Write ``report.md``, ``results.json`` and ``plots/*.png`` under the experiment folder; returns the
     report's path. Collect → compute (:func:`build_report`) → sections (the standard tables, those their
-    evaluator's results switch on, then those ``report.sections`` names) → render."""
+    evaluator's results switch on, then those ``report.sections`` names) → render.
+
+    ``stored``: a ``results.json`` to re-render from instead of the run folders (analysis/from_results.py:
+    its runs' curves are computed again with today's rules; its provenance is kept)."""
     from ..lock import config_key, output_lock
 
-    rep = build_report(cfg)
-    ctx = section_context(cfg, rep)
+    if stored is None:
+        rep = build_report(cfg)
+    else:
+        from .from_results import stored_report
+
+        rep = stored_report(cfg, stored)
+    ctx = section_context(cfg, rep, stored)
     # one report writer at a time (the same config waits), so the temp files of plots, report.md and
     # results.json that a killed report left are provably dead: removed here, not left forever
     with output_lock(ctx.plots, f"preschool report ({cfg.name})", key=config_key(cfg), beside=True):
@@ -58,7 +67,7 @@ def write_report(cfg) -> Path:
         return render(cfg, rep, ctx, run_sections(ctx, cfg.report.sections))
 
 
-def section_context(cfg, rep: Report) -> SectionContext:
+def section_context(cfg, rep: Report, stored: dict | None = None) -> SectionContext:
     """What the sections see: the experiment, the computed report and the evaluators that have results
     (label -> evaluator name: the experiment's ``evals`` name it, a label it does not list is its own name)."""
     from ..config import to_dict
@@ -68,7 +77,9 @@ def section_context(cfg, rep: Report) -> SectionContext:
     return SectionContext(cfg.out_dir, to_dict(cfg), rep.names, list(cfg.seeds), rep.baseline,
                           [list(p) for p in cfg.report.compare], report=rep,
                           evaluators={label: name_of.get(label, label) for label in sorted(labels)},
-                          ladder=ladder_rungs(cfg, rep))
+                          ladder=(ladder_rungs(cfg, rep) if stored is None
+                                  else stored_rungs(stored, rep, list(cfg.seeds))),  # a re-render: as stored
+                          stored=stored)
 
 
 def ladder_rungs(cfg, rep: Report) -> list[Rung]:

@@ -64,6 +64,9 @@ class SectionContext:
     # a ladder's rungs as the report pipeline computed them (each rung's own Report, its arms' costs and final
     # values: records.Rung), ladder order; [] without a ladder
     ladder: list[Rung] = field(default_factory=list)
+    # a re-render's source (``preschool report --from-results``): the stored results.json, whose runs are
+    # not on disk; None when the report reads the run folders
+    stored: dict[str, Any] | None = None
 
     @property
     def plots(self) -> Path:
@@ -112,10 +115,13 @@ class Section:
 
     ``evaluator``: the evaluator whose results switch the section on (None: only when ``report.sections``
     names it); ``order``: where a switched-on section goes among the others (then by name);
-    ``results_key``: a top-level ``results.json`` key for its results instead of ``sections.<name>``.
+    ``results_key``: a top-level ``results.json`` key for its results instead of ``sections.<name>``;
+    ``reads_runs``: the section reads run files (``metrics.jsonl``, checkpoints, prepared data) that
+    ``results.json`` does not hold, so a report re-rendered from ``results.json`` alone cannot have it.
     """
 
     evaluator: str | None = None
+    reads_runs: bool = False
     order: int = 100
     results_key: str | None = None
 
@@ -144,8 +150,15 @@ def run_sections(ctx: SectionContext, configured: dict[str, dict | None]) -> lis
     auto = sorted((e for e in SECTIONS if e.cls.applies(ctx)), key=lambda e: (e.cls.order, e.name))
     names = [e.name for e in auto] + [n for n in configured if n not in {e.name for e in auto}]
     out = []
-    for name in names:
-        section = build_section(name, configured.get(name))
+    sections = [(name, build_section(name, configured.get(name))) for name in names]
+    if ctx.stored is not None:
+        from ..errors import DataError
+
+        needs = [name for name, section in sections if section.reads_runs]
+        if needs:
+            raise DataError(f"{ctx.out}: report section(s) {needs} read the run folders, which results.json does "
+                            "not hold: re-render with the runs (preschool report EXP.yaml)")
+    for name, section in sections:
         results, lines = section.write(ctx)
         out.append((name, section, results, lines))
     return out

@@ -44,17 +44,29 @@ def verbatim_positions(ctx: SectionContext) -> dict[str, dict]:
 
 @SECTIONS.register("verbatim_positions")
 class VerbatimPositions(Section):
-    """Verbatim retrieval: surprisal by list position at the final checkpoint (plot ``verbatim_positions.png``)."""
+    """Verbatim retrieval: surprisal by list position at the final checkpoint (plot ``verbatim_positions.png``;
+    the positions plotted in ``results.json`` ``sections.verbatim_positions``, which a re-render draws from)."""
 
     evaluator = "verbatim"
     order = 30
 
-    def write(self, ctx: SectionContext) -> tuple[None, list[str]]:
+    def write(self, ctx: SectionContext) -> tuple[dict | None, list[str]]:
         from .plots import plot_verbatim_positions
 
-        positions = verbatim_positions(ctx)
+        path = ctx.plots / "verbatim_positions.png"
+        if ctx.stored is None:
+            positions = verbatim_positions(ctx)
+        else:  # a re-render: the positions results.json stored (sections.verbatim_positions), if any
+            positions = (ctx.stored.get("sections") or {}).get("verbatim_positions") or {}
+            if not positions and path.is_file():
+                # a results.json from before the positions were stored: the plot the runs drew stays
+                ctx.figure(_TITLE, path)
+                return None, []
         if positions:
-            path = plot_verbatim_positions(positions, ctx.plots / "verbatim_positions.png",
-                                           title="verbatim retrieval: surprisal by list position (final checkpoint)")
-            ctx.figure("verbatim retrieval by list position (final checkpoint)", path)
-        return None, []
+            path = plot_verbatim_positions(positions, path, title="verbatim retrieval: surprisal by list position "
+                                                           "(final checkpoint)")
+            ctx.figure(_TITLE, path)
+        return positions or None, []
+
+
+_TITLE = "verbatim retrieval by list position (final checkpoint)"

@@ -33,12 +33,13 @@ from typing import Any
 
 import numpy as np
 
+from ..analysis.collect import val_rows
 from ..analysis.plots import new_figure, save_figure
 from ..analysis.sections import SECTIONS, Section, SectionContext
 from ..analysis.stats import format_mean_sd, ols_slope, one_sd_verdict, seed_summary, seed_trend, trend_text
 from ..config import check
 from ..io import read_json
-from ..layout import PLOTS, final_checkpoint, is_done, read_metrics
+from ..layout import PLOTS, final_checkpoint, is_done
 from .slowdown import Curve, plateau, read_val_curve, slowdown_at_targets, slowdown_curve
 
 _COMPARTMENT_KEY = re.compile(r"^val/c\d+$")
@@ -74,13 +75,13 @@ def init_from(ctx: SectionContext, arm: str) -> str | None:
 
 def val_curve(run: Path) -> Curve:
     """Val loss averaged over the run's compartments (``val/c<i>``) at every val event that has them all."""
-    first = next((r for r in read_metrics(run, event="val")), None) or {}
+    first = next((r for r in val_rows(run)), None) or {}
     keys = sorted((k for k in first if _COMPARTMENT_KEY.match(k)), key=lambda k: int(k[5:]))
     return read_val_curve(run, keys=keys or None)
 
 
 def _last_val(run: Path, key: str) -> float | None:
-    return next((row[key] for row in reversed(read_metrics(run, event="val")) if key in row), None)
+    return next((row[key] for row in reversed(val_rows(run)) if key in row), None)
 
 
 def _save_log_x(fig, ax, hline: float, xlabel: str, ylabel: str, path: Path) -> str:
@@ -155,6 +156,8 @@ class PlateauConfig:
 @SECTIONS.register("plateau", config=PlateauConfig)
 class PlateauSection(Section):
     """Final val loss per arm (mean over compartments), per compartment and on translation rows; plateau vs c."""
+
+    reads_runs = True  # metrics.jsonl, the prepared data, checkpoints: none of it is in results.json
 
     def write(self, ctx: SectionContext) -> tuple[dict, list[str]]:
         res: dict[str, Any] = {"arms": {}}
@@ -247,6 +250,8 @@ class SlowdownConfig:
 @SECTIONS.register("slowdown", config=SlowdownConfig)
 class SlowdownSection(Section):
     """Steps each arm needs / steps the baseline needs to reach the same loss (Howe & Wingate; spec B.3)."""
+
+    reads_runs = True  # metrics.jsonl, the prepared data, checkpoints: none of it is in results.json
 
     def write(self, ctx: SectionContext) -> tuple[dict, list[str]]:
         targets = [float(t) for t in self.cfg.targets]
@@ -453,6 +458,8 @@ class SimilarityConfig:
 class SimilaritySection(Section):
     """Cosine between the trunk states of the same text in different compartments (final checkpoint)."""
 
+    reads_runs = True  # metrics.jsonl, the prepared data, checkpoints: none of it is in results.json
+
     def write(self, ctx: SectionContext) -> tuple[dict, list[str]]:
         from ..data.shards import ShardSet
         from ..train.checkpoint import quiet_hf_progress
@@ -506,6 +513,8 @@ class AuditGapConfig:
 class AuditGapSection(Section):
     """How compartmentalized learning on several presentations is: compartmented - shared val loss (spec B.6)."""
 
+    reads_runs = True  # metrics.jsonl, the prepared data, checkpoints: none of it is in results.json
+
     def write(self, ctx: SectionContext) -> tuple[dict, list[str]]:
         from ..errors import ConfigError
 
@@ -514,7 +523,7 @@ class AuditGapSection(Section):
             if a not in ctx.arms:
                 raise ConfigError(f"report.sections.audit_gap.{f}", f"no arm named {a!r}; have {ctx.arms}")
         ref_runs = ctx.runs(ref)
-        pres = sorted({k[4:] for r in ref_runs.values() for row in read_metrics(r, event="val")
+        pres = sorted({k[4:] for r in ref_runs.values() for row in val_rows(r)
                        for k in row if k.startswith("val/")})
         res: dict[str, Any] = {"reference": ref, "arm": main, "presentations": pres, "arms": {}}
         for arm in ctx.arms:
@@ -556,8 +565,8 @@ class AuditGapSection(Section):
 
 def _gaps(ref_run: Path, run: Path, presentations: list[str]) -> dict[str, dict]:
     """{presentation: {"steps", "gap"}}: the run's val loss minus the reference's at the steps both logged."""
-    ref = {r["step"]: r for r in read_metrics(ref_run, event="val")}
-    rows = [r for r in read_metrics(run, event="val") if r["step"] in ref]
+    ref = {r["step"]: r for r in val_rows(ref_run)}
+    rows = [r for r in val_rows(run) if r["step"] in ref]
     out = {}
     for p in presentations:
         k = f"val/{p}"

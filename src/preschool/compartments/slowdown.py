@@ -26,8 +26,9 @@ from pathlib import Path
 
 import numpy as np
 
+from ..analysis.collect import val_rows
 from ..errors import DataError
-from ..layout import metrics_path, read_metrics
+from ..layout import metrics_path
 
 
 @dataclass
@@ -112,9 +113,11 @@ def plateau(curves: dict, k: int = 1) -> dict:
 
 def read_val_curve(arm_dir: str | Path, keys: list[str] | None = None, prefix: str = "val/") -> Curve:
     """Val-loss curve from ``<arm>/metrics.jsonl``: mean over ``keys`` (default: every ``val/*`` key of
-    the first val row) at each val event that has all of them."""
+    the first val row) at each val event that has all of them. Rows are read as the report reads them
+    (:func:`~preschool.analysis.collect.val_rows`): a value that is no number makes its point NaN, dropped
+    as a non-finite one is, and a row whose step is no whole number is left out, each named in one line."""
     steps, losses = [], []
-    for row in read_metrics(arm_dir, event="val", missing_ok=False):
+    for row in val_rows(arm_dir, missing_ok=False):
         if keys is None:
             keys = sorted(k for k in row if k.startswith(prefix))
             if not keys:

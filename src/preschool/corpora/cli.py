@@ -35,16 +35,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     r = sub.add_parser("read", help="read a corpus and print its statistics (and the first documents)")
     r.add_argument("--config", help="YAML file with CorpusConfig fields")
     r.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE", help="a CorpusConfig field (repeatable)")
-    r.add_argument("--show", type=int, default=0, help="print the first N documents (id and first 300 characters)")
+    r.add_argument("--show", type=int, default=0,
+                   help="print the first N documents (id and first 300 characters; default 0)")
     s = sub.add_parser("stories", help="print storybook stories")
-    s.add_argument("--seed", type=int, default=0)
-    s.add_argument("--start", type=int, default=0)
-    s.add_argument("--n", type=int, default=5)
+    s.add_argument("--seed", type=int, default=0,
+                   help="storybook seed: the same seed tells the same stories (default 0)")
+    s.add_argument("--start", type=int, default=0, help="index of the first story printed (default 0)")
+    s.add_argument("--n", type=int, default=5, help="number of stories printed (default 5)")
     m = sub.add_parser("pairs", help="write storybook minimal pairs (BLiMP JSONL, one file per paradigm)")
     m.add_argument("out", help="output folder")
-    m.add_argument("--seed", type=int, default=0)
-    m.add_argument("--per-paradigm", type=int, default=1000)
-
+    m.add_argument("--seed", type=int, default=0, help="storybook seed the pairs are drawn with (default 0)")
+    m.add_argument("--per-paradigm", type=int, default=1000, help="pairs written per paradigm (default 1000)")
 
 def run(args: argparse.Namespace) -> int:
     if args.action == "stories":

@@ -37,7 +37,7 @@ def add_arguments(p) -> None:
     p.add_argument("--split", dest="splits", action="append", default=None, metavar="NAME",
                    help="export only this split (repeatable; default: all)")
     p.add_argument("--verify", choices=["full", "size"], default="full",
-                   help="check the shards' checksums (default) or only their sizes before exporting")
+                   help="check the shards' checksums (full) or only their sizes (size) before exporting (default full)")
     p.add_argument("--allow-unread-loss-mask", action="store_true",
                    help="export a loss-masked set as megatron or nanotron although their trainers' readers "
                    "ignore the mask (it is written beside the tokens; see export.json's loss_mask)")

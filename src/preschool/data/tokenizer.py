@@ -178,12 +178,17 @@ def refuse_custom_code(folder: str | Path) -> None:
     transformers asks on stdin whether to run such code, and one "y" imports the folder's module:
     a downloaded checkpoint would run anything. Every load also passes ``trust_remote_code=False``
     (which makes transformers refuse such a folder too, in a longer error, and a hub name's code);
-    this check names the file first. A file that is not a JSON object is left to the loader's error.
+    this check names the file first. A file nested too deeply to read is refused here too (whether it
+    names code cannot be told, and every reader after this one would stop in a RecursionError); any other
+    file that is not a JSON object is left to the loader's error.
     """
     for name in CODE_NAMING_FILES:
         path = Path(folder) / name
         try:
             obj = json.loads(path.read_text(encoding="utf-8"))
+        except RecursionError:
+            raise DataError(f"{path}: JSON nested too deeply to read (deeper than Python's recursion "
+                            "limit); refused, since whether it names code of its own cannot be checked") from None
         except (OSError, ValueError):
             continue
         if isinstance(obj, dict) and obj.get("auto_map"):

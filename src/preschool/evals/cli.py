@@ -77,7 +77,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="result folder name for the preceding evaluator (default: its name)")
     p.add_argument("--out", metavar="DIR", help="with --checkpoint: where results go "
                    "(default <run>/evals/<step-dir> inside a run folder, else <checkpoint>/evals)")
-    p.add_argument("--device", default="auto", help="cpu, cuda, cuda:1, ... (default: cuda if available)")
+    p.add_argument("--device", default="auto",
+                   help="cpu, cuda, cuda:1, ... or auto: cuda if available, else cpu (default auto)")
     p.add_argument("--force", action="store_true", help="recompute even when cached results match")
     p.add_argument("--json", action="store_true", help="print the results as JSON instead of a table")
 

@@ -38,7 +38,7 @@ from typing import Any, Callable, Sequence
 from ..config import check, to_dict
 from ..data.tokenizer import EOS, from_saved_files, refuse_custom_code
 from ..errors import ConfigError, DataError
-from ..io import read_json
+from ..io import quiet_unpickler, read_json
 from ..layout import check_name
 from ..device import resolve_device
 from ..layout import CKPT_META, CKPT_STATE, EVAL_SUMMARY
@@ -179,7 +179,8 @@ def load_checkpoint(path: str | Path, device: str = "cpu"):
         except Exception as e:  # the tokenizers library raises plain Exception for a file it cannot parse
             raise DataError(f"{p / 'tokenizer.json'}: not a tokenizer this can read ({_first_line(e)})") from None
     try:
-        model = AutoModelForCausalLM.from_pretrained(str(p), trust_remote_code=False)
+        with quiet_unpickler():  # a raw pickle's protocol warning would come before the one-line refusal
+            model = AutoModelForCausalLM.from_pretrained(str(p), trust_remote_code=False)
     except pickle.UnpicklingError:  # torch's message suggests weights_only=False: the very thing not to do here
         names = ", ".join(f.name for f in sorted(p.glob("*.bin"))) or "its weights"
         raise DataError(f"{p}: {names} holds objects other than tensors and plain data (refused, since "

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 import shutil
+import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -342,6 +343,23 @@ def no_train_rows_message(where: str, n_docs: int, stats: dict, read: dict | Non
     return "; ".join(parts)
 
 
+def empty_val_message(where: str, n_docs: int, stats: dict, cfg: BuildConfig) -> str | None:
+    """Why an output's val split has no row, when one was asked for (``val_fraction`` or ``val_tokens``
+    above 0), else None: no document hashed to val (a small input), or those that did gave no row."""
+    if stats["val"]["l2t_rows"] + stats["val"]["raw_rows"] or not (cfg.val_fraction > 0 or cfg.val_tokens > 0):
+        return None
+    val_docs = sum(stats["val"]["documents_by_route"].values())
+    asked = f"; --val-tokens {cfg.val_tokens} asked for" if cfg.val_tokens else ""
+    if val_docs:
+        drops = drop_summary(stats["val"]["drops"], 6) if stats["val"]["drops"] else "none"
+        return (f"{where}: val/ is empty{asked}: its {val_docs} held-out document(s) gave no row (transform "
+                f"drops {drops}); give longer documents, or raise val_fraction (--val-fraction, now "
+                f"{cfg.val_fraction}) to hold out more")
+    return (f"{where}: val/ is empty{asked}: none of the {n_docs} documents was held out for validation "
+            f"(val_fraction {cfg.val_fraction} picks documents by a hash of their id); raise val_fraction "
+            "(--val-fraction) or give more documents")
+
+
 class L2TJob(DocumentJob):
     """Units of consecutive documents -> routed, transformed, packed L2T and raw rows per split."""
 
@@ -501,9 +519,12 @@ def build_l2t(
             stats[s]["raw_rows"] = sum(i["rows"][f"{s}-raw"] for i in infos)
         read = read_stats.as_dict() if read_stats is not None else None
         n_docs = sum(int(i["documents"]) for i in infos)
+        where = str((source or {}).get("input") or (source or {}).get("kind") or out)
         if stats["train"]["l2t_rows"] + stats["train"]["raw_rows"] == 0:
-            where = str((source or {}).get("input") or (source or {}).get("kind") or out)
             raise DataError(no_train_rows_message(where, n_docs, stats, read))
+        empty_val = empty_val_message(where, n_docs, stats, cfg)
+        if empty_val:  # a result still (the train split is whole), but never an empty val/ in silence
+            print(f"[preschool] {empty_val}", file=sys.stderr, flush=True)
         common = {"source": source or {}, "config": to_dict(cfg), "tokenizer_sha256": tokenizer_hash(tokenizer)}
         manifests = {s: _merge(cfg, units, s, tmp / s, vocab, {**common, "split": s, "stats": stats[s],
                                                                "unit_tokens": unit_tokens, "units": len(infos)})

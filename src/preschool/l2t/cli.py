@@ -39,32 +39,58 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "whole, so missing, empty or an earlier transform l2t output, never one holding other files "
                    "or the input")
     p.add_argument("--tasks", nargs="+", help="tasks to draw from (default: all 14); comma or space separated")
-    p.add_argument("--scenario", choices=["disjoint", "shared"], default="disjoint")
-    p.add_argument("--raw-ratio", type=float, default=0.5, help="disjoint: raw share (0 = L2T only, 1 = raw only)")
-    p.add_argument("--ratio-by", choices=["documents", "tokens"], default="documents")
+    p.add_argument("--scenario", choices=["disjoint", "shared"], default="disjoint",
+                   help="disjoint: each document becomes raw text or L2T samples, never both; shared: every "
+                   "document is used twice, as raw text and as L2T samples (default disjoint)")
+    p.add_argument("--raw-ratio", type=float, default=0.5,
+                   help="disjoint: raw share (0 = L2T only, 1 = raw only; default 0.5)")
+    p.add_argument("--ratio-by", choices=["documents", "tokens"], default="documents",
+                   help="disjoint: what --raw-ratio is a share of: documents (each drawn independently, the "
+                   "paper's rule) or output tokens (default documents)")
     p.add_argument("--curriculum", nargs=2, type=float, metavar=("START", "END"),
-                   help="order rows so the L2T share goes linearly from START to END")
-    p.add_argument("--packer", choices=["greedy", "concat"], default="greedy")
-    p.add_argument("--loss", choices=["all", "answer"], default="all", help="loss on all tokens (reference) or answers")
+                   help="order rows so the L2T share goes linearly from START to END (default: rows shuffled)")
+    p.add_argument("--packer", choices=["greedy", "concat"], default="greedy",
+                   help="how L2T samples fill rows: greedy (the reference's: longest first into the least-filled "
+                   "row, padded, none split) or concat (in order, cut every row); raw text is always concat "
+                   "(default greedy)")
+    p.add_argument("--loss", choices=["all", "answer"], default="all",
+                   help="loss on all tokens (the reference) or on the answers only (default all)")
     p.add_argument("--no-loss-on-padding", action="store_true", help="reference trains on padding; this turns it off")
-    p.add_argument("--seq-len", type=int, default=2048)
+    p.add_argument("--seq-len", type=int, default=2048,
+                   help="training sequence length; rows hold seq_len+1 tokens (default 2048)")
     p.add_argument("--chunk-tokens", type=int, help="chunk target (default seq_len // 4: 512 at 2048, as the reference)")
     p.add_argument("--count-tokens", choices=["chars", "estimate", "tokenizer"], default="chars",
                    help="how chunk sizes are counted: chars / (chars per token of the run's tokenizer, measured on "
-                        "the input; default), 4/3 x words (a GPT-2-class count), or the run's tokenizer itself")
-    p.add_argument("--splitter", choices=["blingfire", "rules"], default="blingfire")
-    p.add_argument("--word-pool", choices=["gcide", "web2", "corpus"], default="gcide")
-    p.add_argument("--min-words", type=int, default=20)
-    p.add_argument("--val-fraction", type=float, default=0.01)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--workers", type=int, default=1)
-    p.add_argument("--train-tokens", type=int, default=0, help="cap on train tokens (rows x row_len; 0 = all)")
-    p.add_argument("--val-tokens", type=int, default=0, help="cap on val tokens (0 = all)")
-    p.add_argument("--max-documents", type=int, default=0, help="stop after this many documents (0 = all)")
+                        "the input), 4/3 x words (a GPT-2-class count), or the run's tokenizer itself "
+                        "(default chars)")
+    p.add_argument("--splitter", choices=["blingfire", "rules"], default="blingfire",
+                   help="sentence splitter: Bling Fire (the reference's) or preschool's rule-based one, which "
+                   "needs no extra package (default blingfire)")
+    p.add_argument("--word-pool", choices=["gcide", "web2", "corpus"], default="gcide",
+                   help="words the tasks draw replacements from: GCIDE or web2 headwords (the english-words "
+                   "package) or the input's own vocabulary (default gcide)")
+    p.add_argument("--min-words", type=int, default=20,
+                   help="chunks with fewer words are skipped (default 20)")
+    p.add_argument("--val-fraction", type=float, default=0.01,
+                   help="share of documents held out for val/, picked by a hash of each document's id and "
+                   "--seed (default 0.01; a small input may get none: its val/ is then empty, and said so)")
+    p.add_argument("--seed", type=int, default=0,
+                   help="seed of each document's task and its draws, its val/train split, its raw/L2T routing "
+                   "and the greedy packer's row shuffle (the mixed rows keep the reference's order seed, 21; "
+                   "default 0)")
+    p.add_argument("--workers", type=int, default=1,
+                   help="processes transforming documents (the output is identical for any count; default 1)")
+    p.add_argument("--train-tokens", type=int, default=0,
+                   help="cap on train tokens (rows x row_len; default 0 = all)")
+    p.add_argument("--val-tokens", type=int, default=0, help="cap on val tokens (default 0 = all)")
+    p.add_argument("--max-documents", type=int, default=0,
+                   help="stop after this many documents (default 0 = all)")
     p.add_argument("--tokenizer", help="tokenizer.json (or folder) to use; default: train a BPE on the input")
-    p.add_argument("--vocab-size", type=int, default=2048, help="vocabulary of the trained tokenizer")
-    p.add_argument("--tokenizer-documents", type=int, default=20000, help="documents read to train the tokenizer")
-    p.add_argument("--text-field", default="text", help="JSONL field holding the text")
+    p.add_argument("--vocab-size", type=int, default=2048,
+                   help="vocabulary of the trained tokenizer (default 2048)")
+    p.add_argument("--tokenizer-documents", type=int, default=20000,
+                   help="documents read to train the tokenizer (default 20,000)")
+    p.add_argument("--text-field", default="text", help="JSONL field holding the text (default text)")
     p.add_argument("--preview", type=int, metavar="N", help="print N formatted samples per task and exit")
 
 

@@ -57,7 +57,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="generator parameter (YAML value), repeatable")
     p.add_argument("--preset", help="named parameter set (see --list)")
     p.add_argument("--seed", type=int, help="shorthand for --set seed=N")
-    p.add_argument("--seq-len", type=int, default=1024, help="training sequence length; rows hold seq_len+1 tokens")
+    p.add_argument("--seq-len", type=int, default=1024,
+                   help="training sequence length; rows hold seq_len+1 tokens (default 1024)")
     p.add_argument("--render", choices=["text", "reserved"],
                    help="how symbols become tokens (default: text with --tokenizer, else reserved)")
     p.add_argument("--tokenizer", help="tokenizer.json (or a folder holding one) of the run")
@@ -65,7 +66,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="reserved render: id of symbol 0 (default: the tokenizer's vocab size, or 0)")
     p.add_argument("--max-digits", type=int, default=3, help="text render digit budget per symbol (default 3)")
     p.add_argument("--no-exact-fill", action="store_true", help="keep the task's length; concatenate documents")
-    p.add_argument("--workers", type=int, default=1, help="generator processes (output is identical for any count)")
+    p.add_argument("--workers", type=int, default=1,
+                   help="generator processes (output is identical for any count; default 1)")
     p.add_argument("--list", action="store_true", help="list every task, its parameters and the presets")
     p.add_argument("--preview", type=int, metavar="N", help="print N decoded items with their metadata; write nothing")
     p.add_argument("--quiet", action="store_true", help="no progress bar")

@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from ..errors import DataError
-from ..io import PARTIAL_MARK, read_json, remove_dead_temps, sha256_file, torch_save, write_json
+from ..io import PARTIAL_MARK, quiet_unpickler, read_json, remove_dead_temps, sha256_file, torch_save, write_json
 from ..layout import (CKPT_CHECKSUMS, CKPT_META, CKPT_STATE, CKPT_WEIGHTS, checkpoint_dir, checkpoint_temp_dirs,
                       checkpoints_dir, list_checkpoints, step_of)
 from . import sharded_checkpoint
@@ -196,7 +196,8 @@ def read_checkpoint(ckpt: Path, sharded: bool = False) -> tuple[dict[str, torch.
     else:
         weights = _read_weights(wpath)
     try:
-        st = torch.load(spath, map_location="cpu", weights_only=True)
+        with quiet_unpickler():
+            st = torch.load(spath, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError:  # torch's message suggests weights_only=False: the very thing not to do here
         raise DataError(f"{spath}: unreadable trainer state (it holds objects other than tensors and plain data; "
                         "refused, since unpickling them could run code)") from None

@@ -39,7 +39,7 @@ from typing import Any, Iterator, Mapping
 import torch
 
 from ..errors import DataError
-from ..io import atomic_dir, read_json, sha256_file, write_json
+from ..io import atomic_dir, quiet_unpickler, read_json, sha256_file, write_json
 from ..layout import CKPT_SHARDED, CKPT_SHARDED_MANIFEST
 from .parallel import _dist
 
@@ -222,7 +222,8 @@ def _safe_planner(folder: Path) -> Any:
     class Planner(DefaultLoadPlanner):
         def load_bytes(self, read_item: ReadItem, value: io.BytesIO) -> None:
             try:
-                obj = torch.load(value, weights_only=True)
+                with quiet_unpickler():
+                    obj = torch.load(value, weights_only=True)
             except pickle.UnpicklingError:
                 raise DataError(f"{folder}: entry {read_item.dest_index.fqn} holds objects other than tensors "
                                 "and plain data (refused, since unpickling them could run code)") from None

@@ -55,7 +55,7 @@ from .. import config as C
 from ..data.mixture import IGNORE_INDEX, Mixture
 from ..errors import ConfigError, TrainingError
 from ..io import read_json, write_json, write_text
-from ..device import resolve_device
+from ..device import check_model_memory, resolve_device
 from ..layout import checkpoint_dir, done_path, run_config_path
 from . import checkpoint
 from .attention import doc_attention_kwargs, enable_doc_attention, resolve_doc_attention
@@ -64,7 +64,7 @@ from .configs import StageConfig, TrainConfig, resolve_reserved_ids
 from .cpu_heap import retain_freed_memory
 from .kernels import apply_liger, compile_blocks, compile_mode, resolve_kernels
 from .loss import FusedLoss, resolve_fused_loss
-from .model import build_model, embedding_rows, set_input_embeddings
+from .model import build_model, describe, embedding_rows, set_input_embeddings
 from .optim import adamw
 from .parallel import _dist, make_parallel
 from .precision import param_dtype
@@ -104,6 +104,13 @@ class Trainer:
             embedding_rows(cfg.model, model_vocab_size(self.datasets, self.tokenizer_dir))
         if cfg.reserved_ids is not None and cfg.reserved_ids[1] > self.vocab_size:
             raise ConfigError("reserved_ids", f"{cfg.reserved_ids} exceeds vocab size {self.vocab_size}")
+        if model is None:
+            # arithmetic on the shape: a model beyond the device's memory is refused before anything is built
+            desc = describe(cfg.model, self.vocab_size)
+            check_model_memory(desc["params_total"], self.device, self.world if self.parallel.sharded else 1,
+                               param_dtype(cfg.precision).itemsize, "model",
+                               f"hidden {desc['hidden_size']:,}, FFN {desc['ffn']:,}, {desc['layers']} layers, "
+                               f"vocabulary {self.vocab_size:,}")
         # opens the data: bad paths fail now
         self.plan = plan if plan is not None else StagePlan(cfg, self.datasets, self.vocab_size)
         self.doc_attention = resolve_doc_attention(cfg.doc_attention, self.device)
@@ -244,7 +251,6 @@ class Trainer:
                                      special=model_special_ids(self.tokenizer_dir)).to(self.device)
         self.model.to(param_dtype(cfg.precision))  # pure_bf16: a bf16 model (before a resume loads into it)
         from .flops import device_peak_flops
-        from .model import describe
 
         # a given model's shape is not cfg.model's: no shape summary, FLOPs or MFU for it
         self.model_desc = describe(cfg.model, self.vocab_size) if self._given_model is None else None

@@ -1,0 +1,228 @@
+"""Re-render a report from its ``results.json`` alone (``preschool report --from-results``): no run folders.
+
+A committed study (docs/results/<study>/) keeps ``report.md``, ``results.json`` and its plots, not its run
+folders. ``results.json`` stores what the report's numbers come from: the config, the code version and data
+manifests of the runs, and every run's curves (arm x seed x metric, on the metric's axis) with the facts the
+standard tables read (stage ends, final stage and step, doses, PPT tokens, setups, non-finite values). This
+module rebuilds the computed :class:`~preschool.analysis.records.Report` from those (:func:`stored_report`),
+so the standard tables, the minimal-pair breakdowns and the ladder section are recomputed with today's rules
+(the crossing rule of the token efficiency, the verdicts, the ladder statistics) from the numbers the runs
+produced. The provenance stays the stored one: the config and code version that produced the runs.
+
+What cannot be re-rendered is refused in one line naming the file: a ``results.json`` of the retired
+compartments runner (no ``arms.<arm>.seeds``), and an experiment whose report needs a section that reads
+run files results.json does not hold (:attr:`~preschool.analysis.sections.Section.reads_runs`: the
+compartments sections read ``metrics.jsonl`` and the prepared data), and a ladder whose ``results.json``
+predates ``sections.ladder.rung_results`` (each rung's costs, per-seed finals and stable-gain rows, which a
+ladder report stores for its re-render), and a token-efficiency target at a baseline step (``baseline@<step>``:
+the curves are stored by tokens, not steps). A ``results.json`` written before a
+field existed is read with what it has: curves without stage names give no final-stage table, a report
+without ``axes`` / ``directions`` takes each metric's axis from the config (:func:`metric_axes`), its headline
+metrics from the stored table's columns and each one's direction from its evaluator
+(``Evaluator.higher_is_better``), and one without per-run PPT tokens those of its efficiency rows.
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigError, DataError
+from .records import NonfiniteValue, Report, SeedResult
+
+
+def load_stored(path: str | Path):
+    """``(cfg, stored)``: the report view of the experiment config ``results.json`` at ``path`` stores (its
+    ``out`` set to the file's folder) and the file's content. Refuses, in one line naming the file, what is
+    not a report-pipeline ``results.json`` or whose config today's schema cannot read."""
+    from ..config import from_dict
+    from ..experiment import _OLD_COMPARTMENTS_KEYS, ExperimentConfig
+    from ..io import read_json
+
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"{path}: no such file (a study re-renders from its results.json)")
+    stored = read_json(path)
+    raw = stored.get("config") if isinstance(stored, dict) else None
+    if not isinstance(raw, dict):
+        raise DataError(f"{path}: no `config` to re-render from")
+    old = [k for k in _OLD_COMPARTMENTS_KEYS if k in raw]
+    arms = stored.get("arms")
+    if old or not isinstance(arms, dict) or not all(isinstance(a, dict) and "seeds" in a for a in arms.values()):
+        why = f"its config uses the retired `preschool compartments` schema (keys {old})" if old else \
+            "it has no per-run curves (`arms.<arm>.seeds`)"
+        raise DataError(f"{path}: written by the retired compartments runner, not the report pipeline: {why}; "
+                        "re-run the study to re-render it")
+    raw = {k: v for k, v in raw.items() if k != "plugins_used"}
+    try:
+        with warnings.catch_warnings():  # the stored config is spelled as it was when it ran: nothing to fix
+            warnings.simplefilter("ignore", FutureWarning)
+            cfg = from_dict(ExperimentConfig, {**raw, "out": str(path.parent)})
+    except ConfigError as e:
+        raise DataError(f"{path}: its stored config does not load today: {e}") from None
+    from .sections import SECTIONS
+
+    needs = [n for n in cfg.report.sections if n in SECTIONS and SECTIONS.get(n).cls.reads_runs]
+    if needs:
+        raise DataError(f"{path}: its report sections {needs} read the run folders (metrics.jsonl, prepared data), "
+                        "which results.json does not hold: re-render it with the runs (preschool report EXP.yaml)")
+    at_step = [m for m, t in cfg.report.efficiency.targets.items() if isinstance(t, str)]
+    if at_step:  # baseline@<step>: the value at a step, and results.json keeps curves by tokens, not steps
+        raise DataError(f"{path}: report.efficiency.targets {at_step} name a baseline step (baseline@<step>), "
+                        "whose value results.json does not keep: re-render it with the runs "
+                        "(preschool report EXP.yaml)")
+    if cfg.ladder is not None and "rung_results" not in ((stored.get("sections") or {}).get("ladder") or {}):
+        raise DataError(f"{path}: a ladder report written before results.json kept each rung's numbers "
+                        "(sections.ladder.rung_results): re-render it with the runs (preschool report EXP.yaml)")
+    return cfg.report_view(), stored
+
+
+def _seed_keys(cfg, stored_seeds: dict) -> dict[str, Any]:
+    """JSON object keys (always strings) -> the config's seeds (``"0"`` -> 0); an unknown key stays as is."""
+    return {str(s): s for s in cfg.seeds} | {k: k for k in stored_seeds if k not in {str(s) for s in cfg.seeds}}
+
+
+def _seed_result(d: dict, charged: int = 0) -> SeedResult:
+    """A run's :class:`SeedResult` from its ``results.json`` entry (fields it predates take their defaults;
+    ``charged``: the PPT tokens of a report that kept them per efficiency row, not per run)."""
+    return SeedResult(run_dir=d.get("run_dir", ""), done=bool(d.get("done", True)),
+                      total_tokens=int(d.get("total_tokens", 0)), ppt_tokens=d.get("ppt_tokens", charged),
+                      doses=d.get("doses") or {}, setups=d.get("setups") or {}, nonfinite=d.get("nonfinite") or {},
+                      curves=d.get("curves") or {}, stage_ends=d.get("stage_ends") or {},
+                      final_stage=d.get("final_stage") or {}, final_step=d.get("final_step") or {})
+
+
+def _one_stage(s: SeedResult, stages: list) -> SeedResult:
+    """``s`` with the stage facts a ``results.json`` from before stage names lacks, where the config alone
+    settles them: an arm of one stage ends every curve there, and a stage of one dataset trained all the run's
+    tokens from it. Runs of several stages keep what is stored (none: no final-stage or doses rows)."""
+    from dataclasses import replace
+
+    if s.stage_ends or len(stages) != 1:
+        return s
+    st = stages[0]
+    ends = {m: {st.name: c[-1][1]} for m, c in s.curves.items() if c}
+    doses = s.doses or ({st.name: {st.datasets[0]: s.total_tokens}} if len(st.datasets) == 1 else {})
+    return replace(s, stage_ends=ends, final_stage={m: st.name for m in ends}, doses=doses)
+
+
+def _higher(metric: str) -> bool:
+    """Whether higher is better for ``metric`` by today's rule: a val loss is lower-is-better, an evaluator
+    metric goes its evaluator class's way (an evaluator not registered here: higher)."""
+    from ..evals import EVALUATORS
+
+    name, _, rest = metric.partition("/")
+    if name == "val":
+        return False
+    return EVALUATORS.get(name).cls.higher_is_better(rest) if rest and name in EVALUATORS else True
+
+
+def stored_report(cfg, stored: dict) -> Report:
+    """The computed report of ``cfg`` from the runs ``stored`` (a ``results.json``) holds: each run's curves and
+    facts as stored, then the final table, later stages, differences and token efficiency computed again
+    (analysis/compute.py), so today's rules apply to the stored numbers."""
+    from .compute import after_stage_rows, efficiency_rows, final_table, metric_axes, stable_gains
+
+    names = [a.name for a in cfg.arms]
+    missing = [n for n in names if n not in stored["arms"]]
+    if missing:
+        raise DataError(f"{cfg.out_dir / 'results.json'}: arms {missing} of its config have no stored runs")
+    stages = {arm.name: cfg.train_config(arm, cfg.seeds[0]).stages for arm in cfg.arms}
+    arms: dict[str, dict[Any, SeedResult]] = {}
+    charged = {e["arm"]: e.get("ppt_tokens") for e in stored.get("token_efficiency") or []}
+    for name in names:
+        seeds = stored["arms"][name]["seeds"]
+        key = _seed_keys(cfg, seeds)
+        arms[name] = {key[k]: _one_stage(_seed_result(d, charged.get(name) or 0), stages[name])
+                      for k, d in seeds.items()}
+    metric_names = sorted({m for seeds in arms.values() for s in seeds.values() for m in [*s.curves, *s.nonfinite]})
+    axes = metric_axes(cfg, metric_names)  # a results.json before `axes`: the config's choice
+    axes.update({m: a["axis"] for m, a in (stored.get("axes") or {}).items()})
+    if stored.get("directions"):
+        headline = list(stored["directions"])
+        higher = {m: d == "higher" for m, d in stored["directions"].items()}
+    else:  # before `directions`: the stored table's columns, each in its evaluator's direction
+        headline = [m for m in (stored.get("table") or [{}])[0] if m in metric_names]
+        higher = {m: _higher(m) for m in metric_names}
+    baseline = cfg.report.baseline or names[0]
+    table = final_table(arms, names, headline, stages)
+    nonfinite = [NonfiniteValue(r["arm"], _seed_keys(cfg, {str(r["seed"]): 0}).get(str(r["seed"]), r["seed"]),
+                                r["metric"], r["step"], r["value"]) for r in stored.get("nonfinite") or []]
+    return Report(names=names, baseline=baseline, stages=stages, metric_names=metric_names, headline=headline,
+                  higher=higher, arms=arms, table=table, axes=axes, nonfinite=nonfinite,
+                  setups=dict(stored.get("setups") or {}), after_stages=after_stage_rows(table, headline, stages),
+                  stable_gain=stable_gains(arms, names, baseline, headline, axes, higher, cfg.report.window),
+                  token_efficiency=efficiency_rows(cfg, arms, baseline, headline, axes, higher),
+                  window=cfg.report.window)
+
+
+def stored_provenance(stored: dict) -> dict:
+    """The provenance block of the runs (config, code version, data manifests) as ``stored`` holds it."""
+    return {k: stored[k] for k in ("code_version", "config", "data_manifests") if k in stored}
+
+
+def rerender(results: str | Path, out: str | Path | None = None) -> Path:
+    """Re-render ``report.md``, ``results.json`` and the plots of the study whose ``results.json`` is
+    ``results`` into ``out`` (default: that file's folder); returns the report's path."""
+    from dataclasses import replace
+
+    from .report import write_report
+
+    cfg, stored = load_stored(results)
+    source = Path(results).parent
+    if out is not None and Path(out).resolve() != source.resolve():
+        cfg = replace(cfg, out=str(out))
+        if (source / "plots").is_dir():  # a plot only the runs could draw (verbatim positions before they were
+            import shutil  # stored) is kept as they drew it; every other plot is drawn again
+
+            shutil.copytree(source / "plots", Path(out) / "plots", dirs_exist_ok=True)
+    return write_report(cfg, stored=stored)
+
+
+def stored_rungs(stored: dict, rep: Report, seeds: list) -> list:
+    """A ladder's :class:`~preschool.analysis.records.Rung` records from ``stored``'s
+    ``sections.ladder.rung_results`` (analysis/ladder.py ``rung_json``): each arm's cost and finished runs'
+    final values as stored, and per rung a report holding its headline metrics, their directions and its
+    stable-gain rows (the rung ``rep`` is of keeps ``rep``, computed again); seeds as the config names them."""
+    from .records import Gain, Rung, RungArm
+
+    key = {str(s): s for s in seeds}
+    rung_of = (stored.get("config") or {}).get("rung")
+    out = []
+    for r in ((stored.get("sections") or {}).get("ladder") or {}).get("rung_results") or []:  # [] without a ladder
+        arms = {a: RungArm(flops=d["flops"], params=d["params"], params_non_embedding=d["params_non_embedding"],
+                           finals={key.get(str(k), k): v for k, v in d["seeds"].items()},
+                           unfinished=d["unfinished"], no_flops=d["no_flops"], runs={})
+                for a, d in r["arms"].items()}
+        if r["rung"] == rung_of:
+            out.append(Rung(name=r["rung"], arms=arms, report=rep))
+            continue
+        out.append(Rung(name=r["rung"], arms=arms, report=Report(
+            names=list(arms) or rep.names, baseline=rep.baseline, stages={}, metric_names=list(r["headline"]),
+            headline=list(r["headline"]), higher=dict(r["higher"]), arms={}, table=[], axes={}, nonfinite=[],
+            setups={}, after_stages=[], stable_gain=[Gain(**g) for g in r["stable_gain"]], token_efficiency=[],
+            window=rep.window)))
+    return out
+
+
+def rerender_tree(root: str | Path) -> list[tuple[Path, str | None]]:
+    """Re-render every study under ``root`` (each folder with a ``report.md``) in place from its
+    ``results.json``; returns ``(folder, None)`` for each re-rendered one and ``(folder, reason)`` for each
+    that cannot be (no ``results.json``, or the one-line refusal of :func:`load_stored` / the sections)."""
+    from ..errors import PreschoolError
+
+    done: list[tuple[Path, str | None]] = []
+    for report in sorted(Path(root).rglob("report.md")):
+        folder = report.parent
+        results = folder / "results.json"
+        if not results.is_file():
+            done.append((folder, f"{folder}: no results.json beside report.md (the runs' curves were not stored)"))
+            continue
+        try:
+            rerender(results)
+        except PreschoolError as e:
+            done.append((folder, str(e)))
+        else:
+            done.append((folder, None))
+    return done

@@ -1,0 +1,176 @@
+"""``preschool report --from-results``: a study's report re-rendered from its results.json alone (issue #41 item 4).
+
+The committed studies under docs/results/ keep their results.json, not their run folders; each report.md there
+must be what today's report rules make of its stored curves, so a rule change shows up as a failing test
+until ``make rerender`` is run and the re-rendered reports are committed.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS = ROOT / "docs" / "results"
+# every committed study the report pipeline wrote (the compartments studies predate it; quickstart kept no
+# results.json); ppt_retrieval runs in the default test run, the others with the slow tests (a few s each)
+STUDIES = ["ppt_retrieval", "l2t_blimp", "ladder_dyck", "ppt_timing_stack", "stack_vs_queue", "stack_vs_queue/pilot"]
+
+
+def _copy(study: str, tmp_path: Path) -> Path:
+    dst = tmp_path / study
+    shutil.copytree(RESULTS / study, dst)
+    return dst
+
+
+def _cli(*args: str) -> int:
+    from preschool.cli import main
+
+    return main(["report", *args])
+
+
+@pytest.mark.parametrize("study", [pytest.param(s, marks=() if s == "ppt_retrieval" else pytest.mark.slow)
+                                   for s in STUDIES])
+def test_each_committed_report_is_its_rerender(study, tmp_path):
+    """A committed report.md is byte for byte what `preschool report --from-results` writes from the results.json
+    beside it (stale reports fail here: run `make rerender` and commit what it writes)."""
+    folder = _copy(study, tmp_path)
+    assert _cli("--from-results", str(folder / "results.json")) == 0
+    assert (folder / "report.md").read_text(encoding="utf-8") == \
+        (RESULTS / study / "report.md").read_text(encoding="utf-8")
+
+
+def test_every_report_pipeline_study_is_in_the_list():
+    """A study added under docs/results/ with a report-pipeline results.json is checked by the test above."""
+    from preschool.analysis.from_results import load_stored
+    from preschool.errors import PreschoolError
+
+    found = []
+    for results in sorted(RESULTS.rglob("results.json")):
+        try:
+            load_stored(results)
+        except PreschoolError:
+            continue
+        found.append(results.parent.relative_to(RESULTS).as_posix())
+    assert sorted(found) == sorted(STUDIES)
+
+
+def test_a_rerender_into_another_folder_is_the_same_report(tmp_path):
+    """--out writes the re-render elsewhere, the source untouched; a plot only the runs could draw (ppt_retrieval's
+    verbatim positions, from before they were stored) comes along."""
+    source = _copy("ppt_retrieval", tmp_path)
+    before = {p.name: p.read_bytes() for p in source.iterdir() if p.is_file()}
+    assert _cli("--from-results", str(source / "results.json"), "--out", str(tmp_path / "elsewhere")) == 0
+    assert (tmp_path / "elsewhere" / "report.md").read_text(encoding="utf-8") == \
+        (RESULTS / "ppt_retrieval" / "report.md").read_text(encoding="utf-8")
+    assert (tmp_path / "elsewhere" / "plots" / "verbatim_positions.png").is_file()
+    assert {p.name: p.read_bytes() for p in source.iterdir() if p.is_file()} == before
+
+
+def test_ppt_retrieval_under_the_stays_rule_saves_nothing_on_the_papers_metric():
+    """The report of ppt_retrieval's runs printed Dyck "saved +96.4 %" on coarse_nll_full by first crossings
+    while the same report finds a stable harm; the committed report (its re-render, as the test above checks)
+    names the stays rule and no seed reaches the target (issue #41 item 4)."""
+    text = (RESULTS / "ppt_retrieval" / "report.md").read_text(encoding="utf-8")
+    row = [line for line in text.splitlines()
+           if line.startswith("| dyck | verbatim/coarse_nll_full | language")][-1]  # the efficiency table's
+    cells = [c.strip() for c in row.split("|")[1:-1]]
+    assert cells[4:6] == ["stays", "0/3"] and cells[-1] == "–"
+    assert "first crossing" not in text
+
+
+def test_a_rerender_keeps_the_runs_provenance_and_rerenders_to_itself(tmp_path):
+    """The re-render keeps the config, code version and data manifests of the runs (not the re-rendering
+    code's), says it is a re-render and re-renders to itself: a ladder's results.json keeps each rung's
+    numbers (`sections.ladder.rung_results`) for the next one."""
+    import json
+
+    folder = _copy("ladder_dyck", tmp_path)
+    path = folder / "results.json"
+    before = json.loads(path.read_text(encoding="utf-8"))
+    assert _cli("--from-results", str(path)) == 0
+    after = json.loads(path.read_text(encoding="utf-8"))
+    for key in ("config", "code_version", "data_manifests"):
+        assert after[key] == before[key]
+    assert after["sections"]["ladder"]["rung_results"] == before["sections"]["ladder"]["rung_results"]
+    first = (folder / "report.md").read_text(encoding="utf-8")
+    assert f"commit {before['code_version']['git_commit'][:12]}" in first and "--from-results" in first
+    _cli("--from-results", str(path))
+    assert (folder / "report.md").read_text(encoding="utf-8") == first
+    assert json.loads(path.read_text(encoding="utf-8")) == after
+
+
+@pytest.mark.parametrize("case", ["quickstart", pytest.param("ppt_timing_stack", marks=pytest.mark.slow)])
+def test_a_report_from_the_runs_and_its_rerender_agree(case, tmp_path, monkeypatch):
+    """The report written from run folders (the golden cases: non-finite values, an unfinished run, downstream
+    groups, both crossing rules, later stages) and the one re-rendered from its results.json alone are the same
+    report, but for the line saying it is a re-render."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("report_golden", Path(__file__).with_name("test_report_golden.py"))
+    golden = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(golden)
+    build = golden.build
+    out = tmp_path / case
+    report, _ = build(case, out, monkeypatch)
+    again = tmp_path / "again"
+    assert _cli("--from-results", str(out / "results.json"), "--out", str(again)) == 0
+    lines = (again / "report.md").read_text(encoding="utf-8").replace(str(again), "<out>").splitlines()
+    assert [line for line in lines if "--from-results" not in line] == report.splitlines()
+
+
+def test_what_cannot_be_rerendered_is_refused_in_one_line_naming_the_file(tmp_path, capsys):
+    import json
+
+    for study, why in [("compartments_slowdown", "retired compartments runner"),
+                       ("ladder_compartments", "read the run folders")]:
+        folder = _copy(study, tmp_path)
+        before = (folder / "report.md").read_bytes()
+        assert _cli("--from-results", str(folder / "results.json")) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and str(folder / "results.json") in err and why in err
+        assert (folder / "report.md").read_bytes() == before  # nothing written
+    # a ladder's results.json from before the rungs' numbers were stored
+    ladder = _copy("ladder_dyck", tmp_path)
+    stored = json.loads((ladder / "results.json").read_text(encoding="utf-8"))
+    del stored["sections"]["ladder"]["rung_results"]
+    (ladder / "results.json").write_text(json.dumps(stored), encoding="utf-8")
+    assert _cli("--from-results", str(ladder / "results.json")) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and str(ladder / "results.json") in err and "rung_results" in err
+    # a token-efficiency target at a baseline step: results.json keeps the curves by tokens, not steps
+    timing = _copy("ppt_timing_stack", tmp_path)
+    stored = json.loads((timing / "results.json").read_text(encoding="utf-8"))
+    stored["config"]["report"]["efficiency"]["targets"]["val/pt"] = "baseline@8"
+    (timing / "results.json").write_text(json.dumps(stored), encoding="utf-8")
+    assert _cli("--from-results", str(timing / "results.json")) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "baseline@<step>" in err and "val/pt" in err
+    assert _cli("--from-results", str(tmp_path / "missing" / "results.json")) == 2
+    assert "no such file" in capsys.readouterr().err
+    assert _cli("examples/quickstart.yaml", "--from-results", str(folder / "results.json")) == 2
+    assert "--from-results" in capsys.readouterr().err
+
+
+def test_make_rerender_lists_the_studies_it_leaves_as_they_are(tmp_path, capsys):
+    """scripts/rerender_results.py re-renders every study under a folder and names each one it leaves, with
+    the reason (quickstart: no results.json)."""
+    import runpy
+    import sys
+
+    for study in ("quickstart", "compartments_audit", "stack_vs_queue/pilot"):
+        _copy(study, tmp_path)
+    argv = sys.argv
+    sys.argv = ["rerender_results.py", str(tmp_path)]
+    try:
+        with pytest.raises(SystemExit) as e:
+            runpy.run_path(str(ROOT / "scripts" / "rerender_results.py"), run_name="__main__")
+    finally:
+        sys.argv = argv
+    assert e.value.code == 0
+    out = capsys.readouterr().out.splitlines()
+    assert f"re-rendered  {tmp_path / 'stack_vs_queue' / 'pilot'}" in out
+    assert any(line.startswith("left as is") and "quickstart: no results.json" in line for line in out)
+    assert sum(line.startswith("left as is") and "compartments_audit" in line for line in out) == 2  # + micro/
