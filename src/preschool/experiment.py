@@ -818,7 +818,9 @@ def evaluate_arms(cfg: ExperimentConfig) -> None:
     hf_logging.disable_progress_bar()  # one "Loading weights" bar per checkpoint is noise
     for view, arm, seed, run_dir in all_runs(cfg):
         # a cluster report runs after every arm job, finished or not: evaluate what exists
-        if not evaluate_specs(run_dir, cfg.evals, layout.data_dir(cfg.out_dir)):
+        # evaluators default to the arm's training device when that is CUDA (evals.runner.eval_device)
+        device = view.train_config(arm, seed).device
+        if not evaluate_specs(run_dir, cfg.evals, layout.data_dir(cfg.out_dir), device):
             at = f" rung {view.rung}" if view.rung is not None else ""
             print(f"[preschool]{at} arm {arm.name} seed {seed}: no checkpoints yet, not evaluated")
 
