@@ -4,6 +4,8 @@
 # Both install the exact versions in requirements/lock.txt (pinned and hashed); `make lock`
 # regenerates it after a dependency change in pyproject.toml (see README, "Reproducibility").
 # `make test-olmo` (opt-in) checks the numpy export with OLMo-core's own reader in a second environment.
+# On a CUDA machine: `make setup-gpu` (the CUDA build of torch and preschool[gpu], exact versions from
+# requirements/gpu-lock.txt, in .venv-gpu) and `make gpu-check` (scripts/gpu_check.py: PASS/FAIL per step).
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -35,28 +37,40 @@ OLMO_DOWNGRADES := filelock huggingface-hub rich
 OLMO_VENV := .venv-olmo
 OLMO_BIN := $(OLMO_VENV)/bin
 
+# The GPU environment: PyPI's Linux wheel of torch (the version in requirements/torch-gpu.txt, the
+# same as the CPU wheel's) is the CUDA build and brings its nvidia-* libraries and triton; GPU_EXTRAS
+# adds Liger-Kernel (gpu) and pytest (dev). requirements/gpu-lock.txt is the main lock's versions
+# wherever both hold a package (tests/reliability/test_install_lock.py), plus the CUDA ones.
+GPU_EXTRAS := gpu,dev
+GPU_LOCK := requirements/gpu-lock.txt
+GPU_VENV := .venv-gpu
+GPU_BIN := $(GPU_VENV)/bin
+# `make gpu-check GPU_CHECK_ARGS='--steps quickstart'`: arguments for scripts/gpu_check.py
+GPU_CHECK_ARGS ?=
+
 comma := ,
-# $(call locked_install,VENV,LOCK): create the environment if missing, install LOCK's exact versions
-# (hashes checked) and this checkout without dependencies, then check that they fit together
+# $(call locked_install,VENV,LOCK,PIP_OPTIONS): create the environment if missing, install LOCK's exact
+# versions (hashes checked; PIP_OPTIONS: where torch's wheel is found) and this checkout without
+# dependencies, then check that they fit together
 define locked_install
 	test -x $(1)/bin/python || $(PY) -m venv $(1)
 	$(1)/bin/pip install -q --upgrade pip
-	$(1)/bin/pip install -q --require-hashes --find-links $(TORCH_WHEELS) -r $(2)
+	$(1)/bin/pip install -q --require-hashes $(3) -r $(2)
 	$(1)/bin/pip install -q --no-deps -e .
 	$(1)/bin/pip check
 endef
-# $(call compile,EXTRAS,OUTPUT,COMMAND): resolve the runtime dependencies plus EXTRAS into OUTPUT
-# (pinned, hashed; versions already in OUTPUT kept where allowed)
+# $(call compile,EXTRAS,OUTPUT,COMMAND,TORCH_PIN,PIP_OPTIONS): resolve the runtime dependencies plus EXTRAS
+# into OUTPUT (pinned, hashed; versions already in OUTPUT kept where allowed), torch as TORCH_PIN says
 define compile
 	$(BIN)/uv pip compile pyproject.toml $(foreach e,$(subst $(comma), ,$(1)),--extra $(e)) \
-		--constraint requirements/torch.txt --find-links $(TORCH_WHEELS) --generate-hashes \
+		--constraint $(4) $(5) --generate-hashes \
 		--python-version 3.11 --python-platform x86_64-manylinux_2_28 $(if $(UPGRADE),--upgrade) \
 		--custom-compile-command '$(3)' --quiet -o $(2)
 endef
 
 $(BIN)/preschool: pyproject.toml $(LOCK)
 ifeq ($(USE_LOCK),1)
-	$(call locked_install,$(VENV),$(LOCK))
+	$(call locked_install,$(VENV),$(LOCK),--find-links $(TORCH_WHEELS))
 else
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
@@ -65,7 +79,7 @@ else
 endif
 	touch $(BIN)/preschool
 
-.PHONY: setup quickstart test test-all rerender lock setup-olmo test-olmo lock-olmo
+.PHONY: setup quickstart test test-all rerender lock setup-olmo test-olmo lock-olmo setup-gpu gpu-check lock-gpu
 setup: $(BIN)/preschool
 
 quickstart: setup
@@ -88,12 +102,12 @@ rerender: setup
 lock:
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q $(UV)
-	$(call compile,$(TEST_EXTRAS),$(LOCK),make lock)
+	$(call compile,$(TEST_EXTRAS),$(LOCK),make lock,requirements/torch.txt,--find-links $(TORCH_WHEELS))
 
 # The OLMo-core environment (opt-in; .ci/run runs it after `make test` when time allows): about 90
 # packages, most of them the main environment's, so a second download only where pip's cache lacks them.
 $(OLMO_BIN)/preschool: pyproject.toml $(OLMO_LOCK)
-	$(call locked_install,$(OLMO_VENV),$(OLMO_LOCK))
+	$(call locked_install,$(OLMO_VENV),$(OLMO_LOCK),--find-links $(TORCH_WHEELS))
 	touch $(OLMO_BIN)/preschool
 
 setup-olmo: $(OLMO_BIN)/preschool
@@ -109,5 +123,28 @@ lock-olmo:
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q $(UV)
 	cp $(LOCK) $(OLMO_LOCK).new
-	$(call compile,$(OLMO_EXTRAS),$(OLMO_LOCK).new,make lock-olmo)
+	$(call compile,$(OLMO_EXTRAS),$(OLMO_LOCK).new,make lock-olmo,requirements/torch.txt,--find-links $(TORCH_WHEELS))
 	mv $(OLMO_LOCK).new $(OLMO_LOCK)
+
+# The GPU environment (a CUDA machine, network to PyPI): several GB of wheels (torch's CUDA build and
+# its nvidia-* libraries), so a separate .venv-gpu; `make setup`/`make test` stay on the CPU wheel.
+# torch comes from PyPI (its Linux wheel is the CUDA build), not from the CPU wheel page.
+$(GPU_BIN)/preschool: pyproject.toml $(GPU_LOCK)
+	$(call locked_install,$(GPU_VENV),$(GPU_LOCK),)
+	touch $(GPU_BIN)/preschool
+
+setup-gpu: $(GPU_BIN)/preschool
+
+# PASS/FAIL/SKIP per step, non-zero exit on a FAIL; output under docs/results/gpu/<date>-<device>/
+# (docs/results/gpu/README.md; a machine without network: carry the wheels it names there)
+gpu-check: setup-gpu
+	$(GPU_BIN)/python scripts/gpu_check.py $(GPU_CHECK_ARGS)
+
+# Regenerate requirements/gpu-lock.txt after `make lock` (needs the network): it starts from the main
+# lock's versions, so it follows the main lock; torch at requirements/torch-gpu.txt from PyPI.
+lock-gpu:
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install -q $(UV)
+	cp $(LOCK) $(GPU_LOCK).new
+	$(call compile,$(GPU_EXTRAS),$(GPU_LOCK).new,make lock-gpu,requirements/torch-gpu.txt,)
+	mv $(GPU_LOCK).new $(GPU_LOCK)

@@ -14,21 +14,34 @@ AdamW steps on random tokens and measures, after the warm-up steps:
 | ours-plain | our trainer with ``fused_loss: off``, ``kernels: off``, no compile |
 | ours+fused-loss | + ``fused_loss``: Liger's fused linear cross-entropy when installed, else ``chunked`` |
 | ours+compile | + ``compile: blocks`` (each decoder layer compiled) |
-| ours+kernels | + ``kernels: liger`` (RMSNorm, SwiGLU, RoPE); skipped without ``preschool[gpu]`` |
-| ours+all | fused loss + kernels (when installed) + per-block compile |
+| ours+kernels | + ``kernels: liger`` (RMSNorm, SwiGLU); skipped without ``preschool[gpu]`` |
+| ours+all | fused loss + kernels (when installed) + per-block compile, every option on |
+| ours+auto | ``compile: blocks`` with ``kernels: auto`` and ``fused_loss: auto``: what the trainer picks (docs/training.md) |
 | ours+all doc-masked | ours+all on packed rows with ``attention_reset_between_docs`` (FlexAttention on CUDA); first preset only unless ``--doc-masked-all`` |
 
-Each preset runs in its own process (Liger's RoPE patch is process-wide, so the
-rows without kernels run first). Peak memory is ``torch.cuda.max_memory_allocated``
-per row on CUDA and the process's peak RSS per row on CPU (``VmHWM``, reset
-before each row). MFU = tokens/s x model FLOPs per token
-(``preschool.train.flops.flops_per_token``: 6N + causal attention) / the GPU's
-dense bf16 peak from ``preschool.train.flops.GPUS`` (datasheet figures with
-their sources); on a GPU not in that table, and on CPU, the best measured
-matmul rate over several shapes instead (the output says which). The run stops starting rows after ``--budget-s``
-seconds (default 450, so the whole command stays under 8 minutes on one H200)
-and records the rows it skipped. Output: ``<out>/gpu_bench.json`` and
-``<out>/gpu_bench.md`` (written atomically), and the table on stdout.
+No row writes a checkpoint (ours: the checkpoint write is switched off for the
+benchmark; the HF Trainer: ``save_strategy="no"``); each row records how many
+it found (``checkpoints``, 0). Each preset runs in its own worker process, in
+a session of its own; every row is appended to ``<out>/gpu_bench.jsonl`` (one
+JSON object a line, flushed and fsynced) the moment it finishes, so a run that
+is killed keeps its finished rows. Peak memory is
+``torch.cuda.max_memory_allocated`` per row on CUDA and the process's peak RSS
+per row on CPU (``VmHWM``, reset before each row). MFU = tokens/s x model FLOPs
+per token (``preschool.train.flops.flops_per_token``: 6N + causal attention) /
+the GPU's dense bf16 peak from ``preschool.train.flops.GPUS`` (datasheet
+figures with their sources); on a GPU not in that table, and on CPU, the best
+measured matmul rate over several shapes instead (the output says which).
+
+Budget (``--budget-s``, default 450): no row starts after it, and a worker
+still running ``--grace-s`` (default 60) seconds past it is killed with its
+process group (the rows it finished stay), so the command ends within about
+budget + grace + the matmul probe. The default three presets x nine rows do
+*not* fit in 450 s on one H200: the 8 rows of gpt-1b alone took over 240 s
+(issue #38); rows the budget leaves out are listed as skipped. For the whole
+table give ``--budget-s 1800``. Output: ``<out>/gpu_bench.jsonl`` (rewritten
+at the start of a run), ``<out>/gpu_bench.json`` and ``<out>/gpu_bench.md``
+(written atomically at the end), the table on stdout, and each worker's log in
+``<out>/worker-<preset>.log``.
 """
 
 from __future__ import annotations
@@ -37,7 +50,7 @@ import argparse
 import gc
 import json
 import os
-import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -52,7 +65,8 @@ import train_throughput as tt  # noqa: E402  (shared run helpers, FLOP count, ma
 
 PRESETS = ["gpt-125m", "gpt-500m", "gpt-1b"]
 ROWS = ["hf-loop", "hf-trainer", "ours-plain", "ours+fused-loss", "ours+compile", "ours+kernels", "ours+all",
-        "ours+all doc-masked"]
+        "ours+auto", "ours+all doc-masked"]
+ROWS_FILE = "gpu_bench.jsonl"
 FULL = {"seq_len": 4096, "vocab": 128_256, "batch": 4, "steps": 8, "warmup_steps": 3}
 TINY = {"seq_len": 64, "vocab": 512, "batch": 2, "steps": 3, "warmup_steps": 1}
 TINY_SHAPE = {"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 2, "num_key_value_heads": 1,
@@ -140,13 +154,13 @@ def row_settings(row: str, dev: torch.device, no_compile: bool = False) -> tuple
     if row == "ours+fused-loss":
         return {**plain, **fused}, None
     if row == "ours+compile":
-        return {**plain, "compile": "blocks"}, None
+        return ({}, "--no-compile") if no_compile else ({**plain, "compile": "blocks"}, None)
     if row == "ours+kernels":
         if kernels is None:
             return {}, "needs CUDA and Liger-Kernel (pip install 'preschool[gpu]')"
         return {**plain, **kernels}, None
-    if no_compile and row == "ours+compile":
-        return {}, "--no-compile"
+    if row == "ours+auto":
+        return {"fused_loss": "auto", "kernels": "auto", **({} if no_compile else {"compile": "blocks"})}, None
     allx = {**plain, **fused, **(kernels or {}), **({} if no_compile else {"compile": "blocks"})}
     if row == "ours+all":
         return allx, None
@@ -175,7 +189,9 @@ def run_row(row: str, model_cfg: dict, data: dict[str, Path], s: dict, dev: torc
         else:
             ds = data["docs"] if extra.get("attention_reset_between_docs") else data["rand"]
             cfg = {**extra, "device": dev.type, "micro_batch_size": s["batch"]}
-            tps = _run_ours(model_cfg, ds, s, tmp / row.replace(" ", "_").replace("+", "_"), cfg)
+            run_dir = tmp / row.replace(" ", "_").replace("+", "_")
+            tps = _run_ours(model_cfg, ds, s, run_dir, cfg)
+            out["checkpoints"] = len(list(run_dir.glob("checkpoints/step-*")))
     except Exception as e:  # one row failing (OOM, a kernel that does not fit this torch) must not lose the rest
         return {**out, "error": f"{type(e).__name__}: {str(e)[:500]}", "seconds": time.perf_counter() - t0}
     finally:
@@ -184,16 +200,39 @@ def run_row(row: str, model_cfg: dict, data: dict[str, Path], s: dict, dev: torc
 
 
 def _run_ours(model_cfg: dict, ds: Path, s: dict, out: Path, extra: dict) -> float:
-    """``train_throughput.run_ours`` on a dataset named ``rand`` (it names its dataset so)."""
+    """``train_throughput.run_ours`` on a dataset named ``rand`` (it names its dataset so), writing no checkpoint."""
+    from preschool.train.callbacks import Callback
+
+    class NoCheckpoints(Callback):
+        """The trainer checkpoints at every stage end; a benchmark row measures training only (a gpt-1b
+        checkpoint with AdamW state is ~13 GB, and six of them overfill a 64 GiB disk)."""
+
+        def on_train_start(self, trainer) -> None:
+            trainer.save_checkpoint = lambda: None
+
     return tt.run_ours(model_cfg, ds, s["steps"], s["warmup_steps"] - 1, s["batch"], s["seq_len"], out,
-                       compile=extra.pop("compile", False), precision="auto", extra=extra)
+                       compile=extra.pop("compile", False), precision="auto", extra=extra,
+                       callbacks=(NoCheckpoints(),))
+
+
+def append_row(path: Path, row: dict) -> None:
+    """One JSON line appended and synced to disk, so a killed run keeps every row finished before it."""
+    with open(path, "a") as f:
+        f.write(json.dumps(row) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
 
 
 def worker(a) -> int:
-    """All rows of one preset, one JSON line per row appended to ``--worker`` (a file the driver reads)."""
+    """All rows of one preset, each appended to ``--worker`` (the run's JSON Lines file) as it finishes,
+    with its MFU against ``--peak-flops``."""
+    import threading
+
+    threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True).start()
     s = TINY if a.tiny else FULL
     dev = torch.device(a.device_resolved)
     model_cfg = {"preset": a.preset, "overrides": dict(TINY_SHAPE) if a.tiny else {}}
+    fpt = tt.flops_per_token(model_cfg, s["vocab"], s["seq_len"])
     deadline = time.time() + a.worker_budget
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
@@ -205,9 +244,38 @@ def worker(a) -> int:
                 res = {"row": row, "skipped": "time budget spent"}
             else:
                 res = run_row(row, model_cfg, data, s, dev, tmp, a.no_compile)
-            with open(a.worker, "a") as f:  # line by line, so a crash keeps the rows before it
-                f.write(json.dumps({"preset": a.preset, **res}) + "\n")
+            if "tokens_per_s" in res:
+                res["mfu"] = res["tokens_per_s"] * fpt / a.peak_flops
+            append_row(Path(a.worker), {"preset": a.preset, **res, "flops_per_token": fpt})
     return 0
+
+
+def _exit_with_parent(parent: int) -> None:
+    """End this worker when the driver that started it is gone (killed): a worker runs in a session of
+    its own, so no terminal signal reaches it, and it must not go on filling the GPU for nobody."""
+    while os.getppid() == parent:
+        time.sleep(1.0)
+    os._exit(3)
+
+
+def run_worker(cmd: list[str], log: Path, timeout: float) -> int | str:
+    """Run one worker in a session of its own, output to ``log`` (no pipe the driver must drain);
+    returns its exit code, or why it was stopped. Whatever it leaves behind in its process group
+    (Inductor's compile workers) is killed when it ends, so nothing outlives the driver."""
+    with open(log, "w") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True)
+        try:
+            rc: int | str = proc.wait(timeout=max(timeout, 1.0))
+        except subprocess.TimeoutExpired:
+            rc = f"killed {timeout:.0f} s after it started (--budget-s plus --grace-s)"
+        finally:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait()
+    return rc
 
 
 # --------------------------------------------------------------------------- driver
@@ -234,23 +302,34 @@ def table(rows: list[dict], peak: float) -> str:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--device", default="auto", help="auto | cuda | cpu")
+    ap.add_argument("--device", default="auto", help="auto (CUDA when available, else cpu) | cuda | cpu; default auto")
     ap.add_argument("--tiny", action="store_true", help="2-layer d=64 models, vocab 512, seq 64 (CPU tests)")
-    ap.add_argument("--presets", nargs="+", default=PRESETS)
-    ap.add_argument("--rows", nargs="+", default=ROWS, choices=ROWS, metavar="ROW", help=f"subset of {ROWS}")
-    ap.add_argument("--doc-masked-all", action="store_true", help="the doc-masked row for every preset")
+    ap.add_argument("--presets", nargs="+", default=PRESETS, help=f"model presets, one worker each (default {PRESETS})")
+    ap.add_argument("--rows", nargs="+", default=ROWS, choices=ROWS, metavar="ROW",
+                    help=f"subset of {ROWS} (default: all)")
+    ap.add_argument("--doc-masked-all", action="store_true", help="the doc-masked row for every preset (default: first)")
     ap.add_argument("--no-compile", action="store_true",
                     help="rows without compile (quick CPU checks: Inductor takes ~1 min per compiled row on CPU)")
-    ap.add_argument("--budget-s", type=float, default=450.0, help="start no row after this many seconds")
-    ap.add_argument("--out", type=Path, default=Path("results/gpu_bench"))
+    ap.add_argument("--budget-s", type=float, default=450.0,
+                    help="start no row after this many seconds (default 450; all presets and rows need ~1800)")
+    ap.add_argument("--grace-s", type=float, default=60.0,
+                    help="kill a worker still running this long after the budget; its finished rows stay (default 60)")
+    ap.add_argument("--out", type=Path, default=Path("results/gpu_bench"),
+                    help="output folder: gpu_bench.jsonl (row by row), .json, .md, worker logs "
+                         "(default results/gpu_bench)")
     ap.add_argument("--worker", help=argparse.SUPPRESS)  # internal: one preset in this process, rows to this file
     ap.add_argument("--preset", help=argparse.SUPPRESS)
     ap.add_argument("--device-resolved", help=argparse.SUPPRESS)
     ap.add_argument("--worker-budget", type=float, help=argparse.SUPPRESS)
+    ap.add_argument("--peak-flops", type=float, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     if a.worker:
-        return worker(a)
+        rc = worker(a)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        # every row is on disk; skip interpreter teardown (compile pools, CUDA) that can hang an exit
+        os._exit(rc)
     if a.device == "auto":
         dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     else:
@@ -258,8 +337,12 @@ def main(argv=None) -> int:
         if dev.type == "cuda" and not torch.cuda.is_available():
             raise SystemExit("--device cuda: CUDA is not available here")
     s = TINY if a.tiny else FULL
+    from preschool.io import write_json, write_text
     from preschool.train.flops import gpu_for_device_name, peak_matmul_flops
 
+    a.out.mkdir(parents=True, exist_ok=True)
+    rows_file = a.out / ROWS_FILE
+    write_text(rows_file, "")  # this run's rows only
     name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu"
     measured, shape = peak_matmul_flops(str(dev), "bfloat16" if dev.type == "cuda" else "float32",
                                         seconds=0.05 if a.tiny else 0.3)
@@ -267,45 +350,50 @@ def main(argv=None) -> int:
     peak, peak_source = ((listed.bf16_flops, listed.source) if listed else
                          (measured, f"measured best matmul here ({shape}); no datasheet entry"))
     print(f"device {name}; MFU denominator {peak / 1e12:.1f} TFLOP/s ({peak_source}); "
-          f"measured matmul {measured / 1e12:.2f} TFLOP/s", flush=True)
-    t_end = time.time() + a.budget_s
-    results: list[dict] = []
+          f"measured matmul {measured / 1e12:.2f} TFLOP/s; rows to {rows_file}", flush=True)
+    t_end = time.time() + a.budget_s  # the rows' budget, after the probe
     for i, preset in enumerate(a.presets):
         rows = [r for r in a.rows if r != "ours+all doc-masked" or i == 0 or a.doc_masked_all]
         left = t_end - time.time()
         if left <= 0:
-            results += [{"preset": preset, "row": r, "skipped": "time budget spent"} for r in rows]
+            for r in rows:
+                append_row(rows_file, {"preset": preset, "row": r, "skipped": "time budget spent"})
             continue
-        rows_file = Path(tempfile.mkdtemp()) / "rows.jsonl"
         cmd = [sys.executable, __file__, "--worker", str(rows_file), "--preset", preset, "--device-resolved", str(dev),
-               "--worker-budget", str(left), "--rows", *rows] + (["--tiny"] if a.tiny else []) + (
-                   ["--no-compile"] if a.no_compile else [])
-        done = subprocess.run(cmd, capture_output=True, text=True)
-        got = [json.loads(line) for line in rows_file.read_text().splitlines()] if rows_file.is_file() else []
-        shutil.rmtree(rows_file.parent, ignore_errors=True)
-        if done.returncode != 0:
-            seen = {r["row"] for r in got}
-            got += [{"preset": preset, "row": r, "error": f"worker exited {done.returncode}: {done.stderr[-300:]}"}
-                    for r in rows if r not in seen]
-        fpt = tt.flops_per_token({"preset": preset, "overrides": TINY_SHAPE if a.tiny else {}}, s["vocab"],
-                                 s["seq_len"])
-        for r in got:
-            if "tokens_per_s" in r:
-                r["mfu"] = r["tokens_per_s"] * fpt / peak
-            r["flops_per_token"] = fpt
-            print(json.dumps(r), flush=True)
-        results += got
+               "--worker-budget", str(left), "--peak-flops", str(peak), "--rows", *rows] + (
+                   ["--tiny"] if a.tiny else []) + (["--no-compile"] if a.no_compile else [])
+        log = a.out / f"worker-{preset}.log"
+        rc = run_worker(cmd, log, left + a.grace_s)
+        if rc != 0:
+            seen = {r["row"] for r in _read_rows(rows_file) if r["preset"] == preset}
+            tail = log.read_text(errors="replace")[-300:] if log.is_file() else ""
+            why = f"worker exited {rc}" if isinstance(rc, int) else f"worker {rc}"
+            for r in rows:
+                if r not in seen:
+                    append_row(rows_file, {"preset": preset, "row": r, "error": f"{why}: {tail}"})
+        for r in _read_rows(rows_file):
+            if r["preset"] == preset:
+                print(json.dumps(r), flush=True)
+    results = _read_rows(rows_file)
     md = table(results, peak)
     report = {"device": name, "device_type": dev.type, "tiny": a.tiny, **s, "peak_flops": peak,
               "peak_source": peak_source, "measured_matmul_flops": measured, "measured_matmul_shape": shape,
               "torch": torch.__version__, "rows": results}
-    from preschool.io import write_json, write_text
-
-    a.out.mkdir(parents=True, exist_ok=True)
     write_json(a.out / "gpu_bench.json", report)
     write_text(a.out / "gpu_bench.md", md + "\n")
-    print(md)
+    print(md, flush=True)
     return 0
+
+
+def _read_rows(path: Path) -> list[dict]:
+    """The rows appended so far (a line cut short by a kill is left out)."""
+    out = []
+    for line in path.read_text().splitlines():
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return out
 
 
 if __name__ == "__main__":

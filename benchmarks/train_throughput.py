@@ -84,8 +84,10 @@ class _Clock:
 
 
 def run_ours(model, data, steps, warm, batch, seq_len, out: Path, compile: "bool | str" = False,
-             cpu_heap: str = "retain", precision: str = "auto", extra: dict | None = None) -> float:
-    """Tokens/s of our trainer; ``extra`` adds train-config fields (fused_loss, kernels, micro_batch_size...)."""
+             cpu_heap: str = "retain", precision: str = "auto", extra: dict | None = None,
+             callbacks: tuple = ()) -> float:
+    """Tokens/s of our trainer; ``extra`` adds train-config fields (fused_loss, kernels, micro_batch_size...),
+    ``callbacks`` run before the clock's."""
     from preschool.train.callbacks import Callback
     from preschool.train.trainer import train
 
@@ -100,7 +102,7 @@ def run_ours(model, data, steps, warm, batch, seq_len, out: Path, compile: "bool
         def on_step_end(self, trainer):
             clock.tick()
 
-    train(cfg, out, {"rand": data}, callbacks=[Clock()])
+    train(cfg, out, {"rand": data}, callbacks=[*callbacks, Clock()])
     return clock.tokens_per_s(warm, batch * seq_len)
 
 

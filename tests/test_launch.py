@@ -208,10 +208,12 @@ def test_gpu_jobs_size_prepare_and_report_for_what_they_do(tmp_path):
     jobs = {j.name: j.script for j in slurm_jobs(exp, SlurmOptions(nodes=2, gpus_per_node=4))}
     assert "#SBATCH --gpus-per-node=4" in jobs["pt_only-seed0"] and "#SBATCH --nodes=2" in jobs["pt_only-seed0"]
     assert "--gpus-per-node" not in jobs["prepare"]  # data building needs no GPU
-    # the runner evaluates on CPU: the report job asks no GPU unless told to
-    assert "--gpus-per-node" not in jobs["report"] and "#SBATCH --nodes=1" in jobs["report"]
-    jobs = {j.name: j.script for j in slurm_jobs(exp, SlurmOptions(gpus_per_node=4, report_gpus=1))}
-    assert "#SBATCH --gpus-per-node=1" in jobs["report"]
+    # the evaluators run on the training device when that is CUDA: the report job asks one GPU
+    assert "#SBATCH --gpus-per-node=1" in jobs["report"] and "#SBATCH --nodes=1" in jobs["report"]
+    jobs = {j.name: j.script for j in slurm_jobs(exp, SlurmOptions(gpus_per_node=4, report_gpus=0))}
+    assert "--gpus-per-node" not in jobs["report"]  # told otherwise: the evaluators fall back to the CPU
+    jobs = {j.name: j.script for j in slurm_jobs(exp, SlurmOptions(gpus_per_node=0))}
+    assert "--gpus-per-node" not in jobs["report"]  # CPU training, CPU evaluation
 
 
 def test_every_job_sets_cpus_per_task_and_srun_passes_them_on(tmp_path):

@@ -91,8 +91,9 @@ class SlurmOptions:
     runs torchrun and its processes (default :data:`CPUS_PER_PROCESS` per
     process). The prepare and the eval + report jobs run on one node with the
     whole ``cpus_per_task`` (default :data:`CPUS_PER_PROCESS`); prepare asks no
-    GPU, the report job ``report_gpus`` (default none: the evaluators, which the
-    runner runs on CPU, need none).
+    GPU, the eval + report job ``report_gpus`` (default None: one when the arm
+    jobs have GPUs, since the evaluators run on the training device when that is
+    CUDA, ``evals.runner.eval_device``; none for CPU jobs).
     """
 
     nodes: int = 1
@@ -108,13 +109,20 @@ class SlurmOptions:
     mem: str | None = None  # per node, Slurm's --mem syntax (e.g. 64G)
     qos: str | None = None
     constraint: str | None = None
-    report_gpus: int = 0
+    report_gpus: int | None = None
     report_time: str | None = None  # the prepare and report jobs' limit (default: time)
 
     @property
     def procs(self) -> int:
         """torchrun processes per node."""
         return self.procs_per_node or (self.gpus_per_node if self.gpus_per_node > 0 else 1)
+
+    @property
+    def eval_gpus(self) -> int:
+        """GPUs of the eval + report job: ``report_gpus``, else one when training has GPUs."""
+        if self.report_gpus is not None:
+            return self.report_gpus
+        return 1 if self.gpus_per_node > 0 else 0
 
     def cpus(self, processes: int) -> int:
         """CPUs per task for a job running ``processes`` training processes per node."""
@@ -241,7 +249,7 @@ def slurm_jobs(exp: ExperimentFile, opt: SlurmOptions) -> list[Job]:
     report_cmd = _cli(exp, "run", "--only", "eval", "--only", "report", "--no-progress")
     stamp = report_stamp(exp).resolve()
     jobs.append(Job("report", "report", "\n".join(
-        _header(exp, "report", opt, 1, opt.report_gpus, opt.cpus(1), logs, side_time)
+        _header(exp, "report", opt, 1, opt.eval_gpus, opt.cpus(1), logs, side_time)
         + ["# evaluates the checkpoints that exist and reports whatever finished",
            f"{_SRUN} --ntasks=1 {report_cmd}",
            "# reached only when the report succeeded (set -e): a later launch skips a current report",
@@ -411,7 +419,7 @@ def check_partition(opt: SlurmOptions) -> str:
     # (who, CPUs, GPU flag, GPUs, time): prepare asks no GPU, only the report job asks --report-gpus
     asks = (("the arm jobs ask", opt.cpus(opt.procs), "--gpus-per-node", opt.gpus_per_node, opt.time),
             ("the prepare and report jobs ask", opt.cpus(1), "--report-gpus", 0, side_time),
-            ("the report job asks", opt.cpus(1), "--report-gpus", opt.report_gpus, side_time))
+            ("the report job asks", opt.cpus(1), "--report-gpus", opt.eval_gpus, side_time))
     if opt.nodes > len(nodes):
         raise ConfigError("--nodes", f"the arm jobs ask {opt.nodes} nodes, but {where} has {len(nodes)} (sinfo)")
     for who, cpus, gflag, gpus, t in asks:
@@ -793,9 +801,9 @@ def add_arguments(p) -> None:
     p.add_argument("--constraint", help="Slurm node features, e.g. a100")
     p.add_argument("--time", help="time limit of each arm job, HH:MM:SS or D-HH:MM:SS")
     p.add_argument("--report-time", help="time limit of the prepare and report jobs (default: --time)")
-    p.add_argument("--report-gpus", type=int, default=0,
-                   help="GPUs of the eval + report job (default 0: the evaluators run on CPU; for a partition "
-                        "that insists on a GPU); the prepare job asks none")
+    p.add_argument("--report-gpus", type=int, default=None,
+                   help="GPUs of the eval + report job (default: 1 when the arm jobs have GPUs, since the "
+                        "evaluators then run on CUDA; 0 with --gpus-per-node 0); the prepare job asks none")
     p.add_argument("--port", type=int, default=29500,
                    help="multi-node jobs: base rendezvous port on the job's first node, plus the job id mod "
                         f"{PORT_SPAN} (one-node jobs use torchrun --standalone; default 29500)")

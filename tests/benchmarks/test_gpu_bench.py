@@ -34,6 +34,60 @@ def test_tiny_cpu_run_writes_json_and_table(tmp_path):
     assert rows["ours+all doc-masked"]["settings"]["attention_reset_between_docs"] is True
     assert "| gpt-125m | ours-plain |" in md and "| gpt-125m | ours+kernels | - |" in md
     assert "measured best matmul" in report["peak_source"]
+    assert all(r["checkpoints"] == 0 for n, r in rows.items() if n.startswith("ours") and "tokens_per_s" in r)
+    # the rows reached the JSON Lines file one by one, the same ones the report holds
+    lines = [json.loads(l) for l in (tmp_path / "out" / "gpu_bench.jsonl").read_text().splitlines()]
+    assert lines == report["rows"]
+
+
+def test_rows_survive_a_killed_driver_and_its_worker_ends(tmp_path):
+    """The driver killed while its worker runs: the rows finished before stay in gpu_bench.jsonl, whole,
+    and the worker (in a session of its own) notices and ends instead of running on."""
+    import os
+    import signal
+    import time
+
+    env = {"PYTHONPATH": str(ROOT / "src"), "HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"}
+    out = tmp_path / "out"
+    driver = subprocess.Popen([sys.executable, str(ROOT / "benchmarks" / "gpu.py"), "--device", "cpu", "--tiny",
+                               "--no-compile", "--out", str(out), "--presets", "gpt-125m",
+                               "--rows", "ours-plain", *["hf-loop"] * 40], env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    rows_file = out / "gpu_bench.jsonl"
+    deadline = time.time() + 600
+    while time.time() < deadline and not (rows_file.is_file() and rows_file.read_text().count("\n") >= 1):
+        time.sleep(0.5)
+    driver.send_signal(signal.SIGKILL)
+    driver.wait()
+    rows = [json.loads(l) for l in rows_file.read_text().splitlines()]
+    assert rows[0]["row"] == "ours-plain" and rows[0]["tokens_per_s"] > 0
+    assert not (out / "gpu_bench.json").exists()  # the run did not finish: the rows file is all there is
+
+    def workers():
+        found = []
+        for pid in os.listdir("/proc"):
+            try:
+                if pid.isdigit() and str(rows_file).encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
+                    found.append(int(pid))
+            except OSError:
+                pass
+        return found
+
+    deadline = time.time() + 30
+    while workers() and time.time() < deadline:
+        time.sleep(0.5)
+    left = workers()
+    for pid in left:  # ours: started by this test's driver
+        os.kill(pid, signal.SIGKILL)
+    assert not left
+
+
+def test_a_worker_past_the_budget_is_killed_and_said(tmp_path):
+    """A worker still running --grace-s after the budget is stopped; the driver exits and names why."""
+    report, _, _ = _run(tmp_path, "--presets", "gpt-125m", "--no-compile", "--rows", "ours-plain",
+                        "--budget-s", "0.5", "--grace-s", "0")
+    (row,) = report["rows"]
+    assert "killed" in row["error"]
 
 
 def test_budget_skips_rows_it_cannot_start(tmp_path):

@@ -222,3 +222,38 @@ def test_every_also_scores_the_checkpoint_that_ends_each_stage(tmp_path):
     assert steps(every_pt_tokens=3 * 64) == [3, 6, 7, 10]
     assert steps(steps=[3]) == [3]  # explicit steps alone are taken as given
     assert steps() == [3, 6, 7, 9, 10]
+
+
+def test_experiment_evaluates_on_the_training_device_when_that_is_cuda(monkeypatch):
+    """An evaluator's device: its own setting when given; else the arm's training device when that is
+    CUDA here; else the CPU (a CPU run, or a CUDA run scored where there is no GPU)."""
+    from preschool.evals.runner import EvalSpec, eval_device
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert eval_device(None, "auto") == "cuda" and eval_device(None, "cuda:1") == "cuda:1"
+    assert eval_device(None, "cpu") == "cpu"
+    assert eval_device("cpu", "cuda") == "cpu"  # an explicit setting wins
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert eval_device(None, "auto") == "cpu" and eval_device(None, "cuda") == "cpu"
+    with pytest.raises(ConfigError, match="device"):
+        EvalSpec("minimal_pairs", device="gpu").validate()
+
+
+def test_specs_pass_their_device_and_the_report_says_where(run_dir, tmp_path, monkeypatch):
+    """evaluate_specs scores on eval_device(spec.device, training device); the summary records the device
+    and dtype, and collect_results' setup (what the report prints beside an evaluator) ends with them."""
+    import shutil
+
+    import preschool.evals.runner as R
+
+    run = tmp_path / "run"
+    shutil.copytree(run_dir / "checkpoints" / "step-00000100", run / "checkpoints" / "step-00000100")
+    seen = []
+    real = R.load_checkpoint
+    monkeypatch.setattr(R, "load_checkpoint", lambda p, device="cpu": seen.append(device) or real(p, device))
+    specs = [R.EvalSpec("minimal_pairs", {"path": str(run_dir / "pairs.jsonl")}, device="cpu")]
+    assert R.evaluate_specs(run, specs, tmp_path, train_device="cuda")
+    assert seen == ["cpu"]
+    summary = json.loads((run / "evals/step-00000100/minimal_pairs/summary.json").read_text())
+    assert summary["evaluated_on"] == {"device": "cpu", "dtype": "float32"}
+    assert {r["setup"] for r in collect_results(run)} == {"preset lm_eval, on cpu in float32"}

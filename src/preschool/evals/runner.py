@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from ..config import to_dict
+from ..config import check, to_dict
 from ..data.tokenizer import EOS, from_saved_files, refuse_custom_code
 from ..errors import ConfigError, DataError
 from ..io import quiet_unpickler, read_json
@@ -271,12 +271,15 @@ def evaluate_checkpoint(
             todo.append((label, name, cfg, cache))
     if todo:
         model, tok = load_checkpoint(ckpt, device)
+        param = next(model.parameters())
+        # where the numbers came from, for the report (collect_results adds it to the evaluator's setup)
+        evaluated_on = {"device": param.device.type, "dtype": str(param.dtype).removeprefix("torch.")}
         for label, name, cfg, cache in todo:
             if log:
-                log(f"{ckpt.name}: {label} ...")
+                log(f"{ckpt.name}: {label} on {evaluated_on['device']} ({evaluated_on['dtype']}) ...")
             ev = EVALUATORS.get(name).cls(cfg)
             results[label] = ev.run(model, tok, out_dir=out / label, checkpoint=str(ckpt), cache=cache,
-                                    checkpoint_meta=meta, step=step)
+                                    checkpoint_meta=meta, step=step, evaluated_on=evaluated_on)
         del model
     if log and cached:
         log(f"{ckpt.name}: cached {', '.join(cached)}")
@@ -381,6 +384,10 @@ def collect_results(run_dir: str | Path) -> list[dict]:
             cls = EVALUATORS.get(name).cls if name in EVALUATORS else Evaluator
             hib = summary.get("higher_is_better") or {}
             reported = summary.get("reported")
+            setup = summary.get("setup", "")
+            where = summary.get("evaluated_on")  # absent from summaries written before it was recorded
+            if where:
+                setup = ", ".join(x for x in (setup, f"on {where['device']} in {where['dtype']}") if x)
             for metric, value in summary.get("metrics", {}).items():
                 rows.append({"step": step, "tokens": meta.get("tokens"), "pt_tokens": meta.get("pt_tokens"),
                              "tokens_by_stage": meta.get("tokens_by_stage"),
@@ -388,7 +395,7 @@ def collect_results(run_dir: str | Path) -> list[dict]:
                              "evaluator": edir.name, "metric": metric, "value": value,
                              "higher_is_better": bool(hib.get(metric, cls.higher_is_better(metric))),
                              "reported": metric in reported if reported is not None else cls.reported(metric),
-                             "version": summary.get("version"), "setup": summary.get("setup", "")})
+                             "version": summary.get("version"), "setup": setup})
     return rows
 
 
@@ -406,6 +413,8 @@ class EvalSpec:
     every_pt_tokens: int | None = None
     # the results' folder and metric prefix (default: name); one each to run an evaluator twice
     label: str | None = None
+    # cpu | cuda | cuda:N; default (None): the arms' training device when that is CUDA, else cpu (eval_device)
+    device: str | None = None
 
     @property
     def key(self) -> str:
@@ -420,6 +429,22 @@ class EvalSpec:
             raise ConfigError("every_pt_tokens", f"must be >= 1, got {self.every_pt_tokens}")
         if self.label is not None:
             check_name(self.label, "label", "evaluator label")
+        if self.device is not None:
+            check(self.device == "cpu" or self.device.startswith("cuda"), "device",
+                  f"must be cpu or cuda[:N], got {self.device!r}")
+
+
+def eval_device(explicit: str | None, train_device: str) -> str:
+    """The device an experiment's evaluator runs on: ``explicit`` when given; else the training device
+    when that is CUDA here (``auto`` on a GPU machine, ``cuda``, ``cuda:N``); else ``cpu``. A CUDA run
+    evaluated where there is no GPU (a CPU report job) is scored on the CPU rather than refused."""
+    if explicit is not None:
+        return explicit
+    import torch
+
+    if train_device == "cpu" or not torch.cuda.is_available():
+        return "cpu"
+    return "cuda" if train_device == "auto" else train_device
 
 
 def with_data_dir(value: Any, data_dir: Path) -> Any:
@@ -433,12 +458,13 @@ def with_data_dir(value: Any, data_dir: Path) -> Any:
     return value
 
 
-def evaluate_specs(run_dir: str | Path, specs: Sequence[EvalSpec], data_dir: str | Path) -> bool:
-    """Every spec on the run's (every-th) checkpoints, cached; False (nothing done) when it has none yet."""
+def evaluate_specs(run_dir: str | Path, specs: Sequence[EvalSpec], data_dir: str | Path,
+                   train_device: str = "cpu") -> bool:
+    """Every spec on the run's (every-th) checkpoints, cached, each on :func:`eval_device` of its ``device``
+    and the run's ``train_device``; False (nothing done) when it has none yet."""
     if not list_checkpoints(run_dir, required=False):
         return False
     for e in specs:
         evaluate_run(run_dir, [(e.name, with_data_dir(e.params, Path(data_dir)), e.key)], every=e.every,
-                     every_pt_tokens=e.every_pt_tokens)
+                     every_pt_tokens=e.every_pt_tokens, device=eval_device(e.device, train_device))
     return True
-

@@ -95,8 +95,9 @@ def evaluate_arms(cfg: ExperimentConfig, runs: tuple[RunRecord, ...] | None = No
 
     hf_logging.disable_progress_bar()  # one "Loading weights" bar per checkpoint is noise
     for rec in resolve_runs(cfg) if runs is None else runs:
-        # a cluster report runs after every arm job, finished or not: evaluate what exists
-        if not evaluate_specs(rec.run_dir, list(rec.evals), layout.data_dir(cfg.out_dir)):
+        # a cluster report runs after every arm job, finished or not: evaluate what exists; evaluators default
+        # to the arm's training device when that is CUDA (evals.runner.eval_device)
+        if not evaluate_specs(rec.run_dir, list(rec.evals), layout.data_dir(cfg.out_dir), rec.train.device):
             print(f"[preschool]{_at(rec)} arm {rec.arm} seed {rec.seed}: no checkpoints yet, not evaluated")
 
 

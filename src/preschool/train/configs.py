@@ -155,7 +155,7 @@ class TrainConfig:
     precision: Literal["auto", "fp32", "bf16", "pure_bf16"] = "auto"
     # false | true/"model" (torch.compile of the whole forward) | "blocks" (each decoder layer; train/kernels.py)
     compile: bool | Literal["off", "model", "blocks"] = False
-    # Liger's fused RMSNorm/SwiGLU/RoPE on CUDA (train/kernels.py): auto | off | liger
+    # Liger's fused RMSNorm/SwiGLU on CUDA, this model only; auto: when not compiled (train/kernels.py): auto | off | liger
     kernels: Literal["auto", "off", "liger"] = "auto"
     parallel: Literal["ddp", "fsdp"] = "ddp"  # data parallel mode; see train/parallel.py
     activation_checkpointing: Literal["none", "blocks"] = "none"  # blocks: recompute each block in backward

@@ -1,14 +1,22 @@
-"""Faster kernels inside the HF decoder: Liger's fused RMSNorm / SwiGLU / RoPE on CUDA, and per-block compile.
+"""Faster kernels inside the HF decoder: Liger's fused RMSNorm / SwiGLU on CUDA, and per-block compile.
 
 ``TrainConfig.kernels``:
 
-- ``liger``: Liger-Kernel's Triton kernels patched into the model instance
-  (``apply_liger_kernel_to_qwen2`` / ``_llama`` with ``model=``): fused RMSNorm,
-  SwiGLU MLP and rotary embedding. The patch rebinds ``forward`` methods and
-  the rotary function; parameter names, shapes and checkpoints are unchanged,
-  so a checkpoint loads anywhere without Liger. CUDA only, needs
-  ``pip install 'preschool[gpu]'``. (The loss kernel is ``fused_loss``.)
-- ``auto``: ``liger`` on CUDA when Liger-Kernel imports, else ``off``.
+- ``liger``: Liger-Kernel's Triton RMSNorm and SwiGLU kernels bound into the
+  norm and MLP modules of *this model instance* (their ``forward`` methods);
+  parameter names, shapes and checkpoints are unchanged, so a checkpoint loads
+  anywhere without Liger. CUDA only, needs ``pip install 'preschool[gpu]'``.
+  Liger's own ``apply_liger_kernel_to_qwen2(model=...)`` also rebinds
+  attributes of transformers' modeling module (``Qwen2RMSNorm``, ``Qwen2MLP``,
+  ``apply_rotary_pos_emb``), which would give every model built later in the
+  process (the evaluator's copy, the next arm, a ladder rung) Triton modules;
+  :func:`apply_liger` restores those attributes, so only the instance changes.
+  Liger's RoPE is left out for the same reason: HF's attention looks the
+  rotary function up in its module's globals at call time, so it cannot be
+  swapped for one instance. (The loss kernel is ``fused_loss``.)
+- ``auto``: ``liger`` on CUDA when Liger-Kernel imports and the model is not
+  compiled; ``off`` otherwise. Under ``compile`` Inductor fuses the norms and
+  the SwiGLU itself, and Liger's Triton calls would be opaque to it.
 - ``off``: the HF modules as they are.
 
 ``TrainConfig.compile``: ``false``; ``true`` / ``model`` (torch.compile of the
@@ -21,7 +29,9 @@ share one compiled graph.
 
 from __future__ import annotations
 
-from typing import Literal
+import contextlib
+import sys
+from typing import Any, Iterator, Literal
 
 import torch
 
@@ -31,8 +41,9 @@ from .loss import liger_available
 Kernels = Literal["auto", "off", "liger"]
 
 
-def resolve_kernels(mode: str, device: torch.device) -> str:
-    """``liger`` or ``off`` for a run on ``device``; an explicit ``liger`` that cannot run is a ConfigError."""
+def resolve_kernels(mode: str, device: torch.device, compile: str = "off") -> str:
+    """``liger`` or ``off`` for a run on ``device`` compiled as ``compile`` (:func:`compile_mode`);
+    an explicit ``liger`` that cannot run is a ConfigError. ``auto`` leaves compiled models to Inductor."""
     if mode == "liger":
         if device.type != "cuda":
             raise ConfigError("kernels", f"'liger' runs on CUDA only (device is {device.type}); use 'off' or 'auto'")
@@ -40,12 +51,15 @@ def resolve_kernels(mode: str, device: torch.device) -> str:
             raise ConfigError("kernels", "'liger' needs Liger-Kernel: pip install 'preschool[gpu]'")
         return "liger"
     if mode == "auto":
-        return "liger" if device.type == "cuda" and liger_available() else "off"
+        return "liger" if device.type == "cuda" and compile == "off" and liger_available() else "off"
     return mode
 
 
 def apply_liger(model) -> None:
-    """Patch Liger's RMSNorm, SwiGLU and RoPE kernels into an HF Qwen2 / Llama model instance."""
+    """Bind Liger's RMSNorm and SwiGLU kernels into an HF Qwen2 / Llama model instance, and nothing else.
+
+    After the call every model of the family built later gets transformers' stock modules: the
+    module-level names Liger's patch function rebinds are put back (:func:`attributes_restored`)."""
     from liger_kernel import transformers as lk
 
     family = model.config.model_type
@@ -53,7 +67,30 @@ def apply_liger(model) -> None:
              "llama": getattr(lk, "apply_liger_kernel_to_llama", None)}.get(family)
     if patch is None:
         raise ConfigError("kernels", f"Liger-Kernel has no patch for model type {family!r} in this version")
-    patch(rope=True, rms_norm=True, swiglu=True, cross_entropy=False, fused_linear_cross_entropy=False, model=model)
+    modeling = sys.modules[type(model).__module__]
+    with attributes_restored(modeling, torch.nn.functional):
+        patch(rope=False, rms_norm=True, swiglu=True, cross_entropy=False, fused_linear_cross_entropy=False,
+              model=model)
+
+
+@contextlib.contextmanager
+def attributes_restored(*modules: Any) -> Iterator[None]:
+    """Whatever the block rebinds, adds or deletes among the attributes of ``modules`` (and of the
+    classes they define, e.g. a ``forward`` replaced on the class) is put back when it ends."""
+    spaces = list(modules)
+    for mod in modules:
+        spaces += [v for v in vars(mod).values() if isinstance(v, type) and v.__module__ == mod.__name__]
+    saved = [(ns, dict(vars(ns))) for ns in spaces]
+    try:
+        yield
+    finally:
+        for ns, before in saved:
+            now = vars(ns)
+            for name in [n for n in now if n not in before]:
+                delattr(ns, name)
+            for name, value in before.items():
+                if name not in now or now[name] is not value:
+                    setattr(ns, name, value)
 
 
 def decoder_blocks(model) -> list[torch.nn.Module]:
@@ -65,11 +102,11 @@ def decoder_blocks(model) -> list[torch.nn.Module]:
     return list(layers)
 
 
-def compile_blocks(model) -> int:
-    """torch.compile each decoder layer in place; returns how many."""
+def compile_blocks(model, backend: str = "inductor") -> int:
+    """torch.compile each decoder layer in place with ``backend``; returns how many."""
     blocks = decoder_blocks(model)
     for b in blocks:
-        b.compile()
+        b.compile(backend=backend)
     return len(blocks)
 
 

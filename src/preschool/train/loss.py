@@ -32,8 +32,12 @@ any other; this does not depend on the root's reshard policy. DDP and a single
 process run the same code.
 
 Numerics: the matmuls run in the autocast dtype when autocast is on (as the
-plain path's ``lm_head`` would), softmax and the loss in fp32, gradients
-accumulated in fp32. Under fp32 the result equals the plain path to float
+plain path's ``lm_head`` would), softmax and the loss in fp32, and the head
+weight's gradient is accumulated over chunks in fp32 (``liger``: Liger's
+``accum_dtype=float32``; without it Liger sums it in the operands' bf16). Like
+the plain path's autocast ``lm_head``, ``liger`` hands that fp32 sum through
+the bf16 copy of the weight, so it is rounded to bf16 once, at the end;
+``chunked`` returns it in the weight's own dtype. Under fp32 the result equals the plain path to float
 rounding (tests: loss and every parameter gradient within rtol 1e-5 / atol 1e-6
 relative to the gradient scale).
 """
@@ -53,10 +57,16 @@ FusedLoss = Literal["auto", "off", "chunked", "liger"]
 
 # logits elements per chunk: 2**24 fp32 = 64 MiB (and as much again for the softmax gradient)
 CHUNK_ELEMENTS = 1 << 24
-# ``auto`` picks the chunked path once one micro-batch's logits would reach this many
+# ``auto`` on a CPU picks the chunked path once one micro-batch's logits would reach this many
 # elements (2**26 fp32 = 256 MiB). Below it the plain path is as fast and simpler; the
 # CPU presets (tiny-1m at 16 x 256 x 2048 = 2**23) stay on it.
 AUTO_MIN_ELEMENTS = 1 << 26
+# ``auto`` on CUDA picks a fused path only for memory: the plain path (one cuBLAS matmul and a fused
+# cross-entropy) is faster there (H200, gpt-125m, seq 4096, vocab 128,256: 90.2k tokens/s plain vs
+# 84.4k fused, issue #38), so it is kept until the logits the plain path holds (bf16 logits, their
+# fp32 copy and the fp32 softmax gradient: 10 bytes per element) would take this share of the GPU.
+AUTO_GPU_LOGITS_SHARE = 0.25
+PLAIN_LOGITS_BYTES = 10
 
 
 def chunk_size_for(vocab: int) -> int:
@@ -142,10 +152,16 @@ def liger_available() -> bool:
 
 
 def liger_linear_cross_entropy(hidden: torch.Tensor, weight: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """Summed CE through Liger-Kernel's fused linear cross-entropy (CUDA, ``preschool[gpu]``)."""
+    """Summed CE through Liger-Kernel's fused linear cross-entropy (CUDA, ``preschool[gpu]``), the head
+    gradient accumulated in fp32."""
+    import inspect
+
     from liger_kernel.transformers import LigerFusedLinearCrossEntropyLoss
 
-    fn = LigerFusedLinearCrossEntropyLoss(ignore_index=IGNORE_INDEX, reduction="sum")
+    if "accum_dtype" not in inspect.signature(LigerFusedLinearCrossEntropyLoss).parameters:
+        raise ConfigError("fused_loss", "this Liger-Kernel cannot accumulate the head gradient in fp32 (no "
+                          "accum_dtype); install the locked version (make setup-gpu) or use 'chunked'")
+    fn = LigerFusedLinearCrossEntropyLoss(ignore_index=IGNORE_INDEX, reduction="sum", accum_dtype=torch.float32)
     dev = hidden.device.type
     h = hidden.reshape(-1, hidden.shape[-1])
     if torch.is_autocast_enabled(dev):  # Liger's kernels take one dtype for both operands
@@ -154,13 +170,16 @@ def liger_linear_cross_entropy(hidden: torch.Tensor, weight: torch.Tensor, label
     return (out[0] if isinstance(out, tuple) else out).float()
 
 
-def resolve_fused_loss(mode: str, device: torch.device, positions: int, vocab: int) -> str:
+def resolve_fused_loss(mode: str, device: torch.device, positions: int, vocab: int,
+                       device_memory: int | None = None) -> str:
     """The loss path a run uses: ``off``, ``chunked`` or ``liger``.
 
-    ``auto``: ``liger`` on CUDA when Liger-Kernel is installed; otherwise
-    ``chunked`` once a micro-batch's logits (``positions`` x ``vocab``) reach
-    ``AUTO_MIN_ELEMENTS``; otherwise ``off``. An explicit ``liger`` off CUDA or
-    without the package is a ConfigError saying how to get it.
+    ``auto`` chooses a fused path for memory, never for speed: on CUDA once a micro-batch's logits
+    (``positions`` x ``vocab`` x :data:`PLAIN_LOGITS_BYTES`) would exceed :data:`AUTO_GPU_LOGITS_SHARE`
+    of ``device_memory`` (default: the GPU's total memory), then ``liger`` when Liger-Kernel is
+    installed, else ``chunked``; on a CPU ``chunked`` once the logits reach ``AUTO_MIN_ELEMENTS``;
+    otherwise ``off``. An explicit ``liger`` off CUDA or without the package is a ConfigError saying
+    how to get it.
     """
     if mode == "liger":
         if device.type != "cuda":
@@ -170,8 +189,12 @@ def resolve_fused_loss(mode: str, device: torch.device, positions: int, vocab: i
                               "(or use 'chunked', the pure-PyTorch path)")
         return "liger"
     if mode == "auto":
-        if device.type == "cuda" and liger_available():
-            return "liger"
+        if device.type == "cuda":
+            if device_memory is None:
+                device_memory = torch.cuda.get_device_properties(device).total_memory
+            if positions * vocab * PLAIN_LOGITS_BYTES <= AUTO_GPU_LOGITS_SHARE * device_memory:
+                return "off"
+            return "liger" if liger_available() else "chunked"
         return "chunked" if positions * vocab >= AUTO_MIN_ELEMENTS else "off"
     return mode
 
@@ -186,56 +209,61 @@ def linear_cross_entropy(path: str, hidden: torch.Tensor, weight: torch.Tensor, 
 class FusedLoss:
     """The fused loss of a training forward, computed inside ``model``'s forward and returned as ``output.loss``.
 
-    Registers a forward hook on ``model`` (the root module, the one FSDP2
-    shards last) that runs before any other forward hook, hence before FSDP's
-    post-forward reshard. It computes :func:`linear_cross_entropy` by ``path``
-    of the final hidden states (``output.hidden_states[-1]``; call the model
-    with ``output_hidden_states`` and an empty ``logits_to_keep``) and the
-    model's output-embedding weight. Only a forward made inside
-    :meth:`labels` is touched; every other forward (validation, callbacks)
-    passes through unchanged::
+    Two forward hooks, and nothing asked of transformers: one on the base model
+    (``model.model``, whose output's ``last_hidden_state`` is the final, normed
+    hidden state) keeps that tensor; one on ``model`` (the root module, the one
+    FSDP2 shards last), run before any other forward hook and hence before
+    FSDP's post-forward reshard, computes :func:`linear_cross_entropy` by
+    ``path`` of it and the model's output-embedding weight. The model is called
+    with an empty ``logits_to_keep`` (no logits) and without
+    ``output_hidden_states``: that option makes transformers install
+    output-capturing hooks in every decoder layer, which break the graph of a
+    compiled block. Only a forward made inside :meth:`labels` is touched; every
+    other forward (validation, callbacks) passes through unchanged::
 
         fused = FusedLoss(model, "chunked")
         with fused.labels(labels):
-            out = model(input_ids=ids, output_hidden_states=True, logits_to_keep=torch.empty(0, dtype=torch.long))
+            out = model(input_ids=ids, logits_to_keep=torch.empty(0, dtype=torch.long))
         out.loss  # summed CE over the non-ignored labels
     """
 
     def __init__(self, model: torch.nn.Module, path: str):
         if path not in ("chunked", "liger"):
             raise ConfigError("fused_loss", f"a fused loss path is 'chunked' or 'liger', got {path!r}")
+        base = getattr(model, getattr(model, "base_model_prefix", ""), None)
+        if not isinstance(base, torch.nn.Module):
+            raise ConfigError("fused_loss", f"{type(model).__name__} has no base model (model.model) whose final "
+                              "hidden state the fused loss could read; use fused_loss: off")
         self.path = path
         self._labels: torch.Tensor | None = None
-        self._keep_hidden = True
-        self._handle = model.register_forward_hook(self._hook, prepend=True)
+        self._hidden: torch.Tensor | None = None
+        self._handles = [base.register_forward_hook(self._keep_hidden),
+                         model.register_forward_hook(self._hook, prepend=True)]
 
     @contextlib.contextmanager
-    def labels(self, labels: torch.Tensor, keep_hidden: bool = True) -> Iterator[None]:
-        """The next forward of the model in this block computes its loss against ``labels``.
-
-        ``keep_hidden=False``: the output's ``hidden_states`` (asked for only so the loss can read the
-        last one) are dropped from it once the loss is computed. Under FSDP2 the first of them is a view
-        (the input FSDP hooks for the first block's backward), which FSDP warns about in a root's output.
-        """
-        self._labels, self._keep_hidden = labels, keep_hidden
+    def labels(self, labels: torch.Tensor) -> Iterator[None]:
+        """The next forward of the model in this block computes its loss against ``labels``."""
+        self._labels = labels
         try:
             yield
         finally:
-            self._labels = None
+            self._labels = self._hidden = None
+
+    def _keep_hidden(self, module: torch.nn.Module, args: Any, output: Any) -> None:
+        if self._labels is not None:
+            self._hidden = output[0] if isinstance(output, tuple) else output.last_hidden_state
 
     def _hook(self, module: torch.nn.Module, args: Any, output: Any) -> Any:
         if self._labels is None:
             return None
-        labels, self._labels = self._labels, None  # one loss per labels() block
-        hidden = getattr(output, "hidden_states", None)
-        if not hidden:
-            raise ConfigError("fused_loss", f"{type(module).__name__} returned no hidden_states; call it with "
-                              "output_hidden_states so the fused loss can read the final hidden state")
-        output["loss"] = linear_cross_entropy(self.path, hidden[-1], module.get_output_embeddings().weight, labels)
-        if not self._keep_hidden:
-            output["hidden_states"] = None
+        labels, hidden, self._labels, self._hidden = self._labels, self._hidden, None, None  # one loss per block
+        if hidden is None:
+            raise ConfigError("fused_loss", f"the base model of {type(module).__name__} did not run in its forward; "
+                              "the fused loss has no final hidden state to read")
+        output["loss"] = linear_cross_entropy(self.path, hidden, module.get_output_embeddings().weight, labels)
         return output
 
     def remove(self) -> None:
-        """Detach the hook from the model."""
-        self._handle.remove()
+        """Detach the hooks from the model."""
+        for h in self._handles:
+            h.remove()

@@ -114,7 +114,7 @@ class Trainer:
         # opens the data: bad paths fail now
         self.plan = plan if plan is not None else StagePlan(cfg, self.datasets, self.vocab_size)
         self.doc_attention = resolve_doc_attention(cfg.doc_attention, self.device)
-        self.kernels = resolve_kernels(cfg.kernels, self.device)
+        self.kernels = resolve_kernels(cfg.kernels, self.device, compile_mode(cfg.compile))
         self.loss_path = resolve_fused_loss(cfg.fused_loss, self.device,
                                             self.micro * max(m.seq_len for m in self.plan.mixtures), self.vocab_size)
 
@@ -267,6 +267,7 @@ class Trainer:
         self.model.train()
         self.parallel.prepare(self.model)  # FSDP shards here, before the optimizer sees the parameters
         self.fused_loss = FusedLoss(self.model, self.loss_path) if self.loss_path != "off" else None
+        self._no_logits = torch.empty(0, dtype=torch.long, device=self.device)  # one tensor: no per-step alloc
         self.train_step = TrainStep(self.model, self._make_optimizer(), cfg.grad_clip,
                                     no_sync=self.parallel.no_sync, all_reduce=self.all_reduce)
         # ops that sample from torch's global RNG (dropout) start from the run's seed, not from whatever the
@@ -455,13 +456,12 @@ class Trainer:
         if self.needs_hidden:
             kw["output_hidden_states"] = True
         if self.loss_path != "off":
-            # no logits from the model (an empty position list); the loss reads the final
-            # (normed) hidden states, which the HF model returns as hidden_states[-1]
-            kw["logits_to_keep"] = torch.empty(0, dtype=torch.long, device=self.device)
-            kw.setdefault("output_hidden_states", -1)
+            # no logits from the model (an empty position list); FusedLoss reads the base model's
+            # final (normed) hidden state itself (not output_hidden_states: its hooks break compiled blocks)
+            kw["logits_to_keep"] = self._no_logits
         with torch.autocast(self.device.type, dtype=self.amp_dtype, enabled=self.amp_dtype is not None):
             if self.fused_loss is not None:  # computed inside the forward: the head weight is whole there
-                with self.fused_loss.labels(mb["labels"], keep_hidden=self.needs_hidden):
+                with self.fused_loss.labels(mb["labels"]):
                     out = self.fwd_model(input_ids=mb["input_ids"], **kw)
                 ce = out.loss
             else:
