@@ -120,3 +120,15 @@ def test_the_literal_grep_sees_each_name():
     for prose in ('"""Write ``report.md`` and ``results.json``."""', 'ConfigError("tokenizer", "no tokenizer")',
                   'manifest["tokenizer"]["vocab_size"]', '{"tokenizer": thash}'):
         assert not _RUN_FILE_LITERALS.search(prose), prose
+
+
+def test_manifest_file_name_is_spelled_in_layout_only():
+    # issue #39 item 7: every manifest.json (a shard set's, a dataset's, prepare's, a sharded checkpoint's) is
+    # layout.MANIFEST; a string constant of the name anywhere else in the package is a second spelling
+    import ast
+
+    src = Path(__file__).resolve().parents[1] / "src" / "preschool"
+    spelled = [f"{p.relative_to(src)}:{n.lineno}" for p in sorted(src.rglob("*.py")) if p.name != "layout.py"
+               for n in ast.walk(ast.parse(p.read_text(encoding="utf-8")))
+               if isinstance(n, ast.Constant) and n.value == "manifest.json"]
+    assert spelled == []

@@ -87,3 +87,26 @@ def test_jobs_json_of_an_older_launch_still_reads(tmp_path):
     assert read_record(path) == {"prepare": Recorded("7"), "a": Recorded("8")}
     write_record(path, {"a": Recorded("9", "abcdefabcdef")})
     assert json.loads(path.read_text()) == {"prepare": {"id": "7"}, "a": {"id": "9", "script": "abcdefabcdef"}}
+
+
+def test_a_lock_holders_job_is_alive_while_squeue_lists_it_before_its_end(tmp_path, monkeypatch):
+    # issue #39: the run lock's and the prepare job's liveness check is this one squeue call; a fake squeue
+    # prints the state the test gives it (or fails as the controller does)
+    from preschool.slurm_state import slurm_job_alive
+
+    squeue = tmp_path / "squeue"
+    monkeypatch.setenv("PATH", f"{tmp_path}")
+
+    def says(out: str, err: str = "", rc: int = 0) -> None:
+        squeue.write_text(f"#!/bin/sh\nprintf '{out}'\nprintf '{err}' >&2\nexit {rc}\n")
+        squeue.chmod(0o755)
+
+    assert slurm_job_alive("7") is None  # no squeue on PATH: cannot say
+    for out, alive in (("RUNNING\\n", True), ("PENDING\\n", True), ("COMPLETING\\n", True),
+                       ("COMPLETED\\n", False), ("TIMEOUT\\n", False), ("", False)):
+        says(out)
+        assert slurm_job_alive("7") is alive, out
+    says("", "slurm_load_jobs error: Invalid job id specified", 1)
+    assert slurm_job_alive("7") is False
+    says("", "slurm_load_jobs error: Unable to contact slurm controller", 1)
+    assert slurm_job_alive("7") is None

@@ -1,5 +1,6 @@
 """Device names -> ``torch.device``: the one rule shared by the trainer and the evaluators; and the
-machine's memory, which sizes are checked against before they are allocated.
+machine's memory, which sizes are checked against before they are allocated; and the CPUs a process may
+use, which a cluster job's torch threads are set from (:func:`rank_threads`).
 
 ``auto`` is CUDA when available (the process's ``LOCAL_RANK`` GPU under
 torchrun), else CPU; ``cuda`` without an index also means the ``LOCAL_RANK``
@@ -114,3 +115,42 @@ def check_model_memory(params: int, device, shards: int = 1, param_bytes: int = 
     check_memory(BUILD_BYTES_PER_PARAM * params * ranks, available_memory(), field,
                  f"{model} x {BUILD_BYTES_PER_PARAM} bytes (fp32 weights, built on the host){procs}", fix)
     check_memory(per_rank, cuda_free_memory(device), field, f"{model} {trained}", fix, f"on {device}")
+
+
+def allocated_cpus() -> tuple[int, str]:
+    """The CPUs this process may use and where that number comes from.
+
+    The fewer of the affinity mask (``os.sched_getaffinity``: what a confining
+    Slurm, task/affinity or cgroups, binds the task to) and Slurm's
+    ``SLURM_CPUS_PER_TASK`` (what the job was given, which a Slurm without CPU
+    confinement, task/none, does not enforce: the mask is then the whole node).
+    """
+    mask = len(os.sched_getaffinity(0))
+    given = os.environ.get("SLURM_CPUS_PER_TASK", "")
+    if given.isdigit() and 0 < int(given) < mask:
+        return int(given), "SLURM_CPUS_PER_TASK"
+    return mask, "affinity mask"
+
+
+def rank_threads() -> int | None:
+    """Set torch's intra-op threads to this process's CPU allocation divided among the node's ranks.
+
+    The CPUs are :func:`allocated_cpus` (what Slurm's ``--cpus-per-task`` gave
+    the node's task, shared by its torchrun processes, not the node's CPU count);
+    ``LOCAL_WORLD_SIZE`` is the number of ranks on this node (1 outside torchrun).
+    Ranks that each take every CPU oversubscribe the node (two ranks x two
+    threads on two cores ran ~10x slower than one rank). Returns the count set,
+    or None outside torchrun and Slurm (torch's default is kept).
+    """
+    local = os.environ.get("LOCAL_WORLD_SIZE")
+    if not local and not os.environ.get("SLURM_CPUS_PER_TASK"):
+        return None
+    import torch
+
+    cpus, source = allocated_cpus()
+    ranks = max(1, int(local or 1))
+    n = max(1, cpus // ranks)
+    torch.set_num_threads(n)
+    if os.environ.get("LOCAL_RANK", "0") == "0":  # once per node, in the job log
+        print(f"[preschool] torch threads per rank: {n} ({cpus} CPUs ({source}) / {ranks} local ranks)", flush=True)
+    return n

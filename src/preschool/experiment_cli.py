@@ -64,8 +64,9 @@ def run(args) -> int:
         run_dir = run_arm(exp, args.arm, args.seed, progress=not args.no_progress)
         print(f"[preschool] arm {args.arm}: {run_dir}")
         return 0
-    from .experiment import load_experiment, output_lock, rank_threads, run_experiment
-    from .lock import command_line
+    from .device import rank_threads
+    from .experiment import load_experiment, run_experiment
+    from .lock import command_line, experiment_lock
 
     overrides = list(args.overrides)
     if args.out:
@@ -73,6 +74,6 @@ def run(args) -> int:
     cfg = load_experiment(args.config, overrides)
     steps = tuple(args.only) if args.only else ("train", "eval", "report")
     rank_threads()  # in a Slurm job (the report job): torch's threads from the allocation, not the node
-    with output_lock(cfg, command_line("run", args.config, args.overrides, args.out)):
+    with experiment_lock(cfg, command_line("run", args.config, args.overrides, args.out)):
         run_experiment(cfg, progress=not args.no_progress, stages=steps, rebuild=args.rebuild)
     return 0

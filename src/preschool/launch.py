@@ -46,7 +46,7 @@ reason, ended without finishing with its log's tail), from ``jobs.json`` and the
 run folders alone when the controller cannot be reached. Hardware per job comes
 from :class:`SlurmOptions` (``--gpus-per-node 0``: CPU jobs); every job sets
 ``--cpus-per-task``, and each rank runs ``CPUs / ranks per node`` torch threads
-(:func:`preschool.experiment.rank_threads`).
+(:func:`preschool.device.rank_threads`).
 """
 
 from __future__ import annotations
@@ -63,9 +63,9 @@ from pathlib import Path
 
 from . import layout
 from .errors import ConfigError, DataError, PreschoolError
-# the runner (experiment.py) loads the experiment and says whether its data is prepared; this module only
+# the runner (experiment/) loads the experiment and says whether its data is prepared; this module only
 # writes and submits the jobs that run its commands
-from .experiment import ExperimentFile, require_prepared, load_experiment_file
+from .experiment import ExperimentFile, require_prepared, load_experiment_file, resolve_runs
 # the relaunch state machine (what each job is now: done, queued, stale, never-runnable, failed, absent)
 from .slurm_state import (ABSENT, DONE, FAILED, NEVER, STALE, Job, Queued, Recorded, SlurmUnreachable, Step, plan,
                           read_queue, read_record, script_hash, with_digest, write_record)
@@ -311,21 +311,20 @@ def current_jobs(exp: ExperimentFile, jobs: list[Job]) -> dict[str, str]:
         return done  # the data is (re)built, so every arm trains on what prepare makes
     done["prepare"] = "data prepared with the current spec"
     data_dir = layout.data_dir(exp.out_dir)
+    records = {(r.rung, r.arm, r.seed): r for r in resolve_runs(exp.cfg)}
     finished = []
     for j in jobs:
         if j.role != "arm":
             continue
         rung, arm_name, seed = j.run
-        i = exp.arms.index(arm_name)
-        arm = exp.cfg.arms[i]
-        view = exp.cfg if rung is None else exp.cfg.at_rung(rung)
-        run = layout.run_dir(exp.out_dir, arm_name, int(seed), rung)
+        rec = records[(rung, arm_name, int(seed))]
+        run = rec.run_dir
         # verify "size": compare the manifests' recorded checksums, not rehash every shard on the login node
-        tcfg = replace(view.train_config(arm, int(seed), f"arms[{i}]"), verify="size")
+        tcfg = replace(rec.train, verify="size")
         try:
-            check_run_dir(tcfg, run, exp.cfg.arm_datasets(arm), layout.tokenizer_dir(data_dir))
+            check_run_dir(tcfg, run, dict(rec.datasets), layout.tokenizer_dir(data_dir))
         except ConfigError as e:
-            raise ConfigError(f"arms[{i}].{e.field}", f"arm {arm_name} seed {seed}: {e.message}") from None
+            raise ConfigError(f"{rec.where}.{e.field}", f"arm {arm_name} seed {seed}: {e.message}") from None
         if layout.is_done(run):
             done[j.name] = f"finished with this config ({run / layout.DONE})"
             finished.append(run / layout.DONE)

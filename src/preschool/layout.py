@@ -6,7 +6,7 @@ An experiment folder (``preschool run``)::
     <out>/data/                           tokenizer/ + one folder per dataset (train/, val/, dataset.json)
                                           + manifest.json
     <out>/arms/<arm>/seed<k>/             one trainer run folder (below), one per arm x seed
-    <out>/rungs/<rung>/arms/<arm>/seed<k>/  the same, per rung of a ``ladder:`` (experiment.py)
+    <out>/rungs/<rung>/arms/<arm>/seed<k>/  the same, per rung of a ``ladder:`` (experiment/)
     <out>/report.md, results.json, plots/
     <out>/slurm/                          ``preschool launch``: one <job>.sbatch per job, logs/,
                                           jobs.json (the ids it submitted), report.done, submit.sh
@@ -42,15 +42,17 @@ RUNGS = "rungs"  # <out>/rungs/<rung>/: one ladder rung's arm x seed grid
 REPORT = "report.md"
 RESULTS = "results.json"
 PLOTS = "plots"
-TOKENIZER = "tokenizer"  # <out>/data/tokenizer/ (and beside an exported or transformed dataset)
+TOKENIZER = "tokenizer"  # <out>/data/tokenizer/: the experiment's (and beside an exported or transformed dataset)
 DATASET_RECORD = "dataset.json"  # <out>/data/<dataset>/dataset.json: how prepare built it
 CHECKPOINTS = "checkpoints"
 EVALS = "evals"
 METRICS = "metrics.jsonl"
 DONE = "DONE"
 RUN_CONFIG = "config.yaml"
-DATA_MANIFEST = "manifest.json"  # <out>/data/manifest.json: what prepare built
-TOKENIZER = "tokenizer"  # <out>/data/tokenizer/: the experiment's tokenizer
+#: a folder's manifest: of a shard set (train/, val/), a dataset folder, a generated or transformed output,
+#: the minimal pairs; the names below are the same file at their places
+MANIFEST = "manifest.json"
+DATA_MANIFEST = MANIFEST  # <out>/data/manifest.json: what prepare built
 MINIMAL_PAIRS = "minimal_pairs"  # <out>/data/minimal_pairs/: the storybook minimal pairs
 #: what prepare writes in <out>/data beside the datasets: a dataset of that name would replace it
 DATA_RESERVED = (TOKENIZER, MINIMAL_PAIRS, DATA_MANIFEST)
@@ -62,7 +64,7 @@ CKPT_WEIGHTS = "model.safetensors"  # HF's name for the weights, which the train
 CKPT_STATE = "trainer_state.pt"  # optimizer, RNG, counters: what a resume needs beyond the weights
 CKPT_CHECKSUMS = "checksums.json"  # sha256 of the files a resume reads
 CKPT_SHARDED = "sharded"  # FSDP: the per-rank DCP folder of the training state
-CKPT_SHARDED_MANIFEST = "manifest.json"  # inside sharded/: its files and their checksums
+CKPT_SHARDED_MANIFEST = MANIFEST  # inside sharded/: its files and their checksums
 # inside an evaluator's result folder
 EVAL_SUMMARY = "summary.json"
 EVAL_ITEMS = "items.jsonl"

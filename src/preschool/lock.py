@@ -2,7 +2,7 @@
 
 ``preschool prepare`` (which the Slurm prepare job runs too) and ``preschool
 run`` hold :func:`output_lock` on the experiment's output folder while they
-work, both through the runner's one lock taker, :func:`preschool.experiment.output_lock`. The lock file says who holds
+work, both through the runner's one lock taker, :func:`experiment_lock`. The lock file says who holds
 it (pid, host, start time, command, and a *config key*: :func:`config_key`,
 a hash of the experiment config without the fields that only change how it
 runs, ``out`` and ``workers``) and carries an exclusive ``flock`` for as long
@@ -33,12 +33,12 @@ calls :func:`preschool.experiment.prepare_experiment`, which takes it again.
 ``preschool train`` holds it on its run folder (rank 0, keyed by its config); the runner's
 trainer (``preschool run``, and ``run --arm`` in a cluster job) holds it on each arm x seed's run
 folder while training it, without a key, so a second trainer of that folder stops
-(:func:`preschool.experiment.run_lock`).
+(:func:`preschool.experiment.runner.run_lock`).
 ``export``, ``generate`` and ``transform l2t`` replace their ``--out`` whole, so
 they hold it *beside* the folder (``beside=True``: ``<parent>/.<name>.preschool.lock``)
 and without a key: a second writer of the same ``--out`` stops (:mod:`preschool.outdir`).
 
-Example (what ``experiment.output_lock`` does)::
+Example (what :func:`experiment_lock` does)::
 
     with output_lock(exp.out_dir, "preschool prepare exp.yaml", key=config_key(exp.cfg)):
         ...  # build what is missing
@@ -246,3 +246,11 @@ def output_lock(folder: str | Path, command: str, key: str | None = None, beside
                 path.unlink()  # while still holding the flock, so no one takes a file that is going away
     finally:
         os.close(fd)
+
+
+def experiment_lock(cfg: Any, command: str):
+    """The lock the runner takes on an experiment: ``<out>/.preschool.lock`` keyed by the config
+    (:func:`config_key` of ``cfg``, an experiment config). ``preschool run`` holds it for every step,
+    ``preschool prepare`` (:func:`preschool.experiment.prepare_experiment`) for the data; a second process
+    of the same config waits, one of another config stops naming ``command``."""
+    return output_lock(cfg.out_dir, command, key=config_key(cfg))

@@ -64,6 +64,7 @@ from typing import Any
 
 from .config import load_yaml
 from .errors import ConfigError
+from .experiment.runs import run_record
 from .train.flops import GIB, GPU, GPUS, flops_per_token
 
 CUDA_RESERVED = 1 * GIB  # context + cuBLAS/NCCL workspaces (assumption)
@@ -171,8 +172,9 @@ def config_targets(cfg, tokenizer: dict) -> list[ArmTarget]:
                      "(not counted here)")
     out = []
     for i, arm in enumerate(cfg.arms):
-        tcfg = cfg.train_config(arm, cfg.seeds[0], f"arms[{i}]")
-        kinds = [kind_of(cfg.data[t], f"data.{t}") for t in cfg.stage_datasets(arm)
+        rec = run_record(cfg, arm, cfg.seeds[0])
+        tcfg = rec.train
+        kinds = [kind_of(cfg.data[t], f"data.{t}") for t in rec.stage_datasets
                  if isinstance(cfg.data[t], DerivedSpec)]
         desc = describe(tcfg.model, embedding_rows(tcfg.model, max([vocab] + [k.vocab_size(vocab) for k in kinds])))
         extra = sum(cb.extra_params(desc["hidden_size"], kinds)
@@ -468,8 +470,8 @@ def data_repeats(cfg) -> list[str]:
     """Notes for the stages of ``cfg`` (a rung's view) that train more tokens than their dataset holds
     (the trainer then repeats it: one more epoch each time it runs out)."""
     notes = []
-    for i, arm in enumerate(cfg.arms):
-        for st in cfg.train_config(arm, cfg.seeds[0], f"arms[{i}]").stages:
+    for arm in cfg.arms:
+        for st in run_record(cfg, arm, cfg.seeds[0]).train.stages:
             if not isinstance(st.data, str):  # a mixture's sources are each a share of the stage
                 continue
             target = arm.datasets.get(st.data, st.data)

@@ -51,6 +51,8 @@ DONE, QUEUED, STALE, NEVER, FAILED, ABSENT = "done", "queued", "stale", "never-r
 #: ended jobs for a while): such a job holds nothing, so it is resubmitted (after it)
 ENDING = {"COMPLETING", "COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED",
           "BOOT_FAIL", "DEADLINE", "SPECIAL_EXIT", "REVOKED"}
+#: squeue states of a job that has ended (COMPLETING is still ending: its processes may still hold what they held)
+ENDED = ENDING - {"COMPLETING"}
 NEVER_REASON = "DependencyNeverSatisfied"
 _COMMENT_LINE = "#SBATCH --comment="
 _DIGEST = re.compile(r"(.+):([0-9a-f]{12})")
@@ -257,3 +259,20 @@ def plan(jobs: list[Job], done: dict[str, str], queue: dict[str, list[Queued]] |
             step.after_ended = [c.job_id for c in copies if c.state != "PENDING"]
         steps[j.name] = step
     return [steps[j.name] for j in jobs]
+
+
+def slurm_job_alive(job_id: str) -> bool | None:
+    """Whether Slurm still queues or runs job ``job_id`` (``squeue``): a job listed in a state before
+    :data:`ENDED` is (squeue may still list an ended job for MinJobAge); None when squeue cannot say (not
+    on PATH, unreachable, an error other than an unknown job). What a lock held by a job on another node
+    (:mod:`preschool.lock`) and the prepare job's wait (``data/distributed.py``) ask."""
+    if shutil.which("squeue") is None:
+        return None
+    try:
+        res = subprocess.run(["squeue", "--noheader", "--format=%T", f"--jobs={job_id}"], capture_output=True,
+                             text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if res.returncode != 0:
+        return False if "Invalid job id" in res.stderr else None
+    return any(state.strip() not in ENDED for state in res.stdout.split())

@@ -21,8 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
-from ..layout import (EVAL_SUMMARY, arm_runs, checkpoints_dir, done_path, evals_dir, is_done, metrics_lines,
-                      metrics_path)
+from ..layout import (EVAL_SUMMARY, checkpoints_dir, done_path, evals_dir, is_done, metrics_lines, metrics_path)
 from .records import Collected, NonfiniteValue, Point, RunCost, SeedRun
 
 DOWNSTREAM = "downstream/avg"
@@ -53,8 +52,8 @@ def collect(cfg) -> Collected:
     from ..evals.runner import collect_results
 
     arms: dict[str, dict[Any, SeedRun]] = {}
-    stages = {arm.name: cfg.train_config(arm, cfg.seeds[0]).stages for arm in cfg.arms}
-    for arm, seed, run_dir in arm_runs(cfg.out_dir, cfg.arms, cfg.seeds, cfg.rung):  # a ladder: the rung's runs
+    for rec in cfg.run_records():  # the config's own grid (a ladder's rung view: that rung's runs)
+        seed, run_dir, stages = rec.seed, rec.run_dir, rec.train.stages
         points: dict[str, dict[int, Point]] = defaultdict(dict)
         shown: dict[str, dict[int, str]] = defaultdict(dict)  # metric -> step -> a non-number's JSON text
         setups: dict[str, str] = {}
@@ -92,10 +91,10 @@ def collect(cfg) -> Collected:
         cost = run_cost(run_dir, unusable) if done else None
         unusable.say()
         nonfinite = _take_nonfinite(points, shown)
-        arms.setdefault(arm.name, {})[seed] = SeedRun(
+        arms.setdefault(rec.arm, {})[seed] = SeedRun(
             run_dir=str(run_dir), done=done, total_tokens=total_tokens,
-            ppt_tokens=ppt_tokens([r for r in rows if r.get("event") == "train"], stages[arm.name], done),
-            doses=stage_doses(accounts, [st.name for st in stages[arm.name]]), setups=setups,
+            ppt_tokens=ppt_tokens([r for r in rows if r.get("event") == "train"], stages, done),
+            doses=stage_doses(accounts, [st.name for st in stages]), setups=setups,
             higher_is_better=directions, reported=tuple(sorted(reported)),
             points={k: tuple(p for _, p in sorted(d.items())) for k, d in points.items()}, nonfinite=nonfinite,
             cost=cost)

@@ -34,6 +34,12 @@ def synthetic_datasets(cfg) -> set[str]:
     return {name for name, spec in cfg.data.items() if isinstance(spec, GeneratorSpec)}
 
 
+def arm_stages(cfg) -> dict[str, list]:
+    """arm -> the stages its runs train (resolved: a ladder rung's budgets), read from the config's run
+    records (the stages are the same for every seed)."""
+    return {rec.arm: rec.train.stages for rec in cfg.run_records()}
+
+
 def task_datasets(cfg) -> set[str]:
     """Synthetic datasets trained as a *task stage*: after the last language (PT) stage of every arm
     that trains them (DEPO after pretraining). A pre-pretraining set (before or inside PT) is not one:
@@ -42,8 +48,7 @@ def task_datasets(cfg) -> set[str]:
 
     synthetic = synthetic_datasets(cfg)
     after, before = set(), set()
-    for arm in cfg.arms:
-        stages = cfg.train_config(arm, cfg.seeds[0]).stages
+    for stages in arm_stages(cfg).values():
         end = last_pt(stages)
         for j, st in enumerate(stages):
             (after if j > end else before).update(set(st.datasets) & synthetic)
@@ -166,7 +171,7 @@ def compute(cfg, collected: Collected) -> Report:
     # a metric only non-finite values logged is still headlined, to say so
     metric_names = sorted({k for seeds in collected.arms.values() for s in seeds.values()
                            for k in [*s.points, *s.nonfinite]})
-    stages = {arm.name: cfg.train_config(arm, cfg.seeds[0]).stages for arm in cfg.arms}
+    stages = arm_stages(cfg)
     axes = used_axes(collected, metric_axes(cfg, metric_names))
     arms = {name: {seed: seed_result(s, axes, stages[name]) for seed, s in seeds.items()}
             for name, seeds in collected.arms.items()}

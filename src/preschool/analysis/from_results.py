@@ -77,13 +77,13 @@ def stored_report(cfg, stored: dict) -> Report:
     """The computed report of ``cfg`` from the runs ``stored`` (a ``results.json``) holds: each run's curves and
     facts as stored, then the final table, later stages, differences and token efficiency computed again
     (analysis/compute.py), so today's rules apply to the stored numbers."""
-    from .compute import after_stage_rows, efficiency_rows, final_table, metric_axes, stable_gains
+    from .compute import after_stage_rows, arm_stages, efficiency_rows, final_table, metric_axes, stable_gains
 
     names = [a.name for a in cfg.arms]
     missing = [n for n in names if n not in stored["arms"]]
     if missing:
         raise DataError(f"{results_path(cfg.out_dir)}: arms {missing} of its config have no stored runs")
-    stages = {arm.name: cfg.train_config(arm, cfg.seeds[0]).stages for arm in cfg.arms}
+    stages = arm_stages(cfg)
     arms: dict[str, dict[Any, SeedResult]] = {}
     charged = {e["arm"]: e.get("ppt_tokens") for e in stored.get("token_efficiency") or []}
     for name in names:

@@ -31,12 +31,13 @@ from ..data.builders.derived import DatasetKind
 from ..data.shards import ShardSet, ShardWriter
 from ..errors import DataError
 from .dataset import CompartmentsConfig, write_compartment_val, write_compartmented, write_translation_val
+from ..layout import MANIFEST
 from .offsets import build_presentation
 
 
 def _split(source: Path, split: str) -> Path:
     path = Path(source) / split
-    if not (path / "manifest.json").is_file():
+    if not (path / MANIFEST).is_file():
         raise DataError(f"{path}: the source dataset has no {split} split (give it {split}_tokens > 0)"
                         if split == "val" else f"{path}: the source dataset has no {split} split")
     return path
@@ -102,4 +103,4 @@ class Shifted(DatasetKind):
 
     def build(self, source: Path, out: Path, progress: bool = False) -> dict[str, dict]:
         return {split: shift_shard_set(Path(source) / split, out / split, self.cfg.index, self.cfg.of)
-                for split in ("train", "val") if (Path(source) / split / "manifest.json").is_file()}
+                for split in ("train", "val") if (Path(source) / split / MANIFEST).is_file()}

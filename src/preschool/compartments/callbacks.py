@@ -25,7 +25,7 @@ def stage_compartments(ctx: CallbackContext) -> tuple[int, int, Path, str]:
         record = layout.dataset_record_path(folder)
         info = read_json(record) if record.is_file() else {}
         if (info.get("spec") or {}).get("kind") == "compartmented":
-            pres = read_json(folder / "train" / "manifest.json")["compartments"]["presentation"]
+            pres = read_json(folder / "train" / layout.MANIFEST)["compartments"]["presentation"]
             found.append((int(pres["n_compartments"]), int(pres["base_vocab"]), ctx.data_dir / info["source"],
                           pres["mode"]))
     if len(found) != 1:

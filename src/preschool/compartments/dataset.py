@@ -28,6 +28,7 @@ from ..config import check, to_dict, validate as validate_config
 from ..data.shards import ShardSet, ShardWriter
 from ..errors import DataError
 from ..io import read_json, sha256_file, write_json
+from ..layout import MANIFEST
 from .offsets import PRESENTATIONS, Presentation, PresentationConfig
 from .plan import PLAN_FILE, PlanConfig, load_plan, make_plan, plan_manifest, save_plan
 from .translation import TranslationConfig, min_row_len, span_length, translation_rows
@@ -148,13 +149,13 @@ def _plan_sha(plan) -> str:
 
 
 def _manifest_hash(src: ShardSet) -> str:
-    return sha256_file(src.path / "manifest.json")
+    return sha256_file(src.path / MANIFEST)
 
 
 def read_plan(shard_dir: str | Path):
     """The plan stored with a compartmented shard set, verified against the manifest."""
     shard_dir = Path(shard_dir)
-    man = read_json(shard_dir / "manifest.json")
+    man = read_json(shard_dir / MANIFEST)
     info = man.get("compartments")
     if not info:
         raise DataError(f"{shard_dir}: not a compartmented shard set (no 'compartments' in manifest)")

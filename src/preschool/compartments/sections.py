@@ -39,7 +39,7 @@ from ..analysis.sections import SECTIONS, Section, SectionContext
 from ..analysis.stats import format_mean_sd, ols_slope, one_sd_verdict, seed_summary, seed_trend, trend_text
 from ..config import check
 from ..io import read_json
-from ..layout import PLOTS, final_checkpoint, is_done
+from ..layout import MANIFEST, PLOTS, final_checkpoint, is_done
 from .slowdown import Curve, plateau, read_val_curve, slowdown_at_targets, slowdown_curve
 
 _COMPARTMENT_KEY = re.compile(r"^val/c\d+$")
@@ -56,7 +56,7 @@ def arm_compartments(ctx: SectionContext, arm: str) -> dict | None:
     for name in [data] if isinstance(data, str) else list(data):
         target = (a.get("datasets") or {}).get(name, name)
         spec = (ctx.config.get("data") or {}).get(target) or {}
-        man = ctx.data_dir / target / "train" / "manifest.json"
+        man = ctx.data_dir / target / "train" / MANIFEST
         if spec.get("kind") != "compartmented" or not man.is_file():
             continue
         info = read_json(man)["compartments"]

@@ -43,6 +43,7 @@ from ..errors import ConfigError
 from ..io import atomic_path, code_version, sha256_file, write_json
 from ..registry import Registry
 from . import lexicon as L
+from ..layout import MANIFEST
 from ..seeds import STORYBOOK, salt
 
 SENTENCE_TYPES = ("intransitive", "transitive", "copula", "negation", "reflexive", "question", "wh_question", "there")
@@ -658,6 +659,6 @@ def write_minimal_pairs(out_dir: str | Path, seed: int = 0, n_per_paradigm: int 
                 fh.write(json.dumps(row) + "\n")
         paths.append(path)
         files[path.name] = {"pairs": len(rows), "sha256": sha256_file(path)}
-    write_json(out / "manifest.json", {"kind": "storybook_minimal_pairs", "seed": seed, "n_per_paradigm": n_per_paradigm,
+    write_json(out / MANIFEST, {"kind": "storybook_minimal_pairs", "seed": seed, "n_per_paradigm": n_per_paradigm,
                                        "paradigms": names, "files": files, "code_version": code_version()})
     return paths

@@ -49,6 +49,7 @@ from pathlib import Path
 from .. import plugins as _plugins
 from ..errors import ConfigError, DataError, MissingDependency, PreschoolError
 from ..io import read_json, write_json
+from ..slurm_state import slurm_job_alive
 from .engine import Distributor, UnitJob, build_unit, units_for, unit_path
 
 EXECUTORS = ("engine", "local", "slurm", "ray")
@@ -302,9 +303,5 @@ def _run(ex, logs: Path) -> None:
 
 
 def _slurm_job_queued(job_id: str) -> bool:
-    """Whether ``squeue`` still lists the job (pending or running); an unreachable squeue counts as yes."""
-    try:
-        out = subprocess.run(["squeue", "-h", "-j", job_id], capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired):
-        return True
-    return out.returncode == 0 and bool(out.stdout.strip())
+    """Whether the job may still run: an unreachable squeue counts as yes."""
+    return slurm_job_alive(job_id) is not False

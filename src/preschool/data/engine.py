@@ -56,6 +56,7 @@ import numpy as np
 
 from ..errors import DataError, PreschoolError
 from ..io import atomic_dir, read_json, sha256_file, write_json
+from ..layout import MANIFEST
 from .shards import ShardSet, shard_manifest, write_array
 
 DEFAULT_UNIT_TOKENS = 1 << 21  # about 2M tokens per work unit: seconds of work, a few MB in memory
@@ -456,7 +457,7 @@ def link_shards(out: str | Path, sets: list[tuple[Path, int]], **manifest_extra:
         raise ValueError(f"{out}: no rows to link")
     manifest = shard_manifest(first.row_len, first.dtype, first.vocab_size, first.array_names, files,
                               **manifest_extra)
-    write_json(out / "manifest.json", manifest)
+    write_json(out / MANIFEST, manifest)
     return manifest
 
 

@@ -87,7 +87,7 @@ BLOCK_ROWS = 4096  # rows read per step: memory stays one block, whatever the se
 def dataset_splits(dataset_dir: str | Path) -> dict[str, Path]:
     """Split name -> shard-set folder: ``train``/``val`` of a prepared dataset, or the folder itself."""
     d = Path(dataset_dir)
-    man = d / "manifest.json"
+    man = d / layout.MANIFEST
     if man.is_file():
         try:
             if read_json(man).get("format") == FORMAT:
@@ -99,10 +99,10 @@ def dataset_splits(dataset_dir: str | Path) -> dict[str, Path]:
     recorded = (read_manifest(layout.dataset_record_path(d)) or {}).get("splits")
     expected = [s for s in ("train", "val") if (d / s).exists() or (isinstance(recorded, dict) and s in recorded)]
     for s in expected:
-        if not (d / s / "manifest.json").is_file():
-            raise DataError(f"{d / s / 'manifest.json'}: missing; the dataset's {s} split cannot be read "
+        if not (d / s / layout.MANIFEST).is_file():
+            raise DataError(f"{d / s / layout.MANIFEST}: missing; the dataset's {s} split cannot be read "
                             "(prepare the dataset again)")
-    splits = {s: d / s for s in ("train", "val") if (d / s / "manifest.json").is_file()}
+    splits = {s: d / s for s in ("train", "val") if (d / s / layout.MANIFEST).is_file()}
     if not splits:
         raise DataError(f"{d}: no shard set here (expected train/manifest.json, val/manifest.json "
                         f"or a shard set's own manifest.json)")
@@ -169,7 +169,7 @@ def masks_tokens(split: Path) -> bool:
     """Whether the shard set ``split`` has a ``loss_mask`` with a 0 anywhere (a mask of all ones takes
     no token out of the loss: a reader that ignores it trains on the same tokens). Reads the mask
     files (one byte per token), a block of rows at a time; sizes are checked, checksums are not."""
-    if "loss_mask" not in ((read_manifest(split / "manifest.json") or {}).get("arrays") or []):
+    if "loss_mask" not in ((read_manifest(split / layout.MANIFEST) or {}).get("arrays") or []):
         return False
     ss = ShardSet(split, verify="size")
     for arr in ss.iter_arrays("loss_mask"):
@@ -251,7 +251,7 @@ def _eod_id(fmt: str, eod_id: int | None, tok: Path | None, dataset_dir: Path, f
         from .tokenizer import load_special_ids
 
         eod_id = load_special_ids(tok).eos
-    vocab = min(int((read_manifest(p / "manifest.json") or {}).get("vocab_size") or 2 ** 31) for p in found.values())
+    vocab = min(int((read_manifest(p / layout.MANIFEST) or {}).get("vocab_size") or 2 ** 31) for p in found.values())
     if not 0 <= eod_id < vocab:
         raise ConfigError("eod_id", f"{eod_id} is not a token id of {dataset_dir} (vocab size {vocab})")
     return eod_id

@@ -32,7 +32,7 @@ from .. import layout
 from ..config import to_dict
 from ..errors import ConfigError, DataError
 from ..io import atomic_dir, read_json, write_json
-from ..layout import check_dataset_name
+from ..layout import MANIFEST, check_dataset_name
 from .builder import (  # noqa: F401 (DatasetSpec, first_difference: re-exported)
     BuildContext, DatasetSpec, build_order, builder_of, first_difference, spec_hash,
 )
@@ -86,7 +86,7 @@ def tokenizer_record(cfg: TokenizerConfig) -> dict:
 
 
 def _check_same_tokenizer(cfg: TokenizerConfig, out: Path) -> None:
-    manifest = out.parent / "manifest.json"
+    manifest = out.parent / MANIFEST
     if not manifest.is_file():
         return
     was = (read_json(manifest).get("tokenizer") or {}).get("config")

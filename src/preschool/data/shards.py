@@ -46,6 +46,7 @@ import numpy as np
 
 from ..errors import DataError
 from ..io import atomic_dir, code_version, sha256_file, write_errors_named, write_json
+from ..layout import MANIFEST
 
 FORMAT = "preschool-shards-v1"
 OPTIONAL_ARRAYS = {"loss_mask": np.uint8, "segments": np.uint16}
@@ -169,7 +170,7 @@ class ShardWriter:
         self._flush(self._buffered)
         manifest = shard_manifest(self.row_len, self.dtype, self.vocab_size, ["tokens", *self.arrays], self._files,
                                   **manifest_extra)
-        write_json(self._tmp / "manifest.json", manifest)
+        write_json(self._tmp / MANIFEST, manifest)
         self._ctx.__exit__(None, None, None)
         self._closed = True
         return manifest
@@ -213,7 +214,7 @@ def content_sha256(dataset_dir: str | Path, verify: str = "full") -> str | None:
     found = False
     for split in ("train", "val"):
         path = Path(dataset_dir) / split
-        if not (path / "manifest.json").is_file():
+        if not (path / MANIFEST).is_file():
             continue
         found = True
         man = ShardSet(path, verify=verify).manifest
@@ -287,7 +288,7 @@ class ShardSet:
             raise ValueError(f"verify must be one of {VERIFY_MODES}, got {verify!r}")
         full = verify != "size"
         self.path = Path(path)
-        mpath = self.path / "manifest.json"
+        mpath = self.path / MANIFEST
         if not mpath.is_file():
             raise DataError(f"{self.path}: not a shard set (no manifest.json)")
         try:

@@ -32,6 +32,7 @@ from ..config import check
 from ..data.shards import ShardSet
 from ..errors import DataError
 from ..io import sha256_file
+from ..layout import MANIFEST
 from ..train.scoring import batch_nll, scored_rows
 from .base import EVALUATORS, EvalResult, Evaluator
 
@@ -59,9 +60,9 @@ class HeldoutConfig:
 def resolve_shard_path(path: str | Path) -> Path:
     """A shard set folder as given, or the ``val/`` shard set inside a prepared dataset folder."""
     p = Path(path)
-    if (p / "manifest.json").is_file() and not (p / "val" / "manifest.json").is_file():
+    if (p / MANIFEST).is_file() and not (p / "val" / MANIFEST).is_file():
         return p
-    if (p / "val" / "manifest.json").is_file():
+    if (p / "val" / MANIFEST).is_file():
         return p / "val"
     raise DataError(f"{p}: neither a shard set nor a dataset folder with val/ (no manifest.json)")
 
@@ -112,7 +113,7 @@ class Heldout(Evaluator):
         """sha256 over each source's manifest.json (it lists every shard file's sha256): runner cache key."""
         h = hashlib.sha256()
         for name in sorted(cfg.sources):
-            h.update(f"{name}\0{sha256_file(resolve_shard_path(cfg.sources[name]) / 'manifest.json')}\0".encode())
+            h.update(f"{name}\0{sha256_file(resolve_shard_path(cfg.sources[name]) / MANIFEST)}\0".encode())
         return h.hexdigest()
 
     def evaluate(self, model, tokenizer) -> EvalResult:

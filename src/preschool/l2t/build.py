@@ -439,10 +439,10 @@ L2T_FORMAT = "preschool-l2t-v1"
 
 def l2t_entries(folder: Path) -> set[str] | None:
     """What an earlier ``transform l2t`` output in ``folder`` holds (from its manifest), or None if it is none."""
-    top = read_manifest(Path(folder) / "manifest.json")
+    top = read_manifest(Path(folder) / layout.MANIFEST)
     if top is None or top.get("format") != L2T_FORMAT or not isinstance(top.get("splits"), dict):
         return None
-    return {"manifest.json", "stats.json", str(top.get("tokenizer") or layout.TOKENIZER),
+    return {layout.MANIFEST, "stats.json", str(top.get("tokenizer") or layout.TOKENIZER),
             *(str(m.get("path", s)) for s, m in top["splits"].items() if isinstance(m, dict))}
 
 
@@ -544,6 +544,6 @@ def build_l2t(
             stats["read"] = read
             top["read"] = read
         write_json(tmp / "stats.json", stats)
-        write_json(tmp / "manifest.json", top)
+        write_json(tmp / layout.MANIFEST, top)
     shutil.rmtree(work, ignore_errors=True)
     return top

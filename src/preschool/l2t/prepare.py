@@ -34,6 +34,7 @@ from ..errors import ConfigError
 from ..io import read_json
 from .build import BuildConfig, build_l2t
 from .cli import chars_per_token
+from ..layout import MANIFEST
 from .text import corpus_pool
 
 
@@ -81,4 +82,4 @@ def write_l2t_dataset(name: str, l2t: dict[str, Any], corpus_cfg, tok, row_len: 
                                                  f"(asked for {tokens}); lower the budget or give a larger corpus")
     out = Path(out)
     return {s: ShardSet(out / s, verify="size").manifest for s in ("train", "val")
-            if (out / s / "manifest.json").is_file() and (s == "train" or val_tokens > 0)}
+            if (out / s / MANIFEST).is_file() and (s == "train" or val_tokens > 0)}

@@ -23,6 +23,7 @@ from ..data.shards import FORMAT, ShardWriter
 from ..data.tokenizer import load_tokenizer
 from ..errors import ConfigError, DataError
 from ..io import atomic_dir
+from ..layout import MANIFEST
 from ..outdir import read_manifest
 from .base import GENERATORS, Generator, render_text
 from ..seeds import RESERVED_EMBEDDINGS
@@ -237,11 +238,11 @@ class GeneratorJob(UnitJob):
 def generated_entries(folder: Path) -> set[str] | None:
     """What an earlier ``generate`` output in ``folder`` holds (from its manifest), or None if it is none:
     a shard set whose manifest says a generator wrote it (a prepared dataset's split is not one)."""
-    man = read_manifest(Path(folder) / "manifest.json")
+    man = read_manifest(Path(folder) / MANIFEST)
     if (man is None or man.get("format") != FORMAT or not isinstance(man.get("source"), dict)
             or man["source"].get("kind") != "generator" or man.get("split") is not None):
         return None
-    names = {"manifest.json", "units"}
+    names = {MANIFEST, "units"}
     for shard in man.get("shards") or []:
         for info in (shard.get("files") or {}).values():
             first = Path(str(info.get("name", ""))).parts[:1]

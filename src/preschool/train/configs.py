@@ -44,6 +44,7 @@ from .. import config as C
 from ..config import check
 from ..errors import ConfigError
 from ..io import read_json
+from ..layout import MANIFEST
 from .model import ModelConfig
 from .schedules import ScheduleConfig
 
@@ -250,8 +251,8 @@ def resolve_reserved_ids(cfg: TrainConfig, datasets: Mapping[str, str | Path]) -
     datasets' ``train/`` shard manifests record (``ConfigError`` when none renders on reserved ids)."""
     if cfg.reserved_ids != "auto":
         return cfg
-    ranges = [m["reserved_ids"] for p in datasets.values() if (Path(p) / "train" / "manifest.json").is_file()
-              if (m := read_json(Path(p) / "train" / "manifest.json")).get("reserved_ids")]
+    ranges = [m["reserved_ids"] for p in datasets.values() if (Path(p) / "train" / MANIFEST).is_file()
+              if (m := read_json(Path(p) / "train" / MANIFEST)).get("reserved_ids")]
     if not ranges:
         raise ConfigError("reserved_ids", f"'auto', but none of the datasets ({', '.join(sorted(datasets))}) "
                           "renders symbols on reserved ids; give [lo, hi) or render: reserved")

@@ -23,6 +23,7 @@ from ..data.mixture import Mixture
 from ..errors import ConfigError, DataError
 from ..io import read_json
 from .configs import StageConfig, TrainConfig
+from ..layout import MANIFEST
 
 
 def model_vocab_size(datasets: Mapping[str, Path], tokenizer_dir: Path | None) -> int:
@@ -35,7 +36,7 @@ def model_vocab_size(datasets: Mapping[str, Path], tokenizer_dir: Path | None) -
 
         sizes.append(tokenizer_size(load_tokenizer(tokenizer_dir)))
     for path in datasets.values():
-        mpath = path / "train" / "manifest.json"
+        mpath = path / "train" / MANIFEST
         if mpath.is_file():
             sizes.append(int(read_json(mpath)["vocab_size"]))
     if not sizes:

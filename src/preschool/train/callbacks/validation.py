@@ -21,6 +21,7 @@ import numpy as np
 
 from ...data.shards import ShardSet
 from ...errors import DataError
+from ...layout import MANIFEST
 from ..schedules import log_spaced_steps
 from ..scoring import batch_nll, scored_rows
 from .base import Callback
@@ -49,7 +50,7 @@ class ValidationCallback(Callback):
                         names.append(n)
             for n in names:
                 p = Path(trainer.datasets[n]) / "val"
-                if (p / "manifest.json").is_file():
+                if (p / MANIFEST).is_file():
                     self.sets[n] = ShardSet(p, verify=cfg.verify)
 
         for sset in self.sets.values():

@@ -1,0 +1,161 @@
+"""The runner: train every run of an experiment, evaluate its checkpoints and write the report
+(``preschool run``), or train one arm x seed in a cluster job (``preschool run --arm``)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import replace
+from pathlib import Path
+
+import yaml
+
+from .. import layout
+from ..analysis.report import write_report
+from ..config import to_dict
+from ..device import rank_threads
+from ..errors import ConfigError
+from ..evals.runner import evaluate_specs
+from ..io import write_text
+from ..lock import command_line, output_lock
+from ..plugins import loaded
+from ..slurm_state import slurm_job_alive
+from ..train.callbacks.registry import CallbackContext, build_callbacks
+from ..train.run_dir import check_run_dir
+from .prepare import build_data, check_stale_data, require_prepared
+from .runs import RunRecord, resolve_runs
+from .schema import PLUGINS_USED, ExperimentConfig, ExperimentFile
+
+
+def check_run(cfg: ExperimentConfig, rec: RunRecord) -> None:
+    """Refuse (ConfigError named where the YAML sets the value: train.lr, arms[i].stages[j]...; a dataset
+    by arm) a run already in ``rec.run_dir`` that was trained with another config or on other bytes
+    (``check_run_dir``); ``cfg``: the experiment the record is of (any of its rung views)."""
+    try:
+        check_run_dir(rec.train, rec.run_dir, dict(rec.datasets), layout.tokenizer_dir(layout.data_dir(cfg.out_dir)))
+    except ConfigError as e:
+        arm = cfg.arms[rec.arm_index]
+        where = (cfg.written_at(arm, rec.where, e.field[len("train."):]) if e.field.startswith("train.")
+                 else f"{rec.where}.{e.field}")
+        at = f" at rung {rec.rung}" if rec.rung is not None else ""
+        raise ConfigError(where, f"arm {rec.arm} seed {rec.seed}{at}: {e.message}") from None
+
+
+def _at(rec: RunRecord) -> str:
+    return f" rung {rec.rung}" if rec.rung is not None else ""
+
+
+def run_lock(run_dir: Path, command: str):
+    """The lock one arm x seed's trainer holds on its run folder (``<run>/.preschool.lock``, no key): a
+    second trainer of the same run folder, a relaunched job or a ``preschool run`` beside a cluster job,
+    stops with one line naming the holder instead of training it twice. Rank 0 takes it (every rank
+    of a torchrun job trains the same folder); a holder on another node is stale once Slurm no longer
+    runs its job."""
+    if os.environ.get("RANK", "0") != "0":
+        return contextlib.nullcontext()
+    return output_lock(run_dir, command, holder_alive=_holder_job_alive)
+
+
+def _holder_job_alive(holder: dict) -> bool | None:
+    """Whether the Slurm job a lock record names is still queued or running; None when it names none."""
+    return slurm_job_alive(holder["slurm_job"]) if holder.get("slurm_job") else None
+
+
+def train_arms(cfg: ExperimentConfig, progress: bool = True, only: tuple[str, int] | None = None,
+               command: str = "preschool run", runs: tuple[RunRecord, ...] | None = None) -> None:
+    """Step 3: train every run (``runs``, default :func:`resolve_runs` of ``cfg``: every arm x seed, every
+    rung's of a ladder) of the prepared data (resuming; finished runs are skipped, so a rung added to a
+    ladder trains only its own runs); ``only``: that (arm, seed). Each run trains under its
+    :func:`run_lock` (``command``: what a second trainer of the folder is told is running)."""
+    from ..train.trainer import train  # torch: loaded when a run trains
+
+    data_dir = layout.data_dir(cfg.out_dir)
+    for rec in resolve_runs(cfg) if runs is None else runs:
+        if only is not None and (rec.arm, rec.seed) != only:
+            continue
+        check_run(cfg, rec)
+        tcfg = replace(rec.train, progress=rec.train.progress and progress)
+        if layout.is_done(rec.run_dir):
+            print(f"[preschool]{_at(rec)} arm {rec.arm} seed {rec.seed}: done, skipping")
+            continue
+        ctx = CallbackContext(rec.arm, rec.seed, dict(rec.datasets), [n for st in tcfg.stages for n in st.datasets],
+                              data_dir, lambda other, s=rec.seed, r=rec.rung: layout.run_dir(cfg.out_dir, other, s, r))
+        callbacks = build_callbacks(dict(rec.callbacks), ctx, f"{rec.where}.callbacks")
+        with run_lock(rec.run_dir, command):
+            if layout.is_done(rec.run_dir):  # finished by another trainer since the check above
+                continue
+            print(f"[preschool]{_at(rec)} arm {rec.arm} seed {rec.seed}: training -> {rec.run_dir}")
+            train(tcfg, rec.run_dir, dict(rec.datasets), layout.tokenizer_dir(data_dir), callbacks)
+
+
+def evaluate_arms(cfg: ExperimentConfig, runs: tuple[RunRecord, ...] | None = None) -> None:
+    """Step 4: each run's evaluators (``runs``, default :func:`resolve_runs` of ``cfg``) on every
+    (every-th) checkpoint, cached."""
+    from transformers.utils import logging as hf_logging  # heavy: loaded when checkpoints are evaluated
+
+    hf_logging.disable_progress_bar()  # one "Loading weights" bar per checkpoint is noise
+    for rec in resolve_runs(cfg) if runs is None else runs:
+        # a cluster report runs after every arm job, finished or not: evaluate what exists; evaluators default
+        # to the arm's training device when that is CUDA (evals.runner.eval_device)
+        if not evaluate_specs(rec.run_dir, list(rec.evals), layout.data_dir(cfg.out_dir), rec.train.device):
+            print(f"[preschool]{_at(rec)} arm {rec.arm} seed {rec.seed}: no checkpoints yet, not evaluated")
+
+
+def run_experiment(cfg: ExperimentConfig, progress: bool = True, stages: tuple[str, ...] = ("train", "eval", "report"),
+                   rebuild: bool = False) -> Path:
+    """Prepare the data (always: every step needs it), then the named ``stages`` in order.
+
+    Nothing is written (``experiment.yaml`` included) until the data prepared from another spec is
+    refused, or with ``rebuild`` cleared of trained runs (:func:`check_stale_data`), and every arm x seed
+    folder that already holds a run on data kept as it is still matches the config (:func:`check_run`).
+    The runs are resolved once (:func:`resolve_runs`) and every step reads their records.
+    """
+    runs = resolve_runs(cfg)
+    check_stale_data(cfg, rebuild, runs)
+    if "train" in stages:
+        for rec in runs:
+            # a run whose data is not all prepared yet is checked once it is (train_arms)
+            if all(layout.dataset_record_path(rec.datasets[n]).is_file() for n in rec.stage_datasets
+                   if n in rec.datasets):
+                check_run(cfg, rec)
+
+    cfg.out_dir.mkdir(parents=True, exist_ok=True)
+    whole = replace(cfg, rung=None)  # the experiment, whichever of its rungs this command trains
+    write_text(layout.experiment_config_path(cfg.out_dir),
+               yaml.safe_dump({**to_dict(whole), PLUGINS_USED: loaded()}, sort_keys=False))
+    build_data(cfg, progress, rebuild, runs)
+    if "train" in stages:
+        train_arms(cfg, progress, runs=runs)
+    if "eval" in stages and cfg.evals:
+        print("[preschool] evaluating checkpoints")
+        evaluate_arms(cfg, runs)
+    if "report" in stages:
+        path = write_report(cfg.report_view())  # a ladder: the largest rung's tables + the ladder section
+        print(f"[preschool] report: {path}")
+        return path
+    return cfg.out_dir
+
+
+def run_arm(exp: ExperimentFile, arm: str, seed: int | None = None, progress: bool = True) -> Path:
+    """Train one arm x seed of a prepared experiment (``preschool run EXP --arm A [--seed S]``); of a
+    ladder, at the rung the config is a view of (``--rung R``; required).
+
+    Refuses (``DataError`` naming the prepare command) when the data is not
+    prepared, instead of preparing it from every rank of a multi-node job. Rank 0
+    holds the run folder's lock (:func:`run_lock`): a second ``run --arm`` of the
+    same arm x seed (a job submitted twice) stops naming the first.
+    Under ``torchrun`` every rank calls this; the trainer forms the process group.
+    """
+    if arm not in exp.arms:
+        raise ConfigError("--arm", f"no arm named {arm!r}; the experiment has {exp.arms}")
+    if exp.cfg.ladder is not None and exp.cfg.rung is None:
+        raise ConfigError("--rung", f"the experiment is a ladder: name the rung to train arm {arm} at "
+                          f"(one of {[r.name for r in exp.cfg.ladder.rungs]})")
+    seed = exp.seeds[0] if seed is None else int(seed)
+    if seed not in exp.seeds:
+        raise ConfigError("--seed", f"seed {seed} is not in the experiment's seeds {exp.seeds}")
+    require_prepared(exp)
+    rank_threads()
+    command = command_line("run", str(exp.path), exp.overrides, None) + f" --arm {arm} --seed {seed}"
+    train_arms(exp.cfg, progress, only=(arm, seed), command=command)  # the trainer forms the process group
+    return layout.run_dir(exp.out_dir, arm, seed, exp.cfg.rung)
