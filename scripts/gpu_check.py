@@ -311,8 +311,6 @@ def main(argv=None) -> int:
                     help="output folder (default docs/results/gpu/<date>-<device>)")
     ap.add_argument("--keep", action="store_true", help="keep the work folder (runs, data) and print its path")
     a = ap.parse_args(argv)
-    # a kill (timeout, Ctrl-C from a wrapper) unwinds through Check.sh, which ends the step's process group
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     import torch
 
     from preschool.io import write_json, write_text
@@ -353,4 +351,8 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
+    # a kill (timeout, Ctrl-C from a wrapper) unwinds through Check.sh, which ends the step's process group;
+    # set only when run as a script: a caller's process (a test calling main()) keeps its own SIGTERM handling,
+    # which the processes it forks later (multiprocessing pools) inherit
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     sys.exit(main())

@@ -3,6 +3,7 @@ says FAIL and makes the exit code non-zero, and the whole check runs end to end 
 
 import importlib.util
 import json
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -21,7 +22,11 @@ def _script():
 
 def test_cuda_steps_skip_on_a_cpu_and_a_failure_fails_the_run(tmp_path, monkeypatch):
     gc = _script()
+    before = signal.getsignal(signal.SIGTERM)
     assert gc.main(["--device", "cpu", "--steps", "minimal_pairs", "flex", "--out", str(tmp_path / "a")]) == 0
+    # main() called in-process leaves the caller's SIGTERM handling alone (a handler set here was inherited by
+    # the caller's later multiprocessing children, whose pool shutdown then hung)
+    assert signal.getsignal(signal.SIGTERM) is before
     report = json.loads((tmp_path / "a" / "gpu_check.json").read_text())
     assert [(s["step"], s["status"]) for s in report["steps"]] == [("minimal_pairs", "SKIP"), ("flex", "SKIP")]
     assert report["environment"]["device"] == "cpu" and report["environment"]["torch"]
