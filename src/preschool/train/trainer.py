@@ -104,9 +104,11 @@ class Trainer:
             embedding_rows(cfg.model, model_vocab_size(self.datasets, self.tokenizer_dir))
         if cfg.reserved_ids is not None and cfg.reserved_ids[1] > self.vocab_size:
             raise ConfigError("reserved_ids", f"{cfg.reserved_ids} exceeds vocab size {self.vocab_size}")
-        if model is None:
+        # a given model's shape is not cfg.model's: no shape summary, FLOPs or MFU for it
+        self.model_desc = describe(cfg.model, self.vocab_size) if model is None else None
+        if self.model_desc is not None:
             # arithmetic on the shape: a model beyond the device's memory is refused before anything is built
-            desc = describe(cfg.model, self.vocab_size)
+            desc = self.model_desc
             check_model_memory(desc["params_total"], self.device, self.world if self.parallel.sharded else 1,
                                param_dtype(cfg.precision).itemsize, "model",
                                f"hidden {desc['hidden_size']:,}, FFN {desc['ffn']:,}, {desc['layers']} layers, "
@@ -252,8 +254,6 @@ class Trainer:
         self.model.to(param_dtype(cfg.precision))  # pure_bf16: a bf16 model (before a resume loads into it)
         from .flops import device_peak_flops
 
-        # a given model's shape is not cfg.model's: no shape summary, FLOPs or MFU for it
-        self.model_desc = describe(cfg.model, self.vocab_size) if self._given_model is None else None
         self.peak_flops = device_peak_flops(self.device, self.parallel.compute_dtype) \
             if self.model_desc is not None else None  # None: no MFU in the log rows
         for cb in self.callbacks:
