@@ -1,7 +1,9 @@
 """`make setup-gpu` (issue #38 item 6), checked on a CPU machine without installing anything: what
 requirements/gpu-lock.txt pins (the CUDA build of torch at the CPU wheel's version, Liger-Kernel,
 every dependency with hashes, the main lock's versions wherever both hold a package) and the commands
-make would run (`make -n`), so the README's two CPU commands and the GPU one cannot drift into each other."""
+make would run on a fresh clone (`make -n -B`, so an environment already built here, as in CI after
+`make test`'s setup, does not hide them), so the README's two CPU commands and the GPU one cannot
+drift into each other."""
 
 import shutil
 import subprocess
@@ -29,7 +31,7 @@ def test_the_gpu_lock_pins_the_cuda_build_of_torch_and_liger():
 
 
 def _make_n(*targets: str) -> list[str]:
-    done = subprocess.run(["make", "-n", *targets], cwd=REPO, capture_output=True, text=True, timeout=60,
+    done = subprocess.run(["make", "-n", "-B", *targets], cwd=REPO, capture_output=True, text=True, timeout=60,
                           env={"PATH": "/usr/bin:/bin", "PIP_FIND_LINKS": ""})
     assert done.returncode == 0, done.stderr
     return done.stdout.splitlines()
