@@ -15,7 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from .analysis.report import write_report
-from .analysis.sections import SECTIONS
+from .analysis.sections import SECTIONS, build_section
 from .config import from_dict
 from .errors import ConfigError, DataError, PreschoolError
 from .experiment import _OLD_COMPARTMENTS_KEYS, ExperimentConfig
@@ -48,10 +48,10 @@ def load_stored(path: str | Path):
             cfg = from_dict(ExperimentConfig, {**raw, "out": str(path.parent)})
     except ConfigError as e:
         raise DataError(f"{path}: its stored config does not load today: {e}") from None
-    needs = [n for n in cfg.report.sections if n in SECTIONS and SECTIONS.get(n).cls.reads_runs]
-    if needs:
-        raise DataError(f"{path}: its report sections {needs} read the run folders (metrics.jsonl, prepared data), "
-                        "which results.json does not hold: re-render it with the runs (preschool report EXP.yaml)")
+    for name, params in cfg.report.sections.items():  # before anything is written: a section that cannot be had
+        gap = build_section(name, params).stored_gap(stored) if name in SECTIONS else None
+        if gap:
+            raise DataError(f"{path}: its report section {name} {gap}")
     at_step = [m for m, t in cfg.report.efficiency.targets.items() if isinstance(t, str)]
     if at_step:  # baseline@<step>: the value at a step, and results.json keeps curves by tokens, not steps
         raise DataError(f"{path}: report.efficiency.targets {at_step} name a baseline step (baseline@<step>), "

@@ -51,6 +51,14 @@ def _compartments(out, **extra) -> dict:
             **extra}
 
 
+def _rerendered_alike(out, again) -> None:
+    """`preschool report --from-results` of the experiment at ``out`` (into ``again``, no run folder there) writes
+    the report the runs gave, but for the line saying it is a re-render (issue #41 item 4)."""
+    assert main(["report", "--from-results", str(out / "results.json"), "--out", str(again)]) == 0
+    lines = (again / "report.md").read_text().replace(str(again), str(out)).splitlines()
+    assert [line for line in lines if "--from-results" not in line] == (out / "report.md").read_text().splitlines()
+
+
 def _final_val(run) -> dict:
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     last = [r for r in rows if r.get("event") == "val"][-1]
@@ -81,6 +89,7 @@ def test_micro_compartments_reproduce_the_retired_runner(tmp_path):
     assert "## Slowdown vs `c1`" in report and "fine-tune of c1" in report
     assert all((tmp_path / "run" / "plots" / f).is_file() for f in ("slowdown.png", "plateau_vs_c.png",
                                                                      "loss_vs_step.png"))
+    _rerendered_alike(tmp_path / "run", tmp_path / "again")  # the similarity too, with no checkpoint at hand
 
 
 @pytest.mark.slow  # ~30 s CPU: data prep + 4 arms
@@ -109,6 +118,7 @@ def test_micro_audit_reproduces_the_retired_runner(tmp_path):
     assert set(gap["arms"]["mono_story"]["summary"]) == {"story"}
     steps = gap["arms"]["compartmented"]["seeds"]["0"]["story"]["steps"]
     assert steps[0] == 0 and steps[-1] == 10
+    _rerendered_alike(tmp_path / "audit", tmp_path / "again")
 
 
 @pytest.mark.slow  # ~40 s CPU: 2 arms x 2 seeds + evaluations + report rebuilt by `preschool report`

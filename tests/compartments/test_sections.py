@@ -112,3 +112,31 @@ def test_a_seed_whose_largest_c_never_reaches_the_loss_is_left_out_of_the_growth
     r0 = res["ladder"]["rungs"][0]
     assert r0["slowdown"]["3.0"]["c8"]["summary"]["n"] == 2 and r0["growth"]["3.0"]["seeds"] == 2
     assert r0["growth"]["5.0"]["seeds"] == 3 and res["ladder"]["rungs"][1]["growth"]["3.0"]["seeds"] == 3
+
+
+@pytest.mark.parametrize("name, params", [("slowdown", {"targets": [5.0, 3.0]}), ("plateau", {})])
+def test_a_section_renders_the_same_from_its_stored_inputs_without_the_runs(name, params, tmp_path):
+    """`preschool report --from-results` (issue #41 item 4): what the section read of the run folders is kept in
+    results.json (`sections.<name>.inputs`), so a re-render with no run folder and no prepared data writes the
+    same results and the same lines, the ladder's growth with c across rungs included."""
+    import shutil
+    from dataclasses import replace
+
+    from preschool.layout import RUNGS
+
+    ctx = _ladder(tmp_path / "out", [0.5, 0.8, 1.1], lambda s, j, c: 0.02 * math.sin(3 * s + 5 * j + c))
+    res, lines = build_section(name, params).write(ctx)
+    assert "inputs" in res
+    stored = {"sections": {name: json.loads(json.dumps(res))}}
+    shutil.rmtree(ctx.out / RUNGS)
+    shutil.rmtree(ctx.data_dir)
+    again = SectionContext(ctx.out, ctx.config, ctx.arms, SEEDS, "c1", stored=stored,
+                           ladder=[replace(r, arms={a: replace(e, runs={}) for a, e in r.arms.items()})
+                                   for r in ctx.ladder])
+    section = build_section(name, params)
+    assert section.stored_gap(stored) is None
+    res2, lines2 = section.write(again)
+    assert lines2 == lines and json.loads(json.dumps(res2)) == stored["sections"][name]
+    # a results.json from before the inputs were kept: the re-render says so instead of guessing
+    old = {"sections": {name: {k: v for k, v in res.items() if k != "inputs"}}}
+    assert f"sections.{name}.inputs" in section.stored_gap(old)

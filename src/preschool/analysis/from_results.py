@@ -11,8 +11,9 @@ produced. The provenance stays the stored one: the config and code version that 
 
 What cannot be re-rendered is refused in one line naming the file: a ``results.json`` of the retired
 compartments runner (no ``arms.<arm>.seeds``), and an experiment whose report needs a section that reads
-run files results.json does not hold (:attr:`~preschool.analysis.sections.Section.reads_runs`: the
-compartments sections read ``metrics.jsonl`` and the prepared data), and a ladder whose ``results.json``
+run files results.json does not hold (:meth:`~preschool.analysis.sections.Section.stored_gap`: a section
+with ``reads_runs``, or a :class:`~preschool.analysis.sections.GatheredSection` such as the compartments
+sections whose ``results.json`` predates its stored ``inputs``), and a ladder whose ``results.json``
 predates ``sections.ladder.rung_results`` (each rung's costs, per-seed finals and stable-gain rows, which a
 ladder report stores for its re-render), and a token-efficiency target at a baseline step (``baseline@<step>``:
 the curves are stored by tokens, not steps). A ``results.json`` written before a

@@ -117,13 +117,15 @@ class Section:
     names it); ``order``: where a switched-on section goes among the others (then by name);
     ``results_key``: a top-level ``results.json`` key for its results instead of ``sections.<name>``;
     ``reads_runs``: the section reads run files (``metrics.jsonl``, checkpoints, prepared data) that
-    ``results.json`` does not hold, so a report re-rendered from ``results.json`` alone cannot have it.
+    ``results.json`` does not hold, so a report re-rendered from ``results.json`` alone cannot have it (a
+    section that keeps what it reads is a :class:`GatheredSection` instead).
     """
 
     evaluator: str | None = None
     reads_runs: bool = False
     order: int = 100
     results_key: str | None = None
+    name: str = ""  # the registered name (set by build_section)
 
     def __init__(self, cfg: Any = None):
         self.cfg = cfg  # None for a section registered without a config dataclass
@@ -133,13 +135,60 @@ class Section:
         """Whether the report adds this section unasked: its evaluator has results in some run."""
         return cls.evaluator is not None and bool(ctx.labels_of(cls.evaluator))
 
+    def stored_results(self, stored: dict) -> dict:
+        """This section's results in ``stored`` (a ``results.json``); {} when it has none."""
+        got = stored.get(self.results_key) if self.results_key else (stored.get("sections") or {}).get(self.name)
+        return got if isinstance(got, dict) else {}
+
+    def stored_gap(self, stored: dict) -> str | None:
+        """Why a report re-rendered from ``stored`` (a ``results.json``) cannot have this section; None when it can."""
+        if self.reads_runs:
+            return ("reads the run folders (metrics.jsonl, prepared data), which results.json does not hold: "
+                    "re-render it with the runs (preschool report EXP.yaml)")
+        return None
+
     def write(self, ctx: SectionContext) -> tuple[Any, list[str]]:
         raise NotImplementedError
 
 
+class GatheredSection(Section):
+    """A section that reads run files (``metrics.jsonl``, the prepared data's manifests, checkpoints) and still
+    re-renders from ``results.json`` alone: :meth:`gather` reads the runs into plain data, which its results
+    keep under ``inputs``; :meth:`render` computes everything else (numbers, verdicts, plots, lines) from that.
+    A report from the runs gathers; a re-render (``ctx.stored``) reads the stored ``inputs`` instead, so both
+    write the same report. The inputs pass through JSON either way (object keys are strings: a seed is
+    ``"0"``), so the two cannot differ by a key's type."""
+
+    def gather(self, ctx: SectionContext) -> dict:
+        """What the section reads of the runs, as JSON data."""
+        raise NotImplementedError
+
+    def render(self, ctx: SectionContext, inputs: dict) -> tuple[dict, list[str]]:
+        """``(results, markdown lines)`` from ``inputs`` (what :meth:`gather` returned) and ``ctx``'s config,
+        report and rung records; reads no run file."""
+        raise NotImplementedError
+
+    def stored_gap(self, stored: dict) -> str | None:
+        if "inputs" in self.stored_results(stored):
+            return None
+        key = self.results_key or f"sections.{self.name}"
+        return (f"was written before results.json kept what the section reads of the runs ({key}.inputs): "
+                "re-render it with the runs (preschool report EXP.yaml)")
+
+    def write(self, ctx: SectionContext) -> tuple[dict, list[str]]:
+        import json
+
+        inputs = self.gather(ctx) if ctx.stored is None else self.stored_results(ctx.stored)["inputs"]
+        inputs = json.loads(json.dumps(inputs))
+        results, lines = self.render(ctx, inputs)
+        return {**results, "inputs": inputs}, lines
+
+
 def build_section(name: str, params: dict | None, field_prefix: str = "report.sections") -> Section:
     """The configured section ``name`` (unknown names and bad params name the field)."""
-    return SECTIONS.build(name, params or {}, f"{field_prefix}.{name}")
+    section = SECTIONS.build(name, params or {}, f"{field_prefix}.{name}")
+    section.name = name
+    return section
 
 
 def run_sections(ctx: SectionContext, configured: dict[str, dict | None]) -> list[tuple[str, Section, Any, list[str]]]:
@@ -154,10 +203,9 @@ def run_sections(ctx: SectionContext, configured: dict[str, dict | None]) -> lis
     if ctx.stored is not None:
         from ..errors import DataError
 
-        needs = [name for name, section in sections if section.reads_runs]
-        if needs:
-            raise DataError(f"{ctx.out}: report section(s) {needs} read the run folders, which results.json does "
-                            "not hold: re-render with the runs (preschool report EXP.yaml)")
+        gaps = [f"{name} {gap}" for name, section in sections if (gap := section.stored_gap(ctx.stored))]
+        if gaps:
+            raise DataError(f"{ctx.out}: report section " + "; ".join(gaps))
     for name, section in sections:
         results, lines = section.write(ctx)
         out.append((name, section, results, lines))

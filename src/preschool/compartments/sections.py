@@ -1,6 +1,9 @@
 """The plug-in's report sections (analysis/sections.py): plateau, slowdown, similarity, audit_gap.
 
-Each reads the runs' files only: an arm's compartments come from the
+Each is a :class:`~preschool.analysis.sections.GatheredSection`: ``gather`` reads the runs' files into
+plain data, which ``results.json`` keeps as the section's ``inputs``, and ``render`` computes the rest
+from it, so ``preschool report --from-results`` re-renders a compartments study without its run folders.
+What is read: an arm's compartments come from the
 ``compartmented`` dataset its first stage trains on (its ``train/manifest.json``),
 its curves from ``metrics.jsonl`` (``val/c<i>``, averaged over compartments:
 the slowdown metric's loss), a fine-tune's source from the arm's
@@ -15,8 +18,8 @@ initialisation and batch order, so part of the seed noise cancels).
 - ``slowdown`` (``targets``, ``level``): steps of the arm / steps of the baseline at the same
   loss (compartments/slowdown.py; spec B.3); plot ``slowdown.png``. Of a ladder whose arms train
   several compartment counts, also per rung the growth of slowdown with c and whether that growth
-  changes with size, with seed-bootstrap intervals (:func:`slowdown_across_ladder`; read from the
-  rungs' records, ``ctx.ladder``).
+  changes with size, with seed-bootstrap intervals (:func:`slowdown_across_ladder`; each rung's curves
+  gathered from its runs, its size from the rung's record, ``ctx.ladder``).
 - ``similarity`` (``rows``, ``layer``): cross-compartment cosine of the final
   checkpoint's trunk states (compartments/similarity.py; offset presentation, c >= 2).
 - ``audit_gap`` (``reference``, ``arm``): per presentation, val loss of every arm
@@ -35,7 +38,7 @@ import numpy as np
 
 from ..analysis.collect import val_rows
 from ..analysis.plots import new_figure, save_figure
-from ..analysis.sections import SECTIONS, Section, SectionContext
+from ..analysis.sections import SECTIONS, GatheredSection, SectionContext
 from ..analysis.stats import format_mean_sd, ols_slope, one_sd_verdict, seed_summary, seed_trend, trend_text
 from ..config import check
 from ..io import read_json
@@ -78,6 +81,20 @@ def val_curve(run: Path) -> Curve:
     first = next((r for r in val_rows(run)), None) or {}
     keys = sorted((k for k in first if _COMPARTMENT_KEY.match(k)), key=lambda k: int(k[5:]))
     return read_val_curve(run, keys=keys or None)
+
+
+def _curve_json(curve: Curve) -> dict:
+    """A curve as JSON data (a gathered input)."""
+    return {"steps": curve.steps.tolist(), "losses": curve.losses.tolist()}
+
+
+def _curve(data: dict) -> Curve:
+    return Curve(np.asarray(data["steps"], dtype=float), np.asarray(data["losses"], dtype=float))
+
+
+def _seed(ctx: SectionContext, key: str) -> Any:
+    """A gathered input's seed key (a JSON string) as the config names the seed (``"0"`` -> 0)."""
+    return next((s for s in ctx.seeds if str(s) == key), key)
 
 
 def _last_val(run: Path, key: str) -> float | None:
@@ -154,27 +171,34 @@ class PlateauConfig:
 
 
 @SECTIONS.register("plateau", config=PlateauConfig)
-class PlateauSection(Section):
+class PlateauSection(GatheredSection):
     """Final val loss per arm (mean over compartments), per compartment and on translation rows; plateau vs c."""
 
-    reads_runs = True  # metrics.jsonl, the prepared data, checkpoints: none of it is in results.json
-
-    def write(self, ctx: SectionContext) -> tuple[dict, list[str]]:
-        res: dict[str, Any] = {"arms": {}}
-        curves: dict[str, Curve] = {}
+    def gather(self, ctx: SectionContext) -> dict:
+        """Per arm that trains on compartments: its compartments and, per seed, the val curve (mean over
+        compartments), each compartment's and the translation rows' last val loss, and whether it finished."""
+        arms = {}
         for arm in ctx.arms:
             info, runs = arm_compartments(ctx, arm), ctx.runs(arm)
             if info is None or not runs:
                 continue
-            per_seed = {}
-            for s, run in runs.items():
-                curve = val_curve(run)
-                if s == ctx.seeds[0]:
+            arms[arm] = {"compartments": info, "seeds": {
+                s: {"curve": _curve_json(val_curve(run)),
+                    "per_compartment": {f"c{i}": _last_val(run, f"val/c{i}") for i in range(info["n"])},
+                    "translation": _last_val(run, "val/translation"), "done": is_done(run)}
+                for s, run in runs.items()}}
+        return {"arms": arms}
+
+    def render(self, ctx: SectionContext, inputs: dict) -> tuple[dict, list[str]]:
+        res: dict[str, Any] = {"arms": {}}
+        curves: dict[str, Curve] = {}
+        for arm, got in inputs["arms"].items():
+            info, per_seed = got["compartments"], {}
+            for key, run in got["seeds"].items():
+                curve = _curve(run["curve"])
+                if key == str(ctx.seeds[0]):
                     curves[arm] = curve
-                last = {f"c{i}": _last_val(run, f"val/c{i}") for i in range(info["n"])}
-                per_seed[s] = {"final": plateau({0: curve})[0], "per_compartment": last,
-                               "translation": _last_val(run, "val/translation"), "done": is_done(run),
-                               "curve": {"steps": curve.steps.tolist(), "losses": curve.losses.tolist()}}
+                per_seed[_seed(ctx, key)] = {"final": plateau({0: curve})[0], **run}
             res["arms"][arm] = {"n_compartments": info["n"], "translation_fraction": info["translation"],
                                 "init_from": init_from(ctx, arm), "seeds": per_seed,
                                 "final": _summary([v["final"] for v in per_seed.values()]),
@@ -248,29 +272,40 @@ class SlowdownConfig:
 
 
 @SECTIONS.register("slowdown", config=SlowdownConfig)
-class SlowdownSection(Section):
+class SlowdownSection(GatheredSection):
     """Steps each arm needs / steps the baseline needs to reach the same loss (Howe & Wingate; spec B.3)."""
 
-    reads_runs = True  # metrics.jsonl, the prepared data, checkpoints: none of it is in results.json
+    def gather(self, ctx: SectionContext) -> dict:
+        """Each arm's compartments (None: it trains on none) and each run's val curve (mean over compartments):
+        of the rung the report reads and, of a ladder, of every rung."""
+        def curves(runs_of) -> dict:
+            return {arm: {s: _curve_json(val_curve(Path(run))) for s, run in runs_of(arm).items()}
+                    for arm in ctx.arms}
 
-    def write(self, ctx: SectionContext) -> tuple[dict, list[str]]:
+        out = {"compartments": {arm: arm_compartments(ctx, arm) for arm in ctx.arms}, "curves": curves(ctx.runs)}
+        if len(ctx.ladder) >= 2:
+            out["rungs"] = {rung.name: curves(lambda arm, r=rung: r.arms[arm].runs if arm in r.arms else {})
+                            for rung in ctx.ladder}
+        return out
+
+    def render(self, ctx: SectionContext, inputs: dict) -> tuple[dict, list[str]]:
         targets = [float(t) for t in self.cfg.targets]
-        base_runs = ctx.runs(ctx.baseline)
-        base = {s: val_curve(r) for s, r in base_runs.items()}
+        runs = {arm: {_seed(ctx, k): _curve(c) for k, c in got.items()} for arm, got in inputs["curves"].items()}
+        base = runs.get(ctx.baseline) or {}
         res: dict[str, Any] = {"baseline": ctx.baseline, "targets": targets, "arms": {}}
         for arm in ctx.arms:
-            if arm_compartments(ctx, arm) is None:
+            if inputs["compartments"].get(arm) is None:
                 continue
             src = init_from(ctx, arm)
             if src is not None:  # a fine-tune's steps do not start from scratch: no slowdown against a fresh run
                 res["arms"][arm] = {"fine_tune_of": src}
                 continue
             seeds = {}
-            for s, run in ctx.runs(arm).items():
+            for s, run in runs.get(arm, {}).items():
                 if s not in base:
                     continue
-                curve = slowdown_curve(base[s], val_curve(run))
-                seeds[s] = {"curve": curve, "at": slowdown_at_targets(base[s], val_curve(run), targets),
+                curve = slowdown_curve(base[s], run)
+                seeds[s] = {"curve": curve, "at": slowdown_at_targets(base[s], run, targets),
                             "median": float(np.median([r["slowdown"] for r in curve])) if curve else None}
             at = {}
             for t in targets:
@@ -287,7 +322,7 @@ class SlowdownSection(Section):
             return f
 
         res["compare"] = {str(t): _check_compare(ctx, value(t)) for t in targets}
-        ladder = slowdown_across_ladder(ctx, targets, self.cfg.level)
+        ladder = slowdown_across_ladder(ctx, inputs, targets, self.cfg.level)
         if ladder is not None:
             res["ladder"] = ladder
         plot = self._plot(ctx, res)
@@ -338,26 +373,24 @@ def _key_label(key: str) -> str:
     return "median over the overlap" if key == "median" else f"loss {float(key):g}"
 
 
-def slowdown_across_ladder(ctx: SectionContext, targets: list[float], level: float) -> dict | None:
+def slowdown_across_ladder(ctx: SectionContext, inputs: dict, targets: list[float], level: float) -> dict | None:
     """Does slowdown grow with c at every rung, and does that growth change with size? None unless the
     experiment is a ladder of two or more rungs whose arms (fresh runs, the baseline among them) train
-    at least two compartment counts.
+    at least two compartment counts. ``inputs``: what :meth:`SlowdownSection.gather` read (each arm's
+    compartments, each rung's val curves).
 
     Per rung, each seed's slowdown of every arm against the baseline's run of that seed (the baseline:
     1 by definition) at each target loss and as the median over the overlap; per seed, its slope against
     log2(c) (per doubling of c; a seed with an arm that never reaches the loss is left out, as its slope
     would lack that arm); over the seeds, that slope with a seed-bootstrap interval
     (analysis/stats.py ``seed_trend``). Across the rungs: the slope of each seed's growth against
-    log10(the rung's non-embedding parameters), with its interval. Rungs in ladder order; a rung without a
-    finished run has no size and stays out of the change with size."""
+    log10(the rung's non-embedding parameters, from its record in ``ctx.ladder``), with its interval. Rungs
+    in ladder order; a rung without a finished run has no size and stays out of the change with size."""
     from ..analysis.ladder import rung_size
 
-    counts = {}
-    for arm in ctx.arms:
-        info = arm_compartments(ctx, arm)
-        if info is not None and init_from(ctx, arm) is None:
-            counts[arm] = info["n"]
-    if len(ctx.ladder) < 2 or ctx.baseline not in counts or len(set(counts.values())) < 2:
+    counts = {arm: info["n"] for arm, info in inputs["compartments"].items()
+              if info is not None and init_from(ctx, arm) is None}
+    if len(ctx.ladder) < 2 or "rungs" not in inputs or ctx.baseline not in counts or len(set(counts.values())) < 2:
         return None
     arms = sorted(counts, key=lambda a: (counts[a], a))
     keys = [str(t) for t in targets] + ["median"]
@@ -365,21 +398,21 @@ def slowdown_across_ladder(ctx: SectionContext, targets: list[float], level: flo
     seeds = list(ctx.seeds)
     rungs, growth = [], {k: np.full((len(seeds), len(ctx.ladder)), np.nan) for k in keys}
     for j, rung in enumerate(ctx.ladder):
-        base_runs = rung.arms[ctx.baseline].runs if ctx.baseline in rung.arms else {}
-        base = {s: val_curve(Path(p)) for s, p in base_runs.items()}
+        stored = inputs["rungs"].get(rung.name) or {}
+        curves = {arm: {_seed(ctx, k): _curve(c) for k, c in got.items()} for arm, got in stored.items()}
+        base = curves.get(ctx.baseline) or {}
         per = {k: np.full((len(seeds), len(arms)), np.nan) for k in keys}
         for i, s in enumerate(seeds):
             if s not in base:
                 continue
             for a_i, arm in enumerate(arms):
-                run = (rung.arms[arm].runs if arm in rung.arms else {}).get(s)
                 if arm == ctx.baseline:
                     for k in keys:
                         per[k][i, a_i] = 1.0
                     continue
-                if run is None:
+                curve = (curves.get(arm) or {}).get(s)
+                if curve is None:
                     continue
-                curve = val_curve(Path(run))
                 at = slowdown_at_targets(base[s], curve, targets)
                 for t in targets:
                     per[str(t)][i, a_i] = at[str(t)]["slowdown"] if at[str(t)] else np.nan
@@ -455,18 +488,18 @@ class SimilarityConfig:
 
 
 @SECTIONS.register("similarity", config=SimilarityConfig)
-class SimilaritySection(Section):
+class SimilaritySection(GatheredSection):
     """Cosine between the trunk states of the same text in different compartments (final checkpoint)."""
 
-    reads_runs = True  # metrics.jsonl, the prepared data, checkpoints: none of it is in results.json
-
-    def write(self, ctx: SectionContext) -> tuple[dict, list[str]]:
+    def gather(self, ctx: SectionContext) -> dict:
+        """Per arm of c >= 2 offset compartments: each run's similarity of its final checkpoint (the only
+        number here that needs the model)."""
         from ..data.shards import ShardSet
         from ..train.checkpoint import quiet_hf_progress
         from .model import load_compartment_model
         from .similarity import cross_compartment_similarity
 
-        res: dict[str, Any] = {"rows": self.cfg.rows, "arms": {}}
+        arms = {}
         for arm in ctx.arms:
             info = arm_compartments(ctx, arm)
             if info is None or info["n"] < 2 or info["mode"] != "offset":
@@ -483,8 +516,15 @@ class SimilaritySection(Section):
                     model = load_compartment_model(ckpt)
                 seeds[s] = cross_compartment_similarity(model, rows, info["n"], info["V"], self.cfg.layer)
             if seeds:
-                res["arms"][arm] = {"n_compartments": info["n"], "seeds": seeds,
-                                    "mean": _summary([v["mean"] for v in seeds.values()])}
+                arms[arm] = {"n_compartments": info["n"], "seeds": seeds}
+        return {"arms": arms}
+
+    def render(self, ctx: SectionContext, inputs: dict) -> tuple[dict, list[str]]:
+        res: dict[str, Any] = {"rows": self.cfg.rows, "arms": {}}
+        for arm, got in inputs["arms"].items():
+            seeds = {_seed(ctx, k): v for k, v in got["seeds"].items()}
+            res["arms"][arm] = {"n_compartments": got["n_compartments"], "seeds": seeds,
+                                "mean": _summary([v["mean"] for v in seeds.values()])}
         res["compare"] = _check_compare(ctx, lambda a, s: (((res["arms"].get(a) or {}).get("seeds") or {})
                                                            .get(s) or {}).get("mean"))
         lines = ["## Cross-compartment similarity", "",
@@ -510,34 +550,41 @@ class AuditGapConfig:
 
 
 @SECTIONS.register("audit_gap", config=AuditGapConfig)
-class AuditGapSection(Section):
+class AuditGapSection(GatheredSection):
     """How compartmentalized learning on several presentations is: compartmented - shared val loss (spec B.6)."""
 
-    reads_runs = True  # metrics.jsonl, the prepared data, checkpoints: none of it is in results.json
-
-    def write(self, ctx: SectionContext) -> tuple[dict, list[str]]:
+    def _check(self, ctx: SectionContext) -> None:
         from ..errors import ConfigError
 
-        ref, main = self.cfg.reference, self.cfg.arm
-        for f, a in (("reference", ref), ("arm", main)):
+        for f, a in (("reference", self.cfg.reference), ("arm", self.cfg.arm)):
             if a not in ctx.arms:
                 raise ConfigError(f"report.sections.audit_gap.{f}", f"no arm named {a!r}; have {ctx.arms}")
-        ref_runs = ctx.runs(ref)
+
+    def gather(self, ctx: SectionContext) -> dict:
+        """The reference's presentations (its ``val/<p>`` keys) and, per other arm and seed, its gap to the
+        reference's run of that seed on each presentation at the steps both logged."""
+        self._check(ctx)
+        ref_runs = ctx.runs(self.cfg.reference)
         pres = sorted({k[4:] for r in ref_runs.values() for row in val_rows(r)
                        for k in row if k.startswith("val/")})
+        return {"presentations": pres,
+                "arms": {arm: {s: _gaps(ref_runs[s], run, pres) for s, run in ctx.runs(arm).items() if s in ref_runs}
+                         for arm in ctx.arms if arm != self.cfg.reference}}
+
+    def render(self, ctx: SectionContext, inputs: dict) -> tuple[dict, list[str]]:
+        self._check(ctx)
+        ref, main, pres = self.cfg.reference, self.cfg.arm, inputs["presentations"]
         res: dict[str, Any] = {"reference": ref, "arm": main, "presentations": pres, "arms": {}}
-        for arm in ctx.arms:
-            if arm == ref:
-                continue
-            seeds = {s: _gaps(ref_runs[s], run, pres) for s, run in ctx.runs(arm).items() if s in ref_runs}
+        for arm, got in inputs["arms"].items():
+            seeds = {_seed(ctx, k): g for k, g in got.items()}
             summary = {}
             for p in pres:
-                got = [g[p] for g in seeds.values() if p in g]
-                if not got:  # a single-presentation arm logs only its own
+                have = [g[p] for g in seeds.values() if p in g]
+                if not have:  # a single-presentation arm logs only its own
                     continue
-                summary[p] = {"final_gap": _summary([g["gap"][-1] for g in got], 0.0),
+                summary[p] = {"final_gap": _summary([g["gap"][-1] for g in have], 0.0),
                               "mean_gap_second_half": _summary([float(np.mean(g["gap"][len(g["gap"]) // 2:]))
-                                                                for g in got], 0.0)}
+                                                                for g in have], 0.0)}
             res["arms"][arm] = {"seeds": seeds, "summary": summary}
         plot = self._plot(ctx, res)
         lines = ["## Audit: gap to the shared-vocabulary arm", "",
