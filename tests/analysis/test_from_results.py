@@ -14,9 +14,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "docs" / "results"
-# every committed study the report pipeline wrote (the compartments studies predate it; quickstart kept no
+# every committed study the report pipeline wrote (the compartments_* studies predate it; quickstart kept no
 # results.json); ppt_retrieval runs in the default test run, the others with the slow tests (a few s each)
-STUDIES = ["ppt_retrieval", "l2t_blimp", "ladder_dyck", "ppt_timing_stack", "stack_vs_queue", "stack_vs_queue/pilot"]
+STUDIES = ["ppt_retrieval", "l2t_blimp", "ladder_dyck", "ppt_timing_stack", "stack_vs_queue", "stack_vs_queue/pilot",
+           "ladder_compartments"]
 
 
 def _copy(study: str, tmp_path: Path) -> Path:
@@ -124,14 +125,22 @@ def test_a_report_from_the_runs_and_its_rerender_agree(case, tmp_path, monkeypat
 def test_what_cannot_be_rerendered_is_refused_in_one_line_naming_the_file(tmp_path, capsys):
     import json
 
-    for study, why in [("compartments_slowdown", "retired compartments runner"),
-                       ("ladder_compartments", "read the run folders")]:
-        folder = _copy(study, tmp_path)
-        before = (folder / "report.md").read_bytes()
-        assert _cli("--from-results", str(folder / "results.json")) == 2
-        err = capsys.readouterr().err.strip()
-        assert len(err.splitlines()) == 1 and str(folder / "results.json") in err and why in err
-        assert (folder / "report.md").read_bytes() == before  # nothing written
+    folder = _copy("compartments_slowdown", tmp_path)
+    before = (folder / "report.md").read_bytes()
+    assert _cli("--from-results", str(folder / "results.json")) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and str(folder / "results.json") in err and "retired compartments runner" in err
+    assert (folder / "report.md").read_bytes() == before  # nothing written
+    # a compartments report from before results.json kept what its sections read of the runs
+    comp = _copy("ladder_compartments", tmp_path)
+    stored = json.loads((comp / "results.json").read_text(encoding="utf-8"))
+    del stored["sections"]["slowdown"]["inputs"]
+    (comp / "results.json").write_text(json.dumps(stored), encoding="utf-8")
+    before = (comp / "report.md").read_bytes()
+    assert _cli("--from-results", str(comp / "results.json")) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and str(comp / "results.json") in err and "sections.slowdown.inputs" in err
+    assert (comp / "report.md").read_bytes() == before
     # a ladder's results.json from before the rungs' numbers were stored
     ladder = _copy("ladder_dyck", tmp_path)
     stored = json.loads((ladder / "results.json").read_text(encoding="utf-8"))
