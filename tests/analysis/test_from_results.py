@@ -14,16 +14,73 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "docs" / "results"
-# every committed study the report pipeline wrote (the compartments_* studies predate it; quickstart kept no
-# results.json); ppt_retrieval runs in the default test run, the others with the slow tests (a few s each)
+# every committed study the report pipeline wrote (quickstart kept no results.json); ppt_retrieval runs in the
+# default test run, the others with the slow tests (a few s each)
 STUDIES = ["ppt_retrieval", "l2t_blimp", "ladder_dyck", "ppt_timing_stack", "stack_vs_queue", "stack_vs_queue/pilot",
-           "ladder_compartments"]
+           "ladder_compartments", "compartments_audit"]
 
 
 def _copy(study: str, tmp_path: Path) -> Path:
     dst = tmp_path / study
     shutil.copytree(RESULTS / study, dst)
     return dst
+
+
+# What the retired `preschool compartments` runner wrote (its own results.json keys, its config in the retired
+# schema), cut down from the files it left under docs/results/ (at f6c2252: compartments_slowdown and
+# compartments_audit, since re-run with `preschool run`); the refusal of such a file stays tested without them.
+RETIRED = {
+    "compartments_slowdown": {
+        "baseline": "c1",
+        "arms": {"c1": {"n_compartments": 1, "translation_fraction": 0.0, "infonce": None, "init_from": None,
+                        "done": True, "curve": {"steps": [0.0, 22.0, 293.0], "losses": [6.2943, 4.9812, 1.6575]},
+                        "final_per_compartment": {"c0": 1.6575}},
+                 "c2": {"n_compartments": 2, "translation_fraction": 0.0, "infonce": None, "init_from": None,
+                        "done": True, "curve": {"steps": [0.0, 22.0, 293.0], "losses": [6.9445, 5.2026, 1.7955]},
+                        "final_per_compartment": {"c0": 1.7984, "c1": 1.7927},
+                        "similarity": {"mean": 0.0181, "matrix": [[1.0, 0.0181], [0.0181, 1.0]], "layer": 2}}},
+        "plateau": {"c1": 1.6575, "c2": 1.7955},
+        "code_version": {"preschool": "0.1.0", "python": "3.12.3", "torch": "2.11.0+cu130"},
+        "config": {"name": "compartments_slowdown", "out": "/tmp/cs", "seed": 0, "seq_len": 64,
+                   "corpora": {"storybook": {"seed": 0, "source": "storybook"}},
+                   "tokenizer": {"kind": "train", "vocab_size": 512},
+                   "data": {"corpus": "storybook", "tokens": 1200000, "val_tokens": 16384},
+                   "model": {"family": "qwen2", "preset": "tiny-1m", "tie_embeddings": False},
+                   "train": {"batch_size": 32, "lr": 0.002}, "stage": {"schedule": "constant", "warmup": 20},
+                   "tokens": 600000, "val_per_decade": 6,
+                   "arms": [{"name": "c1", "compartments": {"n_compartments": 1}},
+                            {"name": "c2", "compartments": {"n_compartments": 2}}],
+                   "baseline": "c1", "targets": [5.0, 4.0], "similarity_rows": 32, "similarity_layer": 0}},
+    "compartments_audit": {
+        "gaps": {"compartmented": {"novels": {"steps": [0, 22, 293], "gap": [0.6953, 0.1702, 0.0171]},
+                                   "stories": {"steps": [0, 22, 293], "gap": [0.6987, 0.146, -0.0789]}}},
+        "final": {"shared": {"novels": 4.5115, "stories": 1.8288}, "compartmented": {"novels": 4.5286,
+                                                                                     "stories": 1.7499}},
+        "summary": {"novels": {"final_gap": 0.0171, "mean_gap_second_half": 0.1142},
+                    "stories": {"final_gap": -0.0789, "mean_gap_second_half": -0.114}},
+        "done": {"shared": True, "compartmented": True},
+        "code_version": {"preschool": "0.1.0", "python": "3.11.7", "git_commit": "a187689", "torch": "2.13.0+cpu"},
+        "config": {"name": "compartments_audit", "kind": "audit", "out": "/tmp/cmp_audit_tiny", "seed": 0,
+                   "seq_len": 64, "corpora": {"storybook": {"seed": 0, "source": "storybook"}},
+                   "tokenizer": {"kind": "train", "vocab_size": 1024},
+                   "presentations": {"novels": {"corpus": "novels", "tokens": 800000},
+                                     "stories": {"corpus": "storybook", "tokens": 800000}},
+                   "weights": None, "monolingual": True,
+                   "model": {"family": "qwen2", "preset": "tiny-1m", "tie_embeddings": False},
+                   "train": {"batch_size": 32, "lr": 0.002}, "stage": {"schedule": "constant", "warmup": 20},
+                   "tokens": 600000, "val_per_decade": 6}},
+}
+
+
+def _retired(kind: str, folder: Path) -> Path:
+    """A study folder as the retired compartments runner left it (``kind``: a key of RETIRED): report.md and
+    its results.json."""
+    import json
+
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "report.md").write_text(f"# {kind}: report of the retired runner\n", encoding="utf-8")
+    (folder / "results.json").write_text(json.dumps(RETIRED[kind], indent=2), encoding="utf-8")
+    return folder
 
 
 def _cli(*args: str) -> int:
@@ -165,12 +222,14 @@ def test_what_cannot_be_rerendered_is_refused_in_one_line_naming_the_file(tmp_pa
 
 def test_make_rerender_lists_the_studies_it_leaves_as_they_are(tmp_path, capsys):
     """scripts/rerender_results.py re-renders every study under a folder and names each one it leaves, with
-    the reason (quickstart: no results.json)."""
+    the reason (quickstart: no results.json; a study of the retired compartments runner)."""
     import runpy
     import sys
 
-    for study in ("quickstart", "compartments_audit", "stack_vs_queue/pilot"):
+    for study in ("quickstart", "stack_vs_queue/pilot"):
         _copy(study, tmp_path)
+    _retired("compartments_audit", tmp_path / "compartments_audit")
+    _retired("compartments_audit", tmp_path / "compartments_audit" / "micro")
     argv = sys.argv
     sys.argv = ["rerender_results.py", str(tmp_path)]
     try:
@@ -182,4 +241,5 @@ def test_make_rerender_lists_the_studies_it_leaves_as_they_are(tmp_path, capsys)
     out = capsys.readouterr().out.splitlines()
     assert f"re-rendered  {tmp_path / 'stack_vs_queue' / 'pilot'}" in out
     assert any(line.startswith("left as is") and "quickstart: no results.json" in line for line in out)
-    assert sum(line.startswith("left as is") and "compartments_audit" in line for line in out) == 2  # + micro/
+    retired = [line for line in out if line.startswith("left as is") and "compartments_audit" in line]
+    assert len(retired) == 2 and all("retired compartments runner" in line for line in retired)  # + micro/
