@@ -17,7 +17,7 @@ RESULTS = ROOT / "docs" / "results"
 # every committed study the report pipeline wrote (quickstart kept no results.json); ppt_retrieval runs in the
 # default test run, the others with the slow tests (a few s each)
 STUDIES = ["ppt_retrieval", "l2t_blimp", "ladder_dyck", "ppt_timing_stack", "stack_vs_queue", "stack_vs_queue/pilot",
-           "ladder_compartments", "compartments_audit"]
+           "ladder_compartments", "compartments_audit", "compartments_slowdown"]
 
 
 def _copy(study: str, tmp_path: Path) -> Path:
@@ -182,7 +182,7 @@ def test_a_report_from_the_runs_and_its_rerender_agree(case, tmp_path, monkeypat
 def test_what_cannot_be_rerendered_is_refused_in_one_line_naming_the_file(tmp_path, capsys):
     import json
 
-    folder = _copy("compartments_slowdown", tmp_path)
+    folder = _retired("compartments_slowdown", tmp_path / "compartments_slowdown")
     before = (folder / "report.md").read_bytes()
     assert _cli("--from-results", str(folder / "results.json")) == 2
     err = capsys.readouterr().err.strip()
