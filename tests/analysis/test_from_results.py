@@ -17,7 +17,8 @@ RESULTS = ROOT / "docs" / "results"
 # every committed study the report pipeline wrote (quickstart kept no results.json); ppt_retrieval runs in the
 # default test run, the others with the slow tests (a few s each)
 STUDIES = ["ppt_retrieval", "l2t_blimp", "ladder_dyck", "ppt_timing_stack", "stack_vs_queue", "stack_vs_queue/pilot",
-           "ladder_compartments", "compartments_audit", "compartments_slowdown"]
+           "ladder_compartments", "compartments_audit", "compartments_slowdown",
+           "compartments_translation"]
 
 
 def _copy(study: str, tmp_path: Path) -> Path:
