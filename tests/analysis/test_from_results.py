@@ -18,6 +18,7 @@ RESULTS = ROOT / "docs" / "results"
 # default test run, the others with the slow tests (a few s each)
 STUDIES = ["ppt_retrieval", "l2t_blimp", "ladder_dyck", "ppt_timing_stack", "stack_vs_queue", "stack_vs_queue/pilot",
            "ladder_compartments", "compartments_audit", "compartments_slowdown",
+           "compartments_slowdown/seeds",
            "compartments_translation", "compartments_infonce", "compartments_infonce_sweep"]
 
 
