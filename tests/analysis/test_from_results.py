@@ -14,10 +14,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "docs" / "results"
-# every committed study the report pipeline wrote (the compartments_* studies predate it; quickstart kept no
-# results.json); ppt_retrieval runs in the default test run, the others with the slow tests (a few s each)
+# every committed study the report pipeline wrote (the compartments_* studies predate it); ppt_retrieval runs in
+# the default test run, the others with the slow tests (a few s each)
 STUDIES = ["ppt_retrieval", "l2t_blimp", "ladder_dyck", "ppt_timing_stack", "stack_vs_queue", "stack_vs_queue/pilot",
-           "ladder_compartments"]
+           "ladder_compartments", "quickstart"]
 
 
 def _copy(study: str, tmp_path: Path) -> Path:
@@ -165,12 +165,14 @@ def test_what_cannot_be_rerendered_is_refused_in_one_line_naming_the_file(tmp_pa
 
 def test_make_rerender_lists_the_studies_it_leaves_as_they_are(tmp_path, capsys):
     """scripts/rerender_results.py re-renders every study under a folder and names each one it leaves, with
-    the reason (quickstart: no results.json)."""
+    the reason (a folder with a report.md and no results.json)."""
     import runpy
     import sys
 
-    for study in ("quickstart", "compartments_audit", "stack_vs_queue/pilot"):
+    for study in ("compartments_audit", "stack_vs_queue/pilot"):
         _copy(study, tmp_path)
+    (tmp_path / "kept_no_results").mkdir()  # a report whose runs' curves were not stored
+    (tmp_path / "kept_no_results" / "report.md").write_text("# a report without its results.json\n")
     argv = sys.argv
     sys.argv = ["rerender_results.py", str(tmp_path)]
     try:
@@ -181,5 +183,5 @@ def test_make_rerender_lists_the_studies_it_leaves_as_they_are(tmp_path, capsys)
     assert e.value.code == 0
     out = capsys.readouterr().out.splitlines()
     assert f"re-rendered  {tmp_path / 'stack_vs_queue' / 'pilot'}" in out
-    assert any(line.startswith("left as is") and "quickstart: no results.json" in line for line in out)
+    assert any(line.startswith("left as is") and "kept_no_results: no results.json" in line for line in out)
     assert sum(line.startswith("left as is") and "compartments_audit" in line for line in out) == 2  # + micro/
