@@ -192,8 +192,16 @@ def test_a_new_report_section_file_is_found_and_writes(drop, tmp_path):
         (run / "metrics.jsonl").write_text(f'{{"event": "train", "step": 1}}\n{{"event": "val", "step": {last}}}\n')
     ctx = SectionContext(tmp_path, {"arms": [{"name": "a"}, {"name": "b"}]}, ["a", "b"], [0, 1], "a")
     results, lines = build_section(name, {"min_runs": 2}).write(ctx)
+    inputs = results.pop("inputs")  # what it read of the runs, kept in results.json for a re-render
     assert results == {"a": {"runs": 2, "last_step": 7}, "b": {"runs": 1, "last_step": 3}}
     assert lines[-1] == "| b | 1 (too few) | 3 |"
+    # re-rendered from results.json alone (the run folders gone): the same section
+    import shutil
+
+    shutil.rmtree(tmp_path / "arms")
+    stored = {"sections": {name: {**results, "inputs": inputs}}}
+    again = SectionContext(tmp_path, ctx.config, ["a", "b"], [0, 1], "a", stored=stored)
+    assert build_section(name, {"min_runs": 2}).write(again) == ({**results, "inputs": inputs}, lines)
 
 
 def test_a_new_report_section_for_an_evaluator_appears_once_it_has_results(drop, tmp_path):

@@ -14,12 +14,12 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "docs" / "results"
-# every committed study the report pipeline wrote (quickstart kept no results.json); ppt_retrieval runs in the
-# default test run, the others with the slow tests (a few s each)
+# every committed study the report pipeline wrote; ppt_retrieval runs in the default test run, the others with the
+# slow tests (a few s each)
 STUDIES = ["ppt_retrieval", "l2t_blimp", "ladder_dyck", "ppt_timing_stack", "stack_vs_queue", "stack_vs_queue/pilot",
-           "ladder_compartments", "compartments_audit", "compartments_slowdown",
-           "compartments_slowdown/seeds",
-           "compartments_translation", "compartments_infonce", "compartments_infonce_sweep"]
+           "ladder_compartments", "quickstart", "compartments_audit", "compartments_slowdown",
+           "compartments_slowdown/seeds", "compartments_translation", "compartments_infonce",
+           "compartments_infonce_sweep"]
 
 
 def _copy(study: str, tmp_path: Path) -> Path:
@@ -224,14 +224,15 @@ def test_what_cannot_be_rerendered_is_refused_in_one_line_naming_the_file(tmp_pa
 
 def test_make_rerender_lists_the_studies_it_leaves_as_they_are(tmp_path, capsys):
     """scripts/rerender_results.py re-renders every study under a folder and names each one it leaves, with
-    the reason (quickstart: no results.json; a study of the retired compartments runner)."""
+    the reason (a folder with a report.md and no results.json; a study of the retired compartments runner)."""
     import runpy
     import sys
 
-    for study in ("quickstart", "stack_vs_queue/pilot"):
-        _copy(study, tmp_path)
+    _copy("stack_vs_queue/pilot", tmp_path)
     _retired("compartments_audit", tmp_path / "compartments_audit")
     _retired("compartments_audit", tmp_path / "compartments_audit" / "micro")
+    (tmp_path / "kept_no_results").mkdir()  # a report whose runs' curves were not stored
+    (tmp_path / "kept_no_results" / "report.md").write_text("# a report without its results.json\n")
     argv = sys.argv
     sys.argv = ["rerender_results.py", str(tmp_path)]
     try:
@@ -242,6 +243,6 @@ def test_make_rerender_lists_the_studies_it_leaves_as_they_are(tmp_path, capsys)
     assert e.value.code == 0
     out = capsys.readouterr().out.splitlines()
     assert f"re-rendered  {tmp_path / 'stack_vs_queue' / 'pilot'}" in out
-    assert any(line.startswith("left as is") and "quickstart: no results.json" in line for line in out)
+    assert any(line.startswith("left as is") and "kept_no_results: no results.json" in line for line in out)
     retired = [line for line in out if line.startswith("left as is") and "compartments_audit" in line]
     assert len(retired) == 2 and all("retired compartments runner" in line for line in retired)  # + micro/

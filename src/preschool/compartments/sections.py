@@ -278,11 +278,14 @@ class SlowdownSection(GatheredSection):
     def gather(self, ctx: SectionContext) -> dict:
         """Each arm's compartments (None: it trains on none) and each run's val curve (mean over compartments):
         of the rung the report reads and, of a ladder, of every rung."""
-        def curves(runs_of) -> dict:
-            return {arm: {s: _curve_json(val_curve(Path(run))) for s, run in runs_of(arm).items()}
-                    for arm in ctx.arms}
+        compartments = {arm: arm_compartments(ctx, arm) for arm in ctx.arms}
+        # the arms a slowdown is computed for, and the baseline they are measured against
+        read = [a for a in ctx.arms if compartments[a] is not None or (a == ctx.baseline and any(compartments.values()))]
 
-        out = {"compartments": {arm: arm_compartments(ctx, arm) for arm in ctx.arms}, "curves": curves(ctx.runs)}
+        def curves(runs_of) -> dict:
+            return {arm: {s: _curve_json(val_curve(Path(run))) for s, run in runs_of(arm).items()} for arm in read}
+
+        out = {"compartments": compartments, "curves": curves(ctx.runs)}
         if len(ctx.ladder) >= 2:
             out["rungs"] = {rung.name: curves(lambda arm, r=rung: r.arms[arm].runs if arm in r.arms else {})
                             for rung in ctx.ladder}
