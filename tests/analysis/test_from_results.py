@@ -18,8 +18,8 @@ RESULTS = ROOT / "docs" / "results"
 # slow tests (a few s each)
 STUDIES = ["ppt_retrieval", "l2t_blimp", "ladder_dyck", "ppt_timing_stack", "stack_vs_queue", "stack_vs_queue/pilot",
            "ladder_compartments", "quickstart", "compartments_audit", "compartments_slowdown",
-           "compartments_slowdown/seeds", "compartments_translation", "compartments_infonce",
-           "compartments_infonce/seeds", "compartments_infonce_sweep"]
+           "compartments_slowdown/seeds", "compartments_translation", "compartments_translation/seeds",
+           "compartments_infonce", "compartments_infonce/seeds", "compartments_infonce_sweep"]
 
 
 def _copy(study: str, tmp_path: Path) -> Path:
