@@ -246,3 +246,20 @@ def test_make_rerender_lists_the_studies_it_leaves_as_they_are(tmp_path, capsys)
     assert any(line.startswith("left as is") and "kept_no_results: no results.json" in line for line in out)
     retired = [line for line in out if line.startswith("left as is") and "compartments_audit" in line]
     assert len(retired) == 2 and all("retired compartments runner" in line for line in retired)  # + micro/
+
+
+def test_a_compartments_section_whose_stored_inputs_are_broken_is_named_and_nothing_is_written(tmp_path, capsys):
+    """A results.json edited by hand (a run's val curve cut out of the slowdown section's inputs): the re-render
+    stops in one line naming the file and `sections.slowdown.inputs`, and report.md stays as it was."""
+    import json
+
+    comp = _copy("ladder_compartments", tmp_path)
+    stored = json.loads((comp / "results.json").read_text(encoding="utf-8"))
+    del stored["sections"]["slowdown"]["inputs"]["curves"]["c2"]["0"]["losses"]
+    (comp / "results.json").write_text(json.dumps(stored), encoding="utf-8")
+    before = (comp / "report.md").read_bytes()
+    assert _cli("--from-results", str(comp / "results.json")) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and str(comp / "results.json") in err and "sections.slowdown.inputs" in err
+    assert (comp / "report.md").read_bytes() == before
+

@@ -178,9 +178,21 @@ class GatheredSection(Section):
     def write(self, ctx: SectionContext) -> tuple[dict, list[str]]:
         import json
 
-        inputs = self.gather(ctx) if ctx.stored is None else self.stored_results(ctx.stored)["inputs"]
-        inputs = json.loads(json.dumps(inputs))
-        results, lines = self.render(ctx, inputs)
+        if ctx.stored is None:
+            inputs = json.loads(json.dumps(self.gather(ctx)))
+            results, lines = self.render(ctx, inputs)
+        else:
+            inputs = self.stored_results(ctx.stored)["inputs"]
+            try:
+                results, lines = self.render(ctx, inputs)
+            except (KeyError, IndexError, TypeError, ValueError, AttributeError) as e:
+                # a results.json edited by hand or cut short: say which part, not a traceback
+                from ..errors import DataError
+
+                key = self.results_key or f"sections.{self.name}"
+                raise DataError(f"{ctx.out}/results.json: {key}.inputs does not hold what the {self.name} section "
+                                f"reads ({type(e).__name__}: {e}); re-render it with the runs "
+                                "(preschool report EXP.yaml)") from None
         return {**results, "inputs": inputs}, lines
 
 
