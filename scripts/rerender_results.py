@@ -2,8 +2,9 @@
 
 Each folder holding a ``report.md`` gets ``report.md``, ``results.json`` and its plots written again by
 ``preschool report --from-results <folder>/results.json``: the stored curves read with today's report rules.
-A study that cannot be re-rendered (no results.json; the retired compartments runner's format; report
-sections that read the run folders) is listed with the reason and left as it is.
+A study that cannot be re-rendered (no results.json; the retired compartments runner's format; a report
+section that reads the run folders and whose results.json predates its stored inputs) is listed with the
+reason and left as it is.
 
     python scripts/rerender_results.py [ROOT]        # ROOT defaults to docs/results; `make rerender` runs this
 

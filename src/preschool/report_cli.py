@@ -13,10 +13,12 @@ With --from-results, re-render a study from its results.json alone (no run
 folders, no training): the stored curves of every run are read with today's
 report rules (verdicts, token-efficiency crossing rule, ladder statistics) and
 report.md, results.json and plots are written again beside it (or under --out),
-keeping the stored config and code version as the provenance. What results.json
-does not hold is refused in one line: the retired compartments runner's files,
-sections that read run files (the compartments sections), a ladder written before
-it stored each rung's numbers, a baseline@<step> efficiency target.
+keeping the stored config and code version as the provenance; sections that read
+run files (the compartments sections) re-render from what results.json keeps of
+them (sections.<name>.inputs). What results.json does not hold is refused in one
+line: the retired compartments runner's files, a section from before its inputs
+were kept (or one that only reads run files), a ladder written before it stored
+each rung's numbers, a baseline@<step> efficiency target.
 
 example:
   preschool report examples/quickstart.yaml
