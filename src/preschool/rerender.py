@@ -73,7 +73,10 @@ def rerender(results: str | Path, out: str | Path | None = None) -> Path:
         if plots_dir(source).is_dir():  # a plot only the runs could draw (verbatim positions before they were
             # stored) is kept as they drew it; every other plot is drawn again
             shutil.copytree(plots_dir(source), plots_dir(out), dirs_exist_ok=True)
-    return write_report(cfg, stored=stored)
+    try:
+        return write_report(cfg, stored=stored)
+    except DataError as e:  # what the stored file does not hold, said of that file (the report may go elsewhere)
+        raise DataError(f"{results}: {e}") from None
 
 
 def rerender_tree(root: str | Path) -> list[tuple[Path, str | None]]:

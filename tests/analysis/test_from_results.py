@@ -91,6 +91,22 @@ def _cli(*args: str) -> int:
     return main(["report", *args])
 
 
+def _refused(capsys, folder: Path, edit, *said: str, out: Path | None = None) -> None:
+    """``edit(stored)`` changes ``folder``'s results.json; the re-render (in place, or into ``out``) then stops in
+    one line naming that results.json and saying ``said``, and report.md is as it was."""
+    import json
+
+    path = folder / "results.json"
+    stored = json.loads(path.read_text(encoding="utf-8"))
+    edit(stored)
+    path.write_text(json.dumps(stored), encoding="utf-8")
+    before = (folder / "report.md").read_bytes()
+    assert _cli("--from-results", str(path), *(["--out", str(out)] if out else [])) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and str(path) in err and all(s in err for s in said), err
+    assert (folder / "report.md").read_bytes() == before  # nothing written
+
+
 @pytest.mark.parametrize("study", [pytest.param(s, marks=() if s == "ppt_retrieval" else pytest.mark.slow)
                                    for s in STUDIES])
 def test_each_committed_report_is_its_rerender(study, tmp_path):
@@ -182,40 +198,18 @@ def test_a_report_from_the_runs_and_its_rerender_agree(case, tmp_path, monkeypat
 
 
 def test_what_cannot_be_rerendered_is_refused_in_one_line_naming_the_file(tmp_path, capsys):
-    import json
-
     folder = _retired("compartments_slowdown", tmp_path / "compartments_slowdown")
-    before = (folder / "report.md").read_bytes()
-    assert _cli("--from-results", str(folder / "results.json")) == 2
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and str(folder / "results.json") in err and "retired compartments runner" in err
-    assert (folder / "report.md").read_bytes() == before  # nothing written
+    _refused(capsys, folder, lambda stored: None, "retired compartments runner")
     # a compartments report from before results.json kept what its sections read of the runs
-    comp = _copy("ladder_compartments", tmp_path)
-    stored = json.loads((comp / "results.json").read_text(encoding="utf-8"))
-    del stored["sections"]["slowdown"]["inputs"]
-    (comp / "results.json").write_text(json.dumps(stored), encoding="utf-8")
-    before = (comp / "report.md").read_bytes()
-    assert _cli("--from-results", str(comp / "results.json")) == 2
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and str(comp / "results.json") in err and "sections.slowdown.inputs" in err
-    assert (comp / "report.md").read_bytes() == before
+    _refused(capsys, _copy("ladder_compartments", tmp_path),
+             lambda stored: stored["sections"]["slowdown"].pop("inputs"), "sections.slowdown.inputs")
     # a ladder's results.json from before the rungs' numbers were stored
-    ladder = _copy("ladder_dyck", tmp_path)
-    stored = json.loads((ladder / "results.json").read_text(encoding="utf-8"))
-    del stored["sections"]["ladder"]["rung_results"]
-    (ladder / "results.json").write_text(json.dumps(stored), encoding="utf-8")
-    assert _cli("--from-results", str(ladder / "results.json")) == 2
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and str(ladder / "results.json") in err and "rung_results" in err
+    _refused(capsys, _copy("ladder_dyck", tmp_path), lambda stored: stored["sections"]["ladder"].pop("rung_results"),
+             "rung_results")
     # a token-efficiency target at a baseline step: results.json keeps the curves by tokens, not steps
-    timing = _copy("ppt_timing_stack", tmp_path)
-    stored = json.loads((timing / "results.json").read_text(encoding="utf-8"))
-    stored["config"]["report"]["efficiency"]["targets"]["val/pt"] = "baseline@8"
-    (timing / "results.json").write_text(json.dumps(stored), encoding="utf-8")
-    assert _cli("--from-results", str(timing / "results.json")) == 2
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "baseline@<step>" in err and "val/pt" in err
+    _refused(capsys, _copy("ppt_timing_stack", tmp_path),
+             lambda stored: stored["config"]["report"]["efficiency"]["targets"].update({"val/pt": "baseline@8"}),
+             "baseline@<step>", "val/pt")
     assert _cli("--from-results", str(tmp_path / "missing" / "results.json")) == 2
     assert "no such file" in capsys.readouterr().err
     assert _cli("examples/quickstart.yaml", "--from-results", str(folder / "results.json")) == 2
@@ -249,17 +243,11 @@ def test_make_rerender_lists_the_studies_it_leaves_as_they_are(tmp_path, capsys)
 
 
 def test_a_compartments_section_whose_stored_inputs_are_broken_is_named_and_nothing_is_written(tmp_path, capsys):
-    """A results.json edited by hand (a run's val curve cut out of the slowdown section's inputs): the re-render
-    stops in one line naming the file and `sections.slowdown.inputs`, and report.md stays as it was."""
-    import json
-
+    """A results.json edited by hand (a run's val curve cut out of the slowdown section's inputs, an arm's runs
+    gone): the re-render stops in one line naming that file (not the --out folder) and what it lacks, and
+    report.md stays as it was."""
     comp = _copy("ladder_compartments", tmp_path)
-    stored = json.loads((comp / "results.json").read_text(encoding="utf-8"))
-    del stored["sections"]["slowdown"]["inputs"]["curves"]["c2"]["0"]["losses"]
-    (comp / "results.json").write_text(json.dumps(stored), encoding="utf-8")
-    before = (comp / "report.md").read_bytes()
-    assert _cli("--from-results", str(comp / "results.json")) == 2
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and str(comp / "results.json") in err and "sections.slowdown.inputs" in err
-    assert (comp / "report.md").read_bytes() == before
-
+    _refused(capsys, comp, lambda stored: stored["sections"]["slowdown"]["inputs"]["curves"]["c2"]["0"].pop("losses"),
+             "sections.slowdown.inputs", out=tmp_path / "elsewhere")
+    _refused(capsys, _copy("quickstart", tmp_path), lambda stored: stored["arms"].pop("ppt_dyck"),
+             "['ppt_dyck']", "no stored runs", out=tmp_path / "elsewhere2")

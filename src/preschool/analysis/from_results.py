@@ -25,18 +25,16 @@ metrics from the stored table's columns and each one's direction from its evalua
 
 from __future__ import annotations
 
-import warnings
-from pathlib import Path
 from typing import Any
 
 from ..errors import DataError
-from ..layout import results_path
 from .records import NonfiniteValue, Report, SeedResult
 
 
-def _seed_keys(cfg, stored_seeds: dict) -> dict[str, Any]:
-    """JSON object keys (always strings) -> the config's seeds (``"0"`` -> 0); an unknown key stays as is."""
-    return {str(s): s for s in cfg.seeds} | {k: k for k in stored_seeds if k not in {str(s) for s in cfg.seeds}}
+def stored_seed(seeds, key) -> Any:
+    """A seed as ``results.json`` stores it (a JSON object key is a string: ``"0"``) as the config names it
+    (``0``), given the config's ``seeds``; a key that names none of them stays as it is."""
+    return next((s for s in seeds if str(s) == str(key)), key)
 
 
 def _seed_result(d: dict, charged: int = 0) -> SeedResult:
@@ -83,15 +81,13 @@ def stored_report(cfg, stored: dict) -> Report:
     names = [a.name for a in cfg.arms]
     missing = [n for n in names if n not in stored["arms"]]
     if missing:
-        raise DataError(f"{results_path(cfg.out_dir)}: arms {missing} of its config have no stored runs")
+        raise DataError(f"arms {missing} of its config have no stored runs")
     stages = arm_stages(cfg)
     arms: dict[str, dict[Any, SeedResult]] = {}
     charged = {e["arm"]: e.get("ppt_tokens") for e in stored.get("token_efficiency") or []}
     for name in names:
-        seeds = stored["arms"][name]["seeds"]
-        key = _seed_keys(cfg, seeds)
-        arms[name] = {key[k]: _one_stage(_seed_result(d, charged.get(name) or 0), stages[name])
-                      for k, d in seeds.items()}
+        arms[name] = {stored_seed(cfg.seeds, k): _one_stage(_seed_result(d, charged.get(name) or 0), stages[name])
+                      for k, d in stored["arms"][name]["seeds"].items()}
     metric_names = sorted({m for seeds in arms.values() for s in seeds.values() for m in [*s.curves, *s.nonfinite]})
     axes = metric_axes(cfg, metric_names)  # a results.json before `axes`: the config's choice
     axes.update({m: a["axis"] for m, a in (stored.get("axes") or {}).items()})
@@ -103,8 +99,8 @@ def stored_report(cfg, stored: dict) -> Report:
         higher = {m: _higher(m) for m in metric_names}
     baseline = cfg.report.baseline or names[0]
     table = final_table(arms, names, headline, stages)
-    nonfinite = [NonfiniteValue(r["arm"], _seed_keys(cfg, {str(r["seed"]): 0}).get(str(r["seed"]), r["seed"]),
-                                r["metric"], r["step"], r["value"]) for r in stored.get("nonfinite") or []]
+    nonfinite = [NonfiniteValue(r["arm"], stored_seed(cfg.seeds, r["seed"]), r["metric"], r["step"], r["value"])
+                 for r in stored.get("nonfinite") or []]
     return Report(names=names, baseline=baseline, stages=stages, metric_names=metric_names, headline=headline,
                   higher=higher, arms=arms, table=table, axes=axes, nonfinite=nonfinite,
                   setups=dict(stored.get("setups") or {}), after_stages=after_stage_rows(table, headline, stages),
@@ -125,12 +121,11 @@ def stored_rungs(stored: dict, rep: Report, seeds: list) -> list:
     stable-gain rows (the rung ``rep`` is of keeps ``rep``, computed again); seeds as the config names them."""
     from .records import Gain, Rung, RungArm
 
-    key = {str(s): s for s in seeds}
     rung_of = (stored.get("config") or {}).get("rung")
     out = []
     for r in ((stored.get("sections") or {}).get("ladder") or {}).get("rung_results") or []:  # [] without a ladder
         arms = {a: RungArm(flops=d["flops"], params=d["params"], params_non_embedding=d["params_non_embedding"],
-                           finals={key.get(str(k), k): v for k, v in d["seeds"].items()},
+                           finals={stored_seed(seeds, k): v for k, v in d["seeds"].items()},
                            unfinished=d["unfinished"], no_flops=d["no_flops"], runs={})
                 for a, d in r["arms"].items()}
         if r["rung"] == rung_of:

@@ -190,9 +190,9 @@ class GatheredSection(Section):
                 from ..errors import DataError
 
                 key = self.results_key or f"sections.{self.name}"
-                raise DataError(f"{ctx.out}/results.json: {key}.inputs does not hold what the {self.name} section "
-                                f"reads ({type(e).__name__}: {e}); re-render it with the runs "
-                                "(preschool report EXP.yaml)") from None
+                raise DataError(f"{key}.inputs does not hold what the {self.name} section reads "
+                                f"({type(e).__name__}: {e}); re-render it with the runs (preschool report EXP.yaml)") \
+                    from None
         return {**results, "inputs": inputs}, lines
 
 
@@ -217,7 +217,7 @@ def run_sections(ctx: SectionContext, configured: dict[str, dict | None]) -> lis
 
         gaps = [f"{name} {gap}" for name, section in sections if (gap := section.stored_gap(ctx.stored))]
         if gaps:
-            raise DataError(f"{ctx.out}: report section " + "; ".join(gaps))
+            raise DataError("report section " + "; ".join(gaps))  # the re-render names the stored file
     for name, section in sections:
         results, lines = section.write(ctx)
         out.append((name, section, results, lines))

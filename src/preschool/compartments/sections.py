@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from ..analysis.collect import val_rows
+from ..analysis.from_results import stored_seed
 from ..analysis.plots import new_figure, save_figure
 from ..analysis.sections import SECTIONS, GatheredSection, SectionContext
 from ..analysis.stats import format_mean_sd, ols_slope, one_sd_verdict, seed_summary, seed_trend, trend_text
@@ -90,11 +91,6 @@ def _curve_json(curve: Curve) -> dict:
 
 def _curve(data: dict) -> Curve:
     return Curve(np.asarray(data["steps"], dtype=float), np.asarray(data["losses"], dtype=float))
-
-
-def _seed(ctx: SectionContext, key: str) -> Any:
-    """A gathered input's seed key (a JSON string) as the config names the seed (``"0"`` -> 0)."""
-    return next((s for s in ctx.seeds if str(s) == key), key)
 
 
 def _last_val(run: Path, key: str) -> float | None:
@@ -198,7 +194,7 @@ class PlateauSection(GatheredSection):
                 curve = _curve(run["curve"])
                 if key == str(ctx.seeds[0]):
                     curves[arm] = curve
-                per_seed[_seed(ctx, key)] = {"final": plateau({0: curve})[0], **run}
+                per_seed[stored_seed(ctx.seeds, key)] = {"final": plateau({0: curve})[0], **run}
             res["arms"][arm] = {"n_compartments": info["n"], "translation_fraction": info["translation"],
                                 "init_from": init_from(ctx, arm), "seeds": per_seed,
                                 "final": _summary([v["final"] for v in per_seed.values()]),
@@ -280,7 +276,8 @@ class SlowdownSection(GatheredSection):
         of the rung the report reads and, of a ladder, of every rung."""
         compartments = {arm: arm_compartments(ctx, arm) for arm in ctx.arms}
         # the arms a slowdown is computed for, and the baseline they are measured against
-        read = [a for a in ctx.arms if compartments[a] is not None or (a == ctx.baseline and any(compartments.values()))]
+        measured = [a for a in ctx.arms if compartments[a] is not None]
+        read = measured + ([ctx.baseline] if measured and ctx.baseline not in measured else [])
 
         def curves(runs_of) -> dict:
             return {arm: {s: _curve_json(val_curve(Path(run))) for s, run in runs_of(arm).items()} for arm in read}
@@ -293,7 +290,8 @@ class SlowdownSection(GatheredSection):
 
     def render(self, ctx: SectionContext, inputs: dict) -> tuple[dict, list[str]]:
         targets = [float(t) for t in self.cfg.targets]
-        runs = {arm: {_seed(ctx, k): _curve(c) for k, c in got.items()} for arm, got in inputs["curves"].items()}
+        runs = {arm: {stored_seed(ctx.seeds, k): _curve(c) for k, c in got.items()}
+                for arm, got in inputs["curves"].items()}
         base = runs.get(ctx.baseline) or {}
         res: dict[str, Any] = {"baseline": ctx.baseline, "targets": targets, "arms": {}}
         for arm in ctx.arms:
@@ -402,7 +400,7 @@ def slowdown_across_ladder(ctx: SectionContext, inputs: dict, targets: list[floa
     rungs, growth = [], {k: np.full((len(seeds), len(ctx.ladder)), np.nan) for k in keys}
     for j, rung in enumerate(ctx.ladder):
         stored = inputs["rungs"].get(rung.name) or {}
-        curves = {arm: {_seed(ctx, k): _curve(c) for k, c in got.items()} for arm, got in stored.items()}
+        curves = {arm: {stored_seed(ctx.seeds, k): _curve(c) for k, c in got.items()} for arm, got in stored.items()}
         base = curves.get(ctx.baseline) or {}
         per = {k: np.full((len(seeds), len(arms)), np.nan) for k in keys}
         for i, s in enumerate(seeds):
@@ -525,7 +523,7 @@ class SimilaritySection(GatheredSection):
     def render(self, ctx: SectionContext, inputs: dict) -> tuple[dict, list[str]]:
         res: dict[str, Any] = {"rows": self.cfg.rows, "arms": {}}
         for arm, got in inputs["arms"].items():
-            seeds = {_seed(ctx, k): v for k, v in got["seeds"].items()}
+            seeds = {stored_seed(ctx.seeds, k): v for k, v in got["seeds"].items()}
             res["arms"][arm] = {"n_compartments": got["n_compartments"], "seeds": seeds,
                                 "mean": _summary([v["mean"] for v in seeds.values()])}
         res["compare"] = _check_compare(ctx, lambda a, s: (((res["arms"].get(a) or {}).get("seeds") or {})
@@ -579,7 +577,7 @@ class AuditGapSection(GatheredSection):
         ref, main, pres = self.cfg.reference, self.cfg.arm, inputs["presentations"]
         res: dict[str, Any] = {"reference": ref, "arm": main, "presentations": pres, "arms": {}}
         for arm, got in inputs["arms"].items():
-            seeds = {_seed(ctx, k): g for k, g in got.items()}
+            seeds = {stored_seed(ctx.seeds, k): g for k, g in got.items()}
             summary = {}
             for p in pres:
                 have = [g[p] for g in seeds.values() if p in g]
