@@ -279,3 +279,37 @@ def spawn():
         # the leader may be gone while its children (raylet, workers) still run: kill what is left
         signal_group(proc, signal.SIGKILL)
         proc.wait()
+
+
+def _float_sum(rule: str):
+    """``sum`` with one of the two float rules CPython has had: ``left_to_right`` (plain additions, up to 3.11)
+    and ``compensated`` (3.12 on sums floats with compensation; here correctly rounded, ``math.fsum``).
+    Anything that is not a sum of numbers with a float among them goes to the real ``sum``."""
+    import builtins
+    import math
+
+    real = builtins.sum
+
+    def patched(iterable, /, start=0):
+        items = list(iterable)
+        numbers = all(isinstance(x, (int, float)) for x in [start, *items])
+        if not numbers or not any(isinstance(x, float) for x in [start, *items]):
+            return real(items, start)
+        if rule == "compensated":
+            return math.fsum([start, *items])
+        total = start
+        for x in items:
+            total = total + x
+        return total
+
+    return patched
+
+
+@pytest.fixture(params=["left_to_right", "compensated"])
+def builtin_float_sum(request, monkeypatch):
+    """Run the test under each Python's rule for ``sum`` over floats (3.11 adds left to right, 3.12 on
+    compensates), so a figure that went through ``sum`` shows up as a difference between Python versions."""
+    import builtins
+
+    monkeypatch.setattr(builtins, "sum", _float_sum(request.param))
+    return request.param

@@ -503,7 +503,7 @@ def format_ladder_plan(name: str, rungs: list[tuple[str, list[ArmTarget]]], plan
             d = arm.desc
             counts = {s.name: s for s in arm.stages}
             pt = sum(sp.tokens for sp in sps if counts[sp.stage].counts_as_pt)
-            flops, secs = sum(sp.flops for sp in sps), sum(sp.seconds for sp in sps)
+            flops, secs = math.fsum(sp.flops for sp in sps), math.fsum(sp.seconds for sp in sps)
             fit = "" if all(sp.chosen for sp in sps) else " (does not fit)"
             lines.append(f"| {rung} | {arm.name} | {d['preset']} {d['layers']}x{d['hidden_size']} | "
                          f"{_n(d['params_total'] + arm.extra_params)} ({_n(d['params_non_embedding'])}) | {_n(pt)} | "

@@ -157,10 +157,11 @@ def test_ppt_retrieval_under_the_stays_rule_saves_nothing_on_the_papers_metric()
     assert "first crossing" not in text
 
 
-def test_a_rerender_keeps_the_runs_provenance_and_rerenders_to_itself(tmp_path):
+def test_a_rerender_keeps_the_runs_provenance_and_rerenders_to_itself(tmp_path, builtin_float_sum):
     """The re-render keeps the config, code version and data manifests of the runs (not the re-rendering
     code's), says it is a re-render and re-renders to itself: a ladder's results.json keeps each rung's
-    numbers (`sections.ladder.rung_results`) for the next one."""
+    numbers (`sections.ladder.rung_results`) for the next one, on every supported Python (both of CPython's
+    rules for ``sum`` over floats)."""
     import json
 
     folder = _copy("ladder_dyck", tmp_path)

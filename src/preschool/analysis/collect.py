@@ -348,6 +348,6 @@ def _with_mean(s: SeedRun, name: str, metrics: list[str]) -> SeedRun:
     if len(set(dirs.values())) > 1:
         raise ConfigError("report.efficiency.downstream", f"{name} averages metrics of opposite directions: "
                           + ", ".join(f"{m} ({'higher' if h else 'lower'} is better)" for m, h in dirs.items()))
-    mean = tuple(replace(by_step[0][t], value=sum(d[t].value for d in by_step) / len(metrics)) for t in steps)
+    mean = tuple(replace(by_step[0][t], value=math.fsum(d[t].value for d in by_step) / len(metrics)) for t in steps)
     return replace(s, points={**s.points, name: mean}, reported=(*s.reported, name),
                    higher_is_better={**s.higher_is_better, name: next(iter(dirs.values()))})

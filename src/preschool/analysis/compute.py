@@ -18,6 +18,7 @@ plot (its other seeds still count), and every row it was left out of says so.
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from typing import Any
 
@@ -363,7 +364,7 @@ def _target(spec, base_points: tuple[Point, ...], metric: str) -> float | None:
 def _mean_of(rows: list[dict], key: str) -> float | None:
     """Mean of ``key`` over the rows that have it (a zero-token baseline has no saved fraction)."""
     vals = [r[key] for r in rows if r.get(key) is not None]
-    return sum(vals) / len(vals) if vals else None
+    return math.fsum(vals) / len(vals) if vals else None
 
 
 def efficiency_rows(cfg, arms: dict[str, dict[Any, SeedResult]], baseline: str, headline: list[str],

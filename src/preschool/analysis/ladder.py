@@ -167,8 +167,8 @@ def crossing_interval(pairs: Sequence[tuple[dict, dict]], weights: Sequence[floa
     all resamples (its upper end ``inf`` when more than the upper tail's share of them does not cross)."""
     at = [crossing(fa, fb, lo, hi) for fa, fb in pairs]
     found = [c if c is not None else math.inf for c in at]
-    crossed = sum(w for c, w in zip(at, weights) if c is not None)
-    return {"interval": weighted_interval(found, weights, level), "share_crossing": crossed / sum(weights)}
+    crossed = math.fsum(w for c, w in zip(at, weights) if c is not None)
+    return {"interval": weighted_interval(found, weights, level), "share_crossing": crossed / math.fsum(weights)}
 
 
 def crossing_status(at: float | None, interval: list[float] | None, lo: float, top: float, hi: float) -> str:

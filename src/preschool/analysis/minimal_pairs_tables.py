@@ -10,6 +10,7 @@ stimuli) and puts its table under a top-level ``results.json`` key: ``phenomena`
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 
 from .records import Report
@@ -28,7 +29,7 @@ def final_breakdown(report: Report | None, group: str, metric: str = "acc") -> d
                 if f"/{metric}/{group}/" in m and pts:
                     acc[m.rsplit("/", 1)[-1]].append(pts[-1][1])
         if acc:
-            out[name] = {k: sum(v) / len(v) for k, v in sorted(acc.items())}
+            out[name] = {k: math.fsum(v) / len(v) for k, v in sorted(acc.items())}
     return out
 
 

@@ -12,6 +12,8 @@ nothing. They switch on whenever the report has been computed.
 
 from __future__ import annotations
 
+import math
+
 import yaml
 
 from ..layout import experiment_config_path
@@ -128,7 +130,7 @@ class Doses(_Standard):
             seeds = rep.seed_results(name)
             for st in rep.stages[name]:
                 weights = {st.data: 1.0} if isinstance(st.data, str) else dict(st.data)
-                total = sum(weights.values())
+                total = math.fsum(weights.values())
                 for src, w in weights.items():
                     got = sorted({s.doses[st.name].get(src, 0) for s in seeds.values() if st.name in s.doses})
                     realised = " / ".join(f"{t:,}" for t in got) if got else "–"

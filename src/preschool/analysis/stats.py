@@ -157,8 +157,9 @@ def mean_sd(values: Sequence[float | None]) -> tuple[float, float, int]:
     xs = [float(x) for x in values if x is not None and not math.isnan(x)]
     if not xs:
         return float("nan"), float("nan"), 0
-    m = sum(xs) / len(xs)
-    sd = math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1)) if len(xs) > 1 else 0.0
+    # math.fsum, not sum: correctly rounded, so the same digits on every Python (3.12 changed sum's float rule)
+    m = math.fsum(xs) / len(xs)
+    sd = math.sqrt(math.fsum((x - m) ** 2 for x in xs) / (len(xs) - 1)) if len(xs) > 1 else 0.0
     return m, sd, len(xs)
 
 

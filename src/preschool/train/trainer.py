@@ -42,6 +42,7 @@ the same checkpoints, resume and callbacks as any run.
 
 from __future__ import annotations
 
+import math
 import time
 from pathlib import Path
 from types import MappingProxyType
@@ -324,7 +325,7 @@ class Trainer:
         if self.model_desc is None:
             return None
         plan = self.plan
-        return float(sum(n * plan.step_tokens(i) * flops_per_token(self.model_desc, plan.mixtures[i].seq_len)
+        return float(math.fsum(n * plan.step_tokens(i) * flops_per_token(self.model_desc, plan.mixtures[i].seq_len)
                          for i, n in enumerate(plan.steps)))
 
     def _run_stage(self, i: int, resuming: bool) -> None:
