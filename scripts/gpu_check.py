@@ -138,6 +138,12 @@ def step_quickstart(c: Check) -> str:
 def step_minimal_pairs(c: Check) -> str:
     if not c.cuda:
         raise Skip("needs CUDA (compares GPU with CPU decisions)")
+    return minimal_pairs_on(c, "cuda")
+
+
+def minimal_pairs_on(c: Check, device: str) -> str:
+    """Score the quickstart's final ``pt_only`` checkpoint on the CPU and on ``device`` (fp32 both) and compare
+    them (:func:`compare_pairs`); the detail line, or AssertionError with it."""
     from preschool.evals.runner import evaluate_checkpoint
     from preschool.layout import list_checkpoints
 
@@ -149,22 +155,29 @@ def step_minimal_pairs(c: Check) -> str:
     if summary is None:
         raise AssertionError(f"no minimal_pairs summary under {run}/evals")
     spec = [("minimal_pairs", json.loads(summary.read_text())["config"])]
-    items = {}
-    for dev in ("cpu", "cuda"):
-        out = c.work / "mp" / dev
+    items = []
+    for i, dev in enumerate(("cpu", device)):
+        out = c.work / "mp" / f"{i}-{dev}"
         evaluate_checkpoint(ckpt, spec, out, device=dev, force=True, log=None)
-        items[dev] = [json.loads(x) for x in (out / "minimal_pairs" / "items.jsonl").read_text().splitlines()]
-    cpu, gpu = items["cpu"], items["cuda"]
-    if len(cpu) != len(gpu) or not cpu:
-        raise AssertionError(f"{len(cpu)} pairs scored on the CPU, {len(gpu)} on the GPU")
-    worst = max(abs(a[k] - b[k]) for a, b in zip(cpu, gpu) for k in ("logp_good", "logp_bad"))
-    differ = [a for a, b in zip(cpu, gpu) if a["correct"] != b["correct"]]
-    near = [a for a in differ if abs(a["margin"]) <= TIE_ATOL]
-    detail = (f"{len(cpu)} pairs: max |logp GPU - CPU| {worst:.2e} (tolerance {LOGP_ATOL:g}); {len(differ)} decisions "
-              f"differ, {len(near)} of them near-ties (|margin| <= {TIE_ATOL:g})")
-    if worst > LOGP_ATOL or len(near) != len(differ):
+        items.append([json.loads(x) for x in (out / "minimal_pairs" / "items.jsonl").read_text().splitlines()])
+    ok, detail = compare_pairs(*items, device=device)
+    if not ok:
         raise AssertionError(detail)
     return detail
+
+
+def compare_pairs(cpu: list[dict], other: list[dict], device: str = "cuda") -> tuple[bool, str]:
+    """Two scorings of the same pairs (the evaluator's ``items.jsonl`` rows): equal when every sentence's
+    log-prob is within ``LOGP_ATOL`` and every decision that differs is a near-tie on the CPU (``|margin|`` at
+    most ``TIE_ATOL``). ``(equal, detail)``."""
+    if len(cpu) != len(other) or not cpu:
+        return False, f"{len(cpu)} pairs scored on the CPU, {len(other)} on {device}"
+    worst = max(abs(a[k] - b[k]) for a, b in zip(cpu, other) for k in ("logp_good", "logp_bad"))
+    differ = [a for a, b in zip(cpu, other) if a["correct"] != b["correct"]]
+    near = [a for a in differ if abs(a["margin"]) <= TIE_ATOL]
+    detail = (f"{len(cpu)} pairs: max |logp {device} - cpu| {worst:.2e} (tolerance {LOGP_ATOL:g}); {len(differ)} "
+              f"decisions differ, {len(near)} of them near-ties (|margin| <= {TIE_ATOL:g})")
+    return worst <= LOGP_ATOL and len(near) == len(differ), detail
 
 
 def _losses(run: Path) -> dict[tuple[str, int], float]:
@@ -222,6 +235,12 @@ def step_fsdp_resume(c: Check) -> str:
 def step_flex(c: Check) -> str:
     if not c.cuda:
         raise Skip("needs CUDA (torch's FlexAttention trains on CUDA only)")
+    return flex_vs_dense("cuda")
+
+
+def flex_vs_dense(device: str) -> str:
+    """Document-masked attention on ``device``: the micro model's logits with FlexAttention equal those with
+    the dense 4D mask (rtol 1e-4, atol 1e-5, fp32); the detail line, or AssertionError."""
     import torch
 
     from preschool.train.attention import doc_attention_kwargs, use_flex
@@ -229,9 +248,9 @@ def step_flex(c: Check) -> str:
 
     g = torch.Generator().manual_seed(0)
     lengths = torch.randint(8, 120, (64,), generator=g)
-    seg = torch.repeat_interleave(torch.arange(64), lengths)[:512].reshape(1, 512).repeat(2, 1).cuda()
-    ids = torch.randint(0, 997, seg.shape, generator=g).cuda()
-    model = build_model(ModelConfig("micro", overrides={"hidden_size": 64}), 997, seed=1).cuda().eval()
+    seg = torch.repeat_interleave(torch.arange(64), lengths)[:512].reshape(1, 512).repeat(2, 1).to(device)
+    ids = torch.randint(0, 997, seg.shape, generator=g).to(device)
+    model = build_model(ModelConfig("micro", overrides={"hidden_size": 64}), 997, seed=1).to(device).eval()
     with torch.no_grad():
         dense = model(input_ids=ids, use_cache=False, **doc_attention_kwargs(model, seg)).logits
         use_flex(model)

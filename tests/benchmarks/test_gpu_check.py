@@ -42,6 +42,42 @@ def test_cuda_steps_skip_on_a_cpu_and_a_failure_fails_the_run(tmp_path, monkeypa
     assert steps[1]["status"] == "FAIL" and "logits differ" in steps[1]["detail"]
 
 
+def test_the_cuda_steps_comparisons_hold_on_a_cpu_and_catch_a_difference(tmp_path, monkeypatch):
+    """The code of the two CUDA-only steps, run with the CPU in the GPU's place (a GPU's first check should not
+    be where a key name is found wrong): the quickstart's minimal pairs scored twice agree, and the comparison
+    refuses log-probs past the tolerance and a flipped decision that is no near-tie; FlexAttention's
+    document-masked logits equal the dense mask's, and a mask that lets documents see each other is caught."""
+    gc = _script()
+    c = gc.Check("cpu", tmp_path / "out", tmp_path / "work")
+    gc.step_quickstart(c)
+    detail = gc.minimal_pairs_on(c, "cpu")
+    assert "max |logp cpu - cpu| 0.00e+00" in detail and "0 decisions differ" in detail
+    rows = (tmp_path / "work" / "mp" / "0-cpu" / "minimal_pairs" / "items.jsonl").read_text().splitlines()
+    items = [json.loads(r) for r in rows]
+    assert gc.compare_pairs(items, [dict(r) for r in items])[0]
+    shifted = [{**r, "logp_good": r["logp_good"] + 2 * gc.LOGP_ATOL} for r in items]
+    ok, why = gc.compare_pairs(items, shifted)
+    assert not ok and f"{2 * gc.LOGP_ATOL:.2e}" in why
+    clear = max(range(len(items)), key=lambda i: abs(items[i]["margin"]))  # the least tied pair
+    flipped = [dict(r) for r in items]
+    flipped[clear]["correct"] = 1.0 - flipped[clear]["correct"]
+    ok, why = gc.compare_pairs(items, flipped)
+    assert not ok and "1 decisions differ, 0 of them near-ties" in why
+
+    assert "flex logits equal dense" in gc.flex_vs_dense("cpu")
+    import preschool.train.attention as attention
+
+    real = attention.doc_attention_kwargs
+
+    def leaky(model, seg):  # flex gets one document per row: the masks no longer agree
+        impl = model.config._attn_implementation
+        return real(model, seg.clamp(max=0) if impl == attention.FLEX_IMPL else seg)
+
+    monkeypatch.setattr(attention, "doc_attention_kwargs", leaky)
+    with pytest.raises(AssertionError):
+        gc.flex_vs_dense("cpu")
+
+
 @pytest.mark.slow
 def test_the_whole_check_runs_on_a_cpu(tmp_path):
     """Every step at tiny budgets (a few minutes on 2 cores: data, 3 arms, two FSDP runs, the benchmark)."""
