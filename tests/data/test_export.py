@@ -150,8 +150,13 @@ def test_megatron_round_trip_with_megatron_core(data, tmp_path):
     assert len(mask) == len(want) and all(np.array_equal(mask[i], w) for i, w in enumerate(want))
 
 
+def _datatrove_dataset():
+    """datatrove's own reader (the ``datatrove`` extra: in the main lock, so ``make test`` always has it)."""
+    return pytest.importorskip("datatrove.utils.dataset", reason="the datatrove extra is not installed").DatatroveFolderDataset
+
+
 def test_nanotron_round_trip_with_datatrove(data, tmp_path):
-    from datatrove.utils.dataset import DatatroveFolderDataset
+    DatatroveFolderDataset = _datatrove_dataset()
 
     export_dataset(data / "pt", "nanotron", tmp_path / "nt")
     for split in ("train", "val"):
@@ -273,7 +278,7 @@ def test_a_loss_mask_of_all_ones_is_exported_where_the_mask_is_not_read(data, tm
 def test_masked_datatrove_reader_yields_the_loss_mask(data, tmp_path):
     """preschool's DatatroveFolderDataset subclass: datatrove's windows and positions, plus each
     window's .ds.loss as `loss_mask`."""
-    from datatrove.utils.dataset import DatatroveFolderDataset
+    DatatroveFolderDataset = _datatrove_dataset()
 
     from preschool.data.datatrove_reader import MaskedDatatroveFolderDataset
 
