@@ -17,8 +17,11 @@ A step that needs CUDA is SKIP (never PASS) on a CPU. The output folder
 (default ``docs/results/gpu/<date>-<device>``, ready to commit) gets
 ``gpu_check.json`` and ``gpu_check.md`` (device, driver, CUDA, torch,
 transformers, triton and Liger versions, commit, date; each step's status,
-seconds and detail), the benchmark's output under ``benchmark/`` and every
-step's log under ``logs/``. The work folders (runs, data) go to a temporary
+seconds and detail), rewritten after every step so a check killed from
+outside keeps what it finished, the benchmark's output under ``benchmark/``
+and every step's log under ``logs/``. ``--budget-s`` bounds the whole check
+(a machine lent by the minute): a step's processes are killed when it runs
+out, and a step not started by then is a FAIL ("not run"). The work folders (runs, data) go to a temporary
 folder, removed at the end unless ``--keep``.
 """
 
@@ -74,8 +77,9 @@ train(cfg, out, datasets, tokenizer, callbacks=[Kill()])
 class Check:
     """The steps' shared state: device, folders, the log of each subprocess."""
 
-    def __init__(self, device: str, out: Path, work: Path):
+    def __init__(self, device: str, out: Path, work: Path, deadline: float | None = None):
         self.device, self.out, self.work = device, out, work
+        self.deadline = deadline  # time.monotonic() past which no step's process may run (--budget-s)
         self.logs = out / "logs"
         self.logs.mkdir(parents=True, exist_ok=True)
         self.quickstart = work / "quickstart"
@@ -85,7 +89,10 @@ class Check:
         return self.device == "cuda"
 
     def sh(self, name: str, cmd: list[str], timeout: float, env: dict | None = None) -> int:
-        """Run ``cmd`` with its output in ``logs/<name>.log``; its exit code (124 past ``timeout``)."""
+        """Run ``cmd`` with its output in ``logs/<name>.log``; its exit code (124 past ``timeout``, or past the
+        check's deadline when that comes first)."""
+        if self.deadline is not None:
+            timeout = min(timeout, max(self.deadline - time.monotonic(), 1.0))
         full_env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
                     "TOKENIZERS_PARALLELISM": "false", **(env or {})}
         with open(self.logs / f"{name}.log", "a") as log:
@@ -329,6 +336,10 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, default=None,
                     help="output folder (default docs/results/gpu/<date>-<device>)")
     ap.add_argument("--keep", action="store_true", help="keep the work folder (runs, data) and print its path")
+    ap.add_argument("--budget-s", type=float, default=None,
+                    help="seconds for the whole check: a step's processes are killed at the end of it and a step "
+                         "not started by then is a FAIL (not run); for a machine lent by the minute (default: "
+                         "none, each step its own timeout)")
     a = ap.parse_args(argv)
     import torch
 
@@ -342,27 +353,36 @@ def main(argv=None) -> int:
     out = a.out or REPO / "docs" / "results" / "gpu" / f"{env['date'][:10]}-{slug}"
     out.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="gpu-check-"))
-    c = Check(a.device, out, work)
+    deadline = None if a.budget_s is None else time.monotonic() + a.budget_s
+    c = Check(a.device, out, work, deadline)
     results = []
+
+    def save() -> None:  # after every step: a check killed from outside keeps the steps it finished
+        write_json(out / "gpu_check.json", {"environment": env, "steps": results, "logp_atol": LOGP_ATOL,
+                                             "tie_atol": TIE_ATOL, "budget_s": a.budget_s})
+        write_text(out / "gpu_check.md", markdown(env, results))
+
     try:
         for name in [s for s in STEPS if s in a.steps]:
             t0 = time.perf_counter()
-            try:
-                status, detail = "PASS", RUNNERS[name](c)
-            except Skip as e:
-                status, detail = "SKIP", str(e)
-            except Exception as e:  # a failed step is reported, and the next one still runs
-                status, detail = "FAIL", f"{type(e).__name__}: {str(e)[:600]}"
+            if deadline is not None and time.monotonic() >= deadline:
+                status, detail = "FAIL", f"not run: the --budget-s of {a.budget_s:g} s was spent"
+            else:
+                try:
+                    status, detail = "PASS", RUNNERS[name](c)
+                except Skip as e:
+                    status, detail = "SKIP", str(e)
+                except Exception as e:  # a failed step is reported, and the next one still runs
+                    status, detail = "FAIL", f"{type(e).__name__}: {str(e)[:600]}"
             results.append({"step": name, "status": status, "seconds": time.perf_counter() - t0, "detail": detail})
             print(f"{status} {name} ({results[-1]['seconds']:.0f} s): {detail}", flush=True)
+            save()
     finally:
         if a.keep:
             print(f"work folder kept: {work}")
         else:
             shutil.rmtree(work, ignore_errors=True)
-    write_json(out / "gpu_check.json", {"environment": env, "steps": results, "logp_atol": LOGP_ATOL,
-                                         "tie_atol": TIE_ATOL})
-    write_text(out / "gpu_check.md", markdown(env, results))
+    save()
     failed = [r["step"] for r in results if r["status"] == "FAIL"]
     print(f"gpu-check: {len(results) - len(failed)} of {len(results)} steps passed or skipped; "
           f"{'FAILED: ' + ', '.join(failed) if failed else 'no failure'}; output in {out}")

@@ -42,6 +42,34 @@ def test_cuda_steps_skip_on_a_cpu_and_a_failure_fails_the_run(tmp_path, monkeypa
     assert steps[1]["status"] == "FAIL" and "logits differ" in steps[1]["detail"]
 
 
+def test_a_budget_bounds_the_check_and_a_killed_check_keeps_its_finished_steps(tmp_path, monkeypatch):
+    """On a machine lent by the minute: ``--budget-s`` kills a step's processes when it runs out and fails the
+    steps it leaves unstarted (never a silent pass); the results file is written after every step, so a check
+    killed from outside still says what it finished."""
+    import time
+
+    gc = _script()
+    c = gc.Check("cpu", tmp_path / "c", tmp_path / "w", deadline=time.monotonic() + 2)
+    t0 = time.monotonic()
+    assert c.sh("sleeper", [sys.executable, "-c", "import time; time.sleep(60)"], timeout=600) == 124
+    assert time.monotonic() - t0 < 30
+
+    assert gc.main(["--device", "cpu", "--steps", "minimal_pairs", "flex", "--budget-s", "0",
+                    "--out", str(tmp_path / "a")]) == 1
+    steps = json.loads((tmp_path / "a" / "gpu_check.json").read_text())["steps"]
+    assert [(s["status"], s["detail"]) for s in steps] == [("FAIL", "not run: the --budget-s of 0 s was spent")] * 2
+
+    def killed(check):
+        raise SystemExit(143)  # as the SIGTERM handler ends a script killed from outside
+
+    monkeypatch.setitem(gc.RUNNERS, "flex", killed)
+    with pytest.raises(SystemExit):
+        gc.main(["--device", "cpu", "--steps", "minimal_pairs", "flex", "--out", str(tmp_path / "b")])
+    steps = json.loads((tmp_path / "b" / "gpu_check.json").read_text())["steps"]
+    assert [(s["step"], s["status"]) for s in steps] == [("minimal_pairs", "SKIP")]
+    assert "| minimal_pairs | SKIP |" in (tmp_path / "b" / "gpu_check.md").read_text()
+
+
 def test_the_cuda_steps_comparisons_hold_on_a_cpu_and_catch_a_difference(tmp_path, monkeypatch):
     """The code of the two CUDA-only steps, run with the CPU in the GPU's place (a GPU's first check should not
     be where a key name is found wrong): the quickstart's minimal pairs scored twice agree, and the comparison
