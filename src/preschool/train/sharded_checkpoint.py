@@ -32,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import io
+import pathlib
 import pickle
 from pathlib import Path
 from typing import Any, Iterator, Mapping
@@ -163,8 +164,9 @@ def verify_hashes(ckpt: Path) -> None:
 # what a DCP .metadata pickle may build: DCP's metadata classes and the few torch/pathlib values they hold
 _METADATA_MODULES = ("torch.distributed.checkpoint.metadata",)
 _METADATA_NAMES = {("torch.distributed.checkpoint.filesystem", "_StorageInfo"), ("torch", "Size"),
-                   ("torch.serialization", "_get_layout"), ("pathlib", "PosixPath"), ("pathlib", "PurePosixPath"),
-                   ("pathlib", "WindowsPath"), ("pathlib", "PureWindowsPath"), ("collections", "OrderedDict")}
+                   ("torch.serialization", "_get_layout"), ("collections", "OrderedDict")}
+# the path classes themselves, whatever module a Python names them by (pathlib up to 3.12, pathlib._local in 3.13)
+_PATH_CLASSES = (pathlib.PosixPath, pathlib.PurePosixPath, pathlib.WindowsPath, pathlib.PureWindowsPath)
 
 
 class _MetadataUnpickler(pickle.Unpickler):
@@ -174,7 +176,8 @@ class _MetadataUnpickler(pickle.Unpickler):
         obj = super().find_class(module, name) if module.startswith(("torch", "pathlib", "collections")) else None
         # a class defined there, not one it imports (Enum, typing's): calling those could build anything
         allowed = (module, name) in _METADATA_NAMES or (module == "torch" and isinstance(obj, torch.dtype)) or \
-            (module in _METADATA_MODULES and isinstance(obj, type) and obj.__module__ == module)
+            (module in _METADATA_MODULES and isinstance(obj, type) and obj.__module__ == module) or \
+            (module.startswith("pathlib") and any(obj is c for c in _PATH_CLASSES))
         if not allowed:
             raise pickle.UnpicklingError(f"{module}.{name} is not part of torch's checkpoint metadata")
         return obj
