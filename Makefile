@@ -6,7 +6,11 @@
 # `make test-olmo` (opt-in) checks the numpy export with OLMo-core's own reader in a second environment.
 # On a CUDA machine: `make setup-gpu` (the CUDA build of torch and preschool[gpu], exact versions from
 # requirements/gpu-lock.txt, in .venv-gpu) and `make gpu-check` (scripts/gpu_check.py: PASS/FAIL per step).
-PY ?= python3
+# The locks are resolved for CPython 3.11, and the CPU torch wheel of lock.txt and olmo-lock.txt is 3.11's
+# alone (the PyPI packages carry every Python's hashes): make takes python3.11 when it is on PATH, else
+# python3, and a CPU install into an environment of another Python stops saying what to do.
+LOCK_PYTHON := 3.11
+PY ?= $(or $(shell command -v python$(LOCK_PYTHON) 2>/dev/null),python3)
 VENV := .venv
 BIN := $(VENV)/bin
 export HF_HUB_OFFLINE := 1
@@ -49,11 +53,16 @@ GPU_BIN := $(GPU_VENV)/bin
 GPU_CHECK_ARGS ?=
 
 comma := ,
-# $(call locked_install,VENV,LOCK,PIP_OPTIONS): create the environment if missing, install LOCK's exact
+# $(call locked_install,VENV,LOCK,PIP_OPTIONS[,PYTHON]): create the environment if missing (and, given PYTHON,
+# stop unless it runs that Python), install LOCK's exact
 # versions (hashes checked; PIP_OPTIONS: where torch's wheel is found) and this checkout without
 # dependencies, then check that they fit together
 define locked_install
 	test -x $(1)/bin/python || $(PY) -m venv $(1)
+	$(if $(4),v=$$($(1)/bin/python -c 'import sys; print("%d.%d" % sys.version_info[:2])'); test "$$v" = $(4) || { \
+	  echo "make: $(2) is resolved for CPython $(4) (its torch CPU wheel is $(4)'s) and $(1) runs Python $$v:" \
+	    "install Python $(4)$(comma) remove $(1) and run again (make takes python$(4) from PATH$(comma) or give" \
+	    "PY=/path/to/python$(4))$(comma) or install pyproject.toml's version ranges instead with USE_LOCK=0" >&2; exit 2; })
 	$(1)/bin/pip install -q --upgrade pip
 	$(1)/bin/pip install -q --require-hashes $(3) -r $(2)
 	$(1)/bin/pip install -q --no-deps -e .
@@ -64,13 +73,13 @@ endef
 define compile
 	$(BIN)/uv pip compile pyproject.toml $(foreach e,$(subst $(comma), ,$(1)),--extra $(e)) \
 		--constraint $(4) $(5) --generate-hashes \
-		--python-version 3.11 --python-platform x86_64-manylinux_2_28 $(if $(UPGRADE),--upgrade) \
+		--python-version $(LOCK_PYTHON) --python-platform x86_64-manylinux_2_28 $(if $(UPGRADE),--upgrade) \
 		--custom-compile-command '$(3)' --quiet -o $(2)
 endef
 
 $(BIN)/preschool: pyproject.toml $(LOCK)
 ifeq ($(USE_LOCK),1)
-	$(call locked_install,$(VENV),$(LOCK),--find-links $(TORCH_WHEELS))
+	$(call locked_install,$(VENV),$(LOCK),--find-links $(TORCH_WHEELS),$(LOCK_PYTHON))
 else
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
@@ -107,7 +116,7 @@ lock:
 # The OLMo-core environment (opt-in; .ci/run runs it after `make test` when time allows): about 90
 # packages, most of them the main environment's, so a second download only where pip's cache lacks them.
 $(OLMO_BIN)/preschool: pyproject.toml $(OLMO_LOCK)
-	$(call locked_install,$(OLMO_VENV),$(OLMO_LOCK),--find-links $(TORCH_WHEELS))
+	$(call locked_install,$(OLMO_VENV),$(OLMO_LOCK),--find-links $(TORCH_WHEELS),$(LOCK_PYTHON))
 	touch $(OLMO_BIN)/preschool
 
 setup-olmo: $(OLMO_BIN)/preschool

@@ -77,3 +77,52 @@ def test_torch_is_the_pinned_cpu_wheel():
     assert pin.startswith("torch==") and pin.endswith("+cpu")
     assert _lock()["torch"][0] == pin.split("==")[1]
     assert not [n for n in _lock() if n.startswith("nvidia-") or n == "triton"]  # no CUDA build crept in
+
+
+def _tree(tmp_path: Path) -> Path:
+    """What `make setup` reads: the Makefile, pyproject.toml and requirements/, in a folder of their own."""
+    import shutil
+
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    for name in ("Makefile", "pyproject.toml"):
+        shutil.copy(REPO / name, tmp_path / name)
+    shutil.copytree(REPO / "requirements", tmp_path / "requirements")
+    return tmp_path
+
+
+def _fake(path: Path, script: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("#!/bin/sh\n" + script + "\n")
+    path.chmod(0o755)
+    return path
+
+
+def test_a_locked_install_into_another_python_stops_before_pip_saying_what_to_do(tmp_path):
+    """The lock's torch CPU wheel is one CPython's (one hash): an environment of another Python (Ubuntu 24.04's
+    python3 is 3.12) stops with what to do, before pip installs anything or fails on that hash."""
+    import subprocess
+
+    tree = _tree(tmp_path)
+    _fake(tree / ".venv" / "bin" / "python", 'echo 3.12')
+    _fake(tree / ".venv" / "bin" / "pip", 'echo "$@" >> "$0.ran"')
+    done = subprocess.run(["make", "setup"], cwd=tree, capture_output=True, text=True,
+                          env={"PATH": "/usr/bin:/bin"})
+    assert done.returncode == 2
+    lock_python = _make_var("LOCK_PYTHON")
+    assert (f"requirements/lock.txt is resolved for CPython {lock_python} (its torch CPU wheel is {lock_python}'s) "
+            "and .venv runs Python 3.12" in done.stderr), done.stderr
+    assert f"PY=/path/to/python{lock_python}" in done.stderr and "USE_LOCK=0" in done.stderr
+    assert not (tree / ".venv" / "bin" / "pip.ran").exists()
+
+
+def test_make_takes_the_locks_python_when_it_is_on_the_path(tmp_path):
+    """`make setup` creates .venv with python3.11 (the lock's) where one is on PATH, whatever python3 is."""
+    import subprocess
+
+    tree = _tree(tmp_path / "tree")
+    lock_python = _make_var("LOCK_PYTHON")
+    wanted = _fake(tmp_path / "bin" / f"python{lock_python}", "exit 0")
+    done = subprocess.run(["make", "-n", "-B", "setup"], cwd=tree, capture_output=True, text=True,
+                          env={"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin"})
+    assert done.returncode == 0, done.stderr
+    assert f"{wanted} -m venv .venv" in done.stdout
