@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import importlib.util
 import json
 import os
 import signal
@@ -173,6 +174,8 @@ def run_row(row: str, model_cfg: dict, data: dict[str, Path], s: dict, dev: torc
             no_compile: bool = False) -> dict:
     """One measured row in this process: tokens/s and peak memory (or the reason it was skipped / failed)."""
     out: dict = {"row": row}
+    if row == "hf-trainer" and importlib.util.find_spec("accelerate") is None:  # said, not an ImportError
+        return {**out, "skipped": "the HF Trainer needs accelerate: pip install 'preschool[bench]'"}
     extra, skip = ({}, None) if row.startswith("hf-") else row_settings(row, dev, no_compile)
     if skip:
         return {**out, "skipped": skip}

@@ -1,5 +1,6 @@
 """benchmarks/gpu.py runs end to end on CPU (--tiny), so the first lent GPU can run it unchanged."""
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -28,6 +29,9 @@ def test_tiny_cpu_run_writes_json_and_table(tmp_path):
     assert list(rows) == FAST_ROWS and report["device_type"] == "cpu"
     for name in ("hf-loop", "hf-trainer", "ours-plain", "ours+fused-loss", "ours+all doc-masked"):
         r = rows[name]
+        if name == "hf-trainer" and importlib.util.find_spec("accelerate") is None:  # the bench extra
+            assert "accelerate" in r["skipped"], r
+            continue
         assert r["tokens_per_s"] > 0 and 0 < r["mfu"] < 5 and r["peak_memory_bytes"] > 0, r
     assert rows["ours+fused-loss"]["settings"]["fused_loss"] == "chunked"  # no Liger on CPU
     assert "Liger" in rows["ours+kernels"]["skipped"]  # said, not silently dropped
@@ -102,3 +106,16 @@ def test_tiny_cpu_every_row_and_preset(tmp_path):
     got = [(r["preset"], r["row"]) for r in report["rows"] if "tokens_per_s" in r]
     assert ("gpt-1b", "ours+compile") in got and ("gpt-125m", "ours+all doc-masked") in got
     assert not [r for r in report["rows"] if "error" in r]
+
+
+def test_the_hf_trainer_row_says_it_needs_accelerate_where_it_is_missing(tmp_path, monkeypatch):
+    """The HF Trainer needs accelerate (the ``bench`` extra; a lent GPU's image may lack it): the row says so as
+    a skip with the remedy, as ours+kernels does for Liger, instead of an ImportError from deep in transformers."""
+    import torch
+
+    spec = importlib.util.spec_from_file_location("gpu_bench", ROOT / "benchmarks" / "gpu.py")
+    gpu = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gpu)
+    monkeypatch.setitem(sys.modules, "accelerate", None)  # find_spec: not installed
+    row = gpu.run_row("hf-trainer", {}, {}, {}, torch.device("cpu"), tmp_path)
+    assert row == {"row": "hf-trainer", "skipped": "the HF Trainer needs accelerate: pip install 'preschool[bench]'"}
