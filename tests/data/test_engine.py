@@ -173,3 +173,30 @@ def test_a_document_job_keeps_its_start_tokens_and_read_counts_in_the_parent():
     assert [k for k, _ in again.units(start=(2, token))] == [2]
     again.restore_read(token["position"]["read"])
     assert again.read_counts() == token["position"]["read"]
+
+
+def _sleep(_):
+    import time
+
+    time.sleep(60)
+
+
+def test_stopping_the_workers_while_a_payload_is_on_its_way_returns(tmp_path):
+    """A prepare that stops early (its budget reached, an error) kills its workers while units' payloads may
+    still be on their way into the pool's pipe. On CPython 3.11.2 (Debian 12's python3.11) the pool then waited
+    for that write forever as it shut down; `preschool prepare` hung at the end of a run. (3.11.7 does not
+    wait, so there this passes either way.)"""
+    import multiprocessing as mp
+    import threading
+    import time
+    from concurrent.futures import ProcessPoolExecutor
+
+    pool = ProcessPoolExecutor(1, mp_context=mp.get_context("fork"))
+    # the one worker sleeps on the first unit; the payloads behind it fill the pipe (64 KiB) and block its writer
+    for _ in range(4):
+        pool.submit(_sleep, b"x" * (1 << 20))
+    time.sleep(1)
+    stopper = threading.Thread(target=engine._kill, args=(pool,), daemon=True)
+    stopper.start()
+    stopper.join(timeout=30)
+    assert not stopper.is_alive(), "stopping the pool hung"

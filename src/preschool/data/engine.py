@@ -324,6 +324,12 @@ def run_units(job: UnitJob, work: str | Path, workers: int = 1, need: dict[str, 
 def _kill(pool: ProcessPoolExecutor) -> None:
     """Stop ``pool`` now, running units included (the executor's public shutdown waits for them)."""
     procs = list((getattr(pool, "_processes", None) or {}).values())
+    # A unit's payload may still be on its way into the call queue's pipe when its reader is killed. CPython
+    # 3.11.2 (Debian 12's python3.11; 3.11.7 does not) then waits for that write forever while the executor
+    # winds down (its manager thread joins the queue's feeder thread): so the queue is told not to wait for it.
+    call_queue = getattr(pool, "_call_queue", None)
+    if call_queue is not None:
+        call_queue.cancel_join_thread()
     for proc in procs:
         if proc.is_alive():
             proc.kill()
