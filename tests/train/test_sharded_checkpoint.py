@@ -43,3 +43,35 @@ def test_metadata_naming_anything_else_in_pathlib_is_refused(tmp_path):
     path.write_bytes(b"\x80\x02cpathlib\nPath\n.")
     with pytest.raises(DataError, match=r"pathlib\.Path is not part of torch's checkpoint metadata"):
         read_metadata(path)
+
+
+def _as_getattr(member) -> bytes:
+    """The pickle CPython 3.11.2 writes for an enum member: ``getattr(EnumClass, name)``."""
+    cls = type(member)
+    return (b"\x80\x04cbuiltins\ngetattr\n" + f"c{cls.__module__}\n{cls.__qualname__}\n".encode()
+            + pickle.dumps(member.name, protocol=4)[2:-1] + b"\x86R.")
+
+
+def test_metadata_written_by_a_python_that_pickles_enum_members_by_getattr_reads(tmp_path):
+    """Python 3.11.2 (Debian 12's python3.11) pickles DCP's memory-format enum as ``getattr(cls, name)``: that
+    metadata reads (on 3.11.2 every FSDP checkpoint was refused as unreadable), and getattr reaches nothing
+    but a member of DCP's own metadata enums."""
+    import io
+
+    from torch.distributed.checkpoint.metadata import _MEM_FORMAT_ENCODING
+
+    from preschool.errors import DataError
+    from preschool.train.sharded_checkpoint import _MetadataUnpickler, read_metadata
+
+    member = _MEM_FORMAT_ENCODING.TORCH_CONTIGUOUS_FORMAT
+    assert _MetadataUnpickler(io.BytesIO(_as_getattr(member))).load() is member
+    init_of_a_path = b"\x80\x04cbuiltins\ngetattr\ncpathlib\nPosixPath\nX\x08\x00\x00\x00__init__\x86R."
+    class_of_the_enum = (b"\x80\x04cbuiltins\ngetattr\nctorch.distributed.checkpoint.metadata\n_MEM_FORMAT_ENCODING\n"
+                         b"X\t\x00\x00\x00__class__\x86R.")
+    for evil in (init_of_a_path, class_of_the_enum):
+        with pytest.raises(pickle.UnpicklingError, match="is not part of torch's checkpoint metadata"):
+            _MetadataUnpickler(io.BytesIO(evil)).load()
+    path = tmp_path / ".metadata"
+    path.write_bytes(init_of_a_path)
+    with pytest.raises(DataError, match=r"getattr\(PosixPath, '__init__'\) is not part"):
+        read_metadata(path)

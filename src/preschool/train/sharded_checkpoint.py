@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import enum
 import io
 import pathlib
 import pickle
@@ -169,10 +170,22 @@ _METADATA_NAMES = {("torch.distributed.checkpoint.filesystem", "_StorageInfo"), 
 _PATH_CLASSES = (pathlib.PosixPath, pathlib.PurePosixPath, pathlib.WindowsPath, pathlib.PureWindowsPath)
 
 
+def _enum_member(cls: Any, name: Any) -> Any:
+    """What ``builtins.getattr`` may do in DCP metadata: name a member of one of DCP's metadata enums (some
+    Pythons, 3.11.2 among them, pickle an enum member as ``getattr(EnumClass, name)``). Nothing else."""
+    if not (isinstance(cls, type) and issubclass(cls, enum.Enum) and cls.__module__ in _METADATA_MODULES
+            and isinstance(name, str) and name in cls.__members__):
+        raise pickle.UnpicklingError(f"getattr({getattr(cls, '__qualname__', type(cls).__name__)}, {name!r}) "
+                                     "is not part of torch's checkpoint metadata")
+    return cls[name]
+
+
 class _MetadataUnpickler(pickle.Unpickler):
     """Builds DCP metadata only: any other global in the pickle (a function to call, a class to make) is refused."""
 
     def find_class(self, module: str, name: str) -> Any:
+        if (module, name) == ("builtins", "getattr"):
+            return _enum_member
         obj = super().find_class(module, name) if module.startswith(("torch", "pathlib", "collections")) else None
         # a class defined there, not one it imports (Enum, typing's): calling those could build anything
         allowed = (module, name) in _METADATA_NAMES or (module == "torch" and isinstance(obj, torch.dtype)) or \
