@@ -154,11 +154,18 @@ def test_slurm_with_a_fake_sbatch_submits_an_array_whose_tasks_give_the_same_byt
 
 
 def test_ray_executor_gives_the_same_bytes(novels, engine_out, tmp_path):
+    """... and leaves the machine's shared temp folder alone: datatrove's Ray tasks log to <temp dir>/ray_logs,
+    which a second user of the machine could not write to (their tasks died on a PermissionError)."""
+    import tempfile
+
     ray = pytest.importorskip("ray", reason="ray is not installed here (the `ray` extra)")
+    shared = Path(tempfile.gettempdir()) / "ray_logs" / "logs" / "task_00000.log"
+    before = shared.stat().st_mtime_ns if shared.exists() else None
     dist = DatatroveDistributor(ExecutorOptions(kind="ray", tasks=2))
     _prepare(tmp_path, novels, {"pt": DATASETS["pt"]}, dist=dist)
     _same_bytes(engine_out, tmp_path, ["pt"])
     assert not ray.is_initialized()  # the local Ray it started is gone with the prepare
+    assert (shared.stat().st_mtime_ns if shared.exists() else None) == before
 
 
 def test_without_datatrove_the_error_says_how_to_install(monkeypatch):

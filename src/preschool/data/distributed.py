@@ -239,7 +239,12 @@ class DatatroveDistributor(Distributor):
         # processes and object store do not outlive the prepare; a caller's own ray.init() is left alone
         started = not ray.is_initialized()
         if started:
-            ray.init(address=self.opts.ray_address or os.environ.get("RAY_ADDRESS"), ignore_reinit_error=True)
+            # datatrove's Ray tasks also log to <temp dir>/ray_logs, a folder every user of the machine shares
+            # (a second user's tasks die on its permissions): this job's tasks get a temp folder of its own
+            tmp = logs / "tmp"
+            tmp.mkdir(parents=True, exist_ok=True)
+            ray.init(address=self.opts.ray_address or os.environ.get("RAY_ADDRESS"), ignore_reinit_error=True,
+                     runtime_env={"env_vars": {"TMPDIR": str(tmp)}})
         ex = RayPipelineExecutor(pipeline=[step], tasks=tasks, workers=self.opts.workers, logging_dir=str(logs),
                                  cpus_per_task=self.opts.cpus_per_task, mem_per_cpu_gb=self.opts.mem_per_cpu_gb)
         try:
