@@ -41,7 +41,6 @@ plug-in files at the same paths).
 from __future__ import annotations
 
 import os
-import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
