@@ -122,10 +122,16 @@ def test_megatron_index_layout(data, tmp_path):
     assert np.array_equal(np.concatenate([bin_[p // 2:p // 2 + len(r)] for p, r in zip(pointers, runs)]), ref.ravel())
 
 
+def _megatron_core() -> None:
+    """Skip, saying why, without megatron-core (the ``formats`` extra: in the main lock, so ``make test`` has it)."""
+    pytest.importorskip("megatron.core", reason="the formats extra (megatron-core) is not installed")
+
+
 @pytest.mark.slow  # importing megatron.core takes ~20 s here
 def test_megatron_round_trip_with_megatron_core(data, tmp_path):
     """Megatron-core's IndexedDataset reads one sequence per document of ours, each ending with EOD,
     and the loss mask document for document (an added EOD repeats its document's last mask value)."""
+    _megatron_core()
     from megatron.core.datasets.gpt_dataset import GPTDataset
     from megatron.core.datasets.indexed_dataset import IndexedDataset
 
@@ -381,6 +387,7 @@ def test_megatron_eod_id_from_the_tokenizer_or_given(data, tmp_path, capsys):
 def _megatron_gpt(data, name, tmp_path):
     """Export ``data/<name>`` for Megatron and open it with megatron-core's own IndexedDataset and
     GPTDataset (position ids reset at EOD); returns (eod id, the IndexedDataset, the GPTDataset)."""
+    _megatron_core()
     from megatron.core.datasets.gpt_dataset import GPTDataset, GPTDatasetConfig
     from megatron.core.datasets.indexed_dataset import IndexedDataset
     from megatron.core.datasets.utils import Split
