@@ -74,6 +74,16 @@ def test_a_plain_data_state_of_the_wrong_shape_falls_back(datasets, micro_cfg, s
     assert "does not fit this run" in err or "unreadable trainer state" in err
 
 
+@pytest.mark.parametrize("cuda", ["not a generator state", [torch.zeros(2), "x"]], ids=["string", "list"])
+def test_a_cuda_rng_state_that_is_not_one_falls_back(datasets, micro_cfg, stopped, capfd, cuda):
+    """Checked on a CPU run too, which does not restore it: the same folder resumed on a GPU would stop there."""
+    run, ckpt = stopped
+    rng = torch.load(ckpt / STATE_FILE, weights_only=True)["rng"]
+    _craft_state(ckpt, rng={**rng, "cuda": cuda})
+    err = _resumes_from_step_4(datasets, micro_cfg, run, capfd, [ckpt / STATE_FILE])
+    assert "rng holds no CUDA generator state" in err
+
+
 @pytest.mark.parametrize("step", [-5, 10**12, 4, True])
 def test_a_state_whose_step_is_not_its_folders_falls_back_and_keeps_the_metrics(datasets, micro_cfg,
                                                                                stopped, capfd, step):

@@ -240,6 +240,10 @@ def check_state(st: dict, spath: Path, step: int | None) -> None:
         raise bad("acc is not a loss account")
     if not isinstance(rng, dict) or not isinstance(rng.get("torch"), torch.Tensor) or rng["torch"].dtype != torch.uint8:
         raise bad("rng holds no torch generator state")
+    cuda = rng.get("cuda")  # None (a CPU run), the GPU's state, or (written before) one per GPU rank 0 saw
+    if cuda is not None and not all(isinstance(t, torch.Tensor) and t.dtype == torch.uint8
+                                    for t in (cuda if isinstance(cuda, list) else [cuda])):
+        raise bad("rng holds no CUDA generator state")
     if not isinstance(st.get("callbacks", []), list):
         raise bad("callbacks is not a list of callback states")
 

@@ -201,8 +201,7 @@ class Trainer:
             "groups": {k: {f: v for f, v in g.items() if f != "optim"} for k, g in self.groups.items()}
             if sharded else self.groups,
             "acc": {**self._acc, "loss_sum": float(self._acc_loss.item())},
-            "rng": {"torch": torch.get_rng_state(),
-                    "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None},
+            "rng": {"torch": torch.get_rng_state(), "cuda": cuda_rng_state(self.device)},
             "callbacks": [cb.state_dict() for cb in self.callbacks],
             "nonfinite": self.nonfinite,
         }
@@ -221,8 +220,7 @@ class Trainer:
         self._acc = {k: v for k, v in st["acc"].items() if k != "loss_sum"}
         self._acc_loss = torch.tensor(st["acc"]["loss_sum"], dtype=torch.float64)
         torch.set_rng_state(st["rng"]["torch"])
-        if st["rng"].get("cuda") is not None and torch.cuda.is_available():
-            torch.cuda.set_rng_state_all(st["rng"]["cuda"])
+        restore_cuda_rng(st["rng"].get("cuda"), self.device)
         for cb, s in zip(self.callbacks, st.get("callbacks", [])):
             cb.load_state_dict(s)
         self.nonfinite = st.get("nonfinite", 0)  # absent from checkpoints written before it was counted
@@ -506,6 +504,25 @@ class Trainer:
         self._t_last = now
         self.last_train = row
         self.log(row)
+
+
+def cuda_rng_state(device: torch.device) -> torch.Tensor | None:
+    """The CUDA RNG state a checkpoint keeps: that of the GPU the run trains on (None off CUDA).
+
+    Only that GPU's: reading every visible GPU's initializes CUDA for a CPU run, and a state per GPU of
+    the writing node cannot be put back where fewer are visible (a DCP resume onto another world size).
+    Like the torch RNG, rank 0's is kept and every rank resumes from it (the ranks are seeded alike)."""
+    return torch.cuda.get_rng_state(device) if device.type == "cuda" else None
+
+
+def restore_cuda_rng(saved: torch.Tensor | list[torch.Tensor] | None, device: torch.device) -> None:
+    """Put :func:`cuda_rng_state`'s ``saved`` back onto ``device`` (nothing off CUDA, or when the checkpoint
+    was written by a CPU run: the run's seed stands). A list is what checkpoints held before, one state per
+    GPU visible to rank 0; its first is rank 0's own GPU's."""
+    if isinstance(saved, (list, tuple)):
+        saved = saved[0] if saved else None
+    if saved is not None and device.type == "cuda":
+        torch.cuda.set_rng_state(saved, device)
 
 
 def train(cfg: TrainConfig | dict, out_dir: str | Path, datasets: Mapping[str, str | Path],
