@@ -2,6 +2,7 @@ import dataclasses
 import json
 
 import numpy as np
+import pytest
 import torch
 from safetensors import safe_open
 
@@ -10,6 +11,7 @@ from preschool.compartments.model import CompartmentModelConfig, load_compartmen
 from preschool.compartments.trainer import CompartmentModel
 from preschool.config import from_dict
 from preschool.data.shards import ShardWriter
+from preschool.train.callbacks.base import Callback
 from preschool.train.trainer import TrainConfig, train
 
 V, C = 20, 2
@@ -76,3 +78,36 @@ def test_infonce_values_reach_metrics_jsonl(tmp_path):
     assert len(train_rows) == 3
     assert all(r["infonce"] > 0 for r in train_rows)
     assert train_rows[-1]["infonce"] == cb.last
+
+
+class _ParamDtypes(Callback):
+    """Records the dtypes of the parameters the trainer trains, after its first step."""
+
+    def __init__(self):
+        self.dtypes = None
+
+    def on_step_end(self, trainer):
+        if self.dtypes is None:
+            self.dtypes = {n: p.dtype for n, p in trainer.model.named_parameters()}
+
+
+@pytest.mark.parametrize("c1_precision,precision", [("fp32", "pure_bf16"), ("pure_bf16", "fp32")])
+def test_the_run_precision_holds_for_every_compartment_parameter(tmp_path, c1_precision, precision):
+    """The run's ``precision`` decides the dtype of every trained parameter with the compartment options too:
+    the compartment vectors the callback adds and the c=1 model an ``init_from`` run expands, whatever
+    precision that model was trained (so saved) in (it came after the trainer's cast and kept its saved
+    dtype: an fp32 c=1 model trained on in fp32 under ``pure_bf16``, a bf16 one in bf16 under ``fp32``)."""
+    ds = _data(tmp_path)
+    for split in ("train", "val"):
+        write_compartmented(tmp_path / "base" / split, tmp_path / "c1" / split, CompartmentsConfig(n_compartments=1))
+    cfg = dataclasses.replace(_cfg(8 * 4 * 2), checkpoint_schedule="final")
+    want = {"fp32": torch.float32, "pure_bf16": torch.bfloat16}
+    seen = _ParamDtypes()
+    train(dataclasses.replace(cfg, val=[], precision=c1_precision), tmp_path / "c1run", {"main": tmp_path / "c1"},
+          None, [CompartmentModel(1, V, CompartmentModelConfig()), seen])
+    assert seen.dtypes and set(seen.dtypes.values()) == {want[c1_precision]}, seen.dtypes
+    c1 = sorted((tmp_path / "c1run" / "checkpoints").glob("step-*"))[-1]
+    seen = _ParamDtypes()
+    train(dataclasses.replace(cfg, precision=precision), tmp_path / "c2run", ds, None,
+          [CompartmentModel(C, V, CompartmentModelConfig(), init_from=c1), seen])
+    assert "compartment_embedding.weight" in seen.dtypes and set(seen.dtypes.values()) == {want[precision]}, seen.dtypes

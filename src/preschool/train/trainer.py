@@ -250,13 +250,15 @@ class Trainer:
         else:
             self.model = build_model(cfg.model, self.vocab_size, seed=cfg.seed,
                                      special=model_special_ids(self.tokenizer_dir)).to(self.device)
-        self.model.to(param_dtype(cfg.precision))  # pure_bf16: a bf16 model (before a resume loads into it)
         from .flops import device_peak_flops
 
         self.peak_flops = device_peak_flops(self.device, self.parallel.compute_dtype) \
             if self.model_desc is not None else None  # None: no MFU in the log rows
         for cb in self.callbacks:
             cb.on_model_built(self)
+        # the run's parameter dtype (pure_bf16: bf16) for what the callbacks added or loaded too (a saved
+        # model comes in the dtype it was saved in); before a resume loads into the model
+        self.model.to(param_dtype(cfg.precision))
         if cfg.attention_reset_between_docs:
             enable_doc_attention(self.model, self.doc_attention)
         if self.kernels == "liger":

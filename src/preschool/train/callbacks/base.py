@@ -44,7 +44,8 @@ class Callback:
     def on_model_built(self, trainer: "TrainerView") -> None:
         """After the fresh model is built and moved to the device, before the optimizer is made and any
         checkpoint is loaded: edit ``trainer.model`` in place or replace it (same parameter names as
-        its checkpoints), e.g. to add parameters or load other weights."""
+        its checkpoints), e.g. to add parameters or load other weights. The trainer then puts the model,
+        whatever dtype it comes in, in the run's parameter dtype (``precision``)."""
 
     def on_train_start(self, trainer: "TrainerView") -> None: ...
 
