@@ -191,7 +191,7 @@ def run_row(row: str, model_cfg: dict, data: dict[str, Path], s: dict, dev: torc
                             tmp / "hf")
         else:
             ds = data["docs"] if extra.get("attention_reset_between_docs") else data["rand"]
-            cfg = {**extra, "device": dev.type, "micro_batch_size": s["batch"]}
+            cfg = {**extra, "device": str(dev), "micro_batch_size": s["batch"]}
             run_dir = tmp / row.replace(" ", "_").replace("+", "_")
             tps = _run_ours(model_cfg, ds, s, run_dir, cfg)
             out["checkpoints"] = len(list(run_dir.glob("checkpoints/step-*")))
@@ -234,6 +234,8 @@ def worker(a) -> int:
     threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True).start()
     s = TINY if a.tiny else FULL
     dev = torch.device(a.device_resolved)
+    if dev.type == "cuda" and dev.index is not None:  # cuda:N: the HF Trainer, the timing syncs and Triton
+        torch.cuda.set_device(dev)                       # kernels use the current device
     model_cfg = {"preset": a.preset, "overrides": dict(TINY_SHAPE) if a.tiny else {}}
     fpt = tt.flops_per_token(model_cfg, s["vocab"], s["seq_len"])
     deadline = time.time() + a.worker_budget

@@ -66,6 +66,22 @@ def test_device_names_resolve_once_for_trainer_and_evaluators():
             resolve_device("cuda:0")
 
 
+def test_a_cuda_device_in_use_is_the_processs_current_one(monkeypatch):
+    """Triton kernels (Liger's fused loss) launch on the current CUDA device, not on their tensors': a run on
+    ``cuda:1`` makes cuda:1 current, or they would run on cuda:0 with cuda:1's memory. A CPU run sets none."""
+    import torch
+
+    from preschool.device import use_device
+
+    made_current = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "set_device", made_current.append)
+    monkeypatch.setenv("LOCAL_RANK", "2")
+    assert use_device("cuda:1") == torch.device("cuda", 1) and made_current == [torch.device("cuda", 1)]
+    assert use_device("cuda") == torch.device("cuda", 2) and made_current[-1] == torch.device("cuda", 2)
+    assert use_device("cpu") == torch.device("cpu") and len(made_current) == 2
+
+
 def test_named_salts_keep_the_values_existing_data_was_made_with():
     import zlib
 

@@ -30,6 +30,18 @@ def resolve_device(name: str, field: str = "device"):
         raise ConfigError(field, f"not a device name: {name!r} ({e})") from None
 
 
+def use_device(name: str, field: str = "device"):
+    """:func:`resolve_device`, made this process's current CUDA device when it is one: Triton kernels
+    (Liger-Kernel's fused loss among them) launch on the current device, not on their tensors', so a run
+    on ``cuda:1`` whose current device stayed cuda:0 would hand them memory of another GPU."""
+    import torch
+
+    dev = resolve_device(name, field)
+    if dev.type == "cuda":
+        torch.cuda.set_device(dev)
+    return dev
+
+
 #: bytes a data-building process holds per token of one row (a generated document's symbols, their rendering
 #: and ids, the packer's row): about 90 measured on `generate stack`; 256 leaves room for text renders
 ROW_BYTES_PER_TOKEN = 256

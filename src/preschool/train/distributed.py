@@ -30,14 +30,11 @@ def process_group(device: str = "auto", field: str = "device", one_rank: bool = 
     if (world <= 1 and not one_rank) or is_initialized():
         yield False
         return
-    import torch
     import torch.distributed as dist
 
-    from ..device import resolve_device
+    from ..device import use_device
 
-    dev = resolve_device(device, field)
-    if dev.type == "cuda":
-        torch.cuda.set_device(dev)
+    dev = use_device(device, field)  # NCCL's communicator binds to the current device
     backend = "nccl" if dev.type == "cuda" else "gloo"
     if world > 1:
         dist.init_process_group(backend)

@@ -88,7 +88,7 @@ def matmul_rate(device: str, m: int, k: int, n: int, seconds: float = 0.3, dtype
 
     def sync() -> None:
         if torch.device(device).type == "cuda":
-            torch.cuda.synchronize()
+            torch.cuda.synchronize(device)
 
     a @ b
     sync()

@@ -56,7 +56,7 @@ from .. import config as C
 from ..data.mixture import IGNORE_INDEX, Mixture
 from ..errors import ConfigError, TrainingError
 from ..io import read_json, write_json, write_text
-from ..device import check_model_memory, resolve_device
+from ..device import check_model_memory, use_device
 from ..layout import checkpoint_dir, done_path, run_config_path
 from . import checkpoint
 from .attention import doc_attention_kwargs, enable_doc_attention, resolve_doc_attention
@@ -90,7 +90,7 @@ class Trainer:
         self.rank = dist.get_rank() if dist else 0
         self.world = dist.get_world_size() if dist else 1
         self.is_main = self.rank == 0
-        self.device = resolve_device(cfg.device)
+        self.device = use_device(cfg.device)  # CUDA: made current, where Triton kernels launch
         self.parallel = make_parallel(cfg, self.device, self.world)
         self.amp_dtype = self.parallel.amp_dtype
         if cfg.batch_size % self.world:
