@@ -9,7 +9,7 @@ Steps (``--steps`` runs a subset, in this order):
 |---|---|
 | quickstart | ``preschool run examples/quickstart.yaml`` at micro budgets on the device, with ``compile: blocks`` and, when Liger-Kernel is installed, ``kernels: liger`` (on a CPU: neither), through evaluation and the report; every evaluation summary says it ran on the device |
 | minimal_pairs | the quickstart's final ``pt_only`` checkpoint scored on the GPU and on the CPU (fp32 both): every sentence's log-prob within ``LOGP_ATOL`` (1e-3 nats), and every decision equal except near-ties (CPU margin within ``TIE_ATOL``, 1e-4 nats). CUDA only |
-| fsdp_resume | ``parallel: fsdp`` in one process with DCP (sharded) checkpoints: a run killed (SIGKILL) right after its step-4 checkpoint and resumed ends with the train and validation losses of an uninterrupted run, bit for bit (on CUDA with deterministic algorithms asked for) |
+| fsdp_resume | ``parallel: fsdp`` in one process with DCP (sharded) checkpoints: a run killed (SIGKILL) right after its step-4 checkpoint and resumed ends with the train and validation losses of an uninterrupted run, bit for bit (on CUDA with deterministic algorithms asked for, and attention by SDPA's math backend: the others' backwards are non-deterministic unless torch raises for every op without a deterministic version) |
 | flex | document-masked attention: FlexAttention's logits equal the dense 4D mask's (rtol 1e-4, atol 1e-5, fp32). CUDA only (torch's FlexAttention has no CPU backward) |
 | benchmark | ``benchmarks/gpu.py`` on one preset (gpt-125m, rows ``ours-plain`` and ``ours+auto``; on a CPU ``--tiny --no-compile``) finishes with rows and no error |
 
@@ -66,6 +66,10 @@ from preschool.train.trainer import train
 cfg, out, datasets, tokenizer, kill_at = json.loads(sys.argv[1])
 if cfg["device"] == "cuda":
     torch.use_deterministic_algorithms(True, warn_only=True)
+    # attention by SDPA's math backend: the flash, efficient and cuDNN backwards stay non-deterministic
+    # under warn_only (they only warn), and the check is of the resume, not of attention kernels
+    for backend in ("flash", "mem_efficient", "cudnn"):
+        getattr(torch.backends.cuda, f"enable_{backend}_sdp")(False)
 class Kill(Callback):
     def on_step_end(self, trainer):
         if trainer.step == kill_at:
