@@ -230,9 +230,13 @@ def test_experiment_evaluates_on_the_training_device_when_that_is_cuda(monkeypat
     from preschool.evals.runner import EvalSpec, eval_device
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
     assert eval_device(None, "auto") == "cuda" and eval_device(None, "cuda:1") == "cuda:1"
     assert eval_device(None, "cpu") == "cpu"
     assert eval_device("cpu", "cuda") == "cpu"  # an explicit setting wins
+    # trained on cuda:1, scored where there is one GPU (launch's report job asks for one): that GPU
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    assert eval_device(None, "cuda:1") == "cuda" and eval_device(None, "cuda:0") == "cuda:0"
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert eval_device(None, "auto") == "cpu" and eval_device(None, "cuda") == "cpu"
     with pytest.raises(ConfigError, match="device"):

@@ -437,14 +437,18 @@ class EvalSpec:
 def eval_device(explicit: str | None, train_device: str) -> str:
     """The device an experiment's evaluator runs on: ``explicit`` when given; else the training device
     when that is CUDA here (``auto`` on a GPU machine, ``cuda``, ``cuda:N``); else ``cpu``. A CUDA run
-    evaluated where there is no GPU (a CPU report job) is scored on the CPU rather than refused."""
+    evaluated where there is no GPU (a CPU report job) is scored on the CPU rather than refused, and a
+    ``cuda:N`` run where GPU N is not there (launch's report job has one) on the first GPU."""
     if explicit is not None:
         return explicit
     import torch
 
     if train_device == "cpu" or not torch.cuda.is_available():
         return "cpu"
-    return "cuda" if train_device == "auto" else train_device
+    if train_device == "auto":
+        return "cuda"
+    index = torch.device(train_device).index
+    return "cuda" if index is not None and index >= torch.cuda.device_count() else train_device
 
 
 def with_data_dir(value: Any, data_dir: Path) -> Any:
