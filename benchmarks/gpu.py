@@ -18,6 +18,7 @@ AdamW steps on random tokens and measures, after the warm-up steps:
 | ours+all | fused loss + kernels (when installed) + per-block compile, every option on |
 | ours+auto | ``compile: blocks`` with ``kernels: auto`` and ``fused_loss: auto``: what the trainer picks (docs/training.md) |
 | ours+all doc-masked | ours+all on packed rows with ``attention_reset_between_docs`` (FlexAttention on CUDA); first preset only unless ``--doc-masked-all`` |
+| ours+auto bf16-params | ours+auto with ``parallel: fsdp`` in one process: FSDP2's mixed precision, bf16 parameters computed on with an fp32 master copy (torchtitan's single-GPU setting); CUDA only |
 
 No row writes a checkpoint (ours: the checkpoint write is switched off for the
 benchmark; the HF Trainer: ``save_strategy="no"``); each row records how many
@@ -35,7 +36,7 @@ measured matmul rate over several shapes instead (the output says which).
 Budget (``--budget-s``, default 450): no row starts after it, and a worker
 still running ``--grace-s`` (default 60) seconds past it is killed with its
 process group (the rows it finished stay), so the command ends within about
-budget + grace + the matmul probe. The default three presets x nine rows do
+budget + grace + the matmul probe. The default three presets x ten rows do
 *not* fit in 450 s on one H200: the 8 rows of gpt-1b alone took over 240 s
 (issue #38); rows the budget leaves out are listed as skipped. For the whole
 table give ``--budget-s 1800``. Output: ``<out>/gpu_bench.jsonl`` (rewritten
@@ -66,7 +67,7 @@ import train_throughput as tt  # noqa: E402  (shared run helpers, FLOP count, ma
 
 PRESETS = ["gpt-125m", "gpt-500m", "gpt-1b"]
 ROWS = ["hf-loop", "hf-trainer", "ours-plain", "ours+fused-loss", "ours+compile", "ours+kernels", "ours+all",
-        "ours+auto", "ours+all doc-masked"]
+        "ours+auto", "ours+all doc-masked", "ours+auto bf16-params"]
 ROWS_FILE = "gpu_bench.jsonl"
 FULL = {"seq_len": 4096, "vocab": 128_256, "batch": 4, "steps": 8, "warmup_steps": 3}
 TINY = {"seq_len": 64, "vocab": 512, "batch": 2, "steps": 3, "warmup_steps": 1}
@@ -160,8 +161,14 @@ def row_settings(row: str, dev: torch.device, no_compile: bool = False) -> tuple
         if kernels is None:
             return {}, "needs CUDA and Liger-Kernel (pip install 'preschool[gpu]')"
         return {**plain, **kernels}, None
+    auto = {"fused_loss": "auto", "kernels": "auto", **({} if no_compile else {"compile": "blocks"})}
     if row == "ours+auto":
-        return {"fused_loss": "auto", "kernels": "auto", **({} if no_compile else {"compile": "blocks"})}, None
+        return auto, None
+    if row == "ours+auto bf16-params":
+        if dev.type != "cuda":
+            return {}, ("bf16 parameters with an fp32 master copy are FSDP2's mixed precision, on CUDA only "
+                        "(on a CPU, FSDP trains under autocast)")
+        return {**auto, "parallel": "fsdp"}, None  # one process: FSDP2's policy, params bf16, master fp32
     allx = {**plain, **fused, **(kernels or {}), **({} if no_compile else {"compile": "blocks"})}
     if row == "ours+all":
         return allx, None

@@ -119,3 +119,28 @@ def test_the_hf_trainer_row_says_it_needs_accelerate_where_it_is_missing(tmp_pat
     monkeypatch.setitem(sys.modules, "accelerate", None)  # find_spec: not installed
     row = gpu.run_row("hf-trainer", {}, {}, {}, torch.device("cpu"), tmp_path)
     assert row == {"row": "hf-trainer", "skipped": "the HF Trainer needs accelerate: pip install 'preschool[bench]'"}
+
+
+def test_the_bf16_params_row_is_ours_auto_under_fsdp_mixed_precision_and_cuda_only():
+    """``ours+auto bf16-params`` measures torchtitan's single-GPU yardstick of issue #38 (bf16 parameters with
+    an fp32 master copy): ``ours+auto`` with ``parallel: fsdp`` in one process, whose FSDP2 mixed-precision
+    policy is exactly that on CUDA. On a CPU FSDP trains under autocast instead, so the row says why it is skipped."""
+    import torch
+
+    from preschool.config import from_dict
+    from preschool.train.parallel import make_parallel
+    from preschool.train.trainer import TrainConfig
+
+    spec = importlib.util.spec_from_file_location("gpu_bench", ROOT / "benchmarks" / "gpu.py")
+    gpu = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gpu)
+    cuda = torch.device("cuda", 0)
+    auto, _ = gpu.row_settings("ours+auto", cuda)
+    extra, skip = gpu.row_settings("ours+auto bf16-params", cuda)
+    assert skip is None and extra == {**auto, "parallel": "fsdp"}
+    cfg = from_dict(TrainConfig, {"stages": [{"name": "pt", "data": "x", "tokens": 64}], **extra})
+    parallel = make_parallel(cfg, cuda, 1)
+    assert parallel.mixed_precision and parallel.amp_dtype is None and parallel.compute_dtype == torch.bfloat16
+    extra, skip = gpu.row_settings("ours+auto bf16-params", torch.device("cpu"))
+    assert extra == {} and "CUDA" in skip
+    assert "ours+auto bf16-params" in gpu.ROWS
