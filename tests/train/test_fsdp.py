@@ -433,3 +433,41 @@ def test_hf_folder_written_under_fsdp_scores_minimal_pairs_like_ddp(runs):
     np.testing.assert_allclose(np.r_[g1, b1], np.r_[g2, b2], atol=1e-3)
     assert [decide(x, y, 1e-5) for x, y in zip(g1, b1)] == [decide(x, y, 1e-5) for x, y in zip(g2, b2)]
     assert np.mean([decide(x, y, 1e-5) for x, y in zip(g1, b1)]) > 0.5  # the model learned the order
+
+
+def test_a_worker_forked_after_a_failed_fsdp_run_finishes(tmp_path, datasets, micro_cfg):
+    """A run that fails leaves its one-rank gloo process group in a reference cycle (through the traceback);
+    the data engine's forked workers inherit it, and a worker whose collector freed it there hung for ever:
+    the group's destructor waits on threads that fork does not copy (a test run stopped in a corpus build).
+    A child forked by a process that imported the engine keeps what it inherits out of its collector."""
+    import gc
+    import os
+    import signal
+    import time
+
+    import preschool.data.engine  # noqa: F401  (what the package's forked children do is set there)
+    from preschool.train.callbacks import Callback
+
+    class Crash(Callback):
+        def on_step_end(self, trainer):
+            if trainer.step == 6:
+                raise RuntimeError("simulated")
+
+    cfg = micro_cfg(parallel="fsdp", device="cpu", eval_every=0)
+    try:
+        train(cfg, tmp_path / "r", datasets, callbacks=[Crash()])
+    except RuntimeError as e:
+        assert "simulated" in str(e)
+    train(cfg, tmp_path / "r", datasets)  # resumed to the end, in the same process
+    pid = os.fork()
+    if pid == 0:  # the child: what a worker's collector does when it runs
+        gc.collect()
+        os._exit(0)
+    deadline = time.monotonic() + 60
+    while (done := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if done[0] == 0:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        pytest.fail("a child forked after the failed run hung in its garbage collector")
+    assert os.waitstatus_to_exitcode(done[1]) == 0

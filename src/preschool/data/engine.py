@@ -36,6 +36,7 @@ share its resume bookkeeping (``DocumentJob``).
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 import math
@@ -58,6 +59,11 @@ from ..errors import DataError, PreschoolError
 from ..io import atomic_dir, read_json, sha256_file, write_json
 from ..layout import MANIFEST
 from .shards import ShardSet, shard_manifest, write_array
+
+# A forked worker (the engine's, datatrove's local tasks) keeps what it inherits out of its garbage collector.
+# The parent may hold garbage it has not collected yet, such as the process group of a failed run, whose
+# destructor waits on threads fork does not copy: collected in the child, it hung the worker for ever.
+os.register_at_fork(after_in_child=gc.freeze)
 
 DEFAULT_UNIT_TOKENS = 1 << 21  # about 2M tokens per work unit: seconds of work, a few MB in memory
 CHARS_PER_TOKEN = 4  # text units close at 4 characters per unit token (typical BPE English)
