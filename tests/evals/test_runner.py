@@ -237,6 +237,7 @@ def test_experiment_evaluates_on_the_training_device_when_that_is_cuda(monkeypat
     # trained on cuda:1, scored where there is one GPU (launch's report job asks for one): that GPU
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     assert eval_device(None, "cuda:1") == "cuda" and eval_device(None, "cuda:0") == "cuda:0"
+    assert eval_device(None, "cuda:x") == "cuda:x"  # left to resolve_device's error, which names the field
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert eval_device(None, "auto") == "cpu" and eval_device(None, "cuda") == "cpu"
     with pytest.raises(ConfigError, match="device"):

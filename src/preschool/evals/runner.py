@@ -447,7 +447,10 @@ def eval_device(explicit: str | None, train_device: str) -> str:
         return "cpu"
     if train_device == "auto":
         return "cuda"
-    index = torch.device(train_device).index
+    try:
+        index = torch.device(train_device).index
+    except RuntimeError:  # not a device name: resolve_device says so, naming the field
+        return train_device
     return "cuda" if index is not None and index >= torch.cuda.device_count() else train_device
 
 
