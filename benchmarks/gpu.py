@@ -238,11 +238,11 @@ def worker(a) -> int:
     with its MFU against ``--peak-flops``."""
     import threading
 
+    from preschool.device import use_device
+
     threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True).start()
     s = TINY if a.tiny else FULL
-    dev = torch.device(a.device_resolved)
-    if dev.type == "cuda" and dev.index is not None:  # cuda:N: the HF Trainer, the timing syncs and Triton
-        torch.cuda.set_device(dev)                       # kernels use the current device
+    dev = use_device(a.device_resolved)  # CUDA: made current, as the HF Trainer, timing syncs and Triton use it
     model_cfg = {"preset": a.preset, "overrides": dict(TINY_SHAPE) if a.tiny else {}}
     fpt = tt.flops_per_token(model_cfg, s["vocab"], s["seq_len"])
     deadline = time.time() + a.worker_budget
