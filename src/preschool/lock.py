@@ -47,11 +47,13 @@ Example (what :func:`experiment_lock` does)::
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import json
 import os
 import socket
+import stat
 import sys
 import time
 from pathlib import Path
@@ -60,6 +62,7 @@ from typing import Any, Callable, Iterator
 from .errors import DataError
 
 LOCK_NAME = ".preschool.lock"
+_RECORD_MAX = 1 << 16  # a record is about 200 bytes; a larger file is no lock of ours
 
 
 def pid_alive(pid: int) -> bool:
@@ -79,30 +82,64 @@ def _describe(info: dict) -> str:
             f"command: {info.get('command', '?')}")
 
 
-def _read(fd: int) -> dict:
+def _read(fd: int, path: Path) -> dict:
+    """The lock record in ``fd`` ({} while it is empty: its holder has not written it yet). A file that
+    holds anything else is no lock of ours (someone's notes, a file of another program): refused, kept."""
     os.lseek(fd, 0, os.SEEK_SET)
     raw = b""
-    while chunk := os.read(fd, 65536):
+    while len(raw) <= _RECORD_MAX and (chunk := os.read(fd, 65536)):
         raw += chunk
+    if not raw.strip():
+        return {}
     try:
-        info = json.loads(raw.decode("utf-8")) if raw.strip() else {}
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        info = {"command": f"(unreadable lock file: {raw[:80]!r})"}
-    return info if isinstance(info, dict) else {}
+        info = json.loads(raw.decode("utf-8")) if len(raw) <= _RECORD_MAX else None
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        info = None
+    if not isinstance(info, dict) or not {"pid", "host"} <= info.keys():
+        os.close(fd)
+        raise DataError(f"{path}: not a preschool lock (it holds {raw[:40]!r}{'...' if len(raw) > 40 else ''}); "
+                        "it was left as it is: move it away (or use another --out) and rerun")
+    return info
 
 
 def _same_file(fd: int, path: Path) -> bool:
     """Whether ``fd`` is still the file at ``path`` (a holder removes its file as it ends)."""
     try:
-        return os.fstat(fd).st_ino == os.stat(path).st_ino
+        return os.fstat(fd).st_ino == os.lstat(path).st_ino
     except FileNotFoundError:
         return False
+
+
+def _open_lock_file(path: Path) -> int:
+    """An fd of the lock file at ``path``, created if missing. Only a regular file with one name is a lock:
+    a symbolic link is never followed (truncating and writing the record would overwrite what it points
+    to, in a shared folder someone else's file), and a folder, a FIFO, a device or a second hard link to
+    another file are refused, each in one line, left as they are."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise DataError(f"{path}: is a symbolic link, not a lock file; a lock is never followed (writing it "
+                            "would overwrite what the link points to): remove the link (or use another --out) "
+                            "and rerun") from None
+        if e.errno == errno.EISDIR:
+            raise DataError(f"{path}: is a folder, not a lock file; it was left as it is: move it away (or use "
+                            "another --out) and rerun") from None
+        raise
+    st = os.fstat(fd)
+    why = ("is not a regular file" if not stat.S_ISREG(st.st_mode)
+           else "has another hard link (a lock is a file of its own)" if st.st_nlink != 1 else None)
+    if why:
+        os.close(fd)
+        raise DataError(f"{path}: {why}, not a lock file preschool made; it was left as it is: move it away (or "
+                        "use another --out) and rerun")
+    return fd
 
 
 def _open_locked(path: Path) -> tuple[int, bool]:
     """Open ``path`` and try its flock: ``(fd, got_it)``; retried if the file was replaced meanwhile."""
     while True:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = _open_lock_file(path)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -158,7 +195,7 @@ def _acquire(folder: Path, path: Path, key: str | None,
     unwritten = 0
     while True:
         fd, got = _open_locked(path)
-        other = _read(fd)
+        other = _read(fd, path)
         if not got and not other and unwritten < 100:  # a holder writes who it is right after its flock
             os.close(fd)
             unwritten += 1
@@ -176,7 +213,7 @@ def _acquire(folder: Path, path: Path, key: str | None,
             if not _same_file(fd, path):  # it removed its file as it ended: start over on the current one
                 os.close(fd)
                 continue
-            other = _read(fd)  # still there: the holder died without cleaning up
+            other = _read(fd, path)  # still there: the holder died without cleaning up
         if other and other.get("pid") != os.getpid():
             if other.get("host") != host and (holder_alive is None or holder_alive(other) is not False):
                 os.close(fd)

@@ -178,3 +178,71 @@ def test_another_config_into_the_same_out_stops_naming_the_holder(prepared_holde
         assert f"pid {holder.pid} on {socket.gethostname()}" in err and "holder of the tiny experiment" in err
         assert "with another config" in err and "another --out" in err
     assert holder.poll() is None  # the holder was not disturbed
+
+
+# Issue 48, item 1: a lock is a regular file preschool creates; anything else at its path is refused in one line
+# and left as it was (a link is never followed: the command would overwrite the file it points to).
+
+def _generate(out: Path) -> list[str]:
+    return ["generate", "shuffle_dyck", "--tokens", "1000", "--seq-len", "32", "--out", str(out)]
+
+
+def test_a_lock_that_is_a_symlink_is_refused_and_its_target_kept(tmp_path, one_line_error):
+    victim = tmp_path / "victim.json"
+    victim.write_text("[1, 2, 3]\n")
+    link = tmp_path / f".o{LOCK_NAME}"
+    link.symlink_to(victim)
+    assert main(_generate(tmp_path / "o")) == 2
+    one_line_error(str(link), "symbolic link")
+    assert victim.read_text() == "[1, 2, 3]\n" and link.is_symlink()
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_run_lock_that_is_a_symlink_is_refused_before_anything_is_written(tiny_experiment, tmp_path,
+                                                                           one_line_error):
+    victim = tmp_path / "victim.json"
+    victim.write_text("[1, 2, 3]\n")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / LOCK_NAME).symlink_to(victim)
+    for command in ("prepare", "run"):
+        assert main([command, str(tiny_experiment), "--out", str(out), "--no-progress"]) == 2, command
+        one_line_error(str(out / LOCK_NAME), "symbolic link")
+    assert victim.read_text() == "[1, 2, 3]\n" and sorted(p.name for p in out.iterdir()) == [LOCK_NAME]
+
+
+def test_a_link_to_nothing_is_not_created_through(tmp_path):
+    link = tmp_path / "run" / LOCK_NAME
+    link.parent.mkdir()
+    link.symlink_to(tmp_path / "made-by-the-link")
+    with pytest.raises(DataError, match="symbolic link"):
+        with output_lock(tmp_path / "run", "new"):
+            pass
+    assert not (tmp_path / "made-by-the-link").exists()
+
+
+def test_a_lock_path_that_is_a_folder_is_one_line(tmp_path, one_line_error):
+    (tmp_path / f".o{LOCK_NAME}").mkdir()
+    assert main(_generate(tmp_path / "o")) == 2
+    one_line_error(f".o{LOCK_NAME}", "is a folder")
+
+
+def test_a_lock_path_holding_ordinary_text_is_named_as_such_and_kept(tmp_path, one_line_error):
+    notes = tmp_path / f".o{LOCK_NAME}"
+    notes.write_text("hello\n")
+    assert main(_generate(tmp_path / "o")) == 2
+    err = one_line_error(str(notes), "not a preschool lock")
+    assert "another host" not in err and "pid ?" not in err
+    assert notes.read_text() == "hello\n"
+
+
+def test_a_lock_file_with_a_second_hard_link_is_refused(tmp_path):
+    out = tmp_path / "run"
+    out.mkdir()
+    other = tmp_path / "someone-elses.json"
+    other.write_text("")
+    os.link(other, out / LOCK_NAME)
+    with pytest.raises(DataError, match="hard link"):
+        with output_lock(out, "new"):
+            pass
+    assert other.read_text() == ""
