@@ -16,12 +16,16 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
+import errno
 import importlib
+import io
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import PreschoolError
+from .errors import PreschoolError, StdoutClosed, StdoutError
 from .registry import Registry
 
 @dataclass(frozen=True)
@@ -94,6 +98,60 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+class _Stdout(io.RawIOBase):
+    """File descriptor 1 for :func:`_checked_stdout`: a failed write says it was standard output's."""
+
+    def __init__(self, fd: int):
+        super().__init__()
+        self._fd = fd
+
+    def writable(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def isatty(self) -> bool:
+        return os.isatty(self._fd)
+
+    def write(self, b) -> int:
+        try:
+            return os.write(self._fd, b)
+        except OSError as e:
+            # what cannot be written is dropped: later writes (and the exit's flush) go nowhere, quietly
+            with contextlib.suppress(OSError):
+                os.dup2(os.open(os.devnull, os.O_WRONLY), self._fd)
+            if e.errno == errno.EPIPE:
+                raise StdoutClosed("standard output was closed by its reader") from None
+            raise StdoutError(f"cannot write standard output ({os.strerror(e.errno)})") from None
+
+
+@contextlib.contextmanager
+def _checked_stdout():
+    """Within: ``sys.stdout`` writes the process's standard output so that a reader that stopped reading
+    (``| head -1``) or a full disk raises :class:`StdoutClosed` / :class:`StdoutError` instead of an
+    OSError from whichever ``print`` met it, and text its encoding cannot hold (an arm named ``café``
+    under ``PYTHONIOENCODING=ascii``) is written escaped (``caf\\xe9``), as Python writes stderr. What is
+    still buffered is written before the block ends, so its failure is raised here, not as "Exception
+    ignored" at exit. A ``sys.stdout`` that is not the process's (a test capturing it) is left alone."""
+    old = sys.stdout
+    try:
+        fd = old.fileno() if old is not None and old is sys.__stdout__ else None
+    except (OSError, ValueError, io.UnsupportedOperation):
+        fd = None
+    if fd is None:
+        yield
+        return
+    old.flush()
+    sys.stdout = io.TextIOWrapper(io.BufferedWriter(_Stdout(fd)), encoding=old.encoding,
+                                  errors="backslashreplace", line_buffering=old.line_buffering)
+    try:
+        yield
+        sys.stdout.flush()
+    finally:
+        sys.stdout = old
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     try:  # building the parser finds the commands, which loads PRESCHOOL_PLUGINS and installed plug-ins
@@ -107,11 +165,14 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        if getattr(args, "plugins", None):
-            from .plugins import split_names, use
+        with _checked_stdout():
+            if getattr(args, "plugins", None):
+                from .plugins import split_names, use
 
-            use(split_names(args.plugins), named_by="--plugins")
-        return int(args._run(args) or 0)
+                use(split_names(args.plugins), named_by="--plugins")
+            return int(args._run(args) or 0)
+    except StdoutClosed:
+        return 128 + 13  # as a command killed by SIGPIPE ends (`cat file | head -1`): no word, nothing lost
     except PreschoolError as e:
         print(f"preschool {args.command}: error: {e}", file=sys.stderr)
         return 2
@@ -128,6 +189,15 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"\npreschool {args.command}: interrupted; rerun the same command to resume.", file=sys.stderr)
         return 130
+    except SystemExit as e:
+        # no command ends itself this way (each returns its status): a part (a plug-in's generator, evaluator,
+        # callback) did, and its bare exit status would be all the user saw
+        from .plugins import raised_at
+
+        print(f"preschool {args.command}: error: a part called sys.exit({e.code!r}) while the command ran"
+              f"{raised_at(e)}; what it was writing was not finished (a part raises an error, it does not end "
+              "the process)", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":  # python -m preschool.cli: the commands register with the module preschool.cli

@@ -47,6 +47,14 @@ class OutputError(PreschoolError, OSError):
         return str(self.args[0])
 
 
+class StdoutError(PreschoolError):
+    """Standard output could not be written (a full disk behind ``> file``, ``/dev/full``)."""
+
+
+class StdoutClosed(StdoutError):
+    """Whoever read standard output stopped reading (``| head -1``): the command ends quietly."""
+
+
 class MissingDependency(PreschoolError, ImportError):
     """An optional dependency is missing; the message says how to install it."""
 

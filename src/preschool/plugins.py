@@ -248,15 +248,16 @@ def _import(name: str, shown: str, field: str, do: Callable[[], Any]) -> Any:
         # importing a plug-in defines and registers parts; ending the process there would end the command
         # with the plug-in's exit status and no word, so it is named like any other failure
         what = f"called sys.exit({e.code!r})" if isinstance(e, SystemExit) else "raised KeyboardInterrupt"
-        raise ConfigError(field, f"plug-in {shown!r} {what} while being imported{_raised_at(e)}; a plug-in "
+        raise ConfigError(field, f"plug-in {shown!r} {what} while being imported{raised_at(e)}; a plug-in "
                           "only defines and registers parts") from None
     except Exception as e:  # noqa: BLE001 - whatever a plug-in raises, the user gets one line naming it
-        raise ConfigError(field, f"plug-in {shown!r} failed to import: {type(e).__name__}: {e}{_raised_at(e)}") \
+        raise ConfigError(field, f"plug-in {shown!r} failed to import: {type(e).__name__}: {e}{raised_at(e)}") \
             from None
 
 
-def _raised_at(e: BaseException) -> str:
-    """`` (file:line)`` of the plug-in's own line that raised ``e``: the last frame outside the package."""
+def raised_at(e: BaseException) -> str:
+    """`` (file:line)`` of the plug-in's own line that raised ``e``: the last frame outside the package
+    ("" when every frame is preschool's)."""
     where = ""
     tb = e.__traceback__
     while tb is not None:
