@@ -1,5 +1,5 @@
-"""``preschool launch``: Slurm launch (preschool.launch; its ``HELP`` is the help line)."""
+"""``preschool launch``: Slurm launch (preschool.launch.cli; its ``HELP`` is the help line)."""
 
 from ..cli import COMMANDS, Command
 
-COMMANDS.register("launch")(Command("preschool.launch", order=110))
+COMMANDS.register("launch")(Command("preschool.launch.cli", order=110))

@@ -1,0 +1,96 @@
+"""The job graph of an experiment: which Slurm jobs there are, what each waits for, and which are done.
+
+Three kinds of job: **prepare** (the data, once); **one job per run** (rung x arm x seed), each
+``afterok`` on prepare and, for an arm that starts from another arm's run (e.g. ``compartment_model:
+{init_from: c1}``), on that arm's job of the same seed (and rung); **report**, ``afterany`` on every
+run job. Each :class:`~preschool.slurm_state.Job` names its dependencies explicitly, by job name;
+its script's text is :mod:`preschool.launch.scripts`. :func:`current_jobs` says which jobs' outputs are
+already complete and current (the relaunch state machine's ``done``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from .. import layout
+from ..errors import ConfigError, DataError
+# the runner (experiment/) loads the experiment and says whether its data is prepared; this package only
+# writes and submits the jobs that run its commands
+from ..experiment import ExperimentFile, require_prepared, resolve_runs
+from ..slurm_state import Job, with_digest
+from .options import SlurmOptions
+from .scripts import arm_script, job_comment, prepare_script, report_script, report_stamp
+
+
+def slurm_jobs(exp: ExperimentFile, opt: SlurmOptions) -> list[Job]:
+    """The job graph: prepare -> one job per arm x seed (a ladder: per rung x arm x seed, ``--rung``) ->
+    eval + report (scripts as text), dependencies first."""
+    opt.validate()
+    jobs = [Job("prepare", "prepare", prepare_script(exp, opt), comment=job_comment(exp, "prepare"))]
+    arm_jobs: list[str] = []
+    # a ladder: one job per rung x arm x seed, named <rung>-<arm>-seed<k>, each with --rung
+    for rung, seed, arm in [(r, s, a) for r in exp.rungs for s in exp.seeds for a in exp.arms]:
+        named = rung is not None and exp.cfg.rung is None  # a view of one rung (--set rung=R) already says it
+        prefix = f"{rung}-" if named else ""
+        name = f"{prefix}{arm}-seed{seed}"
+        after = ["prepare"]
+        if arm in exp.depends:
+            after.append(f"{prefix}{exp.depends[arm]}-seed{seed}")
+        jobs.append(Job(name, "arm", arm_script(exp, opt, name, arm, seed, rung if named else None),
+                        after_ok=after, run=(rung, arm, seed), comment=job_comment(exp, name)))
+        arm_jobs.append(name)
+    jobs.append(Job("report", "report", report_script(exp, opt), after_any=arm_jobs,
+                    comment=job_comment(exp, "report")))
+    return [with_digest(j) for j in jobs]  # each comment ends with its script's hash: a relaunch tells stale jobs
+
+
+def current_jobs(exp: ExperimentFile, jobs: list[Job]) -> dict[str, str]:
+    """The jobs whose outputs are complete and current, name -> why; a later launch submits only the rest.
+
+    prepare: every dataset is prepared with its current spec. An arm x seed: the
+    data is current, the run folder has ``DONE`` and its ``config.yaml`` matches
+    the config (``check_run_dir``, the check the trainer makes; a run made with
+    another config raises :class:`ConfigError` here, before anything is
+    submitted). report: no prepare or arm job runs and the last report job wrote
+    the current config's key (``<out>/slurm/report.done``) after every run finished.
+    """
+    from ..lock import config_key
+    from ..train.run_dir import check_run_dir
+
+    done: dict[str, str] = {}
+    try:
+        require_prepared(exp)
+    except DataError:
+        return done  # the data is (re)built, so every arm trains on what prepare makes
+    done["prepare"] = "data prepared with the current spec"
+    data_dir = layout.data_dir(exp.out_dir)
+    records = {(r.rung, r.arm, r.seed): r for r in resolve_runs(exp.cfg)}
+    finished = []
+    for j in jobs:
+        if j.role != "arm":
+            continue
+        rung, arm_name, seed = j.run
+        rec = records[(rung, arm_name, int(seed))]
+        run = rec.run_dir
+        # verify "size": compare the manifests' recorded checksums, not rehash every shard on the login node
+        tcfg = replace(rec.train, verify="size")
+        try:
+            check_run_dir(tcfg, run, dict(rec.datasets), layout.tokenizer_dir(data_dir))
+        except ConfigError as e:
+            raise ConfigError(f"{rec.where}.{e.field}", f"arm {arm_name} seed {seed}: {e.message}") from None
+        if layout.is_done(run):
+            done[j.name] = f"finished with this config ({run / layout.DONE})"
+            finished.append(run / layout.DONE)
+    if all(j.name in done for j in jobs if j.role != "report"):
+        stamp = report_stamp(exp)
+        if (stamp.is_file() and stamp.read_text().strip() == config_key(exp.cfg)
+                and all(stamp.stat().st_mtime >= f.stat().st_mtime for f in finished)):
+            done["report"] = f"reported this config after every run finished ({stamp})"
+    return done
+
+
+def training_jobs(exp: ExperimentFile, jobs: list[Job]) -> set[str]:
+    """The arm jobs whose run folder has a ``config.yaml``: :func:`current_jobs` checked that it is the
+    current training config (it refuses any other), so such a job trains what the current script would."""
+    return {j.name for j in jobs if j.role == "arm"
+            and layout.run_config_path(layout.run_dir(exp.out_dir, j.run[1], int(j.run[2]), j.run[0])).is_file()}

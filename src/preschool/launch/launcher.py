@@ -1,0 +1,85 @@
+"""One ``preschool launch --slurm``: check, decide every job's state, write the scripts, cancel, submit, record."""
+
+from __future__ import annotations
+
+import shutil
+
+from .. import layout
+from ..errors import ConfigError, PreschoolError
+from ..experiment import ExperimentFile
+from ..slurm_state import DONE, STALE, Recorded, SlurmUnreachable, plan, read_record, write_record
+from .jobs import current_jobs, slurm_jobs, training_jobs
+from .options import SlurmOptions
+from .partition import check_partition
+from .scripts import check_scripts, write_scripts
+from .submit import NO_SBATCH, cancel_replaced, jobs_record, queue, submit, submit_script, to_submit
+
+
+def launch(exp: ExperimentFile, opt: SlurmOptions, dry_run: bool = False) -> dict[str, str]:
+    """Check the scripts and the partition, put every job in its state (:func:`preschool.slurm_state.plan`),
+    write the scripts, cancel the queued jobs it replaces and submit the rest; name -> job id of what
+    was submitted.
+
+    Nothing is written before the decision is made: a launch refused (no sbatch, a bad request, squeue
+    failing) leaves the scripts of the last launch as they were. A dry run prints the same decision and
+    a submission script (also written to ``<out>/slurm/submit.sh``), cancelling and submitting nothing.
+    """
+    from ..io import write_text
+
+    jobs = slurm_jobs(exp, opt)
+    check_scripts(jobs)
+    checked = check_partition(opt)
+    done = current_jobs(exp, jobs)
+    try:
+        held = queue(exp)
+    except SlurmUnreachable as e:
+        if not dry_run:
+            raise PreschoolError(f"{e}; without it the jobs of {exp.out_dir} that are already queued cannot be "
+                                 "told apart, so nothing was submitted") from None
+        held, unchecked = None, str(e)  # a dry run away from the cluster still shows the rest
+    else:
+        unchecked = "squeue is not on PATH"
+    steps = plan(jobs, done, held, read_record(jobs_record(exp)), training_jobs(exp, jobs))
+    todo = to_submit(jobs, steps)
+    if todo and not dry_run and shutil.which("sbatch") is None:
+        raise ConfigError("--slurm", NO_SBATCH)  # before any script is written
+    paths = write_scripts(exp, jobs, checked=True)
+    hw = (f"{opt.nodes} node(s) x {opt.gpus_per_node} GPU(s)" if opt.gpus_per_node
+          else f"{opt.nodes} node(s) x {opt.procs} CPU process(es)")
+    print(f"[preschool] {len(jobs)} job scripts in {layout.slurm_dir(exp.out_dir)}: prepare, "
+          f"{len(jobs) - 2} arm x seed job(s) on {hw}, report")
+    print(f"[preschool] {checked}")
+    if held is None:
+        print(f"[preschool] queued jobs not checked ({unchecked})")
+    for st in steps:  # every job, in the graph's order: its state and what this launch does with it
+        print(f"[preschool] {st.action} {st.name} [{st.state}]: {st.says}")
+    if not todo:
+        kept_stale = any(st.state == STALE for st in steps)
+        print("[preschool] nothing to run: every job's outputs are complete and current"
+              + ((", or it is queued or running" + ("" if kept_stale else " with the current script")) if held
+                 else ""))
+        return {}
+    kept = {st.name: st.job_id for st in steps if st.state != DONE and not st.submit}
+    cancel = [i for st in steps for i in st.cancel]
+    print(f"[preschool] {'would run' if dry_run else 'to run'}: {', '.join(j.name for j in todo)}"
+          + (f" ({'would cancel' if dry_run else 'cancelling'} job(s) {', '.join(cancel)} first)" if cancel else ""))
+    if dry_run:
+        for j in todo:
+            print(f"\n# ---- {paths[j.name]}\n{j.script}")
+        script = layout.slurm_dir(exp.out_dir) / "submit.sh"
+        write_text(script, submit_script(todo, paths, kept, cancel))
+        print(f"\n# ---- the submission, runnable as it is (bash {script}): the job ids are filled in as "
+              "each sbatch prints its own")
+        print(submit_script(todo, paths, kept, cancel))
+        return {}
+    cancel_replaced(steps)
+    digests = {j.name: j.digest for j in todo}
+    try:
+        ids = submit(todo, paths, exp=exp, kept=kept)
+    except PreschoolError as e:
+        if cancel:  # the jobs cancelled are gone: say so, a relaunch submits them (failed or absent)
+            raise PreschoolError(f"{e}; the jobs cancelled before it ({', '.join(cancel)}) are submitted by the "
+                                 "next launch") from None
+        raise
+    write_record(jobs_record(exp), {n: Recorded(i, digests[n]) for n, i in ids.items()})
+    return ids
