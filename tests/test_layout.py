@@ -148,3 +148,34 @@ def test_manifest_file_name_is_spelled_in_layout_only():
                for n in ast.walk(ast.parse(p.read_text(encoding="utf-8")))
                if isinstance(n, ast.Constant) and n.value == "manifest.json"]
     assert spelled == []
+
+
+def test_auto_refuses_the_cpu_in_a_slurm_job_given_gpus(monkeypatch):
+    """Issue 48 item 2: a Slurm job given GPUs whose torch sees no CUDA (a CPU-only wheel, a driver mismatch)
+    trained on the CPU without a word and COMPLETED. Under a GPU allocation ``auto`` refuses the CPU in one
+    line naming the allocation; ``cpu`` said outright still trains there, and a CPU job's ``auto`` is the CPU."""
+    import torch
+
+    from preschool.device import resolve_device
+    from preschool.errors import ConfigError
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    for var in ("SLURM_GPUS_ON_NODE", "SLURM_JOB_GPUS", "SLURM_STEP_GPUS", "SLURM_GPUS_PER_NODE", "SLURM_GPUS"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("SLURM_JOB_ID", "41")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+    monkeypatch.setenv("SLURM_GPUS_ON_NODE", "2")
+    with pytest.raises(ConfigError) as e:
+        resolve_device("auto", "train.device")
+    said = str(e.value)
+    assert said.startswith("train.device: ") and "\n" not in said
+    assert "SLURM_GPUS_ON_NODE=2" in said and "no CUDA" in said and "device: cpu" in said
+    assert resolve_device("cpu") == torch.device("cpu")  # the CPU asked for by name is the user's choice
+    monkeypatch.delenv("SLURM_GPUS_ON_NODE")
+    monkeypatch.setenv("SLURM_JOB_GPUS", "0,1")  # the batch step's variable (Slurm sets both in a GPU job)
+    with pytest.raises(ConfigError, match="SLURM_JOB_GPUS=0,1"):
+        resolve_device("auto")
+    monkeypatch.delenv("SLURM_JOB_GPUS")  # a CPU job (--gpus-per-node 0): auto is the CPU
+    assert resolve_device("auto") == torch.device("cpu")
+    monkeypatch.setenv("SLURM_GPUS_ON_NODE", "0")
+    assert resolve_device("auto") == torch.device("cpu")

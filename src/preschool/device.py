@@ -14,12 +14,39 @@ import os
 from .errors import ConfigError
 
 
+#: what Slurm sets in a job (and its steps) that was given GPUs: a count, or the GPUs' indices
+_SLURM_GPU_VARS = ("SLURM_GPUS_ON_NODE", "SLURM_JOB_GPUS", "SLURM_STEP_GPUS")
+
+
+def slurm_gpus() -> str | None:
+    """The GPU allocation of the Slurm job this process runs in, as Slurm's variables say it
+    (``SLURM_GPUS_ON_NODE=2``), or None outside a job or in a job given no GPU."""
+    if not os.environ.get("SLURM_JOB_ID"):
+        return None
+    given = [f"{v}={os.environ[v]}" for v in _SLURM_GPU_VARS if os.environ.get(v, "").strip() not in ("", "0")]
+    return ", ".join(given) or None
+
+
 def resolve_device(name: str, field: str = "device"):
+    """The torch device of a device name: ``auto`` (CUDA when torch sees it, else the CPU; but never the
+    CPU in a Slurm job given GPUs, :func:`slurm_gpus`), ``cpu``, ``cuda`` (this rank's, ``LOCAL_RANK``),
+    ``cuda:N``... A name that cannot be had is a ConfigError on ``field``."""
     import torch
 
     local = int(os.environ.get("LOCAL_RANK", 0))
     if name == "auto":
-        return torch.device("cuda", local) if torch.cuda.is_available() else torch.device("cpu")
+        if torch.cuda.is_available():
+            return torch.device("cuda", local)
+        given = slurm_gpus()
+        if given is not None:
+            # a job given GPUs that trains on the CPU runs for days and ends COMPLETED: refuse it here, at once
+            why = ("a CPU-only build of torch" if torch.version.cuda is None
+                   else f"torch built for CUDA {torch.version.cuda} cannot use this node's driver")
+            raise ConfigError(field, f"auto: this Slurm job was given GPUs ({given}, CUDA_VISIBLE_DEVICES="
+                              f"{os.environ.get('CUDA_VISIBLE_DEVICES', '')}) but torch {torch.__version__} sees no "
+                              f"CUDA device ({why}); refusing to train on the CPU: fix the job's environment, or "
+                              "set device: cpu to train on the CPU anyway")
+        return torch.device("cpu")
     if name.startswith("cuda") and not torch.cuda.is_available():
         raise ConfigError(field, f"{name!r} requested but CUDA is not available")
     if name == "cuda":
