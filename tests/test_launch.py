@@ -807,3 +807,26 @@ def test_a_dry_run_prints_a_submission_script_that_runs_as_it_is(tmp_path, monke
     assert "--dependency" not in rows["prepare"]
     assert "--dependency=afterok:1001 " in rows["a-seed0"] and "--dependency=afterok:1001 " in rows["b-seed0"]
     assert "--dependency=afterany:1002:1003 " in rows["report"]
+
+
+def test_the_prepare_job_forks_one_worker_per_cpu_it_was_given(tmp_path, monkeypatch):
+    """Issue 48 item 8: the prepare job forked one worker per core of the node (os.cpu_count(): 128 on a
+    128-core node that gave it 4 CPUs); `preschool prepare` without --workers takes the CPUs allocated to it."""
+    import preschool.experiment
+
+    seen = []
+
+    def prepare(exp, **kw):
+        seen.append(exp.cfg.workers)
+        return {"datasets": {}, "tokenizer": {"vocab_size": 0, "sha256": "0" * 64}}
+
+    monkeypatch.setattr(preschool.experiment, "prepare_experiment", prepare)
+    monkeypatch.setattr(os, "cpu_count", lambda: 128)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(128)))  # a Slurm that does not confine
+    monkeypatch.setenv("SLURM_CPUS_PER_TASK", "4")
+    assert main(["prepare", str(MICRO_YAML), "--set", f"out={tmp_path}", "--no-progress"]) == 0
+    monkeypatch.delenv("SLURM_CPUS_PER_TASK")
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2})  # a task bound to 3 CPUs (affinity)
+    assert main(["prepare", str(MICRO_YAML), "--set", f"out={tmp_path}", "--no-progress"]) == 0
+    assert main(["prepare", str(MICRO_YAML), "--set", f"out={tmp_path}", "--no-progress", "--workers", "2"]) == 0
+    assert seen == [4, 3, 2]

@@ -5,6 +5,8 @@ builds datasets and knows nothing of experiments, so the command that loads one 
 
 from __future__ import annotations
 
+from .device import allocated_cpus
+
 HELP = "build the tokenizer and token shards of an experiment YAML (no training)"
 DESCRIPTION = """\
 Build the data of an experiment: train (or load) the tokenizer, then write
@@ -44,7 +46,8 @@ def add_arguments(p) -> None:
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config value (repeatable)")
     p.add_argument("--workers", type=int, default=None, metavar="N",
-                   help="worker processes (default: the number of CPU cores; the output does not depend on it)")
+                   help="worker processes (default: the CPUs this process may use, e.g. a Slurm job's "
+                        "--cpus-per-task, not the node's core count; the output does not depend on it)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.add_argument("--rebuild", action="store_true",
                    help="replace datasets prepared from another spec (refused when a trained arm used one)")
@@ -72,8 +75,6 @@ def add_arguments(p) -> None:
 
 def executor_options(args):
     """The CLI's ``--executor`` options as a datatrove distributor (None for our own engine)."""
-    import os
-
     from .data.distributed import DatatroveDistributor, ExecutorOptions
     from .errors import ConfigError
 
@@ -88,15 +89,13 @@ def executor_options(args):
             raise ConfigError("--sbatch-arg", f"expected KEY=VALUE, got {item!r}")
         sbatch[key.lstrip("-")] = value
     return DatatroveDistributor(ExecutorOptions(
-        kind=args.executor, tasks=args.tasks or args.workers or os.cpu_count() or 1, workers=args.task_workers,
+        kind=args.executor, tasks=args.tasks or args.workers or allocated_cpus()[0], workers=args.task_workers,
         partition=args.partition, time=args.time, cpus_per_task=args.cpus_per_task,
         mem_per_cpu_gb=args.mem_per_cpu_gb, qos=args.qos, job_name=args.job_name, venv_path=args.venv,
         env_command=args.env_command, sbatch_args=sbatch, wait=not args.no_wait, ray_address=args.ray_address))
 
 
 def run(args) -> int:
-    import os
-
     from .data.distributed import Submitted
     from .data.engine import distributed
     from .experiment import load_experiment_file, prepare_experiment
@@ -104,7 +103,9 @@ def run(args) -> int:
 
     dist = executor_options(args)
     overrides = list(args.overrides) + ([f"out={args.out}"] if args.out else [])
-    overrides.append(f"workers={args.workers or os.cpu_count() or 1}")
+    # the CPUs this process was given (a prepare job's --cpus-per-task), not the node's: 4 CPUs of a 128-core
+    # node forking 128 workers slows the node's other jobs and this one
+    overrides.append(f"workers={args.workers or allocated_cpus()[0]}")
     exp = load_experiment_file(args.config, overrides)
     try:
         with distributed(dist):
