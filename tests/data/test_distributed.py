@@ -488,3 +488,44 @@ def test_a_plugin_file_generator_prepares_on_a_local_ray(tmp_path):
     assert ray.returncode == 0, ray.stdout[-3000:] + ray.stderr[-3000:]
     assert "datatrove ray:" in ray.stdout
     _same_bytes(tmp_path / "engine" / "data", tmp_path / "ray" / "data", ["count"])
+
+
+def test_slurm_memory_is_written_as_sbatch_22_05_reads_it_and_a_refusal_says_what_helps(tmp_path, monkeypatch,
+                                                                                         capfd):
+    """Issue 48 item 9: --mem-per-cpu-gb 4 (docs/corpora.md's own example) wrote --mem-per-cpu=4.0G, which
+    sbatch 22.05 refuses, and the error then said "rerun the same command", which fails the same way. The
+    size is whole megabytes; a refusal by sbatch names the script and says that rerunning as it is cannot help."""
+    rec, env = _fake_slurm(tmp_path)
+    sbatch = tmp_path / "fakebin" / "sbatch"
+    # sbatch 22.05 reads a memory size as an integer with an optional unit
+    sbatch.write_text(sbatch.read_text().replace("#!/bin/bash\n", """#!/bin/bash
+mem=$(sed -n 's/^#SBATCH --mem-per-cpu=//p' "${@: -1}")
+if [ -n "$mem" ] && ! [[ "$mem" =~ ^[0-9]+[KMGT]?$ ]]; then
+  echo "sbatch: error: Invalid --mem-per-cpu specification" >&2; exit 1; fi
+""", 1))
+    monkeypatch.setenv("PATH", env["PATH"])
+    monkeypatch.delenv("SLURM_ARRAY_TASK_ID", raising=False)
+    corpora = {"sb": CorpusConfig(source="storybook", seed=0, max_documents=2000)}
+    spec = {"pt": CorpusSpec(corpus="sb", tokens=40 * ROW, unit_tokens=800)}
+    opts = ExecutorOptions(kind="slurm", tasks=2, partition="cpu", time="0:10:00", mem_per_cpu_gb=4.0, wait=False)
+    with pytest.raises(Submitted):
+        _prepare(tmp_path / "out", corpora, spec, dist=DatatroveDistributor(opts))
+    array = (rec / "0" / "script.sh").read_text().splitlines()
+    assert "#SBATCH --mem-per-cpu=4096M" in array
+    opts.mem_per_cpu_gb = 1.5
+    with pytest.raises(Submitted):
+        _prepare(tmp_path / "out2", corpora, spec, dist=DatatroveDistributor(opts))
+    assert "#SBATCH --mem-per-cpu=1536M" in (rec / "2" / "script.sh").read_text().splitlines()
+    # sbatch refuses the array (here: any partition but cpu): the same command would be refused again
+    sbatch.write_text(sbatch.read_text().replace("#!/bin/bash\n", """#!/bin/bash
+grep -q '^#SBATCH --partition=cpu$' "${@: -1}" || { echo "sbatch: error: invalid partition specified: gpu" >&2; exit 1; }
+""", 1))
+    opts.partition = "gpu"
+    with pytest.raises(DataError) as e:
+        _prepare(tmp_path / "out3", corpora, spec, dist=DatatroveDistributor(opts))
+    said = str(e.value)
+    assert "sbatch refused" in said and "launch_script.slurm" in said and "--partition" in said
+    assert "rerun the same command" not in said and "\n" not in said
+    assert "invalid partition specified: gpu" in capfd.readouterr().err  # sbatch's own reason, just above it
+    with pytest.raises(ConfigError, match="--mem-per-cpu-gb"):
+        ExecutorOptions(kind="slurm", tasks=2, partition="cpu", time="0:10:00", mem_per_cpu_gb=0).validate()

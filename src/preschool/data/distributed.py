@@ -41,6 +41,7 @@ plug-in files at the same paths).
 from __future__ import annotations
 
 import os
+import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -99,6 +100,8 @@ class ExecutorOptions:
                     raise ConfigError(f"--{name}", "needed with --executor slurm (e.g. --partition cpu --time 4:00:00)")
         if self.cpus_per_task < 1:
             raise ConfigError("--cpus-per-task", f"must be >= 1, got {self.cpus_per_task}")
+        if not self.mem_per_cpu_gb > 0:
+            raise ConfigError("--mem-per-cpu-gb", f"must be > 0, got {self.mem_per_cpu_gb}")
 
 
 try:  # an optional extra: without it this module imports, and the distributor says how to install it
@@ -259,10 +262,13 @@ class DatatroveDistributor(Distributor):
         from datatrove.executor import SlurmPipelineExecutor
 
         o = self.opts
+        # datatrove writes --mem-per-cpu={gb}G, "4.0G" for the CLI's float, which sbatch 22.05 refuses: whole
+        # megabytes instead (an --sbatch-arg mem-per-cpu=... still wins)
+        sbatch_args = {"mem-per-cpu": f"{max(1, round(o.mem_per_cpu_gb * 1024))}M", **o.sbatch_args}
         ex = SlurmPipelineExecutor(
             pipeline=[step], tasks=tasks, time=o.time, partition=o.partition, cpus_per_task=o.cpus_per_task,
             mem_per_cpu_gb=o.mem_per_cpu_gb, workers=o.workers, job_name=o.job_name, qos=o.qos,
-            env_command=o.env_command, venv_path=o.venv_path, sbatch_args=dict(o.sbatch_args),
+            env_command=o.env_command, venv_path=o.venv_path, sbatch_args=sbatch_args,
             logging_dir=str(logs), slurm_logs_folder=str(logs / "slurm_logs"))
         _run(ex, logs)  # submits the array (nothing when every task already completed)
         if ex.job_id in (None, -1):
@@ -301,6 +307,14 @@ def _run(ex, logs: Path) -> None:
         ex.run()
     except PreschoolError:
         raise
+    except subprocess.CalledProcessError as e:
+        if not (isinstance(e.cmd, (list, tuple)) and e.cmd and e.cmd[0] == "sbatch"):
+            raise DataError(f"datatrove executor failed ({e}); task logs: {logs / 'logs'}; rerun the same command "
+                            "(finished units are kept)") from e
+        # sbatch refused the script (a bad option, partition, limit): the same command is refused again
+        raise DataError(f"sbatch refused the job array {logs / 'launch_script.slurm'} (exit {e.returncode}; its "
+                        "reason is printed above): the same command would be refused again, so change what it "
+                        "names (--partition, --time, --cpus-per-task, --mem-per-cpu-gb, --qos, --sbatch-arg)") from e
     except Exception as e:
         raise DataError(f"datatrove executor failed ({type(e).__name__}: {e}); task logs: {logs / 'logs'}; "
                         "rerun the same command (finished units are kept)") from e
