@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from . import __version__
-from .errors import NO_ROOM_FIX, OutputError
+from .errors import NO_ROOM_FIX, DataError, OutputError
 
 # errors that mean "no room to write here", as opposed to a bug or a missing input
 _NO_ROOM = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
@@ -86,11 +86,29 @@ def write_errors_named(path: str | Path, tmp: Path | None = None) -> Iterator[No
         raise OutputError(str(path), *failure) from None
 
 
+def _not_a_folder(name: str) -> str:
+    """The path that stands where a folder is needed: ``name`` or the nearest folder above it that exists and
+    is not one (``mkdir -p a/b/c`` where ``a/b`` is a file names ``a/b``)."""
+    p = Path(name)
+    for q in (p, *p.parents):
+        if os.path.lexists(q):
+            return str(q) if not q.is_dir() else name
+    return name
+
+
 def os_error_line(e: OSError) -> str | None:
     """One line for an OSError that a write outside :func:`write_errors_named` raised (no space, a
-    read-only disk, a refused permission), naming the path the OS names; None when it names none
-    or is another error (a traceback is then the useful report)."""
+    read-only disk, a refused permission), or a path of the wrong kind (a file where a folder is made, a
+    folder where a file is renamed to), naming the path; None when it names none or is another error (a
+    traceback is then the useful report)."""
     name, failure = getattr(e, "filename", None), write_failure(e)
+    if name is not None and e.errno in (errno.EEXIST, errno.ENOTDIR):  # mkdir's exist_ok met a file
+        return (f"{_not_a_folder(os.fsdecode(name))}: is not a folder, and one is made there; it was left as it "
+                "is: use another --out (or move it away) and rerun")
+    if name is not None and e.errno == errno.EISDIR:  # a rename or open for a file met a folder: name that one
+        where = os.fsdecode(getattr(e, "filename2", None) or name)
+        return (f"{where}: is a folder where a file is written; it was left as it is: move it away (or use "
+                "another --out) and rerun")
     if name is None or failure is None:
         return None
     if e.errno in _REFUSED:  # a read or a write: say what the OS said, and the fix of both
@@ -328,38 +346,76 @@ def quiet_unpickler() -> Iterator[None]:
         yield
 
 
-def read_json(path: str | Path) -> Any:
-    """The JSON value in ``path``. Nesting deeper than Python's recursion limit (a crafted file) is a
-    ``json.JSONDecodeError`` like any other malformed JSON, never a RecursionError."""
-    text = Path(path).read_text(encoding="utf-8")
+class UnreadableJSON(DataError, ValueError):
+    """A JSON file (or JSON Lines line) that cannot be read: not UTF-8, not JSON, nested too deeply, a
+    number no Python value holds, or not the kind of value expected. Its message names the file (and line);
+    a ValueError too, so a caller that treats an unreadable file as absent still catches it."""
+
+
+def parse_json(text: str | bytes, where: str) -> Any:
+    """The JSON value of ``text`` (bytes are decoded as UTF-8), or :class:`UnreadableJSON` naming ``where``
+    ("file" or "file:line") and what is wrong. One place for every way a crafted or damaged JSON text
+    fails: bad bytes, bad syntax, nesting deeper than Python's recursion limit, an integer of more digits
+    than Python converts (``sys.get_int_max_str_digits``)."""
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise UnreadableJSON(f"{where}: not UTF-8 text (byte {e.start} is {text[e.start:e.start + 1]!r})") \
+                from None
     try:
         return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise UnreadableJSON(f"{where}: not valid JSON ({e.msg} at line {e.lineno} column {e.colno})") from None
     except RecursionError:
-        raise json.JSONDecodeError("nested too deeply to read", text, 0) from None
+        raise UnreadableJSON(f"{where}: not valid JSON (nested too deeply to read)") from None
+    except ValueError as e:  # an integer past the digit limit
+        raise UnreadableJSON(f"{where}: not valid JSON ({e})") from None
+
+
+def read_json(path: str | Path, expect: type | None = None) -> Any:
+    """The JSON value in the file ``path``; with ``expect`` (``dict``, ``list``) it must be one. A file that
+    cannot be read as JSON is :class:`UnreadableJSON`, one line naming it (:func:`parse_json`); a missing file
+    stays a FileNotFoundError."""
+    path = Path(path)
+    if path.is_dir():
+        raise UnreadableJSON(f"{path}: is a folder, not a JSON file")
+    value = parse_json(path.read_bytes(), str(path))
+    if expect is not None and not isinstance(value, expect):
+        raise UnreadableJSON(f"{path}: holds a JSON {json_kind(value)}, not a JSON {json_kind(expect())}")
+    return value
+
+
+def json_kind(value: Any) -> str:
+    return {dict: "object", list: "array", str: "string", bool: "true/false", type(None): "null"}.get(
+        type(value), "number")
 
 
 def iter_jsonl(path: str | Path, last_line_may_be_cut: bool = False,
                encoding: str = "utf-8-sig") -> Iterator[tuple[int, dict]]:
     """``(line number, object)`` for each non-blank line of a JSONL file, streaming.
 
-    A line that is not a JSON object raises ``DataError`` naming ``path:line``,
-    except, with ``last_line_may_be_cut``, an invalid *last* line: a row an
-    append-only writer (``metrics.jsonl``) was cut off in by a crash, skipped.
+    A line that is not a JSON object (nor text in ``encoding``) raises ``DataError`` naming ``path:line``,
+    except, with ``last_line_may_be_cut``, an invalid *last* line: a row an append-only writer
+    (``metrics.jsonl``) was cut off in by a crash, skipped.
     """
-    from .errors import DataError
-
-    with open(path, encoding=encoding) as fh:
-        for ln, line in enumerate(fh, 1):
-            if not line.strip():
+    with open(path, "rb") as fh:
+        for ln, raw in enumerate(fh, 1):
+            if not raw.strip():
                 continue
             try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as e:
+                try:
+                    line = raw.decode(encoding if ln == 1 else "utf-8")  # a BOM can only lead the file
+                except UnicodeDecodeError as e:
+                    raise UnreadableJSON(f"{path}:{ln}: not {encoding.removesuffix('-sig').upper()} text (byte "
+                                         f"{e.start + 1} of the line)") from None
+                rec = parse_json(line, f"{path}:{ln}")
+            except UnreadableJSON:
                 if last_line_may_be_cut and not fh.read().strip():
                     return
-                raise DataError(f"{path}:{ln}: not valid JSON ({e.msg})") from None
+                raise
             if not isinstance(rec, dict):
-                raise DataError(f"{path}:{ln}: expected a JSON object, got {type(rec).__name__}")
+                raise UnreadableJSON(f"{path}:{ln}: expected a JSON object, got {type(rec).__name__}")
             yield ln, rec
 
 

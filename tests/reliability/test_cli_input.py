@@ -71,3 +71,28 @@ def test_generate_set_takes_non_yaml_text_as_a_string(capsys):
     assert main(["generate", "shuffle_dyck", "--preview", "1", "--set", "k=*"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "k" in err[0] and "'*'" in err[0]
+
+
+# Issue 48: numbers on the command line that make no sense end in one line naming the option, never a traceback
+# (a seed numpy refuses, an id offset past any vocabulary) nor an exit 0 that did nothing (a negative count).
+@pytest.mark.parametrize("argv, option", [
+    (["generate", "shuffle_dyck", "--preview", "-1"], "--preview"),
+    (["transform", "l2t", "--input", "x", "--preview", "-1"], "--preview"),
+    (["corpus", "stories", "--n", "-1"], "--n"),
+    (["corpus", "stories", "--start", "-1"], "--start"),
+    (["corpus", "stories", "--seed", "-1"], "--seed"),
+    (["corpus", "pairs", "OUT", "--seed", "-1"], "--seed"),
+    (["corpus", "pairs", "OUT", "--per-paradigm", "-1"], "--per-paradigm"),
+])
+def test_a_negative_count_or_seed_is_one_line_naming_the_option(tmp_path, one_line_error, argv, option):
+    argv = [str(tmp_path / "out") if a == "OUT" else a for a in argv]
+    assert main(argv) == 2
+    one_line_error(option, "-1")
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_reserved_offset_past_any_vocabulary_is_one_line(tmp_path, one_line_error):
+    assert main(["generate", "shuffle_dyck", "--tokens", "1000", "--seq-len", "32", "--reserved-offset",
+                 "9223372036854775807", "--out", str(tmp_path / "g")]) == 2
+    one_line_error("reserved_offset", "2^32")
+    assert not (tmp_path / "g").exists()

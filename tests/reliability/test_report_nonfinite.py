@@ -254,3 +254,42 @@ def test_the_compartments_sections_read_val_curves_the_same_way(tmp_path, capsys
     said = _said(capsys)
     assert len(said) == 2 and f"{tmp_path / 'metrics.jsonl'}:2: val/c1 is true" in said[0] \
         and f"{tmp_path / 'metrics.jsonl'}:3: step is" in said[1], said
+
+
+# Issue 48: what json.loads makes of a metrics.jsonl or summary.json that no trainer or evaluator wrote was a
+# traceback (OverflowError, ValueError past 4,300 digits, UnicodeDecodeError, AttributeError on a list).
+
+def test_an_integer_past_float_range_is_named_and_left_out(experiment, capsys):
+    exp, out, _ = experiment
+    path = out / "arms" / "arm" / "seed1" / "metrics.jsonl"
+    lines = path.read_text().splitlines()
+    lines[11] = lines[11].replace('"val/pt": ', '"val/pt": 1' + "0" * 400 + ", \"was\": ")  # line 12: step 6's val row
+    path.write_text("\n".join(lines) + "\n")
+    rc, md, res = _report(exp, out)
+    assert rc == 0
+    said = _said(capsys)
+    assert len(said) == 1 and f"{path}:12" in said[0] and "val/pt" in said[0] and "float" in said[0], said
+    assert [(n["arm"], n["seed"], n["step"]) for n in res["nonfinite"]] == [("arm", 1, 6)]
+    gain = [g for g in res["stable_gain"] if g["metric"] == "val/pt"]
+    assert gain[0]["nonfinite"] == ["arm seed 1"] and gain[0]["seeds"] == 1
+
+
+@pytest.mark.parametrize("bad, says", [(b'{"event": "val", "step": 9, "val/pt": 1' + b"0" * 5000 + b"}", "digits"),
+                                       (b'{"event": "val", "step": 9, "stage": "\xff"}', "not UTF-8")])
+def test_a_metrics_line_json_cannot_read_is_one_line(experiment, one_line_error, bad, says):
+    exp, out, _ = experiment
+    path = out / "arms" / "arm" / "seed1" / "metrics.jsonl"
+    path.write_bytes(path.read_bytes() + bad + b"\n" + b'{"event": "train", "step": 10}\n')  # not the last line
+    assert main(["report", str(exp), "--out", str(out)]) == 2
+    one_line_error(f"{path}:17", says)
+
+
+def test_a_summary_whose_metrics_are_a_list_is_one_line(experiment, one_line_error):
+    from preschool.io import write_json
+
+    exp, out, _ = experiment
+    _write_summaries(out)
+    summary = out / "arms" / "arm" / "seed1" / "evals" / "step-00000008" / "probe" / "summary.json"
+    write_json(summary, {"evaluator": "probe", "metrics": [0.5, 0.6]})
+    assert main(["report", str(exp), "--out", str(out)]) == 2
+    one_line_error(summary, "'metrics'", "array")

@@ -174,10 +174,15 @@ class Unusable:
     def value(self, value: Any, field: str, metric: str, file: Path, line: int | None = None) -> float | None:
         """``value`` (``field`` of ``file``) as a float when it is a JSON number (NaN and infinities included:
         :func:`_take_nonfinite` sets those aside), else None, noted: the run's ``metric`` is then left out as
-        for a non-finite value."""
+        for a non-finite value; so is a whole number past a float's range (JSON has no limit)."""
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-        self.note(file, line, field, value, "a number", f"the run's {metric} is left out like a non-finite value")
+            try:
+                return float(value)
+            except OverflowError:
+                expected = "a number a float can hold"
+        else:
+            expected = "a number"
+        self.note(file, line, field, value, expected, f"the run's {metric} is left out like a non-finite value")
         return None
 
     def say(self) -> None:
@@ -214,13 +219,13 @@ def run_cost(run_dir, unusable: Unusable | None = None) -> RunCost:
     """A finished run's training FLOPs and parameters, from the ``DONE`` the trainer wrote (None for what an
     older trainer did not record, and for what is not a number: a ``DONE`` that is no JSON object, an empty
     one a hand or an older tool wrote, gives no cost at all). ``unusable`` notes what could not be read."""
-    from ..io import read_json
+    from ..io import UnreadableJSON, read_json
 
     path = done_path(run_dir)
     unusable = unusable or Unusable()
     try:
         done = read_json(path)
-    except (json.JSONDecodeError, UnicodeDecodeError):
+    except UnreadableJSON:
         done = None
     if not isinstance(done, dict):
         unusable.note(path, None, "the file", path.read_bytes()[:20].decode("utf-8", "replace"), "a JSON object",

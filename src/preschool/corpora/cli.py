@@ -11,7 +11,8 @@ import json
 import sys
 
 from ..cli import main as cli_main
-from ..config import apply_overrides, from_dict, load_yaml
+from ..config import apply_overrides, check, from_dict, load_yaml
+from ..seeds import check_seed
 from .base import CorpusConfig, ReadStats
 from .sources import iter_documents
 from .storybook import Storybook, write_minimal_pairs
@@ -48,6 +49,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     m.add_argument("--per-paradigm", type=int, default=1000, help="pairs written per paradigm (default 1000)")
 
 def run(args: argparse.Namespace) -> int:
+    if args.action in ("stories", "pairs"):  # numpy refuses a negative seed with a traceback
+        check_seed(args.seed, "--seed")
+    for option in ("n", "start", "per_paradigm"):  # a negative count printed or wrote nothing and ended 0
+        value = getattr(args, option, 0)
+        check(value >= 0, f"--{option.replace('_', '-')}", f"must be >= 0, got {value}")
     if args.action == "stories":
         book = Storybook(seed=args.seed)
         for i in range(args.start, args.start + args.n):

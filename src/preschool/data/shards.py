@@ -52,6 +52,7 @@ FORMAT = "preschool-shards-v1"
 OPTIONAL_ARRAYS = {"loss_mask": np.uint8, "segments": np.uint16}
 # "full": sizes and sha256 of every file; "size": sizes only ("sha256" is the older name of "full")
 VERIFY_MODES = ("full", "size")
+MAX_VOCAB = 2**32  # token ids are stored as uint16 or uint32
 
 
 def token_dtype(vocab_size: int) -> np.dtype:
@@ -300,6 +301,9 @@ class ShardSet:
             raise DataError(f"{mpath}: unknown format {got!r} (expected {FORMAT})")
         self.row_len = _field(mpath, self.manifest, "row_len", int)
         self.dtype = _field(mpath, self.manifest, "dtype", np.dtype)
+        if self.dtype not in (np.uint16, np.uint32):  # numpy reads `object` too, then fails on the bytes
+            raise DataError(f"{mpath}: field 'dtype' is {self.manifest['dtype']!r}, not uint16 or uint32 (the "
+                            f"token ids a shard holds); {_rebuild_hint(self.path)}")
         self.vocab_size = _field(mpath, self.manifest, "vocab_size", int)
         self.array_names = _field(mpath, self.manifest, "arrays", list)
         _field(mpath, self.manifest, "n_rows", int)

@@ -75,6 +75,7 @@ from typing import Any, ClassVar, Iterable, Literal, NamedTuple, Sequence
 import numpy as np
 
 from ..config import check
+from ..corpora.sources import LONE_SURROGATE
 from ..errors import ConfigError, DataError
 from ..io import sha256_file
 from ..registry import Registry
@@ -201,6 +202,11 @@ def _pair_from_obj(obj: Any, where: str, default_uid: str, default_id: str, norm
     for f in ("UID", "pairID", "field", "linguistics_term"):
         if f in obj and not isinstance(obj[f], (str, int)):
             raise DataError(f"{where}: field {f!r} must be a string, got {obj[f]!r}")
+    for f in (*REQUIRED_FIELDS, "UID", "pairID", "field", "linguistics_term"):
+        # JSON may escape half a UTF-16 pair alone; the tokenizer then fails on the text with a TypeError
+        if isinstance(obj.get(f), str) and (lone := LONE_SURROGATE.search(obj[f])) is not None:
+            raise DataError(f"{where}: field {f!r} holds a lone surrogate \\u{ord(lone.group()):04x} (half of a "
+                            "UTF-16 pair), which is not text")
     field, term = str(obj.get("field", "unknown")), str(obj.get("linguistics_term", "unknown"))
     if normalize:
         field = LABEL_FIXES["field"].get(field, field)

@@ -38,7 +38,7 @@ from typing import Any, Callable, Sequence
 from ..config import check, to_dict
 from ..data.tokenizer import EOS, from_saved_files, refuse_custom_code
 from ..errors import ConfigError, DataError
-from ..io import quiet_unpickler, read_json
+from ..io import UnreadableJSON, json_kind, quiet_unpickler, read_json
 from ..layout import check_name
 from ..device import resolve_device
 from ..layout import CKPT_META, CKPT_STATE, EVAL_SUMMARY
@@ -56,10 +56,7 @@ def read_meta(ckpt: str | Path) -> dict:
     p = Path(ckpt) / CKPT_META
     if not p.is_file():
         return {}
-    try:
-        return read_json(p)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise DataError(f"{p}: corrupt meta.json ({e})") from None
+    return read_json(p, expect=dict)  # a damaged one: UnreadableJSON, one line naming it
 
 
 def checkpoint_step(ckpt: str | Path) -> int | None:
@@ -231,8 +228,8 @@ def _cached_summary(path: Path, cache: dict) -> dict | None:
     if not path.is_file():
         return None
     try:
-        summary = read_json(path)
-    except (json.JSONDecodeError, UnicodeDecodeError):
+        summary = read_json(path, expect=dict)
+    except UnreadableJSON:
         return None  # unreadable: recompute and overwrite
     return summary if summary.get("cache") == cache else None
 
@@ -375,10 +372,10 @@ def collect_results(run_dir: str | Path) -> list[dict]:
             spath = edir / EVAL_SUMMARY
             if edir.name.startswith(".") or not spath.is_file():
                 continue
-            try:
-                summary = read_json(spath)
-            except (json.JSONDecodeError, UnicodeDecodeError) as e:
-                raise DataError(f"{spath}: corrupt summary ({e})") from None
+            summary = read_json(spath, expect=dict)  # a damaged one: UnreadableJSON, one line naming it
+            if not isinstance(summary.get("metrics", {}), dict):
+                raise DataError(f"{spath}: 'metrics' holds a JSON {json_kind(summary['metrics'])}, not an object "
+                                "of metric names and values; rerun the evaluation (delete the file) to rewrite it")
             meta = ckpt_meta or summary.get("checkpoint_meta") or {}
             name = summary.get("evaluator")
             cls = EVALUATORS.get(name).cls if name in EVALUATORS else Evaluator

@@ -7,7 +7,7 @@ import itertools
 import sys
 from pathlib import Path
 
-from ..config import from_dict, to_dict
+from ..config import check, from_dict, to_dict
 from ..corpora import ReadStats
 from ..data.tokenizer import TokenizerConfig, backend, iter_sample, load_saved, tokenizer_size, train_bpe
 from ..device import check_row_memory
@@ -160,6 +160,7 @@ def chars_per_token(tok, texts, max_chars: int = 2_000_000) -> float:
 
 
 def run(args: argparse.Namespace) -> int:
+    check(args.preview is None or args.preview >= 1, "--preview", f"must be >= 1, got {args.preview}")
     cfg = build_config(args)  # validates before any slow work
     if args.preview:
         return preview(cfg, args)

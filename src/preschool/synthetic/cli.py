@@ -13,7 +13,7 @@ import re
 import sys
 from pathlib import Path
 
-from ..config import override_value
+from ..config import check, override_value
 from ..data.tokenizer import backend, eos_id, load_saved, tokenizer_size
 from ..device import check_row_memory
 from ..errors import ConfigError
@@ -200,6 +200,8 @@ def run(args) -> int:
     if args.list:
         list_tasks()
         return 0
+    # a count below 1 printed nothing and ended 0, as if the task had no items
+    check(args.preview is None or args.preview >= 1, "--preview", f"must be >= 1, got {args.preview}")
     name, params, explicit = _params(args)
     if args.preview:
         gen = GENERATORS.build(name, params)

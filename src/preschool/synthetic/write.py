@@ -19,7 +19,7 @@ from ..data.engine import (
     DEFAULT_UNIT_TOKENS, UnitJob, adopt_units, job_key, link_shards, rows_in_order, run_units, unit_path, work_dir,
 )
 from ..data.packing import Doc, PackStats, pack
-from ..data.shards import FORMAT, ShardWriter
+from ..data.shards import FORMAT, MAX_VOCAB, ShardWriter
 from ..data.tokenizer import load_tokenizer
 from ..errors import ConfigError, DataError
 from ..io import atomic_dir
@@ -51,8 +51,9 @@ class SymbolEncoder:
             raise ConfigError("render", f"must be 'text' or 'reserved', got {self.render!r}")
         if self.render == "text" and not self.tokenizer_json:
             raise ConfigError("tokenizer", "render=text needs the run's tokenizer (tokenizer.json)")
-        if self.reserved_offset < 0:
-            raise ConfigError("reserved_offset", f"must be >= 0, got {self.reserved_offset}")
+        if not 0 <= self.reserved_offset < MAX_VOCAB:
+            raise ConfigError("reserved_offset", f"must be in [0, 2^32), the ids a shard can hold, got "
+                              f"{self.reserved_offset}")
 
     @classmethod
     def text(cls, tokenizer, max_digits: int = 3) -> "SymbolEncoder":
@@ -76,6 +77,9 @@ class SymbolEncoder:
     def vocab_size(self, gen: Generator) -> int:
         """Size of the id space the encoded documents live in."""
         if self.render == "reserved":
+            if self.reserved_offset + gen.vocab_size > MAX_VOCAB:
+                raise ConfigError("reserved_offset", f"{self.reserved_offset} + the task's {gen.vocab_size} "
+                                  "symbols pass 2^32, the ids a shard can hold")
             return self.reserved_offset + gen.vocab_size
         return self._tokenizer().get_vocab_size(with_added_tokens=True)
 
