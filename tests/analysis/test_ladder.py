@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from preschool.analysis.ladder import (bootstrap_over_seeds, crossing, crossing_interval, crossing_status,
-                                       decision_table, fit_power_law, power_law, same_sign, seed_means,
-                                       seed_resamples, weighted_interval)
+from preschool.analysis.scaling import (bootstrap_over_seeds, crossing, crossing_interval, crossing_status,
+                                        decision_table, fit_power_law, power_law, resample_label, same_sign,
+                                        seed_means, seed_resamples, weighted_interval)
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPUTE = np.geomspace(1e12, 1e16, 5)
@@ -153,7 +153,10 @@ def test_the_audited_ladder_says_only_what_its_seeds_allow(tmp_path):
     t = g["trend"]
     assert t["slope"] == pytest.approx(0.0937, abs=5e-4) and t["interval"][0] < 0 < t["interval"][1]
     assert "no trend shown with 3 seeds" in t["words"] and "shrinks" not in text
-    assert "12/12 < 0" in text and "-0.02067 [-0.0445, +0.00318], 3/3 < 0: no difference shown" in text
+    assert "(t over 3 per-seed slopes)" in t["words"]
+    assert "12/12 < 0" in text and "-0.02067 [-0.0445, +0.00318] (n=3), 3/3 < 0: no difference shown" in text
+    # the fits' intervals over 3 seeds' resamples are their range, and the report does not call them 95 %
+    assert "range over the seed resamples (3 seeds: not a 95% interval)" in text
     dec = res["decisions"]
     assert dec["primary"] == "val/pt" and dec["target"] == "r3"
     assert dec["pairs"][0]["stable"] is False and "noisy target, not scored" in text
@@ -169,15 +172,24 @@ def test_the_audited_ladder_says_only_what_its_seeds_allow(tmp_path):
         assert c["interval"][0] is not None and c["interval"][1] is not None
 
 
-def test_the_verify_ppt_rule_is_an_option_and_the_fallback_under_three_seeds(tmp_path):
+def test_the_verify_ppt_within_run_rule_is_an_option_and_one_seed_has_no_seed_level_verdict(tmp_path):
     res, text = _ladder_section(tmp_path, {"rule": "verify-ppt"})
     cells = res["metrics"]["val/pt"]["gains"]["ppt_dyck"]["rungs"]
     assert {v["rule"] for v in cells.values()} == {"verify-ppt"} and cells["r3"]["verdict"] == "stable harm"
-    assert "verify-ppt one-SD rule" in text and "over 6 checkpoints: stable harm (verify-ppt)" in text
-    # two seeds: no seed-level interval, so the rung's one-SD row decides, and the report says so
+    assert "verify-ppt within-run rule" in text
+    assert "over 6 checkpoint differences (3 seeds): stable harm (verify-ppt within-run rule)" in text
+    # two seeds: a seed-level interval (t = 12.7: very wide), said so, not the one-SD row in its place
     res, text = _ladder_section(tmp_path / "two", seeds=(0, 1))
     cells = res["metrics"]["val/pt"]["gains"]["ppt_dyck"]["rungs"]
-    assert {v["rule"] for v in cells.values()} == {"verify-ppt"} and "(verify-ppt)" in text
+    assert {v["rule"] for v in cells.values()} == {"seeds"} and "(n=2: t = 12.7, a very wide interval)" in text
+    assert all(v["interval"] is not None for v in cells.values())
+    # one seed: no seed-level verdict, and the within-run row beside it, named as such
+    res, text = _ladder_section(tmp_path / "one", seeds=(0,))
+    cells = res["metrics"]["val/pt"]["gains"]["ppt_dyck"]["rungs"]
+    assert {v["verdict"] for v in cells.values()} == {"one seed: no seed-level verdict"}
+    assert "one seed: no seed-level verdict; -0.05 ± 0.01 over 6 checkpoint differences (1 seeds): stable harm " \
+           "(verify-ppt within-run rule)" in text
+    assert res["metrics"]["val/pt"]["gains"]["ppt_dyck"]["trend"]["verdict"] == "one seed"
     from preschool.analysis.sections import build_section
     from preschool.errors import ConfigError
 
@@ -209,19 +221,35 @@ def test_seed_trends_and_intervals():
     rising = np.array([[0.0, 1.0, 2.0], [0.1, 1.2, 2.1], [-0.1, 0.9, 2.2]])  # every seed's slope ~ +1
     t = seed_trend(x, rising)
     assert t["slope"] == pytest.approx(1.05) and t["verdict"] == "rises" and t["positive"] == 3
-    # with three seeds the bootstrap interval is the range of the per-seed slopes
-    assert t["interval"] == pytest.approx([min(t["per_seed"]), max(t["per_seed"])])
+    # the interval is the per-rung rule's: the Student-t interval over the seeds' own slopes
+    assert t["interval"] == pytest.approx(seed_interval(t["per_seed"])["interval"])
     mixed = np.array([[0.0, 1.0, 2.0], [0.0, -1.0, -2.0], [0.0, 0.5, 1.0]])
     assert seed_trend(x, mixed)["verdict"] == "no trend shown"
     assert trend_text(seed_trend(x, mixed), "decade", "up", "down") .endswith(": no trend shown with 3 seeds")
     assert seed_trend(x, rising[:1])["verdict"] == "one seed" and seed_trend([1.0], rising[:, :1])["verdict"] == \
         "one point"
-    # a seed without a value at a point is left out of that point's mean
-    assert seed_trend(x, np.array([[0.0, np.nan, 2.0], [0.0, 1.0, 2.0]]))["slope"] == pytest.approx(1.0)
+    # a seed with a value at two points has its slope; one with a single point has none and is not counted
+    t = seed_trend(x, np.array([[0.0, np.nan, 2.0], [0.0, 1.0, 2.0], [np.nan, np.nan, 5.0]]))
+    assert t["slope"] == pytest.approx(1.0) and t["seeds"] == 2 and t["per_seed"][2] is None
     v = seed_interval([-0.0101, -0.0288, -0.0231])
     assert v["interval"] == pytest.approx([-0.0445, 0.0032], abs=5e-4) and v["verdict"] == "no difference shown"
-    assert v["negative"] == 3 and seed_interval([-0.1, -0.2])["verdict"] == "too few seeds"
-    assert seed_interval([0.10, 0.12, 0.11])["verdict"] == "above"
+    assert v["negative"] == 3 and seed_interval([0.10, 0.12, 0.11])["verdict"] == "above"
+    # two seeds get their (very wide) interval; one gets none and no verdict
+    two = seed_interval([-0.1, -0.2])
+    assert two["interval"] == pytest.approx([-0.15 - 12.7062 * 0.05, -0.15 + 12.7062 * 0.05], abs=1e-4)
+    assert two["verdict"] == "no difference shown" and seed_interval([-0.1])["verdict"] == "one seed"
+
+
+def test_a_trend_is_worded_only_when_the_t_interval_over_the_seeds_slopes_excludes_zero():
+    """Issue #45 item 1: three seeds' slopes all of one sign made a seed-bootstrap interval (the slopes' range)
+    exclude 0, and the report said "grows"; the Student-t interval over those three slopes holds 0."""
+    from preschool.analysis.stats import seed_trend
+
+    x = [0.0, 1.0, 2.0]
+    for slopes, interval in (([0.151, 0.013, 0.193], [-0.115, 0.352]),  # the Dyck ladder, minimal pairs
+                             ([0.039, 0.031, 0.105], [-0.042, 0.160])):  # the compartments ladder's growth with c
+        t = seed_trend(x, np.array([[s * xi for xi in x] for s in slopes]))
+        assert t["interval"] == pytest.approx(interval, abs=1e-3) and t["verdict"] == "no trend shown"
 
 
 def test_same_sign():
@@ -241,7 +269,8 @@ def test_a_micro_ladder_run_ends_in_a_report_with_the_ladder_section(tmp_path):
     assert main(["run", str(ROOT / "tests/ladder_micro.yaml"), "--out", str(out), "--no-progress"]) == 0
     text = (out / "report.md").read_text()
     assert "## Scale ladder" in text and "### Decisions:" in text and "| seed pairs |" in text
-    assert "is a guess" in text and "(verify-ppt)" in text and "one seed: no interval" in text
+    assert "is a guess" in text and "(verify-ppt within-run rule)" in text and "one seed: no interval" in text
+    assert "one seed: no seed-level verdict" in text
     assert "The tables above (Results, differences, efficiency, other sections) are rung r2's." in text
     res = json.loads((out / "results.json").read_text())["sections"]["ladder"]
     assert [r["rung"] for r in res["rungs"]] == ["r0", "r1", "r2"]
@@ -252,7 +281,8 @@ def test_a_micro_ladder_run_ends_in_a_report_with_the_ladder_section(tmp_path):
     assert "alpha" in m["arms"]["pt_only"]["fit"] and "E_interval" not in m["arms"]["pt_only"]["fit"]  # one seed
     assert set(m["gains"]["ppt"]["rungs"]) == {"r0", "r1", "r2"}
     r1 = m["gains"]["ppt"]["rungs"]["r1"]
-    assert r1["rule"] == "verify-ppt" and r1["verdict"] in ("stable gain", "stable harm", "no stable difference")
+    assert r1["rule"] == "seeds" and r1["verdict"] == "one seed: no seed-level verdict"
+    assert r1["checkpoints"]["verdict"] in ("stable gain", "stable harm", "no stable difference")
     assert m["gains"]["ppt"]["trend"]["verdict"] == "one seed" and m["gains"]["ppt"]["pairs"]["n"] == 3
     assert res["decisions"]["target"] == "r2" and len(res["decisions"]["pairs"]) == 1
     assert res["decisions"]["primary"] == "val/pt" and set(res["decisions"]["metrics"]) == set(res["metrics"])

@@ -116,3 +116,96 @@ def test_one_sd_verdict_and_mean_sd_formatting():
     assert format_mean_sd(m, sd, n) == "2.000 ± 1.414"
     assert format_mean_sd(5.5, None, 1, 2, "x", show_n=True) == "5.50x (n=1)"
     assert format_mean_sd(*mean_sd([])) == "–"
+
+
+# ----------------------------------------------------------------------------- seed-level verdicts (issue #45)
+
+
+def test_the_t_interval_is_the_spec_formula_with_n_stated():
+    from preschool.analysis.stats import t_interval
+
+    t = t_interval([41.2, 42.9, 40.1, None, float("nan")])
+    assert t["n"] == 3 and t["mean"] == pytest.approx(41.4)
+    assert t["half"] == pytest.approx(4.302653 * t["sd"] / math.sqrt(3), rel=1e-6)
+    assert t["interval"] == pytest.approx([41.4 - t["half"], 41.4 + t["half"]])
+    assert t_interval([5.0])["interval"] is None and t_interval([])["mean"] is None
+    with pytest.raises(ConfigError, match="level"):
+        t_interval([1.0, 2.0], level=1.0)
+
+
+def test_equivalence_is_two_one_sided_tests_against_the_margin():
+    """Issue #45 item 4: "no difference" rests on the 90 % interval lying inside the margin (Schuirmann 1987)."""
+    from preschool.analysis.stats import equivalence, t_interval
+
+    tight = [0.01, -0.01, 0.005, -0.004]
+    e = equivalence(tight, 0.05)
+    assert e["verdict"] == "equivalent" and e["interval"] == pytest.approx(t_interval(tight, 0.9)["interval"])
+    # an interval that holds 0 and reaches past the margin: inconclusive, not "no difference"
+    wide = [0.3, -0.3, 0.05]
+    assert equivalence(wide, 0.235)["verdict"] == "inconclusive"
+    assert equivalence([0.5, 0.6, 0.55], 0.1)["verdict"] == "different"
+    assert equivalence([0.02, 0.021, 0.0205], 0.1)["verdict"] == "different, within the margin"
+    assert equivalence([0.02], 0.1)["verdict"] == "one seed"
+    with pytest.raises(ConfigError, match="margin"):
+        equivalence(tight, 0.0)
+
+
+def test_a_comparison_within_noise_of_chance_is_not_testable():
+    """Issue #45 item 3: an arm is beyond chance only when its seed interval lies on the better side of it."""
+    from preschool.analysis.stats import beyond_chance, testability
+
+    at = beyond_chance([0.505, 0.516, 0.498], 0.5, higher=True)
+    assert at["beyond"] is False and at["interval"][0] < 0.5 < at["interval"][1]
+    learnt = beyond_chance([0.61, 0.63, 0.62], 0.5, higher=True)
+    assert learnt["beyond"] is True
+    # lower is better (x_perc: 100 = no memory): below chance beyond noise is the skill; above it is not
+    assert beyond_chance([99.9, 100.2, 100.1], 100.0, higher=False)["beyond"] is False
+    assert beyond_chance([80.0, 82.0, 81.0], 100.0, higher=False)["beyond"] is True
+    # worse than chance is no skill either (DEPO exact match at 0 when a guess among the nodes gets 1/9)
+    assert beyond_chance([0.0, 0.01, 0.016], 1 / 9, higher=True)["beyond"] is False
+    # one seed: a stated noise band, or unknown without one
+    assert beyond_chance([0.52], 0.5, higher=True, band=0.03)["beyond"] is False
+    assert beyond_chance([0.52], 0.5, higher=True)["beyond"] is None
+    assert testability({"a": at, "b": at}, 0.5)["verdict"] == "not testable"
+    assert testability({"a": at, "b": learnt}, 0.5)["verdict"] == "testable"
+    assert testability({"a": at, "b": beyond_chance([0.52], 0.5, True)}, 0.5)["verdict"] == "unknown"
+
+
+def test_seeds_needed_gives_the_interval_80_percent_power_by_simulation():
+    """Issue #45 item 4: n from n >= ((t + t) s / d)^2 excludes 0 in about 80 % of simulated studies of n seeds
+    (and n - 1 seeds fall short); equivalence within the margin likewise when the true effect is 0."""
+    from preschool.analysis.stats import seeds_for_equivalence, seeds_needed, t_quantile
+
+    rng = np.random.default_rng(45)
+
+    def power(n, effect, sd, margin=None, trials=20000):
+        x = rng.normal(effect, sd, (trials, n))
+        m, se = x.mean(axis=1), x.std(axis=1, ddof=1) / math.sqrt(n)
+        if margin is None:
+            half = t_quantile(0.975, n - 1) * se
+            return float(((m - half > 0) | (m + half < 0)).mean())
+        half = t_quantile(0.95, n - 1) * se
+        return float(((m - half > -margin) & (m + half < margin)).mean())
+
+    assert seeds_needed(1.0, 1.0) == 10 and seeds_needed(1.0, 0.5) == 34  # the textbook paired-t sizes
+    for sd, effect in ((1.0, 1.0), (0.02, 0.03), (0.5, 2.0)):
+        n = seeds_needed(sd, effect)
+        assert power(n, effect, sd) >= 0.78 and (n == 2 or power(n - 1, effect, sd) < 0.82)
+    n = seeds_for_equivalence(1.0, 1.0)
+    assert power(n, 0.0, 1.0, margin=1.0) >= 0.78
+    assert seeds_needed(1.0, 0.0) is None and seeds_needed(0.0, 0.3) == 2 and seeds_needed(1.0, 1e-4) is None
+
+
+def test_the_width_prediction_range_covers_as_stated_by_simulation():
+    """A pilot of k seeds predicts the half-width with k + 1 seeds; the realised one falls inside the stated 80 %
+    range in about 80 % of simulated studies (what tests/analysis/test_seed_plan.py checks on committed ones)."""
+    from preschool.analysis.stats import width_ratio_range
+
+    rng = np.random.default_rng(7)
+    for k in (2, 3, 5):
+        lo, hi = width_ratio_range(k, 0.8)
+        x = rng.normal(0.0, 1.0, (40000, k + 1))
+        ratio = x.std(axis=1, ddof=1) / x[:, :k].std(axis=1, ddof=1)
+        assert float(((ratio >= lo) & (ratio <= hi)).mean()) == pytest.approx(0.8, abs=0.01)
+    with pytest.raises(ConfigError):
+        width_ratio_range(1)

@@ -10,16 +10,19 @@ no report itself. Per headline metric (continuous proxies included):
   the model's parameters, as ``preschool plan`` prices it), per arm the seed mean with the seeds' range;
   one plot per metric (``plots/ladder_<metric>.png``);
 - **a saturating power law per arm**, ``L(C) = E + A * C^-alpha`` fitted to the seed means by least
-  squares (:func:`fit_power_law`; ``A`` may be negative: an accuracy rising to ``E``), with
-  percentile intervals and a band on the plot from resampling the seeds (:func:`bootstrap_over_seeds`:
-  the same seeds at every rung and for every arm, as the runs pair them); refused, with the reason,
-  with fewer rungs than its three parameters;
+  squares (analysis/scaling.py :func:`~preschool.analysis.scaling.fit_power_law`; ``A`` may be negative: an
+  accuracy rising to ``E``), with percentile intervals and a band on the plot from resampling the seeds (the
+  same seeds at every rung and for every arm, as the runs pair them; with fewer than 10 seeds that is the range
+  the resamples give, and the report calls it so); refused, with the reason, with fewer rungs than its three
+  parameters;
 - **the gain over the baseline at every rung**, per seed pair (arm − baseline of the same seed, final
-  values), with a seed-level verdict (``rule: seeds``: the Student-t interval over the seed pairs
-  excludes 0; with fewer than 3 pairs, or ``rule: verify-ppt``, the rung's one-SD checkpoint row), how
-  many seed pairs have each sign, and **the trend**: the slope of the per-seed gain against log10 of
-  the rungs' size with a seed-bootstrap interval, whose words ("harm shrinks with size", "no trend shown
-  with 3 seeds") follow from that interval (:func:`trend_words`);
+  values), with the seed-level verdict (``rule: seeds``: the Student-t interval over the seed pairs
+  excludes 0; one seed pair gives none, and its cell shows the rung's verify-ppt within-run row instead,
+  named so; ``rule: verify-ppt`` shows that row at every rung), how many seed pairs have each sign, and
+  **the trend**: each seed's slope of its gain against log10 of the rungs' size, and the Student-t interval
+  over those slopes, whose words ("harm shrinks with size", "no trend shown with 3 seeds") follow from that
+  interval (:func:`trend_words`; the same t rule as the per-rung verdicts, analysis/stats.py). A rung where
+  every arm is within noise of the metric's chance level is "not testable at this scale";
 - **where the fitted curves cross** (:func:`crossing`), searched from the smallest rung to
   ``extrapolate`` x the largest rung's compute, stated only with its interval over the seed resamples
   (:func:`crossing_status`: "undetermined" when the interval reaches past the searched range, and for
@@ -47,192 +50,12 @@ from ..config import check
 from ..errors import ConfigError
 from .records import Rung
 from .sections import SECTIONS, Section, SectionContext
-from .stats import seed_interval, seed_means, seed_resamples, seed_trend, trend_text, weighted_interval
+from .scaling import (N_PARAMS, bootstrap_over_seeds, crossing, crossing_interval, crossing_status,
+                      decision_table, fit_power_law, power_law, resample_label, same_sign, seed_means,
+                      seed_resamples, weighted_interval)
+from .stats import beyond_chance, interval_text, seed_interval, seed_trend, testability, trend_text
 
-N_PARAMS = 3  # E, A, alpha
-ALPHA_RANGE = (1e-3, 4.0)  # the exponents searched (log-spaced grid, then golden-section refinement)
 _GUESS = "a fit over {n} small rungs extrapolated {x} is a guess, not a prediction"
-
-
-# ----------------------------------------------------------------------------- the power law
-
-
-def _linear_fit(z: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Least squares ``y ~ E + B z`` for each row of ``z`` (alphas x points): ``(E, B, SSE)`` per row."""
-    zm, ym = z.mean(axis=1, keepdims=True), y.mean()
-    dz = z - zm
-    var = (dz * dz).sum(axis=1)
-    b = np.where(var > 0, (dz * (y - ym)).sum(axis=1) / np.where(var > 0, var, 1.0), 0.0)
-    e = ym - b * zm[:, 0]
-    resid = y[None, :] - e[:, None] - b[:, None] * z
-    return e, b, (resid * resid).sum(axis=1)
-
-
-def fit_power_law(compute: Sequence[float], values: Sequence[float]) -> dict[str, Any]:
-    """Least-squares fit of ``values = E + A * compute^-alpha`` (alpha in :data:`ALPHA_RANGE`).
-
-    For a fixed alpha the model is linear in (E, A), solved exactly; alpha is searched on a log grid
-    and refined by golden section around the best grid point. Compute is divided by its largest value
-    first (the fit is the same; the numbers stay in range). Returns ``{E, A, alpha, sse, rungs,
-    at_bound}`` (``at_bound``: alpha stopped at the search range's edge, so the data do not bend like a
-    power law there), or ``{refused: reason}`` with fewer distinct compute values than parameters.
-    """
-    c = np.asarray(compute, dtype=np.float64)
-    y = np.asarray(values, dtype=np.float64)
-    keep = np.isfinite(c) & np.isfinite(y) & (c > 0)
-    c, y = c[keep], y[keep]
-    n = int(np.unique(c).size)
-    if n < N_PARAMS:
-        return {"refused": f"{n} rung(s) with a value for {N_PARAMS} parameters (E, A, alpha): a fit needs at "
-                           f"least {N_PARAMS}", "rungs": n}
-    ref = float(c.max())
-    x = c / ref
-    lo, hi = (math.log(a) for a in ALPHA_RANGE)
-    grid = np.exp(np.linspace(lo, hi, 161))
-    _, _, sse = _linear_fit(x[None, :] ** -grid[:, None], y)
-    k = int(np.argmin(sse))
-    a, b = math.log(grid[max(k - 1, 0)]), math.log(grid[min(k + 1, grid.size - 1)])
-
-    def cost(log_alpha: float) -> float:
-        return float(_linear_fit(x[None, :] ** -math.exp(log_alpha), y)[2][0])
-
-    g = (math.sqrt(5) - 1) / 2
-    p, q = b - g * (b - a), a + g * (b - a)
-    fp, fq = cost(p), cost(q)
-    for _ in range(40):
-        if fp < fq:
-            b, q, fq = q, p, fp
-            p = b - g * (b - a)
-            fp = cost(p)
-        else:
-            a, p, fp = p, q, fq
-            q = a + g * (b - a)
-            fq = cost(q)
-    alpha = math.exp((a + b) / 2)
-    e, bb, s = (float(v[0]) for v in _linear_fit(x[None, :] ** -alpha, y))
-    at_bound = alpha <= ALPHA_RANGE[0] * 1.05 or alpha >= ALPHA_RANGE[1] / 1.05
-    # E + B (C/ref)^-alpha = E + (B ref^alpha) C^-alpha
-    return {"E": e, "A": bb * ref ** alpha, "alpha": alpha, "sse": s, "rungs": n, "at_bound": at_bound}
-
-
-def power_law(fit: dict, compute: np.ndarray | float) -> np.ndarray | float:
-    """The fitted curve ``E + A * C^-alpha`` at ``compute``."""
-    return fit["E"] + fit["A"] * np.asarray(compute, dtype=np.float64) ** -fit["alpha"]
-
-
-def bootstrap_over_seeds(compute: Sequence[float], per_seed: np.ndarray, draws: int = 1000,
-                         seed: int = 12345) -> tuple[list[dict], list[float]]:
-    """Fits of :func:`fit_power_law` to the seed means of each resample of the seeds (rows of ``per_seed``:
-    seeds x rungs, NaN where a seed has no finished run). Returns ``(fits, weights)``; a resample whose
-    fit is refused is left out (its weight with it)."""
-    fits, weights = [], []
-    for idx, w in seed_resamples(per_seed.shape[0], draws, seed):
-        f = fit_power_law(compute, seed_means(per_seed[list(idx)]))
-        if "refused" not in f:
-            fits.append(f)
-            weights.append(w)
-    return fits, weights
-
-
-def crossing(fit_a: dict, fit_b: dict, lo: float, hi: float) -> float | None:
-    """The smallest compute in ``[lo, hi]`` where the two fitted curves cross (the sign of their difference
-    changes; bisection in log compute), or None."""
-    grid = np.geomspace(lo, hi, 400)
-    d = np.asarray(power_law(fit_a, grid)) - np.asarray(power_law(fit_b, grid))
-    sign = np.sign(d)
-    for k in range(grid.size - 1):
-        if sign[k] == 0:
-            return float(grid[k])
-        if sign[k] * sign[k + 1] < 0:
-            a, b = math.log(grid[k]), math.log(grid[k + 1])
-            fa = float(power_law(fit_a, grid[k]) - power_law(fit_b, grid[k]))
-            for _ in range(60):
-                m = (a + b) / 2
-                fm = float(power_law(fit_a, math.exp(m)) - power_law(fit_b, math.exp(m)))
-                if (fm < 0) == (fa < 0):
-                    a, fa = m, fm
-                else:
-                    b = m
-            return math.exp((a + b) / 2)
-    return float(grid[-1]) if sign[-1] == 0 else None
-
-
-# ----------------------------------------------------------------------------- crossings with their interval
-
-
-def crossing_interval(pairs: Sequence[tuple[dict, dict]], weights: Sequence[float], lo: float, hi: float,
-                      level: float) -> dict[str, Any]:
-    """Where each resample's two fitted curves cross (:func:`crossing` in ``[lo, hi]``; a resample whose curves do
-    not cross there counts as crossing past ``hi``): ``{interval, share_crossing}``, the ``level`` interval over
-    all resamples (its upper end ``inf`` when more than the upper tail's share of them does not cross)."""
-    at = [crossing(fa, fb, lo, hi) for fa, fb in pairs]
-    found = [c if c is not None else math.inf for c in at]
-    crossed = math.fsum(w for c, w in zip(at, weights) if c is not None)
-    return {"interval": weighted_interval(found, weights, level), "share_crossing": crossed / math.fsum(weights)}
-
-
-def crossing_status(at: float | None, interval: list[float] | None, lo: float, top: float, hi: float) -> str:
-    """What may be said of a crossing: ``crossing`` (the point fit crosses and so does every resample but the
-    tails, inside the searched range), ``none`` (neither the point fit nor more than the lower tail's share of the
-    resamples cross), else ``undetermined``. Without an interval (one seed) a crossing is stated only inside the
-    fitted range (``at <= top``); one past it is ``undetermined``."""
-    if interval is None:
-        return "none" if at is None else ("crossing" if at <= top else "undetermined")
-    ilo, ihi = interval
-    if at is None:
-        return "none" if math.isinf(ilo) else "undetermined"
-    if math.isinf(ihi) or (ilo <= lo and ihi >= hi):
-        return "undetermined"
-    return "crossing"
-
-
-# ----------------------------------------------------------------------------- decisions
-
-
-def better(values: dict[str, float | None], a: str, b: str, higher: bool) -> str | None:
-    """The arm ``values`` (arm -> value) ranks better of ``a`` and ``b``; ``"tie"``; None without both values."""
-    va, vb = values.get(a), values.get(b)
-    if va is None or vb is None or not (math.isfinite(va) and math.isfinite(vb)):
-        return None
-    if va == vb:
-        return "tie"
-    return a if (va > vb) == higher else b
-
-
-def decision_table(values: dict[str, dict[str, dict[str, float | None]]], rungs: list[str],
-                   higher: dict[str, bool], target: dict[tuple[str, str], str | None]) -> dict[str, Any]:
-    """DataDecide-style decision accuracy: does a metric at a rung rank each pair of arms as the primary metric
-    ranks it at the largest rung?
-
-    ``values``: metric -> rung -> arm -> seed-mean value; ``higher``: metric -> higher is better; ``target``:
-    pair ``(a, b)`` -> the arm the primary metric ranks better at the largest rung, or None when that ranking
-    is not stable (a noisy target is flagged by the caller and scored by no metric). Returns metric -> rung ->
-    ``{better: {"a vs b": arm | "tie" | None}, agree, scored, share}`` (``share`` None with no pair scored; a
-    tie or a missing value does not agree).
-    """
-    out: dict[str, Any] = {}
-    for m, by_rung in values.items():
-        out[m] = {}
-        for r in rungs:
-            ranks = {f"{a} vs {b}": better(by_rung.get(r, {}), a, b, higher.get(m, True)) for a, b in target}
-            scored = [(p, t) for p, t in zip(ranks, target.values()) if t is not None]
-            agree = sum(ranks[p] == t for p, t in scored)
-            out[m][r] = {"better": ranks, "agree": agree, "scored": len(scored),
-                         "share": agree / len(scored) if scored else None}
-    return out
-
-
-def same_sign(gains: Sequence[float | None]) -> str:
-    """``"yes (+)"`` / ``"yes (-)"`` when every rung's mean gain has that sign, ``"no"`` when signs differ,
-    ``"–"`` with fewer than two rungs compared (a zero gain has no sign: it breaks the run)."""
-    signs = [math.copysign(1, g) if g != 0 else 0 for g in gains if g is not None]
-    if len(signs) < 2:
-        return "–"
-    if all(s == 1 for s in signs):
-        return "yes (+)"
-    if all(s == -1 for s in signs):
-        return "yes (-)"
-    return "no"
 
 
 def trend_words(t: dict, means: Sequence[float | None], per: str, gain: str = "gain", harm: str = "harm") -> str:
@@ -271,12 +94,12 @@ class LadderSectionConfig:
     """``report.sections.ladder``: the resampling, the crossing search, the per-rung verdict rule, the size a
     trend is read against and the metric the decision table predicts."""
 
-    draws: int = 1000  # bootstrap resamples of the seeds (every distinct one when there are fewer)
+    draws: int = 1000  # resamples of the seeds for the fits' bands (every distinct one when there are fewer)
     seed: int = 12345
     extrapolate: float = 100.0  # search for crossings up to this multiple of the largest rung's compute
     level: float = 0.95
-    # per-rung verdicts: "seeds" (t interval over the per-seed final gains; with >= 3 seeds, else the
-    # verify-ppt rule) or "verify-ppt" (one SD over the last window's checkpoints, pooled over the seeds)
+    # per-rung verdicts: "seeds" (t interval over the per-seed final gains; one seed pair: none, the verify-ppt
+    # row shown instead) or "verify-ppt" (one SD over the last window's checkpoints, pooled over the seeds)
     rule: str = "seeds"
     size: str = "non_embedding"  # trends per decade of: non_embedding (Kaplan's N), params (total) or flops
     # the metric whose largest-rung ranking the decisions predict (None: the first headline metric on the
@@ -317,6 +140,7 @@ def rung_size(rung: Rung, baseline: str, size: str) -> float | None:
 
 
 _VERDICT = {"above": "gain", "below": "harm", "no difference shown": "no difference shown"}
+ONE_SEED = "one seed: no seed-level verdict"
 
 
 @SECTIONS.register("ladder", LadderSectionConfig)
@@ -347,6 +171,7 @@ class LadderSection(Section):
         seeds = sorted({s for r in per_rung for a in r.arms.values() for s in a.finals}, key=str)
         sizes = [rung_size(r, baseline, cfg.size) for r in per_rung]
         results: dict[str, Any] = {"rungs": [], "metrics": {}, "baseline": baseline, "level": cfg.level,
+                                   "seeds": len(seeds),
                                    "extrapolate": cfg.extrapolate, "rule": cfg.rule, "size": cfg.size,
                                    "without_finished_runs": waiting}
         for r, x in zip(per_rung, sizes):
@@ -411,7 +236,7 @@ class LadderSection(Section):
             out["gains"][a] = {"rungs": row, "same_sign": same_sign(means),
                                "pairs": {"n": int(pairs.size), "positive": int((pairs > 0).sum()),
                                          "negative": int((pairs < 0).sum())},
-                               "trend": seed_trend(x, effect, cfg.level, cfg.draws, cfg.seed)}
+                               "trend": seed_trend(x, effect, cfg.level)}
             out["gains"][a]["trend"]["words"] = trend_words(out["gains"][a]["trend"], means, "decade")
             out["crossings"][a] = self._crossing(cfg, matrices[a], matrices[baseline], out["arms"][a]["fit"],
                                                  out["arms"][baseline]["fit"], len(seeds))
@@ -421,12 +246,15 @@ class LadderSection(Section):
     @staticmethod
     def _rung_verdict(cfg, effect: np.ndarray, rung: Rung, arm: str, m: str) -> dict[str, Any]:
         """One rung's verdict on the arm's gain: the seed-level t interval over the per-seed final gains
-        (``rule: seeds`` with >= 3 seed pairs), else the verify-ppt one-SD rule of that rung's stable-gain row."""
+        (``rule: seeds``; one seed pair: "one seed: no seed-level verdict"), and beside it the verify-ppt
+        within-run rule of that rung's stable-gain row (the verdict with ``rule: verify-ppt``)."""
         v = seed_interval(effect, cfg.level)
         g = next((g for g in rung.report.stable_gain if g.arm == arm and g.metric == m), None)
-        checkpoints = None if g is None else {"mean": g.mean, "sd": g.sd, "n": g.n, "verdict": g.verdict}
-        if cfg.rule == "seeds" and v["interval"] is not None:
-            return {**v, "verdict": _VERDICT[v["verdict"]], "rule": "seeds", "checkpoints": checkpoints}
+        checkpoints = None if g is None else {"mean": g.mean, "sd": g.sd, "n": g.n, "seeds": g.seeds,
+                                              "verdict": g.verdict}
+        if cfg.rule == "seeds":
+            return {**v, "verdict": _VERDICT.get(v["verdict"], ONE_SEED if v["n"] == 1 else "–"), "rule": "seeds",
+                    "checkpoints": checkpoints}
         return {**v, "verdict": "–" if g is None else g.verdict, "rule": "verify-ppt", "checkpoints": checkpoints}
 
     @staticmethod
@@ -483,12 +311,12 @@ class LadderSection(Section):
             winner = None if mean is None or mean == 0 else (a if mean > 0 else b)
             if cfg.rule == "seeds" and v["interval"] is not None:
                 stable, rule = v["verdict"] != "no difference shown", "seeds"
-            elif baseline in (a, b):  # the verify-ppt rule has a row for pairs with the baseline only
+            elif baseline in (a, b):  # one seed, or rule verify-ppt: its row, of pairs with the baseline only
                 other = b if a == baseline else a
                 g = next((g for g in top.report.stable_gain if g.arm == other and g.metric == primary), None)
                 stable, rule = g is not None and (g.stable or g.stable_harm), "verify-ppt"
             else:
-                stable, rule = False, "too few seeds"
+                stable, rule = False, "one seed"
             stable = stable and winner is not None  # a stable row with no final values at the top: nothing to predict
             target[(a, b)] = winner if stable else None
             targets.append({"pair": [a, b], "better": winner, "stable": stable, "rule": rule, **v})
@@ -547,18 +375,23 @@ class LadderSection(Section):
         pct = f"{res['level']:.0%}"
         size = SIZES[res["size"]]
         rule = ("seed level: the per-seed final gain (arm − baseline of the same seed, sign flipped for losses) "
-                f"and its {pct} Student-t interval over the seed pairs, *gain* / *harm* when it excludes 0 (with "
-                "fewer than 3 seed pairs the verify-ppt rule instead)" if res["rule"] == "seeds" else
-                "the verify-ppt one-SD rule (the rung's stable-gain row: mean > SD of the per-checkpoint "
-                "difference over the last window, pooled over the seeds)")
+                f"and its {pct} Student-t interval over the seed pairs (n stated), *gain* / *harm* when it "
+                "excludes 0; one seed pair gives no seed-level verdict, and its cell shows the verify-ppt "
+                "within-run rule (mean > SD of the per-checkpoint difference over the last window) instead"
+                if res["rule"] == "seeds" else
+                "the verify-ppt within-run rule (the rung's stable-gain row: mean > SD of the per-checkpoint "
+                "difference over the last window, its n the checkpoints pooled over the seeds; not a seed-level "
+                "verdict)")
         lines = ["## Scale ladder",
                  f"The same arms at {n} rung(s), from the smallest to the largest training compute: "
                  f"{', '.join(rungs)}. Each value is a finished run's final value (as in Results); compute is "
                  "the run's training FLOPs (every stage, whole steps; `train/flops.py`). Fits: "
-                 f"L(C) = E + A·C^-α per arm on the seed means, {pct} intervals from resampling the seeds "
-                 "(the same seeds at every rung and for every arm). Per-rung verdicts: " + rule + ". A trend is "
-                 f"the slope of the per-seed gain against log10({size}) with its {pct} seed-bootstrap interval; "
-                 "its words follow from that interval. docs/ladder.md says how to read this and what it cannot "
+                 "L(C) = E + A·C^-α per arm on the seed means; its intervals and band: the "
+                 f"{resample_label(res['seeds'], res['level'])}, the same seeds at every rung and for every arm. "
+                 "Per-rung verdicts: " + rule + ". A trend is "
+                 f"the mean of each seed's slope of its gain against log10({size}), with the {pct} Student-t "
+                 "interval over those slopes (the per-rung rule's); its words follow from that interval. "
+                 "docs/ladder.md says how to read this and what it cannot "
                  "tell. The tables above (Results, differences, efficiency, other sections) are rung "
                  f"{res['tables_above']}'s."
                  + (f" Not read yet (no finished run): {', '.join(res['without_finished_runs'])}."
@@ -623,7 +456,8 @@ class LadderSection(Section):
                                  f" | {g['trend']['words']} |")
                 lines.append("")
                 for a, c in d["crossings"].items():
-                    lines.append(f"- {a} vs {baseline}: " + self._crossing_text(c, res["extrapolate"], n, pct))
+                    lines.append(f"- {a} vs {baseline}: " + self._crossing_text(
+                        c, res["extrapolate"], n, resample_label(res["seeds"], res["level"])))
             lines.append("")
         lines += self._decision_lines(res["decisions"], rungs, pct)
         return lines
@@ -632,24 +466,26 @@ class LadderSection(Section):
     def _gain_cell(x: dict | None) -> str:
         if x is None or x["mean"] is None:
             return "–"
-        if x["rule"] == "seeds":
-            lo, hi = x["interval"]
-            return (f"{x['mean']:+.4g} [{lo:+.3g}, {hi:+.3g}], {_signs(x['positive'], x['negative'], x['n'])}: "
-                    f"{x['verdict']}")
         c = x["checkpoints"]
-        if c is None or c["mean"] is None:
-            return f"{x['mean']:+.4g} (n={x['n']}): –"
-        return f"{c['mean']:+.4g} ± {c['sd']:.2g} over {c['n']} checkpoints: {c['verdict']} (verify-ppt)"
+        within = "–" if c is None or c["mean"] is None else (
+            f"{c['mean']:+.4g}" + (f" ± {c['sd']:.2g}" if c["sd"] is not None else "")
+            + f" over {c['n']} checkpoint differences ({c.get('seeds', '?')} seeds): {c['verdict']} "
+            "(verify-ppt within-run rule)")
+        if x["rule"] == "seeds" and x["interval"] is not None:
+            return (f"{interval_text(x)}, {_signs(x['positive'], x['negative'], x['n'])}: {x['verdict']}")
+        if x["rule"] == "seeds":
+            return f"{x['mean']:+.4g}: {x['verdict']}; {within}"
+        return within
 
     @staticmethod
-    def _crossing_text(c: dict, extrapolate: float, n: int, pct: str) -> str:
+    def _crossing_text(c: dict, extrapolate: float, n: int, label: str) -> str:
         if "refused" in c:
             return f"no crossing computed ({c['refused']})"
         share = "" if c.get("share_crossing") is None else f"; {c['share_crossing']:.0%} of the seed resamples cross"
         iv = ""
         if c["interval"] is not None:
             lo, hi = c["interval"]
-            iv = (f", {pct} interval [{_fmt(lo, 3) if lo is not None else 'no crossing'}, "
+            iv = (f", {label} [{_fmt(lo, 3) if lo is not None else 'no crossing'}, "
                   f"{_fmt(hi, 3) if hi is not None else f'no crossing within {extrapolate:g}x'}] FLOPs")
         if c["status"] == "none":
             return f"the fitted curves do not cross within {extrapolate:g}x of the largest rung{share}"
@@ -672,13 +508,13 @@ class LadderSection(Section):
         lines = [f"### Decisions: which rung and metric predicts the ranking by {dec['primary']} at {dec['target']}?",
                  "", f"The target of each pair of arms is the order {dec['primary']} gives it at the largest rung "
                  f"({dec['target']}); a target that is not itself stable (its {pct} seed-level interval holds 0, or "
-                 "with fewer than 3 seeds the verify-ppt rule finds no stable difference) is a **noisy target**: "
+                 "with one seed the verify-ppt within-run rule finds no stable difference) is a **noisy target**: "
                  "flagged, and scored by no metric.", ""]
         for p in dec["pairs"]:
             a, b = p["pair"]
-            how = (f"{a} − {b} per seed, positive = {a} better: {p['mean']:+.4g}"
-                   + (f" [{p['interval'][0]:+.3g}, {p['interval'][1]:+.3g}]" if p["interval"] is not None
-                      else f", rule: {p['rule']}")) if p["mean"] is not None else "no values"
+            how = (f"{a} − {b} per seed, positive = {a} better: "
+                   + (interval_text(p) if p["interval"] is not None else f"{p['mean']:+.4g}, rule: {p['rule']}")
+                   ) if p["mean"] is not None else "no values"
             lines.append(f"- {a} vs {b}: " + (f"{p['better']} better ({how})" if p["stable"] else
                                                f"noisy target, not scored ({p['better'] or 'no order'} ahead; {how})"))
         scored = sum(p["stable"] for p in dec["pairs"])
@@ -696,6 +532,4 @@ class LadderSection(Section):
         return lines + [""]
 
 
-__all__ = ["LadderSection", "LadderSectionConfig", "better", "bootstrap_over_seeds", "crossing",
-           "crossing_interval", "crossing_status", "decision_table", "fit_power_law", "power_law", "rung_size",
-           "same_sign", "seed_means", "seed_resamples", "trend_words", "weighted_interval"]
+__all__ = ["LadderSection", "LadderSectionConfig", "rung_json", "rung_size", "trend_words"]

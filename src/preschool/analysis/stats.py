@@ -1,30 +1,37 @@
-"""Statistics for comparing training arms: stable gain, bootstrap CIs, seed summaries.
+"""Statistics for comparing training arms: seed-level verdicts, equivalence, chance, seeds needed, and the
+verify-ppt within-run rule.
 
-The rules follow the statistics described for "Synthetic Pre-pretraining
-Survives Scale, but Not as a Grammatical Prior" (verify-ppt; spec
-synthetic_ppt.md A.7), which we could not check against the paper text:
+The unit of evidence is the **seed** (docs/statistics.md; spec statistics.md): a seed pair, the arm's run
+and the baseline's run of the same training seed, gives one effect (the per-checkpoint difference averaged
+over the comparison window, or the difference of final values), and every verdict is a Student-t interval
+over those effects with their n, computed by one function, :func:`t_interval`:
 
-- **stable gain**: form the per-checkpoint difference between an arm and the
-  baseline over a window of checkpoints (the paper uses PT steps 5k-10k), and
-  call the gain stable when its mean exceeds its standard deviation (the
-  "one-SD rule"). For lower-is-better metrics (NLL, repeat surprisal) the sign
-  is flipped so that a positive delta always means "the arm is better".
-  Mean, SD and n are returned so callers can switch to a t-style rule.
-- **bootstrap CI**: percentile bootstrap, by default 10,000 resamples with
-  seed 12345 (Armeni et al.'s verbatim-memory defaults). ``bootstrap_ci`` and
-  ``mad`` live in ``preschool/numerics.py`` (the verbatim evaluator uses them
-  too, and evals may not import analysis) and are re-exported here.
+- **seed-level verdict** (:func:`seed_interval`): the 95 % interval of the mean effect excludes 0 (a gain
+  or a harm) or holds it (no difference shown); one seed gives no interval and no verdict;
+- **trend** (:func:`seed_trend`): each seed's own slope of its effect against a size, then the interval
+  over those slopes; "grows" / "shrinks" only when it excludes 0 (:func:`trend_text`);
+- **equivalence** (:func:`equivalence`): two one-sided tests against a stated margin;
+- **chance** (:func:`beyond_chance`, :func:`testability`): a comparison whose arms are all within noise of
+  their metric's chance level is not testable at this scale;
+- **how many seeds** (:func:`seeds_needed`, :func:`seeds_for_equivalence`, :func:`half_width`,
+  :func:`width_ratio_range`).
 
-- **seed-level verdicts and trends** (a ladder's report; docs/statistics.md): the Student-t interval of
-  a per-seed effect over the seed pairs (``seed_interval``; 3 seeds at least), and the slope of a
-  per-seed effect against a size with a seed-bootstrap interval (``seed_trend``, every distinct
-  resample of few seeds: ``seed_resamples``), in words that follow from the interval
-  (``trend_text``). The one-SD rule above stays available beside them as the verify-ppt rule.
+Kept beside them, named as what they are:
 
-Departures: SDs are sample SDs (``ddof=1``) unless told otherwise; undefined
-quantities (fewer than two checkpoints, no shared checkpoints) come back as
-``None`` with ``stable = False`` and a ``reason`` instead of raising, so a
-report over a short run still renders.
+- **the verify-ppt within-run rule** (:func:`stable_gain`, :func:`one_sd_verdict`), as described for
+  "Synthetic Pre-pretraining Survives Scale, but Not as a Grammatical Prior" (spec synthetic_ppt.md A.7;
+  not checked against the paper text): the per-checkpoint difference over a window is a stable gain when
+  its mean exceeds its SD. Its n counts checkpoints (pooled over seeds in a report), which are correlated
+  within a run, so it is a smoothness rule, not a seed-level verdict.
+- **bootstrap CI** (:func:`bootstrap_ci`, :func:`mad`; they live in ``preschool/numerics.py``, which the
+  verbatim evaluator uses too): a percentile bootstrap, by default 10,000 resamples with seed 12345 (Armeni
+  et al.'s defaults). Over a few seeds it is about their range, not a 95 % interval.
+
+For lower-is-better metrics (NLL, repeat surprisal) callers flip the sign so that a positive effect always
+means "the arm is better". SDs are sample SDs (``ddof=1``); undefined quantities (fewer than two checkpoints
+or seeds) come back as ``None`` with a reason or a verdict that says so, instead of raising, so a report over
+a short run still renders. The power-law fits, seed resamples and crossings of a ladder are in
+:mod:`preschool.analysis.scaling`.
 """
 
 from __future__ import annotations
@@ -138,8 +145,7 @@ def stable_gain(
 
 
 def one_sd_verdict(mean: float | None, sd: float | None, n: int, null: float = 0.0, single: str = "one value") -> str:
-    """The one-SD rule (verify-ppt's), the verdict of the standard tables on a difference (a ladder's rungs use
-    :func:`seed_interval` with enough seeds).
+    """The one-SD rule (verify-ppt's within-run rule; every seed-level verdict is :func:`seed_interval`'s).
 
     ``above`` when ``mean - null > sd``, ``below`` when ``null - mean > sd``,
     ``no stable difference`` otherwise; ``single`` when the SD is undefined
@@ -244,11 +250,10 @@ def seed_summary(
     """Mean, SD (sample and population) and CI of one metric across seeds.
 
     ``per_seed_values``: one value per seed (list, or dict seed -> value).
-    ``method``: ``bootstrap`` (percentile bootstrap of the mean) or ``t``
-    (Student-t interval; better with few seeds, where the bootstrap interval
-    shrinks towards the min-max of the seeds). Returns
-    ``{mean, sd, sd_pop, n, ci_lo, ci_hi, method, values}``; with one seed the
-    SD and CI are None.
+    ``method``: ``t`` (the Student-t interval of :func:`t_interval`, the one every verdict uses) or
+    ``bootstrap`` (percentile bootstrap of the mean; with few seeds it is about the seeds' min-max, not a
+    ``ci`` interval: below about 10 seeds do not call it one). Returns
+    ``{mean, sd, sd_pop, n, ci_lo, ci_hi, method, values}``; with one seed the SD and CI are None.
     """
     if method not in ("bootstrap", "t"):
         raise ConfigError("method", f"must be 'bootstrap' or 't', got {method!r}")
@@ -268,8 +273,9 @@ def seed_summary(
     if method == "bootstrap":
         out["ci_lo"], out["ci_hi"] = bootstrap_ci(x, n_resamples=n_resamples, ci=ci, seed=seed, stat="mean")
     else:
-        half = t_quantile(0.5 + ci / 2, df=n - 1) * out["sd"] / math.sqrt(n)
-        out["ci_lo"], out["ci_hi"] = out["mean"] - half, out["mean"] + half
+        t = t_interval(x.tolist(), ci)
+        out["mean"], out["sd"] = t["mean"], t["sd"]
+        out["ci_lo"], out["ci_hi"] = t["interval"]
     return out
 
 
@@ -301,46 +307,59 @@ def mean_sd_over_checkpoints(
     }
 
 
-# ----------------------------------------------------------------------------- seed-level intervals and trends
+# ----------------------------------------------------------------------------- seed-level verdicts
+#
+# The unit of evidence is the seed: each seed pair (the arm's run and the baseline's run of the same training
+# seed) gives one number, its effect, and every verdict below is a Student-t interval over those numbers with
+# their n (docs/statistics.md). One function computes that interval (:func:`t_interval`); the verdict on an
+# effect, on a trend, on equivalence and on chance all go through it.
 
 
-def seed_resamples(n: int, draws: int, seed: int) -> list[tuple[tuple[int, ...], float]]:
-    """The bootstrap resamples of ``n`` seeds as ``(indices, weight)``: every multiset of ``n`` draws
-    with its multinomial probability when there are at most ``draws`` of them (3 seeds: 10), so the
-    interval is the bootstrap's own and not a Monte-Carlo estimate of it; else ``draws`` random ones."""
-    import itertools
-    from collections import Counter
+def t_interval(values: Sequence[float | None], level: float = 0.95) -> dict:
+    """The Student-t ``level`` interval of the mean of the finite ``values``: mean ± t_{(1+level)/2, n-1} sd/sqrt(n).
 
-    if math.comb(2 * n - 1, n) <= draws:
-        out = []
-        for combo in itertools.combinations_with_replacement(range(n), n):
-            counts = Counter(combo).values()
-            w = math.factorial(n) / math.prod(math.factorial(k) for k in counts) / n ** n
-            out.append((combo, w))
+    Returns ``{mean, sd, n, half, interval, level}``; ``half`` and ``interval`` are None with fewer than two
+    values (one value bounds nothing), ``mean`` and ``sd`` None without any. Sums are correctly rounded
+    (:func:`mean_sd`), so the digits are the same on every Python.
+    """
+    if not 0 < level < 1:
+        raise ConfigError("level", f"must be in (0, 1), got {level}")
+    xs = [float(v) for v in values if v is not None and math.isfinite(float(v))]
+    n = len(xs)
+    out: dict[str, Any] = {"mean": None, "sd": None, "n": n, "half": None, "interval": None, "level": level}
+    if not n:
         return out
-    rng = np.random.default_rng(seed)
-    return [(tuple(int(i) for i in rng.integers(0, n, n)), 1.0 / draws) for _ in range(draws)]
+    out["mean"], sd, _ = mean_sd(xs)
+    if n < 2:
+        return out
+    out["sd"] = sd
+    out["half"] = t_quantile(0.5 + level / 2, n - 1) * sd / math.sqrt(n)
+    out["interval"] = [out["mean"] - out["half"], out["mean"] + out["half"]]
+    return out
 
 
-def weighted_interval(values: Sequence[float], weights: Sequence[float], level: float = 0.95) -> list[float]:
-    """The ``level`` percentile interval of weighted values (the lower inverse CDF at each tail). Values may
-    be infinite (a resample without a crossing counts as one past the searched range)."""
-    v = np.asarray(values, dtype=np.float64)
-    w = np.asarray(weights, dtype=np.float64)
-    order = np.argsort(v, kind="stable")
-    v, cw = v[order], np.cumsum(w[order]) / w.sum()
-    tail = (1 - level) / 2
-    lo = v[min(int(np.searchsorted(cw, tail - 1e-12)), v.size - 1)]
-    hi = v[min(int(np.searchsorted(cw, 1 - tail - 1e-12)), v.size - 1)]
-    return [float(lo), float(hi)]
+def seed_interval(values: Sequence[float | None], level: float = 0.95, null: float = 0.0) -> dict:
+    """The seed-level verdict on a per-seed effect (one value per seed pair; positive = the arm is better).
 
-
-def seed_means(per_seed: np.ndarray) -> np.ndarray:
-    """Column means of ``per_seed`` (seeds x points) over the seeds with a value; NaN for a column without any."""
-    ok = np.isfinite(per_seed)
-    total = np.where(ok, per_seed, 0.0).sum(axis=0)
-    n = ok.sum(axis=0)
-    return np.where(n > 0, total / np.maximum(n, 1), np.nan)
+    Returns ``{mean, sd, n, interval, null, positive, negative, verdict}``: ``interval`` is the Student-t ``level``
+    interval of the mean over the seeds (:func:`t_interval`; None with one seed); ``positive``/``negative`` count
+    the seed pairs above / below ``null``; ``verdict`` is ``above`` / ``below`` when the interval excludes ``null``,
+    ``no difference shown`` when it holds it, ``one seed`` without an interval and ``no seeds`` without a value.
+    Two seeds give an interval 12.7 standard errors wide each way: it is computed and shown, and rarely excludes
+    anything.
+    """
+    t = t_interval(values, level)
+    xs = [float(v) for v in values if v is not None and math.isfinite(float(v))]
+    out: dict[str, Any] = {"mean": t["mean"], "sd": t["sd"], "n": t["n"], "interval": t["interval"], "null": null,
+                           "positive": sum(x > null for x in xs), "negative": sum(x < null for x in xs)}
+    if t["n"] == 0:
+        out["verdict"] = "no seeds"
+    elif t["interval"] is None:
+        out["verdict"] = "one seed"
+    else:
+        lo, hi = t["interval"]
+        out["verdict"] = "above" if lo > null else "below" if hi < null else "no difference shown"
+    return out
 
 
 def ols_slope(x: Sequence[float], y: Sequence[float]) -> float | None:
@@ -354,82 +373,175 @@ def ols_slope(x: Sequence[float], y: Sequence[float]) -> float | None:
     return float((dx * (ya - ya.mean())).sum() / (dx * dx).sum())
 
 
-def seed_interval(values: Sequence[float | None], level: float = 0.95, min_seeds: int = 3) -> dict:
-    """The seed-level verdict on a per-seed effect (one value per seed pair, positive = the arm is better).
-
-    Returns ``{mean, sd, n, interval, positive, negative, verdict}``: ``interval`` is the Student-t
-    ``level`` interval of the mean over the seeds (None with fewer than ``min_seeds``: two or one seed
-    cannot bound a mean worth reading); ``positive``/``negative`` count the seed pairs of each sign;
-    ``verdict`` is ``above`` / ``below`` when the interval excludes 0, ``no difference shown`` when it
-    holds it, ``too few seeds`` without an interval.
-    """
-    xs = [float(v) for v in values if v is not None and math.isfinite(v)]
-    n = len(xs)
-    out: dict[str, Any] = {"mean": None, "sd": None, "n": n, "interval": None,
-                           "positive": sum(x > 0 for x in xs), "negative": sum(x < 0 for x in xs),
-                           "verdict": "too few seeds"}
-    if not n:
-        return out
-    s = seed_summary(xs, ci=level, method="t")
-    out["mean"], out["sd"] = s["mean"], s["sd"]
-    if n >= min_seeds:
-        out["interval"] = [s["ci_lo"], s["ci_hi"]]
-        out["verdict"] = ("above" if s["ci_lo"] > 0 else "below" if s["ci_hi"] < 0 else "no difference shown")
-    return out
-
-
-def seed_trend(x: Sequence[float], per_seed: np.ndarray, level: float = 0.95, draws: int = 1000,
-               seed: int = 12345) -> dict:
-    """The slope of a per-seed effect against ``x``, with a seed-bootstrap interval.
+def seed_trend(x: Sequence[float], per_seed: Any, level: float = 0.95) -> dict:
+    """The trend of a per-seed effect against ``x`` (a ladder: log10 of the rungs' size), seed by seed.
 
     ``per_seed``: seeds x points (one row per seed, the same seed at every point; NaN where a seed has no
-    value). The slope is the least-squares slope of the seed means on ``x``; the interval is the
-    ``level`` percentile interval of that slope over resamples of the seeds (:func:`seed_resamples`: with
-    three seeds, all 10 of them, and the interval spans the per-seed slopes' range). Returns ``{slope,
-    interval, seeds, points, per_seed, positive, negative, verdict}``: ``per_seed`` each seed's own slope
-    (None with fewer than two points), ``positive``/``negative`` how many of them have each sign,
-    ``verdict`` ``rises`` / ``falls`` when the interval excludes 0, ``no trend shown`` when it holds it,
-    ``one point`` with fewer than two distinct x, ``one seed`` without an interval.
+    value). Each seed's own least-squares slope on ``x`` is one number; the trend is the mean of those slopes
+    with its Student-t ``level`` interval over them (:func:`seed_interval`), n = the seeds with a slope (two
+    points at least). Returns ``{slope, sd, interval, seeds, points, per_seed, positive, negative, verdict}``:
+    ``per_seed`` each seed's slope (None for a seed with fewer than two points), ``points`` the distinct x some
+    seed has a value at, ``verdict`` ``rises`` / ``falls`` when the interval excludes 0, ``no trend shown`` when
+    it holds it, ``one seed`` (a slope but no interval) and ``one point`` (no slope at all).
     """
     mat = np.asarray(per_seed, dtype=np.float64)
+    if mat.ndim == 1:
+        mat = mat[None, :]
     xs = np.asarray(x, dtype=np.float64)
-    rows = [i for i in range(mat.shape[0]) if np.isfinite(mat[i]).any()]
-    mat = mat[rows]
-    slope = ols_slope(xs, seed_means(mat)) if len(rows) else None
-    own = [ols_slope(xs, mat[i]) for i in range(mat.shape[0])]
-    out: dict[str, Any] = {"slope": slope, "interval": None, "seeds": len(rows),
-                           "points": int(np.unique(xs[np.isfinite(xs) & np.isfinite(seed_means(mat))]).size)
-                           if rows else 0,
-                           "per_seed": own, "positive": sum(s is not None and s > 0 for s in own),
-                           "negative": sum(s is not None and s < 0 for s in own)}
-    if slope is None:
-        out["verdict"] = "one point"
-        return out
-    if len(rows) < 2:
-        out["verdict"] = "one seed"
-        return out
-    slopes, weights = [], []
-    for idx, w in seed_resamples(len(rows), draws, seed):
-        s = ols_slope(xs, seed_means(mat[list(idx)]))
-        if s is not None:
-            slopes.append(s)
-            weights.append(w)
-    out["interval"] = weighted_interval(slopes, weights, level)
-    lo, hi = out["interval"]
-    out["verdict"] = "rises" if lo > 0 else "falls" if hi < 0 else "no trend shown"
+    own = [ols_slope(xs, row) for row in mat]
+    has = np.isfinite(mat).any(axis=0) & np.isfinite(xs) if mat.size else np.zeros(xs.size, bool)
+    v = seed_interval([s for s in own if s is not None], level)
+    out: dict[str, Any] = {"slope": v["mean"], "sd": v["sd"], "interval": v["interval"], "seeds": v["n"],
+                           "points": int(np.unique(xs[has]).size), "per_seed": own,
+                           "positive": v["positive"], "negative": v["negative"]}
+    out["verdict"] = {"no seeds": "one point", "one seed": "one seed", "above": "rises",
+                      "below": "falls"}.get(v["verdict"], "no trend shown")
     return out
 
 
 def trend_text(t: dict, per: str, rises: str, falls: str, flat: str = "no trend shown", over: str = "points") -> str:
-    """A :func:`seed_trend` in words: the slope per ``per`` over its number of ``over`` (points: rungs, compartment
-    counts) with its interval, then ``rises`` / ``falls`` when the interval excludes 0, ``flat`` "with N seeds"
-    when it holds 0 (and without an interval: one seed)."""
+    """A :func:`seed_trend` in words: the mean per-seed slope per ``per`` over its number of ``over`` (points: rungs,
+    compartment counts) with its t interval and n, then ``rises`` / ``falls`` when the interval excludes 0, else
+    ``flat`` "with N seeds" (and without an interval: one seed)."""
     if t["verdict"] == "one point":
         return f"one of the {over} has a value: no trend"
     head = f"{t['slope']:+.3g} per {per} over {t['points']} {over}"
     if t["verdict"] == "one seed":
         return head + f" (one seed: no interval, {flat})"
-    head += f" [{t['interval'][0]:+.3g}, {t['interval'][1]:+.3g}]"
+    head += f" [{t['interval'][0]:+.3g}, {t['interval'][1]:+.3g}] (t over {t['seeds']} per-seed slopes)"
     if t["verdict"] == "no trend shown":
         return head + f": {flat} with {t['seeds']} seeds"
     return head + ": " + (rises if t["verdict"] == "rises" else falls)
+
+
+def interval_text(v: dict, digits: int = 4, suffix: str = "") -> str:
+    """A :func:`seed_interval` (or :func:`t_interval`) as a cell: ``-0.0207 [-0.0445, +0.0032] (n=3)``; two seeds
+    say how wide their interval is bound to be; one seed prints its value alone; none prints ``–``."""
+    if v.get("mean") is None:
+        return "–"
+    head = f"{v['mean']:+.{digits}g}{suffix}"
+    if v.get("interval") is None:
+        return head + " (one seed)"
+    lo, hi = v["interval"]
+    tail = f"n={v['n']}" + (": t = 12.7, a very wide interval" if v["n"] == 2 else "")
+    return f"{head} [{lo:+.{digits - 1}g}, {hi:+.{digits - 1}g}] ({tail})"
+
+
+# ----------------------------------------------------------------------------- equivalence and chance
+
+
+def equivalence(values: Sequence[float | None], margin: float, level: float = 0.95) -> dict:
+    """Two one-sided tests (Schuirmann 1987) of a per-seed effect against the margin ``margin`` > 0.
+
+    Equivalent at ``1 - level`` (0.05) when the ``2 level - 1`` (90 %) t interval of the mean lies inside
+    (-margin, +margin); different when the ``level`` (95 %) interval excludes 0. Returns ``{margin, interval,
+    level, equivalent, different, verdict}`` (``interval``: the 90 % one): ``verdict`` is ``equivalent``,
+    ``different``, ``different, within the margin`` (both: a difference smaller than the margin),
+    ``inconclusive`` (neither: the interval spans a margin) or ``one seed`` (no interval).
+    """
+    if not margin > 0:
+        raise ConfigError("margin", f"must be > 0, got {margin}")
+    tost = t_interval(values, round(2 * level - 1, 12))
+    diff = seed_interval(values, level)
+    out: dict[str, Any] = {"margin": float(margin), "interval": tost["interval"], "level": round(2 * level - 1, 12),
+                           "n": tost["n"], "equivalent": False, "different": diff["verdict"] in ("above", "below")}
+    if tost["interval"] is None:
+        out["verdict"] = "one seed" if tost["n"] else "no seeds"
+        return out
+    lo, hi = tost["interval"]
+    out["equivalent"] = -margin < lo and hi < margin
+    out["verdict"] = ("different, within the margin" if out["equivalent"] and out["different"] else
+                      "equivalent" if out["equivalent"] else "different" if out["different"] else "inconclusive")
+    return out
+
+
+def beyond_chance(values: Sequence[float | None], chance: float, higher: bool, level: float = 0.95,
+                  band: float | None = None) -> dict:
+    """Whether one arm's final value is better than ``chance`` beyond noise (``higher``: the metric's direction).
+
+    With two seeds or more: its ``level`` t interval over the seeds lies wholly on the better side of chance.
+    With one seed there is no interval: it is better than chance by more than ``band`` (the caller's noise
+    scale, say the run's checkpoint SD over the comparison window), or unknown without one. Returns
+    ``{mean, n, interval, band, beyond}``; ``beyond`` is True / False / None (unknown). A value at chance or worse
+    than it is not beyond: a model worse than chance has not learned the skill either.
+    """
+    t = t_interval(values, level)
+    out: dict[str, Any] = {"mean": t["mean"], "n": t["n"], "interval": t["interval"], "band": band, "beyond": None}
+    if t["interval"] is not None:
+        lo, hi = t["interval"]
+        out["beyond"] = bool(lo > chance) if higher else bool(hi < chance)
+    elif t["mean"] is not None and band is not None:
+        out["beyond"] = bool((t["mean"] - chance) * (1 if higher else -1) > band)
+    return out
+
+
+def testability(arms: Mapping[str, dict], chance: float) -> dict:
+    """A comparison's testability from each arm's :func:`beyond_chance`: ``not testable`` when no arm is beyond
+    chance (every one is within noise of it, or worse), ``testable`` when some arm is, ``unknown`` when none is
+    and some cannot say (one seed without a noise scale). Returns ``{chance, arms, verdict}``."""
+    said = [a["beyond"] for a in arms.values()]
+    verdict = "testable" if any(s is True for s in said) else "unknown" if any(s is None for s in said) \
+        else "not testable"
+    return {"chance": chance, "arms": dict(arms), "verdict": verdict}
+
+
+# ----------------------------------------------------------------------------- how many seeds
+
+
+def half_width(sd: float, n: int, level: float = 0.95) -> float:
+    """The half-width of the ``level`` t interval of a mean over ``n`` seeds whose SD is ``sd``."""
+    if n < 2:
+        raise ConfigError("n", f"an interval needs two seeds at least, got {n}")
+    return t_quantile(0.5 + level / 2, n - 1) * sd / math.sqrt(n)
+
+
+def _smallest_n(lhs_quantiles: tuple[float, float], ratio: float, limit: int) -> int | None:
+    """The smallest n >= 2 with n >= ((t_{q1, n-1} + t_{q2, n-1}) ratio)^2 (None past ``limit``). t quantiles exceed
+    the normal's, so the search starts at the normal approximation and walks up."""
+    from statistics import NormalDist
+
+    q1, q2 = lhs_quantiles
+    z = NormalDist().inv_cdf
+    n = max(2, math.floor(((z(q1) + z(q2)) * ratio) ** 2))
+    while n <= limit:
+        if n >= ((t_quantile(q1, n - 1) + t_quantile(q2, n - 1)) * ratio) ** 2:
+            return n
+        n += 1
+    return None
+
+
+def seeds_needed(sd: float, effect: float, level: float = 0.95, power: float = 0.8, limit: int = 100_000) -> int | None:
+    """Seeds for the ``level`` t interval of a paired mean effect to exclude 0 with probability ``power`` when the
+    effect is ``effect`` and the seeds' SD is ``sd``: the smallest n with n >= ((t_{(1+level)/2, n-1} + t_{power,
+    n-1}) sd / |effect|)^2 (the normal formula with t quantiles; docs/statistics.md). None when the effect is 0 or
+    more than ``limit`` seeds would be needed; 2 when the seeds do not vary."""
+    if not (math.isfinite(sd) and math.isfinite(effect)) or effect == 0:
+        return None
+    if sd == 0:
+        return 2
+    return _smallest_n((0.5 + level / 2, power), sd / abs(effect), limit)
+
+
+def seeds_for_equivalence(sd: float, margin: float, level: float = 0.95, power: float = 0.8,
+                          limit: int = 100_000) -> int | None:
+    """Seeds for two one-sided tests at ``1 - level`` to show equivalence within ±``margin`` with probability
+    ``power`` when the true effect is 0: n >= ((t_{level, n-1} + t_{(1+power)/2, n-1}) sd / margin)^2."""
+    if not (math.isfinite(sd) and margin > 0):
+        return None
+    if sd == 0:
+        return 2
+    return _smallest_n((level, 0.5 + power / 2), sd / margin, limit)
+
+
+def width_ratio_range(fit_seeds: int, coverage: float = 0.8) -> tuple[float, float]:
+    """Where the realised interval width of ``fit_seeds + 1`` seeds falls, as a multiple of the width predicted
+    from the SD of ``fit_seeds`` of them (both with the t quantile of ``fit_seeds + 1`` seeds), with probability
+    ``coverage`` if the seeds' effects are normal: the width ratio squared is ``(k - 1 + F) / k`` with k =
+    ``fit_seeds`` and F ~ F(1, k - 1), the square of a t with k - 1 degrees of freedom (adding one seed to k
+    updates the sum of squares by (k/(k+1)) (y - mean)^2, and y - mean is independent of the k seeds' SD)."""
+    k = int(fit_seeds)
+    if k < 2:
+        raise ConfigError("fit_seeds", f"an SD needs two seeds at least, got {k}")
+    lo_q, hi_q = (1 - coverage) / 2, (1 + coverage) / 2
+    f = [t_quantile(0.5 + q / 2, k - 1) ** 2 for q in (lo_q, hi_q)]
+    return math.sqrt((k - 1 + f[0]) / k), math.sqrt((k - 1 + f[1]) / k)

@@ -9,7 +9,8 @@ its curves from ``metrics.jsonl`` (``val/c<i>``, averaged over compartments:
 the slowdown metric's loss), a fine-tune's source from the arm's
 ``callbacks.compartment_model.init_from``. With several training seeds every
 number is computed per seed, then summarised as mean ± SD over seeds with the
-one-SD verdict (analysis/stats.py); ``report.compare`` pairs ``[arm, reference]``
+seed-level verdict (the Student-t interval over the seeds, analysis/stats.py
+``seed_interval``); ``report.compare`` pairs ``[arm, reference]``
 are compared seed by seed (paired differences: both runs of a seed share its
 initialisation and batch order, so part of the seed noise cancels).
 
@@ -18,7 +19,7 @@ initialisation and batch order, so part of the seed noise cancels).
 - ``slowdown`` (``targets``, ``level``): steps of the arm / steps of the baseline at the same
   loss (compartments/slowdown.py; spec B.3); plot ``slowdown.png``. Of a ladder whose arms train
   several compartment counts, also per rung the growth of slowdown with c and whether that growth
-  changes with size, with seed-bootstrap intervals (:func:`slowdown_across_ladder`; each rung's curves
+  changes with size, with t intervals over the seeds (:func:`slowdown_across_ladder`; each rung's curves
   gathered from its runs, its size from the rung's record, ``ctx.ladder``).
 - ``similarity`` (``rows``, ``layer``): cross-compartment cosine of the final
   checkpoint's trunk states (compartments/similarity.py; offset presentation, c >= 2).
@@ -40,7 +41,7 @@ from ..analysis.collect import val_rows
 from ..analysis.from_results import stored_seed
 from ..analysis.plots import new_figure, save_figure
 from ..analysis.sections import SECTIONS, GatheredSection, SectionContext
-from ..analysis.stats import format_mean_sd, ols_slope, one_sd_verdict, seed_summary, seed_trend, trend_text
+from ..analysis.stats import format_mean_sd, ols_slope, seed_interval, seed_summary, seed_trend, trend_text
 from ..config import check
 from ..io import read_json
 from ..layout import MANIFEST, PLOTS, final_checkpoint, is_done
@@ -110,15 +111,19 @@ def _save_log_x(fig, ax, hline: float, xlabel: str, ylabel: str, path: Path) -> 
     return save_figure(fig, path).name
 
 
+_WORDS = {"above": "above", "below": "below", "no difference shown": "no difference shown", "one seed": "one seed"}
+
+
 def _summary(values: list[float], null: float | None = None, level: float = 0.95) -> dict | None:
-    """Mean, SD, ``level`` t interval over seeds (None without values); with ``null`` the one-SD verdict against
-    it."""
+    """Mean, SD, ``level`` t interval over seeds (None without values); with ``null`` the seed-level verdict
+    against it (:func:`~preschool.analysis.stats.seed_interval`: *above* / *below* when the interval excludes
+    ``null``)."""
     vals = [float(v) for v in values if v is not None and np.isfinite(v)]
     if not vals:
         return None
     s = seed_summary(vals, ci=level, method="t")
     if null is not None:
-        s["verdict"] = one_sd_verdict(s["mean"], s["sd"], s["n"], null, single="one seed")
+        s["verdict"] = _WORDS[seed_interval(vals, level, null)["verdict"]]
     return s
 
 
@@ -149,11 +154,13 @@ def _check_compare(ctx: SectionContext, value_of) -> list[dict]:
 def _compare_lines(pairs: list[dict], what: str, digits: int = 3) -> list[str]:
     if not pairs:
         return []
-    lines = ["", f"Paired by seed (arm − reference, {what}; verdict of the one-SD rule against 0):", "",
-             "| arm − reference | seeds | Δ | verdict |", "|---|---|---|---|"]
+    lines = ["", f"Paired by seed (arm − reference, {what}; mean ± SD over the seeds; verdict: the 95 % t interval "
+             "over the seeds excludes 0, *above* / *below*):", "",
+             "| arm − reference | seeds | Δ | 95 % t interval | verdict |", "|---|---|---|---|---|"]
     for p in pairs:
         d = p["diff"]
-        lines.append(f"| {p['arm']} − {p['reference']} | {len(p['seeds'])} | {_pm(d, digits)} | "
+        iv = "–" if not d or d["ci_lo"] is None else f"[{d['ci_lo']:+.{digits}f}, {d['ci_hi']:+.{digits}f}]"
+        lines.append(f"| {p['arm']} − {p['reference']} | {len(p['seeds'])} | {_pm(d, digits)} | {iv} | "
                      f"{d['verdict'] if d else 'no seed has both'} |")
     return lines
 
@@ -330,8 +337,10 @@ class SlowdownSection(GatheredSection):
         lines = [f"## Slowdown vs `{ctx.baseline}`", "",
                  "Slowdown = steps of the arm / steps of the baseline at the same val loss (mean over compartments; "
                  "linear interpolation between validations, overlap of loss ranges only; spec B.3), per training "
-                 "seed against the baseline's run of that seed; mean ± SD over seeds and the one-SD verdict "
-                 "against 1x (*above*: slower than the baseline beyond the seed spread).", ""]
+                 "seed against the baseline's run of that seed; at each target loss the seed mean with its 95 % "
+                 "Student-t interval over the seeds and the seed-level verdict against 1x: *above* (slower than "
+                 "the baseline) or *below* (faster) when the interval excludes 1x; the median over the overlap as "
+                 "mean ± SD over seeds.", ""]
         if targets:
             lines += ["| arm | " + " | ".join(f"loss {t:g}" for t in targets) + " | median over the overlap |",
                       "|---|" + "---|" * (len(targets) + 1)]
@@ -346,7 +355,7 @@ class SlowdownSection(GatheredSection):
             for t in targets:
                 v = e["at"][str(t)]
                 cells.append("not reached" if not v["reached"] else
-                             f"{_pm(v, 2, 'x')}" + (f", {v['verdict']}" if v["n"] > 1 else "")
+                             _interval(v) + (f", {v['verdict']}" if v["n"] > 1 else "")
                              + (f" ({v['reached']}/{v['of']} seeds)" if v["reached"] < v["of"] else ""))
             lines.append(f"| {arm} | " + " | ".join(cells + [_pm(e["median"], 2, "x")]) + " |")
         for t, pairs in res["compare"].items():
@@ -383,7 +392,7 @@ def slowdown_across_ladder(ctx: SectionContext, inputs: dict, targets: list[floa
     Per rung, each seed's slowdown of every arm against the baseline's run of that seed (the baseline:
     1 by definition) at each target loss and as the median over the overlap; per seed, its slope against
     log2(c) (per doubling of c; a seed with an arm that never reaches the loss is left out, as its slope
-    would lack that arm); over the seeds, that slope with a seed-bootstrap interval
+    would lack that arm); over the seeds, the mean of those slopes with its t interval
     (analysis/stats.py ``seed_trend``). Across the rungs: the slope of each seed's growth against
     log10(the rung's non-embedding parameters, from its record in ``ctx.ladder``), with its interval. Rungs
     in ladder order; a rung without a finished run has no size and stays out of the change with size."""
@@ -448,10 +457,10 @@ def _ladder_lines(lad: dict, baseline: str, level: float) -> list[str]:
              f"Each rung's runs, each seed against `{baseline}`'s run of that seed (c = "
              f"{lad['compartments'][baseline]}: 1x by definition); slowdown: seed mean with its {pct} t interval. "
              "Growth with c: the slope of each seed's slowdown "
-             f"against log2(c) (per doubling of c; {counts}), the slope of the seed means with its {pct} "
-             "seed-bootstrap interval (a seed whose run of some arm never reaches the loss is left out); change with "
-             "size: the slope of each seed's growth against log10(the rung's non-embedding parameters), with its "
-             "interval. The words follow from the intervals.", "",
+             f"against log2(c) (per doubling of c; {counts}), the mean of the seeds' slopes with its {pct} "
+             "Student-t interval over them (a seed whose run of some arm never reaches the loss is left out); change "
+             "with size: the slope of each seed's growth against log10(the rung's non-embedding parameters), the "
+             "mean with its t interval over the seeds. The words follow from the intervals.", "",
              "| rung | arm | " + " | ".join(_key_label(k) for k in keys) + " |", "|---|---|" + "---|" * len(keys)]
     for r in lad["rungs"]:
         for arm in arms:
