@@ -35,6 +35,8 @@ import contextvars
 import dataclasses
 import difflib
 import math
+import os
+import stat
 import types
 import typing
 import warnings
@@ -338,15 +340,43 @@ def to_dict(obj: Any) -> Any:
     return obj
 
 
-def load_yaml(path: str | Path) -> dict:
-    """The mapping in the YAML file ``path``; ConfigError naming the file when it is missing, a folder,
-    not UTF-8 (with the byte and line), not YAML or not a mapping."""
+#: the most bytes a config file may hold: the largest committed config is about 10 KB; more is no config
+#: (``/dev/zero`` or a data file named by mistake), refused before it is read whole
+CONFIG_MAX_BYTES = 8 << 20
+
+
+def read_config_bytes(path: str | Path) -> bytes:
+    """The bytes of the config file ``path``: a regular file of at most :data:`CONFIG_MAX_BYTES`; ConfigError
+    naming it when it is missing, a folder, or anything else (a FIFO nobody writes would be waited on for
+    ever, a device such as ``/dev/zero`` read without end: opened without blocking, refused unread)."""
     p = Path(path)
-    if not p.exists():
-        raise ConfigError("", f"config file not found: {p}")
-    if p.is_dir():
-        raise ConfigError(str(p), "is a folder, not a config file (give the YAML file inside it)")
-    raw = p.read_bytes()
+    try:
+        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise ConfigError("", f"config file not found: {p}") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise ConfigError(str(p), "is a folder, not a config file (give the YAML file inside it)")
+        if not stat.S_ISREG(mode):
+            raise ConfigError(str(p), "is not a regular file (a FIFO, socket or device); a config is a YAML file")
+        raw = b""
+        while len(raw) <= CONFIG_MAX_BYTES and (chunk := os.read(fd, CONFIG_MAX_BYTES + 1 - len(raw))):
+            raw += chunk
+    finally:
+        os.close(fd)
+    if len(raw) > CONFIG_MAX_BYTES:
+        raise ConfigError(str(p), f"is larger than {CONFIG_MAX_BYTES:,} bytes, more than any config holds; is it "
+                          "the file you meant?")
+    return raw
+
+
+def load_yaml(path: str | Path) -> dict:
+    """The mapping in the YAML file ``path`` (:func:`read_config_bytes`); ConfigError naming the file when it
+    cannot be read, is not UTF-8 (with the byte and line), not YAML (``file:line:column``), writes a key
+    twice in one mapping, or is not a mapping."""
+    p = Path(path)
+    raw = read_config_bytes(p)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -356,10 +386,45 @@ def load_yaml(path: str | Path) -> dict:
     try:
         data = _parse_yaml(text, str(p))
     except yaml.YAMLError as e:
-        raise ConfigError(str(p), f"not valid YAML: {e}") from None
+        raise yaml_error(e, str(p)) from None
     if not isinstance(data, dict):
         raise ConfigError(str(p), "top level must be a mapping")
     return data
+
+
+def yaml_error(e: yaml.YAMLError, where: str, in_file: bool = True) -> ConfigError:
+    """One line for PyYAML's error ``e`` about the text of ``where`` (a file; else a ``--set`` key):
+    ``where:line:column: not valid YAML (what is wrong; in what)``, where PyYAML prints 3 to 8 lines."""
+    mark = getattr(e, "problem_mark", None) if in_file else None
+    at = f"{where}:{mark.line + 1}:{mark.column + 1}" if mark is not None else where
+    what = "; ".join(x for x in (getattr(e, "problem", None), getattr(e, "context", None)) if x) or str(e)
+    if isinstance(e, DuplicateKey):
+        return ConfigError(at, f"{what}; YAML keeps only the last, so the other would be lost without a word: "
+                           "keep one")
+    return ConfigError(at, f"not valid YAML ({' '.join(what.split())})")
+
+
+class DuplicateKey(yaml.constructor.ConstructorError):
+    """A mapping that writes one key twice (YAML 1.2 forbids it; PyYAML keeps the last)."""
+
+
+class _Loader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing a key written twice in one mapping (:class:`DuplicateKey`)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen: dict = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *base` merges; its keys may be overridden
+                continue
+            key = self.construct_object(key_node, deep=True)
+            try:
+                first = seen.setdefault(key, key_node.start_mark)
+            except TypeError:  # an unhashable key: SafeLoader's own error says so
+                break
+            if first is not key_node.start_mark:
+                raise DuplicateKey(None, None, f"key {key!r} is written twice in one mapping (first at line "
+                                   f"{first.line + 1})", key_node.start_mark)
+        return super().construct_mapping(node, deep=deep)
 
 
 #: the most values a config may hold once its YAML aliases are expanded: the largest committed config holds
@@ -370,9 +435,9 @@ ALIAS_BUDGET = 100_000
 def _parse_yaml(text: str, field: str) -> Any:
     """The plain data of the YAML ``text``, every alias expanded into its own copy (:func:`_expanded`);
     ConfigError on ``field`` when it nests too deeply or expands beyond :data:`ALIAS_BUDGET` (yaml.YAMLError
-    when it is no YAML: the caller says what that means)."""
+    when it is no YAML or writes a key twice: the caller says what that means)."""
     try:
-        return _expanded(yaml.safe_load(text), field)
+        return _expanded(yaml.load(text, Loader=_Loader), field)  # noqa: S506 - a SafeLoader
     except RecursionError:
         raise ConfigError(field, "nests values too deeply to be a config") from None
 
@@ -413,6 +478,8 @@ def override_value(raw: str, field: str = "--set") -> Any:
     on ``field`` beyond it)."""
     try:
         return _parse_yaml(raw, field)
+    except DuplicateKey as e:  # YAML, but one key would be lost
+        raise yaml_error(e, field, in_file=False) from None
     except yaml.YAMLError:
         return raw
 
