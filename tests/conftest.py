@@ -1,3 +1,4 @@
+import json
 import os
 from pathlib import Path
 
@@ -313,3 +314,47 @@ def builtin_float_sum(request, monkeypatch):
 
     monkeypatch.setattr(builtins, "sum", _float_sum(request.param))
     return request.param
+
+
+def assert_same_checkpoint(a: Path, b: Path) -> None:
+    """Two checkpoint folders hold the same files with the same bytes, except what torch.save cannot write
+    twice alike: ``trainer_state.pt`` (its zip holds a serialization id drawn afresh on every save, and
+    pickle shares a string between keys by object identity) is compared by content, tensor by tensor,
+    and ``checksums.json`` for every file but that one."""
+    import torch
+
+    names = sorted(p.relative_to(a).as_posix() for p in a.rglob("*") if p.is_file())
+    assert names == sorted(p.relative_to(b).as_posix() for p in b.rglob("*") if p.is_file()), (a, b)
+    for rel in names:
+        x, y = a / rel, b / rel
+        if rel == "trainer_state.pt":
+            _assert_same_tree(torch.load(x, weights_only=True), torch.load(y, weights_only=True), f"{b}/{rel}")
+        elif rel == "checksums.json":
+            keep = lambda p: {k: v for k, v in json.loads(p.read_text())["files"].items() if k != "trainer_state.pt"}
+            assert keep(x) == keep(y), y
+        else:
+            assert x.read_bytes() == y.read_bytes(), y
+
+
+def _assert_same_tree(x, y, where: str) -> None:
+    import torch
+
+    assert type(x) is type(y), where
+    if isinstance(x, dict):
+        assert list(x) == list(y), where
+        for k in x:
+            _assert_same_tree(x[k], y[k], f"{where}.{k}")
+    elif isinstance(x, (list, tuple)):
+        assert len(x) == len(y), where
+        for i, (u, v) in enumerate(zip(x, y)):
+            _assert_same_tree(u, v, f"{where}[{i}]")
+    elif isinstance(x, torch.Tensor):
+        assert x.dtype == y.dtype and torch.equal(x, y), where
+    else:
+        assert x == y, where
+
+
+@pytest.fixture(scope="session")
+def same_checkpoint():
+    """:func:`assert_same_checkpoint`: two checkpoint folders equal byte for byte (trainer state by content)."""
+    return assert_same_checkpoint

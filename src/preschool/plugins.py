@@ -47,7 +47,7 @@ compartments checkpoint without importing ``compartments``). A registry also
 imports, in each, the module or sub-package named after the kind of part it
 holds (``Registry.plugin_module``): ``synthetic`` (generators), ``l2t_tasks``,
 ``evals``, ``builders`` (dataset builders and derived kinds), ``sections`` (report
-sections), ``callbacks``, ``presets``, ``exporters``, ``sources``, ``gpus``,
+sections), ``callbacks``, ``presets``, ``families`` (model families), ``exporters``, ``sources``, ``gpus``,
 ``commands``, ``transforms``, ``minimal_pairs_presets``, ``paradigms`` (storybook
 minimal-pair paradigms), ``presentations``. Only those modules are imported, so a plug-in's heavy
 modules (torch) load when used. What is not a registry part goes in its

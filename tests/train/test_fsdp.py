@@ -263,6 +263,21 @@ def test_fsdp_one_process_equals_plain_and_resumes_exactly(tmp_path, datasets, m
     assert sorted(p.parent.name for p in ckpts.glob("*/trainer_state.pt")) == ["step-00000008", "step-00000009"]
 
 
+@pytest.mark.parametrize("family", ["llama", "olmo2", "gpt_neox", "gpt2"])
+def test_fsdp_shards_every_family_by_its_blocks_and_equals_plain(tmp_path, datasets, micro_cfg, family):
+    """FSDP wraps each family's decoder blocks (GPT-2's are ``h``, not ``layers``) with activation
+    checkpointing on, and one process trains what the plain model does, bit for bit."""
+    cfg = micro_cfg(model={"preset": "micro", "family": family, "overrides": {"hidden_size": 32}},
+                    stages=[{"name": "a", "data": "text", "tokens": 4 * 16 * 3}], micro_batch_size=2,
+                    checkpoint_every=3, device="cpu")
+    ds = {k: str(v) for k, v in datasets.items()}
+    train(cfg, tmp_path / "plain", ds)
+    train({**cfg, "parallel": "fsdp", "activation_checkpointing": "blocks"}, tmp_path / "fsdp", ds)
+    assert_same_curve(tmp_path / "plain", tmp_path / "fsdp")
+    assert_same_weights(tmp_path / "plain", tmp_path / "fsdp")
+    assert (tmp_path / "fsdp" / "checkpoints" / "step-00000003" / "sharded").is_dir()
+
+
 def test_damaged_sharded_checkpoint_is_named_and_skipped(tmp_path, datasets, micro_cfg, capfd):
     from preschool.errors import DataError
 

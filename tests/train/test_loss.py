@@ -55,10 +55,14 @@ def test_chunked_under_bf16_autocast_tracks_plain():
     torch.testing.assert_close(gh, gh_ref, rtol=2e-2, atol=2e-2)
 
 
-def test_model_level_parity_every_parameter_gradient():
-    """Through the HF model: empty ``logits_to_keep`` + final hidden state == plain logits, every grad."""
+@pytest.mark.parametrize("family", ["qwen2", "llama", "olmo2", "gpt_neox", "gpt2"])
+def test_model_level_parity_every_parameter_gradient(family):
+    """Through the HF model of every family, as the trainer computes it (FusedLoss: empty ``logits_to_keep``,
+    the base model's final hidden state) == plain logits, every grad."""
+    from preschool.train.loss import FusedLoss
+
     torch.manual_seed(0)
-    model = build_model(ModelConfig("micro", overrides={"hidden_size": 32, "intermediate_size": 64}), 97, seed=3)
+    model = build_model(ModelConfig("micro", family=family, overrides={"hidden_size": 32}), 97, seed=3)
     ids = torch.randint(0, 97, (2, 12))
     labels = torch.roll(ids, -1, 1)
     labels[:, :4] = IGNORE_INDEX
@@ -67,12 +71,12 @@ def test_model_level_parity_every_parameter_gradient():
     ref.backward()
     want = {n: p.grad.clone() for n, p in model.named_parameters()}
     model.zero_grad(set_to_none=True)
-    out = model(input_ids=ids, use_cache=False, logits_to_keep=torch.empty(0, dtype=torch.long),
-                output_hidden_states=-1)
+    fused = FusedLoss(model, "chunked")
+    with fused.labels(labels):
+        out = model(input_ids=ids, use_cache=False, logits_to_keep=torch.empty(0, dtype=torch.long))
     assert out.logits.shape[1] == 0  # the [B, L, V] tensor is never built
-    ce = chunked_linear_cross_entropy(out.hidden_states[-1], model.get_output_embeddings().weight, labels, chunk=5)
-    ce.backward()
-    torch.testing.assert_close(ce, ref, rtol=1e-5, atol=1e-5)
+    out.loss.backward()
+    torch.testing.assert_close(out.loss, ref, rtol=1e-5, atol=1e-5)
     for n, p in model.named_parameters():
         torch.testing.assert_close(p.grad, want[n], rtol=1e-4, atol=1e-6, msg=lambda m: f"{n}: {m}")
 

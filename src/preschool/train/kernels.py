@@ -36,22 +36,30 @@ from typing import Any, Iterator, Literal
 import torch
 
 from ..errors import ConfigError
+from .families import decoder_blocks
 from .loss import liger_available
 
 Kernels = Literal["auto", "off", "liger"]
 
 
-def resolve_kernels(mode: str, device: torch.device, compile: str = "off") -> str:
-    """``liger`` or ``off`` for a run on ``device`` compiled as ``compile`` (:func:`compile_mode`);
-    an explicit ``liger`` that cannot run is a ConfigError. ``auto`` leaves compiled models to Inductor."""
+def resolve_kernels(mode: str, device: torch.device, compile: str = "off", family: str = "qwen2") -> str:
+    """``liger`` or ``off`` for a run of a ``family`` model on ``device`` compiled as ``compile``
+    (:func:`compile_mode`); an explicit ``liger`` that cannot run is a ConfigError. ``auto`` leaves compiled
+    models to Inductor, and families without a Liger patch (``Family.liger_patch``) to HF's modules."""
+    from .model import get_family
+
+    patched = get_family(family).liger_patch is not None
     if mode == "liger":
+        if not patched:
+            raise ConfigError("kernels", f"'liger' has no patch here for the {family} family (Liger is bound into "
+                              "qwen2 and llama models only); use 'off' or 'auto'")
         if device.type != "cuda":
             raise ConfigError("kernels", f"'liger' runs on CUDA only (device is {device.type}); use 'off' or 'auto'")
         if not liger_available():
             raise ConfigError("kernels", "'liger' needs Liger-Kernel: pip install 'preschool[gpu]'")
         return "liger"
     if mode == "auto":
-        return "liger" if device.type == "cuda" and compile == "off" and liger_available() else "off"
+        return "liger" if patched and device.type == "cuda" and compile == "off" and liger_available() else "off"
     return mode
 
 
@@ -62,9 +70,11 @@ def apply_liger(model) -> None:
     module-level names Liger's patch function rebinds are put back (:func:`attributes_restored`)."""
     from liger_kernel import transformers as lk
 
+    from .families import family_of_model
+
+    fam = family_of_model(model)
     family = model.config.model_type
-    patch = {"qwen2": getattr(lk, "apply_liger_kernel_to_qwen2", None),
-             "llama": getattr(lk, "apply_liger_kernel_to_llama", None)}.get(family)
+    patch = getattr(lk, fam.liger_patch, None) if fam is not None and fam.liger_patch else None
     if patch is None:
         raise ConfigError("kernels", f"Liger-Kernel has no patch for model type {family!r} in this version")
     modeling = sys.modules[type(model).__module__]
@@ -93,18 +103,9 @@ def attributes_restored(*modules: Any) -> Iterator[None]:
                     setattr(ns, name, value)
 
 
-def decoder_blocks(model) -> list[torch.nn.Module]:
-    """The decoder layers of an HF causal LM (``model.model.layers``)."""
-    base = getattr(model, "model", None)
-    layers = getattr(base, "layers", None)
-    if layers is None:
-        raise ConfigError("compile", f"'blocks' needs an HF decoder with model.layers; {type(model).__name__} has none")
-    return list(layers)
-
-
 def compile_blocks(model, backend: str = "inductor") -> int:
     """torch.compile each decoder layer in place with ``backend``; returns how many."""
-    blocks = decoder_blocks(model)
+    blocks = decoder_blocks(model, "compile")
     for b in blocks:
         b.compile(backend=backend)
     return len(blocks)

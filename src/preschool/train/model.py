@@ -1,12 +1,14 @@
-"""Decoder-only LMs built from Hugging Face ``transformers`` configs, by preset name.
+"""Decoder-only LMs built from Hugging Face ``transformers`` configs, by preset name and family.
 
-A model is a plain HF ``Qwen2ForCausalLM`` or ``LlamaForCausalLM``: checkpoints
+A model is a plain HF causal LM of a registered family (``FAMILIES``, ``train/families/``: ``qwen2``,
+``llama``, ``olmo2``, ``gpt_neox``, ``gpt2``) built through ``AutoModelForCausalLM``: checkpoints
 written with ``save_pretrained`` (safetensors) load with nothing but
 ``AutoModelForCausalLM.from_pretrained``, so every HF tool (lm-eval, generate,
 PEFT...) works on them.
 
-Presets (``MODEL_PRESETS``, one trunk shape each, in ``train/presets.py`` or a plug-in) fix the
-trunk shape; the vocabulary comes from the tokenizer at build time.
+Presets (``MODEL_PRESETS``, one trunk shape each, in ``train/presets/`` or a plug-in) fix the
+trunk shape in the canonical (Llama) field names; the family adapts it to its own config
+(``train/families/__init__.py``); the vocabulary comes from the tokenizer at build time.
 
 Departure: init. HF initialises from global RNG state; we re-initialise every
 weight from a private ``torch.Generator`` seeded by ``seed`` (normal(0,
@@ -21,46 +23,29 @@ verify-ppt configs train with.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from ..config import check
 from ..errors import ConfigError
 from ..registry import Registry
+from .families import FAMILIES, get_family  # noqa: F401  (FAMILIES re-exported beside MODEL_PRESETS)
 
 # shapes by name: train/presets/ (one module per family, looked up as a whole) and a plug-in's `presets`
 MODEL_PRESETS = Registry("model preset", packages=("preschool.train.presets",), plugin_module="presets")
 
-Family = Literal["qwen2", "llama"]
 
-
-def _config_class(family: str):
-    if family == "qwen2":
-        from transformers import Qwen2Config
-
-        return Qwen2Config
-    if family == "llama":
-        from transformers import LlamaConfig
-
-        return LlamaConfig
-    raise ConfigError("family", f"must be 'qwen2' or 'llama', got {family!r}")
-
-
-# fields every supported family's HF config has (checked in tests against Qwen2Config and LlamaConfig):
-# overrides among these are validated without importing transformers, so `preschool plan` of a paper
-# config that sets, e.g., rms_norm_eps stays arithmetic only
+# canonical fields every family has (train/families/): overrides among these are validated without importing
+# transformers, so `preschool plan` of a paper config that sets, e.g., rms_norm_eps stays arithmetic only
 COMMON_FIELDS = frozenset({
     "hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "intermediate_size",
     "rope_theta", "max_position_embeddings", "rms_norm_eps", "attention_dropout", "hidden_act",
 })
 
 
-def _known_fields(family: str) -> set[str]:
-    cls = _config_class(family)
-    fields = set(cls().to_dict())
-    fields.add("rope_theta")  # transformers >= 5 stores it inside rope_parameters; we accept the flat name
-    return fields
+def _known_fields(name: str) -> set[str]:
+    """Every override the family ``name`` takes (imports transformers for its HF config's fields)."""
+    return get_family(name).known_fields()
 
 
 @dataclass
@@ -73,7 +58,7 @@ class ModelConfig:
     """
 
     preset: str = "micro"
-    family: Family = "qwen2"
+    family: str = "qwen2"  # a registered family (train/families/): qwen2, llama, olmo2, gpt_neox, gpt2
     tie_embeddings: bool = True
     init_std: float = 0.02
     # o_proj / down_proj ~ N(0, init_std / sqrt(2 * layers)) (Nanotron's scaled init; module docstring)
@@ -84,13 +69,14 @@ class ModelConfig:
 
     def validate(self) -> None:
         MODEL_PRESETS.get(self.preset, "preset")
-        check(self.family in ("qwen2", "llama"), "family", f"must be 'qwen2' or 'llama', got {self.family!r}")
+        fam = get_family(self.family)
         check(self.init_std > 0, "init_std", f"must be > 0, got {self.init_std}")
         check(self.vocab_multiple >= 1, "vocab_multiple", f"must be >= 1, got {self.vocab_multiple}")
         # only overrides need the HF config's field list: importing it costs seconds (transformers), which
         # `preschool plan` on a laptop should not pay for a preset-only config
         known = COMMON_FIELDS if set(self.overrides) <= COMMON_FIELDS else _known_fields(self.family)
         for k in self.overrides:
+            fam.check_override(k)
             if k not in known:
                 import difflib
 
@@ -110,24 +96,33 @@ def embedding_rows(cfg: ModelConfig, vocab_size: int) -> int:
 
 
 def model_shape(cfg: ModelConfig, vocab_size: int) -> dict[str, Any]:
-    """The preset's shape with ``cfg.overrides`` applied and checked: what :func:`hf_config` builds from.
+    """The preset's shape as ``cfg.family`` builds it (``Family.adapt_preset``), ``cfg.overrides`` applied and
+    checked, in the canonical field names: what :func:`hf_config` builds from.
 
     Plain arithmetic (no transformers import), so the planner and logs can describe a model cheaply."""
     if vocab_size < 2:
         raise ConfigError("vocab_size", f"must be >= 2, got {vocab_size}")
-    shape = MODEL_PRESETS.get(cfg.preset, "preset").cls()
+    fam = get_family(cfg.family)
+    shape = fam.adapt_preset(MODEL_PRESETS.get(cfg.preset, "preset").cls(), cfg.preset)
     shape.update(cfg.overrides)
 
     def named(*keys: str) -> str:  # the override that makes the shape impossible (presets are consistent)
         return f"overrides.{next((k for k in keys if k in cfg.overrides), keys[-1])}"
 
+    check_shape(shape, named)
+    fam.check_shape(shape, named)
+    return shape
+
+
+def check_shape(shape: dict[str, Any], named) -> None:
+    """ConfigError (``named(*keys)``: the field to blame) for sizes no family can build from."""
     # every size the parameter count and the HF config are built from (a zero or negative one gave the
     # planner negative parameters and the trainer a transformers traceback)
     sizes = ("hidden_size", "num_hidden_layers", "intermediate_size", "num_attention_heads", "num_key_value_heads")
     for k in sizes + tuple(k for k in ("head_dim", "max_position_embeddings") if shape.get(k) is not None):
         v = shape[k]
         if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
-            raise ConfigError(f"overrides.{k}", f"must be a positive integer, got {v!r}")
+            raise ConfigError(named(k), f"must be a positive integer, got {v!r}")
     d, h = shape["hidden_size"], shape["num_attention_heads"]
     if d % h and not shape.get("head_dim"):
         raise ConfigError(named("num_attention_heads", "hidden_size"),
@@ -135,14 +130,12 @@ def model_shape(cfg: ModelConfig, vocab_size: int) -> dict[str, Any]:
     if h % shape["num_key_value_heads"]:
         raise ConfigError(named("num_key_value_heads", "num_attention_heads"),
                           f"{h} attention heads not divisible by {shape['num_key_value_heads']} KV heads")
-    return shape
 
 
 def hf_config(cfg: ModelConfig, vocab_size: int, special=None):
     """The HF ``PretrainedConfig`` for ``cfg`` at ``vocab_size``, with the tokenizer's BOS/EOS/PAD ids
     (``special``, a ``data.tokenizer.SpecialIds``; None: id 0 for all three, our BPE's ``<|endoftext|>``)."""
-    shape = model_shape(cfg, vocab_size)
-    theta = float(shape.pop("rope_theta", 10000.0))
+    fam = get_family(cfg.family)
     kwargs = dict(
         vocab_size=vocab_size,
         tie_word_embeddings=cfg.tie_embeddings,
@@ -151,36 +144,35 @@ def hf_config(cfg: ModelConfig, vocab_size: int, special=None):
         eos_token_id=0 if special is None else special.eos,
         pad_token_id=0 if special is None else special.pad,
         use_cache=False,
-        rope_parameters={"rope_type": "default", "rope_theta": theta},
-        **shape,
+        **fam.hf_kwargs(model_shape(cfg, vocab_size)),
     )
-    hf = _config_class(cfg.family)(**kwargs)
+    hf = fam.config_class()(**kwargs)
     hf.use_cache = True  # for generation after training; the trainer passes use_cache=False
     return hf
 
 
-# the projections that write into the residual stream: what scaled init scales down
-RESIDUAL_OUTPUTS = ("o_proj.weight", "down_proj.weight")
-
-
-def init_weights(model: torch.nn.Module, std: float, seed: int, scaled_layers: int | None = None) -> None:
+def init_weights(model: torch.nn.Module, std: float, seed: int, scaled_layers: int | None = None,
+                 residual_outputs: tuple[str, ...] = ("o_proj.weight", "down_proj.weight")) -> None:
     """Re-initialise every parameter from a private generator: normal(0, std) weights, zero biases, unit norms.
 
-    ``scaled_layers = L`` draws :data:`RESIDUAL_OUTPUTS` from normal(0, std / sqrt(2 L)) (Nanotron's
+    A norm's parameters are those of a module whose class is a norm (``LayerNorm``, ``*RMSNorm``): its
+    gain is 1 and its bias 0. ``scaled_layers = L`` draws the parameters named ``residual_outputs`` (the
+    projections writing into the residual stream, the family's) from normal(0, std / sqrt(2 L)) (Nanotron's
     scaled init); the draw order is the same either way, so only those tensors differ."""
     import math
 
     import torch
 
+    norms = {id(p) for m in model.modules() if "Norm" in type(m).__name__ for p in m.parameters(recurse=False)}
     gen = torch.Generator(device="cpu").manual_seed(int(seed))
     with torch.no_grad():
         for name, p in model.named_parameters():  # named_parameters dedups tied weights
             if name.endswith("bias"):
                 p.zero_()
-            elif "norm" in name:
+            elif id(p) in norms:
                 p.fill_(1.0)
             else:
-                s = std / math.sqrt(2 * scaled_layers) if scaled_layers and name.endswith(RESIDUAL_OUTPUTS) else std
+                s = std / math.sqrt(2 * scaled_layers) if scaled_layers and name.endswith(residual_outputs) else std
                 p.copy_(torch.randn(p.shape, generator=gen, dtype=torch.float32).mul_(s).to(p.dtype))
 
 
@@ -195,22 +187,30 @@ def build_model(cfg: ModelConfig, vocab_size: int, seed: int = 0, special=None):
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(int(seed))
         model = AutoModelForCausalLM.from_config(hf, attn_implementation="sdpa", dtype=torch.float32)
-    init_weights(model, cfg.init_std, seed, hf.num_hidden_layers if cfg.scaled_init else None)
+    init_weights(model, cfg.init_std, seed, hf.num_hidden_layers if cfg.scaled_init else None,
+                 get_family(cfg.family).residual_outputs)
     if cfg.tie_embeddings:
         model.tie_weights()
     return model
 
 
 def count_params(model: torch.nn.Module, embeddings: bool = True) -> int:
-    """Unique parameter count; ``embeddings=False`` leaves out input embeddings and an untied head."""
+    """Unique parameter count; ``embeddings=False`` leaves out input embeddings, an untied head and a learned
+    position table."""
     seen = set()
     total = 0
     emb_ids = set()
     if not embeddings:
+        from .families import family_of_model
+
         emb_ids.add(id(model.get_input_embeddings().weight))
         out = model.get_output_embeddings()
         if out is not None:
             emb_ids.add(id(out.weight))
+        fam = family_of_model(model)
+        pos = fam.position_table(model) if fam is not None else None
+        if pos is not None:
+            emb_ids.add(id(pos))
     for p in model.parameters():
         if id(p) in seen or id(p) in emb_ids:
             continue
@@ -274,34 +274,24 @@ def set_input_embeddings(model, how: str, seed: list[int], init_std: float,
         assign_full(param, emb)
 
 
-def head_dim(hf) -> int:
-    """Attention head size of an HF config (``head_dim`` when set, else hidden / heads)."""
-    return int(getattr(hf, "head_dim", None) or hf.hidden_size // hf.num_attention_heads)
-
-
-def layer_params(hf, family: str) -> int:
-    """Parameters of one decoder block: Q/K/V/O (+ Qwen2's QKV biases), SwiGLU MLP, two RMSNorms."""
-    d, ffn = hf.hidden_size, hf.intermediate_size
-    q = hf.num_attention_heads * head_dim(hf)
-    kv = hf.num_key_value_heads * head_dim(hf)
-    bias = (q + 2 * kv) if family == "qwen2" else 0
-    return 2 * d * q + 2 * d * kv + bias + 3 * d * ffn + 2 * d
-
-
 def describe(cfg: ModelConfig, vocab_size: int) -> dict[str, Any]:
     """Shape summary for logs and the planner: HF config fields that matter plus exact parameter counts
     (arithmetic on the config; no model is built). ``params_embedding`` is the input embedding plus an
-    untied head."""
-    from types import SimpleNamespace
+    untied head (and a learned position table)."""
+    return describe_shape(cfg.family, model_shape(cfg, vocab_size), vocab_size, cfg.tie_embeddings,
+                          preset=cfg.preset, overrides=cfg.overrides)
 
-    # the shape dict, not an HF config object: the same numbers (tests/train/test_model.py checks every
-    # preset against hf_config) without importing transformers
-    hf = SimpleNamespace(**{"head_dim": None, **model_shape(cfg, vocab_size)})
-    d, L, ffn = hf.hidden_size, hf.num_hidden_layers, hf.intermediate_size
-    per_layer = layer_params(hf, cfg.family)
-    emb = vocab_size * d * (1 if cfg.tie_embeddings else 2)
-    return {"family": cfg.family, "preset": cfg.preset, "hidden_size": d, "layers": L, "ffn": ffn,
-            "heads": hf.num_attention_heads, "kv_heads": hf.num_key_value_heads, "head_dim": head_dim(hf),
+
+def describe_shape(family_name: str, shape: dict[str, Any], vocab_size: int, tie: bool, preset: str,
+                   overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+    """:func:`describe` of a canonical ``shape`` of family ``family_name`` (a preset's, or a saved model's)."""
+    fam = get_family(family_name)
+    d, L, ffn = shape["hidden_size"], shape["num_hidden_layers"], shape["intermediate_size"]
+    hd = shape.get("head_dim") or d // shape["num_attention_heads"]
+    per_layer = fam.layer_params(shape)
+    emb = vocab_size * d * (1 if tie else 2) + fam.position_params(shape)
+    body = L * per_layer + fam.norm_params(d)
+    return {"family": family_name, "preset": preset, "hidden_size": d, "layers": L, "ffn": ffn,
+            "heads": shape["num_attention_heads"], "kv_heads": shape["num_key_value_heads"], "head_dim": hd,
             "vocab_size": vocab_size, "params_per_layer": per_layer, "params_embedding": emb,
-            "params_non_embedding": L * per_layer + d, "params_total": L * per_layer + d + emb,
-            **{k: v for k, v in dataclasses.asdict(cfg).items() if k == "overrides" and v}}
+            "params_non_embedding": body, "params_total": body + emb, **({"overrides": overrides} if overrides else {})}

@@ -44,19 +44,13 @@ from typing import Any
 import torch
 from torch import nn
 
+from .families import decoder_blocks
+
 
 def _dist():
     import torch.distributed as dist
 
     return dist if dist.is_available() and dist.is_initialized() else None
-
-
-def decoder_blocks(model: nn.Module) -> list[nn.Module]:
-    """The decoder blocks of a HF causal LM (``model.base_model.layers``)."""
-    layers = getattr(model.base_model, "layers", None)
-    if layers is None:
-        raise TypeError(f"{type(model).__name__}: no base_model.layers to shard or checkpoint")
-    return list(layers)
 
 
 def is_sharded(model: nn.Module) -> bool:

@@ -117,7 +117,7 @@ class Trainer:
         # opens the data: bad paths fail now
         self.plan = plan if plan is not None else StagePlan(cfg, self.datasets, self.vocab_size)
         self.doc_attention = resolve_doc_attention(cfg.doc_attention, self.device)
-        self.kernels = resolve_kernels(cfg.kernels, self.device, compile_mode(cfg.compile))
+        self.kernels = resolve_kernels(cfg.kernels, self.device, compile_mode(cfg.compile), cfg.model.family)
         self.loss_path = resolve_fused_loss(cfg.fused_loss, self.device,
                                             self.micro * max(m.seq_len for m in self.plan.mixtures), self.vocab_size)
 
