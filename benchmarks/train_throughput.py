@@ -1,24 +1,31 @@
-"""Training throughput: preschool's trainer vs the Hugging Face ``Trainer`` on the same model, data and batch.
+"""Training throughput: preschool's trainer vs the Hugging Face ``Trainer`` on equal terms, one run.
 
 For each preset (default: tiny-1m, small-6m at vocab 2048) and precision both
 trainers run the same number of optimizer steps of AdamW + cosine schedule +
-grad clipping on the same random-token rows. Every run is a fresh Python
-process (so one trainer's process-wide settings cannot help or hurt the
-other), rounds alternate between the trainers, the best round of each is kept,
-and tokens/s is measured over the steps after a warm-up. The script prints
-our/HF ratio plus MFU against this machine's peak matmul rate in that
-precision, measured here as the best of several matmul shapes.
+grad clipping on the same random-token rows, each in every setting the other
+gets: the retained CPU heap (``preschool.train.cpu_heap``, the faster heap for
+both; ``--heaps retain system`` adds glibc's defaults), and eager as well as
+``torch.compile``-d (ours ``compile: true``, the HF ``Trainer``'s
+``torch_compile``; ``--no-compile`` leaves those rows out). Every run is a
+fresh Python process (so one trainer's process-wide settings cannot help or
+hurt the other), each round runs every row once, interleaved, and a row's
+figure is the median of its rounds. tokens/s is measured over the steps after
+a warm-up (a compiled row's compile happens there; its time is printed as
+``compile s``: the warm-up steps' time minus as many steady steps).
+
+Printed per row: tokens/s, the ratio to the best HF ``Trainer`` row of the same
+preset and precision, MFU against this machine's peak matmul rate in that
+precision (measured here, the best of several shapes), and the ratio in CPU time
+(per CPU-second of the process: on a machine shared with other jobs the wall
+clock mostly measures the neighbours). Then ours-best / HF-best per preset and
+precision, and ours bf16 / ours fp32 per preset.
 
 Precisions: ``fp32`` (the CPU default) and ``bf16`` (autocast; on CPU only
 worth it with AMX / AVX-512 BF16, see preschool.train.precision), both by
 default on a CPU that has native bf16, fp32 only on one without; on CUDA bf16.
 
-On CPU the fp32 rows also show where the ratio comes from: our trainer with
-``cpu_heap: system`` (glibc's allocator defaults, as the HF ``Trainer`` runs)
-and the HF ``Trainer`` given our retained heap (``preschool.train.cpu_heap``).
-
     python benchmarks/train_throughput.py [--presets tiny-1m small-6m] [--precisions fp32 bf16]
-        [--steps 12] [--rounds 2] [--compile]
+        [--steps 12] [--rounds 3] [--no-compile] [--heaps retain]
 
 Model FLOPs per trained token: ``preschool.train.flops.flops_per_token``
 (6 x matmul params incl. the head, plus causal attention).
@@ -29,6 +36,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -69,25 +77,39 @@ def _model_dict(model: "str | dict") -> dict:
 
 
 class _Clock:
-    """Timestamps after every optimizer step (device synchronised); tokens/s over the steps after ``warm``."""
+    """Timestamps (wall and process CPU time) after every optimizer step (device synchronised); tokens/s over
+    the steps after ``warm``."""
 
     def __init__(self):
         self.stamps: list[float] = []
+        self.cpu: list[float] = []
+        self.start = time.perf_counter()
 
     def tick(self) -> None:
         _sync()
         self.stamps.append(time.perf_counter())
+        self.cpu.append(time.process_time())
 
     def tokens_per_s(self, warm: int, tokens_per_step: int) -> float:
         s = self.stamps
         return (len(s) - 1 - warm) * tokens_per_step / (s[-1] - s[warm])
 
+    def tokens_per_cpu_s(self, warm: int, tokens_per_step: int) -> float:
+        c = self.cpu
+        return (len(c) - 1 - warm) * tokens_per_step / (c[-1] - c[warm])
+
+    def warmup_excess_s(self, warm: int) -> float:
+        """The warm-up steps' wall time beyond as many steady steps (a compiled run: about its compile time)."""
+        s = self.stamps
+        steady = (s[-1] - s[warm]) / (len(s) - 1 - warm)
+        return (s[warm] - self.start) - (warm + 1) * steady
+
 
 def run_ours(model, data, steps, warm, batch, seq_len, out: Path, compile: "bool | str" = False,
              cpu_heap: str = "retain", precision: str = "auto", extra: dict | None = None,
-             callbacks: tuple = ()) -> float:
+             callbacks: tuple = (), clock: "_Clock | None" = None) -> float:
     """Tokens/s of our trainer; ``extra`` adds train-config fields (fused_loss, kernels, micro_batch_size...),
-    ``callbacks`` run before the clock's."""
+    ``callbacks`` run before the clock's (``clock``: one to read more from afterwards)."""
     from preschool.train.callbacks import Callback
     from preschool.train.trainer import train
 
@@ -96,7 +118,7 @@ def run_ours(model, data, steps, warm, batch, seq_len, out: Path, compile: "bool
            "cpu_heap": cpu_heap, "precision": precision,
            "stages": [{"name": "pt", "data": "rand", "tokens": steps * batch * seq_len, "schedule": {"warmup": 0.1}}],
            **(extra or {})}
-    clock = _Clock()
+    clock = clock or _Clock()
 
     class Clock(Callback):
         def on_step_end(self, trainer):
@@ -107,7 +129,7 @@ def run_ours(model, data, steps, warm, batch, seq_len, out: Path, compile: "bool
 
 
 def run_hf(model, data, steps, warm, batch, seq_len, out: Path, compile: bool = False,
-           cpu_heap: str = "system", precision: str = "auto") -> float:
+           cpu_heap: str = "system", precision: str = "auto", clock: "_Clock | None" = None) -> float:
     """Tokens/s of the HF ``Trainer`` on the same model, rows and optimisation (bf16 when ``precision`` says so)."""
     from transformers import Trainer, TrainerCallback, TrainingArguments
 
@@ -120,6 +142,7 @@ def run_hf(model, data, steps, warm, batch, seq_len, out: Path, compile: bool = 
 
         retain_freed_memory()
     shards = ShardSet(data / "train")
+    clock = clock or _Clock()
 
     class Rows(torch.utils.data.Dataset):
         def __len__(self):
@@ -129,7 +152,6 @@ def run_hf(model, data, steps, warm, batch, seq_len, out: Path, compile: bool = 
             row = torch.from_numpy(shards.row(i).astype(np.int64))
             return {"input_ids": row[:-1], "labels": row[1:]}
 
-    clock = _Clock()
 
     class Clock(TrainerCallback):
         def on_step_end(self, args, state, control, **kw):
@@ -154,15 +176,15 @@ def run_hf(model, data, steps, warm, batch, seq_len, out: Path, compile: bool = 
 
 
 def in_fresh_process(a, which: str, preset: str, data: Path, out: Path, compile: bool, cpu_heap: str,
-                     precision: str) -> float:
-    """Tokens/s of one run of ``which`` (ours | hf) in a new interpreter."""
+                     precision: str) -> dict:
+    """One run of ``which`` (ours | hf) in a new interpreter: tokens/s, tokens per CPU second, compile s."""
     cmd = [sys.executable, __file__, "--worker", which, "--presets", preset, "--data", str(data), "--out", str(out),
            "--cpu-heap", cpu_heap, "--precisions", precision, "--steps", str(a.steps),
            "--warmup-steps", str(a.warmup_steps), "--batch", str(a.batch), "--seq-len", str(a.seq_len)]
     done = subprocess.run(cmd + (["--compile"] if compile else []), capture_output=True, text=True)
     if done.returncode != 0:
         raise SystemExit(f"{which} run failed:\n{done.stderr[-4000:]}")
-    return float(done.stdout.strip().splitlines()[-1])
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def default_precisions(dev: torch.device) -> list[str]:
@@ -174,6 +196,11 @@ def default_precisions(dev: torch.device) -> list[str]:
     return ["fp32", "bf16"] if cpu_bf16_capability() else ["fp32"]
 
 
+def row_name(which: str, heap: str, comp: bool) -> str:
+    return ("ours" if which == "ours" else "HF Trainer") + (" +compile" if comp else "") + \
+        ("" if heap == "retain" else f" (heap {heap})")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--presets", nargs="+", default=["tiny-1m", "small-6m"])
@@ -181,16 +208,16 @@ def main(argv=None) -> int:
                     help="default: bf16 on CUDA; fp32 and (with AMX / AVX-512 BF16) bf16 on CPU")
     ap.add_argument("--steps", type=int, default=12)
     ap.add_argument("--warmup-steps", type=int, default=2)
-    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--seq-len", type=int, default=256)
     ap.add_argument("--vocab", type=int, default=2048)
-    ap.add_argument("--compile", action="store_true",
-                    help="also compare with torch.compile on both sides (ours: compile: true; HF: torch_compile)")
-    ap.add_argument("--no-attribution", action="store_true",
-                    help="CPU: skip the two extra runs that show what the retained heap contributes")
+    ap.add_argument("--no-compile", action="store_true", help="leave out the torch.compile rows of both trainers")
+    ap.add_argument("--heaps", nargs="+", choices=["retain", "system"], default=["retain"],
+                    help="CPU heap settings every trainer runs under (default: the retained heap, the faster)")
     # internal: one timed run in this process (used by the rounds above)
     ap.add_argument("--worker", choices=["ours", "hf"], help=argparse.SUPPRESS)
+    ap.add_argument("--compile", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--data", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--out", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--cpu-heap", choices=["retain", "system"], help=argparse.SUPPRESS)
@@ -198,55 +225,83 @@ def main(argv=None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     if a.worker:
         run = run_ours if a.worker == "ours" else run_hf
-        print(run(a.presets[0], a.data, a.steps, a.warmup_steps, a.batch, a.seq_len, a.out, a.compile, a.cpu_heap,
-                  a.precisions[0]))
+        clock = _Clock()
+        tps = run(a.presets[0], a.data, a.steps, a.warmup_steps, a.batch, a.seq_len, a.out, a.compile, a.cpu_heap,
+                  a.precisions[0], clock=clock)
+        tokens = a.batch * a.seq_len
+        print(json.dumps({"tokens_per_s": tps, "tokens_per_cpu_s": clock.tokens_per_cpu_s(a.warmup_steps, tokens),
+                          "warmup_excess_s": clock.warmup_excess_s(a.warmup_steps)}))
         return 0
     dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     precisions = a.precisions or default_precisions(dev)
+    heaps = a.heaps if dev.type == "cpu" else ["system"]  # the heap setting is a CPU one
+    print(f"{cpu_model()}; load average before: {os.getloadavg()[0]:.2f}", flush=True)
     peaks = {}
     for prec in precisions:
         peaks[prec] = peak_matmul_flops(str(dev), "bfloat16" if prec == "bf16" else "float32")
         print(f"device {dev}, threads {torch.get_num_threads()}, peak {prec} matmul "
               f"{peaks[prec][0] / 1e9:.1f} GFLOP/s (best of several shapes, at {peaks[prec][1]})", flush=True)
+    rows = [(w, h, c) for c in ([False] if a.no_compile else [False, True]) for w in ("ours", "hf") for h in heaps]
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         data = make_data(tmp, rows=a.batch * a.steps, seq_len=a.seq_len, vocab=a.vocab)
-        for preset, prec, comp in [(p, q, c) for p in a.presets for q in precisions
-                                   for c in ([False, True] if a.compile else [False])]:
-            # (trainer, cpu_heap): each trainer as it runs by default, then (CPU fp32) each with the other's heap
-            kinds = [("ours", "retain"), ("hf", "system")]
-            if dev.type == "cpu" and prec == "fp32" and not a.no_attribution:
-                kinds += [("ours", "system"), ("hf", "retain")]
-            got: dict[tuple[str, str], list[float]] = {k: [] for k in kinds}
-            for r in range(a.rounds):
-                for which, heap in kinds:
-                    got[(which, heap)].append(in_fresh_process(
+        for preset, prec in [(p, q) for p in a.presets for q in precisions]:
+            got: dict[tuple, list[dict]] = {r: [] for r in rows}
+            for r in range(a.rounds):  # every row once per round, interleaved
+                for which, heap, comp in rows:
+                    got[(which, heap, comp)].append(in_fresh_process(
                         a, which, preset, data, tmp / f"{which}-{heap}-{preset}-{prec}-{comp}-{r}", comp, heap, prec))
             fpt = flops_per_token(preset, a.vocab, a.seq_len)
             peak = peaks[prec][0]
-            o, h = max(got[("ours", "retain")]), max(got[("hf", "system")])
-            label = f"{preset} {prec}" + (" +compile" if comp else "")
-            results[label] = {"preset": preset, "precision": prec, "compile": comp,
-                              "ours_tokens_per_s": o, "hf_tokens_per_s": h, "ratio": o / h,
-                              "mfu_ours": o * fpt / peak, "mfu_hf": h * fpt / peak,
-                              "rounds": {f"{w}/{hp}": v for (w, hp), v in got.items()}}
-            print(f"{label:22s} ours {o:9.0f} tok/s  HF Trainer {h:9.0f} tok/s  RATIO {o / h:5.2f}x  "
-                  f"MFU ours {100 * o * fpt / peak:5.1f}%  HF {100 * h * fpt / peak:5.1f}%", flush=True)
-            if ("ours", "system") in got:
-                os_, hr = max(got[("ours", "system")]), max(got[("hf", "retain")])
-                results[label].update(ours_system_heap_tokens_per_s=os_, hf_retained_heap_tokens_per_s=hr)
-                print(f"{'':22s} attribution: ours with cpu_heap: system {os_:9.0f} tok/s ({os_ / h:4.2f}x HF); "
-                      f"HF Trainer with our retained heap {hr:9.0f} tok/s (ours {o / hr:4.2f}x that)", flush=True)
-        for preset in a.presets:  # fp32 vs bf16, ours, per preset
+            med = {k: {f: statistics.median(run[f] for run in v) for f in v[0]} for k, v in got.items()}
+            best_hf = max((k for k in rows if k[0] == "hf"), key=lambda k: med[k]["tokens_per_s"])
+            best_hf_cpu = max(med[k]["tokens_per_cpu_s"] for k in rows if k[0] == "hf")
+            label = f"{preset} {prec}"
+            res = results[label] = {"preset": preset, "precision": prec, "best_hf_row": row_name(*best_hf),
+                                    "rows": {}}
+            print(f"{label}  (median of {a.rounds} rounds; ratios to the best HF Trainer row, "
+                  f"{row_name(*best_hf)})", flush=True)
+            for k in rows:
+                m = med[k]
+                ratio, cpu_ratio = m["tokens_per_s"] / med[best_hf]["tokens_per_s"], m["tokens_per_cpu_s"] / best_hf_cpu
+                res["rows"][row_name(*k)] = {**m, "ratio": ratio, "cpu_ratio": cpu_ratio,
+                                             "mfu": m["tokens_per_s"] * fpt / peak, "compile": k[2], "heap": k[1],
+                                             "rounds": got[k]}
+                comp = f"  compile {m['warmup_excess_s']:5.1f} s" if k[2] else ""
+                print(f"  {row_name(*k):28s} {m['tokens_per_s']:9.0f} tok/s  RATIO {ratio:5.2f}x  "
+                      f"MFU {100 * m['tokens_per_s'] * fpt / peak:5.1f}% of {prec} peak  "
+                      f"(per CPU s: {cpu_ratio:5.2f}x){comp}", flush=True)
+            ours_rows = {n: r for n, r in res["rows"].items() if n.startswith("ours")}
+            best_name = max(ours_rows, key=lambda n: ours_rows[n]["tokens_per_s"])
+            res["best_ours_row"], res["best_ratio"] = best_name, ours_rows[best_name]["ratio"]
+            print(f"  best ours ({best_name}) / best HF Trainer: RATIO {ours_rows[best_name]['ratio']:.2f}x", flush=True)
+        for preset in a.presets:  # bf16 vs fp32, ours, per preset, row by row and best to best
             r32, r16 = results.get(f"{preset} fp32"), results.get(f"{preset} bf16")
             if r32 and r16:
-                print(f"{preset:22s} bf16 / fp32 (ours): {r16['ours_tokens_per_s'] / r32['ours_tokens_per_s']:4.2f}x",
-                      flush=True)
-    print(json.dumps({"device": str(dev), "peak_matmul_flops": {k: v[0] for k, v in peaks.items()},
+                for name in r32["rows"]:
+                    if name.startswith("ours"):
+                        q = r16["rows"][name]["tokens_per_s"] / r32["rows"][name]["tokens_per_s"]
+                        print(f"{preset:10s} bf16 / fp32, {name}: {q:4.2f}x", flush=True)
+                best = lambda r: r["rows"][r["best_ours_row"]]["tokens_per_s"]  # noqa: E731
+                print(f"{preset:10s} bf16 / fp32, best ours to best ours: {best(r16) / best(r32):4.2f}x", flush=True)
+    print(f"load average after: {os.getloadavg()[0]:.2f}", flush=True)
+    print(json.dumps({"device": str(dev), "cpu": cpu_model(), "threads": torch.get_num_threads(),
+                      "peak_matmul_flops": {k: v[0] for k, v in peaks.items()},
                       "peak_shapes": {k: v[1] for k, v in peaks.items()}, "batch": a.batch, "seq_len": a.seq_len,
-                      "steps": a.steps, "results": results}, indent=1))
+                      "steps": a.steps, "rounds": a.rounds, "results": results}, indent=1))
     return 0
+
+
+def cpu_model() -> str:
+    """lscpu's model name, family and model (what timing figures are labelled with)."""
+    try:
+        info = dict(l.split(":", 1) for l in subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines()
+                    if ":" in l)
+    except OSError:
+        return "unknown"
+    get = lambda k: info.get(k, "?").strip()  # noqa: E731
+    return f"{get('Model name')}, family {get('CPU family')} model {get('Model')}"
 
 
 if __name__ == "__main__":
