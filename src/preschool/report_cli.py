@@ -42,7 +42,8 @@ def add_arguments(p) -> None:
 
 def run(args) -> int:
     from .analysis.report import write_report
-    from .errors import ConfigError
+    from .errors import ConfigError, DataError
+    from .layout import ARMS
     from .experiment import load_experiment
 
     if args.from_results:
@@ -57,5 +58,9 @@ def run(args) -> int:
 
     overrides = list(args.overrides) + ([f"out={args.out}"] if args.out else [])
     cfg = load_experiment(args.config, overrides)
-    print(write_report(cfg.report_view()))  # a ladder: its largest rung's tables and the ladder section
+    view = cfg.report_view()
+    if not (view.runs_root / ARMS).is_dir():  # a report of nothing would call every run "unfinished"
+        raise DataError(f"{view.runs_root}: holds no runs of experiment {cfg.name!r} (no {ARMS}/ folder); the report "
+                        "reads the runs `preschool run` wrote there: check --out (or the config's `out`)")
+    print(write_report(view))  # a ladder: its largest rung's tables and the ladder section
     return 0

@@ -20,8 +20,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError
-from ..layout import (EVAL_SUMMARY, checkpoints_dir, done_path, evals_dir, is_done, metrics_lines, metrics_path)
+from ..errors import ConfigError, DataError
+from ..layout import (DONE, EVAL_SUMMARY, checkpoints_dir, done_path, evals_dir, is_done, metrics_lines, metrics_path)
 from .records import Collected, NonfiniteValue, Point, RunCost, SeedRun
 
 DOWNSTREAM = "downstream/avg"
@@ -62,6 +62,10 @@ def collect(cfg) -> Collected:
         total_tokens = 0
         unusable = Unusable()
         path = metrics_path(run_dir)
+        done = is_done(run_dir)
+        if done and not path.is_file():  # reported, it would read as a run that trained 0 tokens
+            raise DataError(f"{path}: missing, though the run finished ({DONE} is there): its curves and token "
+                            f"counts cannot be reported; restore it, or delete {run_dir} to train the run again")
         lines = [(ln, r) for ln, r in metrics_lines(run_dir) if unusable.account(r, path, ln)]
         rows = [r for _, r in lines]
         accounts = []  # rows with a token account: where each stage ended, per source
@@ -87,7 +91,6 @@ def collect(cfg) -> Collected:
                     reported.add(m)
                 if r.get("setup"):
                     setups[r["evaluator"]] = r["setup"]
-        done = is_done(run_dir)
         cost = run_cost(run_dir, unusable) if done else None
         unusable.say()
         nonfinite = _take_nonfinite(points, shown)

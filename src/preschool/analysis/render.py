@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from ..io import provenance, read_json, write_json, write_text
-from ..layout import PLOTS, data_manifest_path, plots_dir, report_path, results_path
+from ..layout import (CKPT_CHECKSUMS, PLOTS, checkpoint_dir, data_manifest_path, evals_dir, plots_dir, report_path,
+                      results_path, step_of)
 from .records import Report, axis_label
 from .sections import Section, SectionContext
 
@@ -41,16 +42,24 @@ def render(cfg, rep: Report, ctx: SectionContext, sections: list[tuple[str, Sect
             lines += [f"**{title}**", "", f"![{title}]({path})", ""]
     if ctx.stored is None:
         prov = provenance(cfg, data_manifests=_data_manifest(out))
+        unverified = unverified_checkpoints(cfg)
     else:  # a re-render: the runs' own config, code version and data manifests, as stored
         from .from_results import stored_provenance
 
         prov = stored_provenance(ctx.stored)
+        unverified = list(ctx.stored.get("unverified_checkpoints") or [])
     code = prov.get("code_version") or {}
     lines += ["## Provenance", "",
               f"- code: preschool {code.get('preschool')} "
               f"commit {(code.get('git_commit') or 'unknown')[:12]}"
               f"{' (dirty)' if code.get('git_dirty') else ''}",
               "- config: `experiment.yaml`; data manifest: `data/manifest.json`; every number: `results.json`"]
+    if unverified:
+        shown = ", ".join(f"`{c}`" for c in unverified[:10]) + (f" and {len(unverified) - 10} more"
+                                                                if len(unverified) > 10 else "")
+        lines += [f"- evaluated from checkpoints without {CKPT_CHECKSUMS} (written by an older preschool, or the file "
+                  f"was removed), whose files nothing checked against what the trainer wrote: {shown}"]
+        top["unverified_checkpoints"] = unverified
     if ctx.stored is not None:
         lines += ["- re-rendered from `results.json` alone (`preschool report --from-results`): the runs' stored "
                   "curves, read with the report rules of the preschool that re-rendered it; the code above ran them"]
@@ -59,6 +68,20 @@ def render(cfg, rep: Report, ctx: SectionContext, sections: list[tuple[str, Sect
     path = report_path(out)
     write_text(path, "\n".join(lines))
     return path
+
+
+def unverified_checkpoints(cfg) -> list[str]:
+    """The checkpoints (relative to ``out``) whose evaluations the report holds and that have no
+    ``checksums.json``: a damaged weights file there scores without a word, so the report says which."""
+    found = []
+    for rec in cfg.run_records():
+        root = evals_dir(rec.run_dir)
+        for sdir in sorted(root.iterdir()) if root.is_dir() else ():
+            step = step_of(sdir)
+            ckpt = checkpoint_dir(rec.run_dir, step) if step is not None else None
+            if ckpt is not None and ckpt.is_dir() and not (ckpt / CKPT_CHECKSUMS).is_file():
+                found.append(ckpt.relative_to(cfg.out_dir).as_posix())
+    return found
 
 
 def strict(obj: Any) -> Any:

@@ -110,6 +110,21 @@ def format_table(results: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def _check_out(out: Path, ckpt: Path) -> None:
+    """Refuse an ``--out`` that is a file system's root (``/``: results would land at ``/<label>``) or the
+    checkpoint ``ckpt`` or a folder inside it other than its ``evals/`` (the default for a checkpoint outside
+    a run): files added to a checkpoint are files its ``checksums.json`` does not list, so a resume from
+    it refuses it."""
+    o, c = out.resolve(), ckpt.resolve()
+    if o.parent == o:
+        raise ConfigError("--out", f"{out} is the root of the file system; give a folder for the results")
+    if o == c or (o.is_relative_to(c) and not o.is_relative_to(c / "evals")):
+        where = "is the checkpoint" if o == c else "is inside the checkpoint"
+        raise ConfigError("--out", f"{out} {where} {ckpt}; results written there would become files of the "
+                          "checkpoint that its checksums.json does not list: give a folder outside it (or leave "
+                          "--out out: <run>/evals/<step>)")
+
+
 def run(args: argparse.Namespace) -> int:
     if args.list:
         for e in EVALUATORS:
@@ -135,6 +150,7 @@ def run(args: argparse.Namespace) -> int:
         ckpt = Path(args.checkpoint)
         if args.out:
             out = Path(args.out)
+            _check_out(out, ckpt)
         elif ckpt.resolve().parent.name == CHECKPOINTS:
             step = checkpoint_step(ckpt)
             run = ckpt.resolve().parent.parent
