@@ -5,6 +5,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -494,7 +495,10 @@ def test_a_relaunch_after_a_failed_prepare_resubmits_the_arms_that_can_never_sta
 def test_a_relaunch_with_another_config_replaces_the_queued_jobs_stale_script(tmp_path, monkeypatch, capsys):
     """Issue 40 item 2: a relaunch with --set train.lr=0.01 while the jobs were held rewrote the .sbatch
     files, said "nothing to run", and the queued jobs ran the old script. Each job's comment carries its
-    script's hash: a queued job whose hash is not the current script's is stale, cancelled and resubmitted."""
+    identity: a queued job whose identity is not the current one is stale, cancelled and resubmitted.
+    Issue 48 item 5: every job was stale (every script carries every --set), and a train.lr change cancelled
+    a running prepare. Only the jobs whose inputs changed are: arm a's training config and the report; not
+    prepare (the data), nor arm b, which sets its own lr."""
     log = _fake_slurm(tmp_path / "bin", tmp_path / "sbatch.log", queue=True)
     _on_path(monkeypatch, tmp_path)
     args = ("--gpus-per-node", "0", "--cpus-per-task", "1", "--sbatch=--hold")
@@ -503,18 +507,26 @@ def test_a_relaunch_with_another_config_replaces_the_queued_jobs_stale_script(tm
     capsys.readouterr()
     assert _launch(MICRO_YAML, *args, "--set", "train.lr=0.01") == 0
     text = capsys.readouterr().out
-    for n, i in (("prepare", 1001), ("a-seed0", 1002), ("b-seed0", 1003), ("report", 1004)):
+    for n, i in (("a-seed0", 1002), ("report", 1004)):
         assert f"resubmit {n} [stale]: job {i} (PENDING, reason None) runs another script" in text, text
-    assert sorted((tmp_path / "sbatch.log.scancel").read_text().split()) == ["1001", "1002", "1003", "1004"]
-    assert list(_submitted(log, 4)) == ["prepare", "a-seed0", "b-seed0", "report"]
+    for n, i in (("prepare", 1001), ("b-seed0", 1003)):
+        assert f"keep {n} [queued]: already in Slurm as job {i} (PENDING, reason None) with the current" in text
+    assert sorted((tmp_path / "sbatch.log.scancel").read_text().split()) == ["1002", "1004"]
+    new = _submitted(log, 4)
+    assert list(new) == ["a-seed0", "report"]
+    assert "--dependency=afterok:1001 " in new["a-seed0"] and "--dependency=afterany:1005:1003 " in new["report"]
     now = {r.split("|")[0]: r.split("|")[3] for r in _queue_rows(log)}
-    assert sorted(now) == ["1005", "1006", "1007", "1008"] and not set(now.values()) & set(old.values())
+    assert sorted(now) == ["1001", "1003", "1005", "1006"] and now["1005"] != old["1002"] != now["1006"]
     assert "train.lr=0.01" in (tmp_path / "run/slurm/a-seed0.sbatch").read_text()
     # the same config again: every job is queued with the current script, nothing is submitted
     assert _launch(MICRO_YAML, *args, "--set", "train.lr=0.01") == 0
     text = capsys.readouterr().out
     assert "nothing to run" in text and text.count("[queued]: already in Slurm") == 4
-    assert len(log.read_text().splitlines()) == 8
+    assert len(log.read_text().splitlines()) == 6
+    # a change of what the data is made of makes every job stale, prepare first
+    assert _launch(MICRO_YAML, *args, "--set", "train.lr=0.01", "--set", "data.pt.tokens=7000") == 0
+    text = capsys.readouterr().out
+    assert "resubmit prepare [stale]" in text and "to run: prepare, a-seed0, b-seed0, report" in text
 
 
 def test_a_job_an_older_launch_queued_is_checked_by_the_script_slurm_holds(tmp_path, monkeypatch, capsys):
@@ -830,3 +842,139 @@ def test_the_prepare_job_forks_one_worker_per_cpu_it_was_given(tmp_path, monkeyp
     assert main(["prepare", str(MICRO_YAML), "--set", f"out={tmp_path}", "--no-progress"]) == 0
     assert main(["prepare", str(MICRO_YAML), "--set", f"out={tmp_path}", "--no-progress", "--workers", "2"]) == 0
     assert seen == [4, 3, 2]
+
+
+# ----------------------------------------------------------------------------- relaunch rules (issue 48)
+
+def test_a_relaunch_without_a_seed_cancels_its_jobs_and_status_sees_them(tmp_path, monkeypatch, capsys):
+    """Issue 48 item 3: seeds taken out of the config left their queued jobs running, unseen by the relaunch and
+    by --status (they finished and wrote arms/*/seed1/DONE while the report said seeds [0]). Jobs of this folder
+    that name no job of the graph are cancelled and said; the jobs of the seeds kept stay queued."""
+    log = _fake_slurm(tmp_path / "bin", tmp_path / "sbatch.log", queue=True)
+    _on_path(monkeypatch, tmp_path)
+    args = ("--gpus-per-node", "0", "--cpus-per-task", "1", "--sbatch=--hold")
+    assert _launch(MICRO_YAML, *args, "--set", "seeds=[0,1]") == 0
+    names = [r.split("|")[3].split(":")[2] for r in _queue_rows(log)]
+    assert names == ["prepare", "a-seed0", "b-seed0", "a-seed1", "b-seed1", "report"]
+    _queue_as(log, {"a-seed1": "RUNNING|None"})
+    capsys.readouterr()
+    assert main(["launch", str(MICRO_YAML), "--status", "--set", "out=run"]) == 0  # seeds: [0]
+    text = capsys.readouterr().out
+    assert ("a-seed1: RUNNING as job 1004 (reason None); it is no job of the current config (its arm, seed or rung "
+            "was taken out of it): `preschool launch` again cancels it") in text
+    assert "b-seed1: PENDING as job 1005" in text and "a-seed0: PENDING as job 1002 (reason None)\n" in text
+    assert _launch(MICRO_YAML, *args) == 0
+    text = capsys.readouterr().out
+    assert "cancel a-seed1 [removed]: job 1004 (RUNNING, reason None) is no job of the current config" in text
+    assert "cancel b-seed1 [removed]: job 1005 (PENDING, reason None)" in text
+    assert "keep prepare [queued]" in text and "keep a-seed0 [queued]" in text and "keep b-seed0 [queued]" in text
+    assert sorted((tmp_path / "sbatch.log.scancel").read_text().split()) == ["1004", "1005", "1006"]
+    assert list(_submitted(log, 6)) == ["report"]  # the report of seeds [0] only
+    assert sorted(r.split("|")[0] for r in _queue_rows(log)) == ["1001", "1002", "1003", "1007"]
+    # nothing left to remove: a launch again keeps everything and cancels nothing more
+    (tmp_path / "sbatch.log.scancel").unlink()
+    assert _launch(MICRO_YAML, *args) == 0
+    assert "nothing to run" in capsys.readouterr().out and not (tmp_path / "sbatch.log.scancel").exists()
+
+
+def test_jobs_held_on_a_removed_arm_and_a_cancelled_prepare_are_cancelled_with_nothing_else_to_run(
+        tmp_path, monkeypatch, capsys):
+    """Issue 48 item 3: jobs held on a cancelled prepare waited for ever. An arm taken out of a finished-enough
+    experiment whose only queued jobs are its own: the launch has nothing to submit, and still cancels them."""
+    log = _fake_slurm(tmp_path / "bin", tmp_path / "sbatch.log", queue=True)
+    _on_path(monkeypatch, tmp_path)
+    args = ("--gpus-per-node", "0", "--cpus-per-task", "1")
+    assert _launch(MICRO_YAML, *args) == 0
+    # prepare was cancelled by hand; the arms wait on it for ever
+    _queue_as(log, {"prepare": None, "a-seed0": "PENDING|DependencyNeverSatisfied",
+                    "b-seed0": "PENDING|DependencyNeverSatisfied", "report": None})
+    queue = log.with_name(log.name + ".queue")
+    queue.write_text(queue.read_text().replace(":b-seed0:", ":c-seed0:"))  # an arm c, since taken out
+    capsys.readouterr()
+    assert _launch(MICRO_YAML, *args) == 0
+    text = capsys.readouterr().out
+    assert "cancel c-seed0 [removed]: job 1003 (PENDING, reason DependencyNeverSatisfied)" in text
+    assert "1003" in (tmp_path / "sbatch.log.scancel").read_text().split()
+    assert not [r for r in _queue_rows(log) if ":c-seed0:" in r]
+
+
+def test_two_launches_at_once_submit_the_graph_once(tmp_path, monkeypatch):
+    """Issue 48 item 6: two `launch` commands at once both read an empty queue and both submitted the whole
+    graph (8 jobs, two reports ran). The queue read -> submit -> jobs.json write is under the lock of
+    <out>/slurm: the second launch waits for the first, then finds every job queued with the current script."""
+    log = _fake_slurm(tmp_path / "bin", tmp_path / "sbatch.log", queue=True)
+    sbatch = tmp_path / "bin" / "sbatch"
+    sbatch.write_text(sbatch.read_text().replace("#!/bin/bash\n", "#!/bin/bash\nsleep 0.5\n", 1))  # a busy controller
+    _on_path(monkeypatch, tmp_path)
+    cmd = [sys.executable, "-m", "preschool.cli", "launch", str(MICRO_YAML), "--slurm", "--set", "out=run",
+           "--gpus-per-node", "0", "--cpus-per-task", "1"]
+    procs = [subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(2)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    assert len(log.read_text().splitlines()) == 4, outs  # prepare, a-seed0, b-seed0, report: once
+    said = [o + e for o, e in outs]
+    assert sum("nothing to run" in x for x in said) == 1
+    assert any("waiting for" in x and "preschool launch" in x for x in said)
+    record = json.loads((tmp_path / "run/slurm/jobs.json").read_text())
+    assert {n: r["id"] for n, r in record.items()} == {"prepare": "1001", "a-seed0": "1002", "b-seed0": "1003",
+                                                       "report": "1004"}
+
+
+def test_the_job_environment_is_part_of_each_jobs_identity(tmp_path, monkeypatch, capsys):
+    """Issue 48 item 7: a relaunch without PRESCHOOL_PLUGINS kept the queued jobs whose saved environment still
+    loaded a plug-in (one overriding `micro`). The scripts export the environment preschool reads, so it is part
+    of each job's identity: the relaunch replaces them, and their scripts no longer load it."""
+    log = _fake_slurm(tmp_path / "bin", tmp_path / "sbatch.log", queue=True)
+    _on_path(monkeypatch, tmp_path)
+    plugin = tmp_path / "my_parts.py"
+    plugin.write_text("# a plug-in with no parts of its own\n")
+    args = ("--gpus-per-node", "0", "--cpus-per-task", "1", "--sbatch=--hold")
+    monkeypatch.setenv("PRESCHOOL_PLUGINS", str(plugin))
+    assert _launch(MICRO_YAML, *args) == 0
+    assert f"export PRESCHOOL_PLUGINS={plugin}\n" in (tmp_path / "run/slurm/a-seed0.sbatch").read_text()
+    monkeypatch.delenv("PRESCHOOL_PLUGINS")
+    capsys.readouterr()
+    assert _launch(MICRO_YAML, *args) == 0
+    text = capsys.readouterr().out
+    for n, i in (("prepare", 1001), ("a-seed0", 1002), ("b-seed0", 1003), ("report", 1004)):
+        assert f"resubmit {n} [stale]: job {i} (PENDING, reason None) runs another script" in text, text
+    assert "PRESCHOOL_PLUGINS" not in (tmp_path / "run/slurm/a-seed0.sbatch").read_text()
+
+
+def test_status_says_what_a_resubmission_keeps_and_a_failed_setup_leaves_a_log(tmp_path, monkeypatch, capsys):
+    """Issue 48 item 14: --status said a failed prepare "resumes from its last checkpoint" (it has none; an arm
+    without a checkpoint has none either), and a job stopped by a failing --setup line left an empty log under
+    an empty "last lines of" header. What a resubmission keeps is read from the job's outputs; the script says
+    in its log where it stopped; an empty log is said to be empty."""
+    log = _fake_slurm(tmp_path / "bin", tmp_path / "sbatch.log", queue=True)
+    (tmp_path / "bin" / "sacct").write_text('#!/bin/bash\necho FAILED\n')
+    (tmp_path / "bin" / "sacct").chmod(0o755)
+    _on_path(monkeypatch, tmp_path)
+    args = ("--gpus-per-node", "0", "--cpus-per-task", "1", "--setup", "[ -e okflag ] || exit 1")
+    assert _launch(MICRO_YAML, *args) == 0
+    # the prepare job runs as Slurm would and stops in its --setup line
+    (tmp_path / "bin" / "srun").write_text('#!/bin/bash\nwhile [[ "$1" == -* ]]; do shift; done\nexec "$@"\n')
+    (tmp_path / "bin" / "srun").chmod(0o755)
+    res = subprocess.run(["bash", str(tmp_path / "run/slurm/prepare.sbatch")], capture_output=True, text=True,
+                         cwd=tmp_path)
+    assert res.returncode == 1
+    assert res.stdout + res.stderr == "[preschool] the job script stopped with exit 1 in its --setup lines\n"
+    logs = tmp_path / "run/slurm/logs"
+    (logs / "micro-prepare-1001.out").write_text(res.stdout + res.stderr)
+    (logs / "micro-a-seed0-1002.out").write_text("")  # a log of a job that printed nothing at all
+    ck = tmp_path / "run/arms/b/seed0/checkpoints/step-40"
+    ck.mkdir(parents=True)
+    _queue_as(log, {"prepare": None, "a-seed0": None, "b-seed0": None})
+    capsys.readouterr()
+    assert main(["launch", str(MICRO_YAML), "--status", "--set", "out=run"]) == 0
+    text = capsys.readouterr().out
+    assert ("prepare: job 1001 ended without finishing (FAILED); `preschool launch` again resubmits it (it keeps "
+            "the datasets and work units already built)\n  last lines of") in text
+    assert "    [preschool] the job script stopped with exit 1 in its --setup lines" in text
+    assert ("a-seed0: job 1002 ended without finishing (FAILED); `preschool launch` again resubmits it (it starts "
+            "from the beginning: no checkpoint was written yet)\n  its log") in text
+    assert "micro-a-seed0-1002.out is empty: the job ended before printing anything" in text
+    assert "b-seed0: job 1003 ended without finishing (FAILED); `preschool launch` again resubmits it (it resumes " \
+           "from step 40, its last checkpoint)" in text
+    assert "last lines of" not in text.split("a-seed0:")[1].split("b-seed0:")[0]

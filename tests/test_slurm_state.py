@@ -3,7 +3,7 @@ job's state and what a launch does with it, without any Slurm tool."""
 
 import json
 
-from preschool.slurm_state import (ABSENT, DONE, FAILED, NEVER, QUEUED, STALE, Job, Queued, Recorded, plan,
+from preschool.slurm_state import (ABSENT, DONE, FAILED, NEVER, QUEUED, REMOVED, STALE, Job, Queued, Recorded, plan,
                                    read_record, script_hash, with_digest, write_record)
 
 
@@ -34,10 +34,13 @@ def test_a_running_stale_job_is_cancelled_and_its_successor_starts_after_it():
     d = {j.name: j.digest for j in jobs}
     queue = {"a": [Queued("12", "RUNNING", "None", "0" * 12)], "b": [Queued("13", "RUNNING", "None", d["b"])],
              "report": [Queued("14", "PENDING", "Dependency", d["report"])]}
-    steps = _by_name(plan(jobs, {"prepare": "data prepared"}, queue, {}))
+    keeps = {"a": "it resumes from step 40, its last checkpoint"}  # what the launcher read in a's run folder
+    steps = _by_name(plan(jobs, {"prepare": "data prepared"}, queue, {}, keeps=keeps))
     assert steps["prepare"].state == DONE and steps["prepare"].action == "skip"
     assert steps["a"].state == STALE and steps["a"].cancel == ["12"] and steps["a"].after_ended == ["12"]
-    assert "resumes from its last checkpoint" in steps["a"].says
+    assert "it resumes from step 40, its last checkpoint" in steps["a"].says
+    # issue 48 item 14: a job of which nothing is known to resume is not said to resume from a checkpoint
+    assert "checkpoint" not in _by_name(plan(jobs, {"prepare": "data prepared"}, queue, {}))["a"].says
     assert steps["b"].state == QUEUED and steps["b"].action == "keep" and steps["b"].job_id == "13"
     assert steps["report"].submit and steps["report"].cancel == ["14"] and steps["report"].after_ended == []
 
@@ -110,3 +113,20 @@ def test_a_lock_holders_job_is_alive_while_squeue_lists_it_before_its_end(tmp_pa
     assert slurm_job_alive("7") is False
     says("", "slurm_load_jobs error: Unable to contact slurm controller", 1)
     assert slurm_job_alive("7") is None
+
+
+def test_a_queued_job_of_the_folder_that_names_no_job_of_the_graph_is_removed_and_cancelled():
+    """Issue 48 item 3: a seed or arm taken out of the config left its queued jobs running, unseen. A job whose
+    comment carries this folder's tag but names no job of the graph is ``removed``: every copy still alive is
+    cancelled (pending or running), and nothing is submitted for it."""
+    jobs = _graph()
+    d = {j.name: j.digest for j in jobs}
+    queue = {"a": [Queued("12", "PENDING", "Dependency", d["a"])],
+             "c": [Queued("15", "RUNNING", "None", "2" * 12), Queued("16", "COMPLETING", "None", "2" * 12)],
+             "c-held": [Queued("17", "PENDING", "DependencyNeverSatisfied", "3" * 12)]}
+    steps = plan(jobs, {"prepare": "ok"}, queue, {})
+    assert [s.name for s in steps] == ["prepare", "a", "b", "report", "c", "c-held"]
+    c, held = steps[-2:]
+    assert c.state == REMOVED and c.action == "cancel" and not c.submit and c.cancel == ["15"]
+    assert held.state == REMOVED and held.cancel == ["17"] and "no job of the current config" in held.says
+    assert _by_name(steps)["a"].state == QUEUED and not _by_name(steps)["a"].submit

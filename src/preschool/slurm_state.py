@@ -23,6 +23,9 @@ state               the job is                                          a launch
 ``failed``          not done and no longer queued, or still ending      submits it again (after the dying job,
                     (``COMPLETING`` after ``scancel``)                  ``afterany``)
 ``absent``          never submitted and not in Slurm                    submits it
+``removed``         in Slurm, carrying this output folder's tag, but    cancels it (pending or running): its
+                    naming no job of the current graph (its arm, seed   run is no longer part of the
+                    or rung was taken out of the config)                experiment
 ==================  ==================================================  ======================================
 
 A job submitted again takes its dependents with it: a pending job that waits on it (it would wait
@@ -31,6 +34,11 @@ report (``afterany`` on the arms) is kept and another one is submitted after it 
 A running job is never cancelled because its inputs (``afterok``) are submitted again: it already
 started from them. Of several queued copies of one job (one submitted by hand), the one whose id
 ``jobs.json`` records decides the state; a job submitted again replaces every copy.
+
+A job's *identity* (the hash in its comment) is what it reads, not the whole text of its script: the
+launcher hashes the script without its ``--set`` arguments, plus a key of the inputs the job reads of the
+config (prepare: the data; a run: its record and the data; the report: everything). So a ``--set
+train.lr`` leaves a queued prepare current, and a ``--set`` of anything the job reads makes it stale.
 """
 
 from __future__ import annotations
@@ -46,6 +54,7 @@ from .errors import PreschoolError
 from .io import read_json, write_json
 
 DONE, QUEUED, STALE, NEVER, FAILED, ABSENT = "done", "queued", "stale", "never-runnable", "failed", "absent"
+REMOVED = "removed"
 
 #: squeue states of a job that is over (squeue lists a job while it is COMPLETING; some sites list
 #: ended jobs for a while): such a job holds nothing, so it is resubmitted (after it)
@@ -69,7 +78,7 @@ class Job:
     after_any: list[str] = field(default_factory=list)
     comment: str = ""  # the job's --comment, by which squeue finds it: <prefix><name>:<digest>
     run: tuple | None = None  # an arm job's (rung or None, arm, seed)
-    digest: str = ""  # script_hash(script): carried in the comment and recorded in jobs.json
+    digest: str = ""  # the job's identity (script_hash of what it runs and reads): in its comment and jobs.json
     after_ended: list[str] = field(default_factory=list)  # ids of dying jobs of this name it starts after
 
 
@@ -79,9 +88,10 @@ def script_hash(script: str) -> str:
     return hashlib.sha256(body.encode("utf-8")).hexdigest()[:12]
 
 
-def with_digest(job: Job) -> Job:
-    """``job`` with its script's hash appended to its comment (``#SBATCH --comment=<comment>:<hash>``)."""
-    digest = script_hash(job.script)
+def with_digest(job: Job, digest: str | None = None) -> Job:
+    """``job`` with ``digest`` (its identity; default: its script's hash) appended to its comment
+    (``#SBATCH --comment=<comment>:<digest>``)."""
+    digest = script_hash(job.script) if digest is None else digest
     comment = f"{job.comment}:{digest}"
     lines = [f"{_COMMENT_LINE}{comment}" if x == f"{_COMMENT_LINE}{job.comment}" else x
              for x in job.script.split("\n")]
@@ -98,7 +108,8 @@ class Queued:
     job_id: str
     state: str  # PENDING, RUNNING, COMPLETING, ...
     reason: str  # Slurm's reason: Resources, Priority, Dependency, DependencyNeverSatisfied, None...
-    digest: str | None = None  # the hash of the script it runs (None: not known)
+    digest: str | None = None  # the identity its comment carries (None: a comment without one)
+    script: str | None = None  # without a digest: script_hash of the script Slurm holds (None: not known)
 
 
 class SlurmUnreachable(PreschoolError):
@@ -122,7 +133,7 @@ def read_queue(prefix: str) -> dict[str, list[Queued]] | None:
     """The jobs ``squeue --me`` lists whose comment starts with ``prefix``, name -> copies (squeue's order).
 
     None when ``squeue`` is not on PATH; a failing squeue raises :class:`SlurmUnreachable`. A comment
-    without a script hash (an older launch) gets the hash of the script Slurm holds, when it can be read.
+    without a digest (an older launch) gets the hash of the script Slurm holds, when it can be read.
     """
     if shutil.which("squeue") is None:
         return None
@@ -136,8 +147,9 @@ def read_queue(prefix: str) -> dict[str, list[Queued]] | None:
             continue
         rest = parts[3][len(prefix):]
         m = _DIGEST.fullmatch(rest)
-        name, digest = (m.group(1), m.group(2)) if m else (rest, batch_script_hash(parts[0]))
-        found.setdefault(name, []).append(Queued(parts[0], parts[1], parts[2], digest))
+        held = Queued(parts[0], parts[1], parts[2], m.group(2)) if m else Queued(
+            parts[0], parts[1], parts[2], script=batch_script_hash(parts[0]))
+        found.setdefault(m.group(1) if m else rest, []).append(held)
     return found
 
 
@@ -189,7 +201,9 @@ class Step:
 
     @property
     def action(self) -> str:
-        """The verb a launch prints: skip (done), keep (queued), submit (absent) or resubmit."""
+        """The verb a launch prints: skip (done), keep (queued), submit (absent), resubmit, or cancel (removed)."""
+        if self.state == REMOVED:
+            return "cancel"
         if not self.submit:
             return "skip" if self.state == DONE else "keep"
         return "submit" if self.state == ABSENT else "resubmit"
@@ -199,18 +213,31 @@ def _in_slurm(q: Queued) -> str:
     return f"job {q.job_id} ({q.state}, reason {q.reason})"
 
 
+def _is_stale(q: Queued, j: Job) -> bool:
+    """Whether the queued copy ``q`` runs another job than ``j``: its identity is not ``j``'s; for a copy whose
+    comment carries none (an older launch), the script Slurm holds is not ``j``'s script (unknown: not stale)."""
+    if q.digest is not None:
+        return q.digest != j.digest
+    return q.script is not None and q.script != script_hash(j.script)
+
+
 def plan(jobs: list[Job], done: dict[str, str], queue: dict[str, list[Queued]] | None,
-         record: dict[str, Recorded], training: set[str] | frozenset = frozenset()) -> list[Step]:
-    """The state of every job of ``jobs`` (in the graph's order, dependencies first) and what a launch does.
+         record: dict[str, Recorded], training: set[str] | frozenset = frozenset(),
+         keeps: dict[str, str] | None = None) -> list[Step]:
+    """The state of every job of ``jobs`` (in the graph's order, dependencies first) and what a launch does,
+    then the jobs of ``queue`` that name no job of ``jobs`` (``removed``: each cancelled).
 
     ``done``: name -> why, the jobs whose outputs are complete and current; ``queue``: what
     :func:`read_queue` found (None: not known, every job not done counts as absent or failed from
     ``record``); ``record``: :func:`read_record`; ``training``: the arm jobs whose run folder was
     started with the current config (the launcher checked it), so that a running one of them whose
     script is stale (a flag or an eval/report setting changed) trains what the current script would:
-    it is kept, not cancelled. Pure: it reads nothing and runs nothing.
+    it is kept, not cancelled; ``keeps``: name -> what a job started again keeps of the work done
+    (the launcher read it from the run folders: "it resumes from step 40, its last checkpoint"), said
+    where a running job is replaced or kept. Pure: it reads nothing and runs nothing.
     """
     queue = queue or {}
+    keeps = keeps or {}
     steps: dict[str, Step] = {}
     for j in jobs:
         copies, rec = queue.get(j.name, []), record.get(j.name)
@@ -234,14 +261,14 @@ def plan(jobs: list[Job], done: dict[str, str], queue: dict[str, list[Queued]] |
             why = (f"reason {NEVER_REASON}" if q.reason == NEVER_REASON
                    else f"it waits on {', '.join(failed_inputs)}, which ended without finishing")
             step = Step(j.name, NEVER, f"job {q.job_id} (PENDING) can never start ({why})", True, q.job_id, q)
-        elif q.digest is not None and q.digest != j.digest and not pending and j.name in training:
+        elif _is_stale(q, j) and not pending and j.name in training:
             # cancelling it would lose the steps since its last checkpoint for nothing the training needs
-            step = Step(j.name, STALE, f"{_in_slurm(q)} runs another script (hash {q.digest}; now {j.digest}), "
-                        "but its run folder holds the current training config: kept (scancel it and launch again "
-                        "to apply the new script; it resumes from its last checkpoint)", False, q.job_id, q)
-        elif q.digest is not None and q.digest != j.digest:
-            step = Step(j.name, STALE, f"{_in_slurm(q)} runs another script (hash {q.digest}; now {j.digest})"
-                        + ("" if pending else "; it resumes from its last checkpoint"), True, q.job_id, q)
+            step = Step(j.name, STALE, f"{_in_slurm(q)} runs another script ({_hashes(q, j)}), but its run folder "
+                        "holds the current training config: kept (scancel it and launch again to apply the new "
+                        f"script{'; ' + keeps[j.name] if j.name in keeps else ''})", False, q.job_id, q)
+        elif _is_stale(q, j):
+            step = Step(j.name, STALE, f"{_in_slurm(q)} runs another script ({_hashes(q, j)})"
+                        + ("" if pending or j.name not in keeps else f"; {keeps[j.name]}"), True, q.job_id, q)
         elif redone and pending:
             step = Step(j.name, QUEUED, f"{_in_slurm(q)} waits on {', '.join(redone)}, submitted again", True,
                         q.job_id, q)
@@ -258,7 +285,18 @@ def plan(jobs: list[Job], done: dict[str, str], queue: dict[str, list[Queued]] |
             # so the two never hold the run folder at once
             step.after_ended = [c.job_id for c in copies if c.state != "PENDING"]
         steps[j.name] = step
-    return [steps[j.name] for j in jobs]
+    # a job of this folder that names no job of the graph: its arm, seed or rung was taken out of the config;
+    # left alone it would run (and write its run folder) unseen, or wait for ever on a cancelled prepare
+    removed = [Step(name, REMOVED, f"{_in_slurm(copies[0])} is no job of the current config (its arm, seed or "
+                    "rung was taken out of it)", False, copies[0].job_id, copies[0],
+                    cancel=[c.job_id for c in copies if c.state not in ENDING])
+               for name, copies in queue.items() if name not in steps and copies]
+    return [steps[j.name] for j in jobs] + removed
+
+
+def _hashes(q: Queued, j: Job) -> str:
+    """The queued copy's identity and the current one, as a launch line says them."""
+    return f"hash {q.digest}; now {j.digest}" if q.digest is not None else "the script Slurm holds is not the current one"
 
 
 def slurm_job_alive(job_id: str) -> bool | None:

@@ -185,6 +185,12 @@ def test_a_relaunch_after_a_failed_prepare_and_after_scancel_recovers(slurm, tmp
     ids = dict(re.findall(r"submitted (\S+): job (\d+)", first))
     _until(lambda: all(_squeue(env).get(ids[a], ("", ""))[1] == "DependencyNeverSatisfied"
                        for a in ("a-seed0", "b-seed0")), 120)
+    # issue 48 item 14: the log of the job its --setup line stopped says so, and --status shows it truthfully
+    prep_log = out / "slurm" / "logs" / f"micro-prepare-{ids['prepare']}.out"
+    assert "[preschool] the job script stopped with exit 1 in its --setup lines" in prep_log.read_text()
+    failed = run(base + ["--status"])
+    assert (f"prepare: job {ids['prepare']} ended without finishing (FAILED); `preschool launch` again resubmits it "
+            "(it keeps the datasets and work units already built)\n  last lines of") in failed, failed
     (tmp_path / "okflag").touch()
     again = run(launch)
     assert f"resubmit prepare [failed]: job {ids['prepare']} ended without finishing" in again, again
@@ -226,7 +232,8 @@ def test_a_relaunch_after_a_failed_prepare_and_after_scancel_recovers(slurm, tmp
     assert unreachable.stdout.startswith("(the Slurm controller cannot be reached"), unreachable.stdout
     assert "a-seed0: done (finished with this config" in unreachable.stdout
     assert "report: done (reported this config" in unreachable.stdout
-    print(f"$ preschool launch ... --setup '[ -e okflag ] || exit 1'\n{first}\n# prepare failed; touch okflag\n"
+    print(f"$ preschool launch ... --setup '[ -e okflag ] || exit 1'\n{first}\n# prepare failed\n"
+          f"$ preschool launch --status\n{failed}\n# touch okflag\n"
           f"$ preschool launch ... (again)\n{again}\n# scancel {new['a-seed0']} (a-seed0, running)\n"
           f"$ preschool launch ... (at once)\n{third}\n$ preschool launch --status (controller unreachable)\n"
           f"{unreachable.stdout}")
@@ -234,32 +241,51 @@ def test_a_relaunch_after_a_failed_prepare_and_after_scancel_recovers(slurm, tmp
 
 def test_a_relaunch_with_another_config_replaces_the_held_jobs(slurm, tmp_path):
     """Issue 40 item 2: the jobs are held (--sbatch=--hold); a relaunch with --set train.lr=0.01 used to say
-    "nothing to run" while the queued jobs kept the old script. Now each is stale: cancelled and
-    submitted again, and Slurm holds the new script."""
+    "nothing to run" while the queued jobs kept the old script. Issue 48 items 3 and 5: only the jobs whose
+    inputs changed are stale (arm a and the report; not prepare, nor arm b, which sets its own lr), and the
+    jobs of a seed taken out of the config are cancelled, not left queued unseen. Slurm holds the new
+    script; the same relaunch again submits nothing."""
     env = slurm
     out = tmp_path / "out"
-    launch = [sys.executable, "-m", "preschool.cli", "launch", str(MICRO_YAML), "--set", f"out={out}", "--slurm",
-              "--gpus-per-node", "0", "--cpus-per-task", "1", "--sbatch=--hold"]
+    base = [sys.executable, "-m", "preschool.cli", "launch", str(MICRO_YAML), "--set", f"out={out}"]
+    launch = base + ["--slurm", "--gpus-per-node", "0", "--cpus-per-task", "1", "--sbatch=--hold"]
 
-    def run(*extra):
-        res = subprocess.run(launch + list(extra), env=env, cwd=tmp_path, capture_output=True, text=True)
+    def run(cmd, *extra):
+        res = subprocess.run(cmd + list(extra), env=env, cwd=tmp_path, capture_output=True, text=True)
         assert res.returncode == 0, (res.stdout, res.stderr)
         return res.stdout
 
-    first = dict(re.findall(r"submitted (\S+): job (\d+)", run()))
-    changed = run("--set", "train.lr=0.01")
-    for name, job in first.items():
-        assert f"resubmit {name} [stale]: job {job} (PENDING, reason JobHeldUser) runs another script" in changed
-    new = dict(re.findall(r"submitted (\S+): job (\d+)", changed))
-    assert list(new) == ["prepare", "a-seed0", "b-seed0", "report"], changed
+    first = dict(re.findall(r"submitted (\S+): job (\d+)", run(launch, "--set", "seeds=[0,1]")))
+    assert list(first) == ["prepare", "a-seed0", "b-seed0", "a-seed1", "b-seed1", "report"], first
+    new: dict[str, str] = {}
     try:
+        status = run(base, "--status", "--set", "train.lr=0.01")  # seeds: [0]
+        assert f"a-seed1: PENDING as job {first['a-seed1']} (reason JobHeldUser); it is no job of the current " \
+               "config" in status, status
+        changed = run(launch, "--set", "train.lr=0.01")
+        for name in ("a-seed0", "report"):
+            assert f"resubmit {name} [stale]: job {first[name]} (PENDING, reason JobHeldUser) runs another script" \
+                in changed, changed
+        for name in ("prepare", "b-seed0"):
+            assert f"keep {name} [queued]: already in Slurm as job {first[name]} (PENDING, reason JobHeldUser)" \
+                in changed, changed
+        for name in ("a-seed1", "b-seed1"):
+            assert f"cancel {name} [removed]: job {first[name]} (PENDING, reason JobHeldUser)" in changed, changed
+        new = dict(re.findall(r"submitted (\S+): job (\d+)", changed))
+        assert list(new) == ["a-seed0", "report"], changed
         held = subprocess.run(["scontrol", "write", "batch_script", new["a-seed0"], "-"], env=env,
                               capture_output=True, text=True, check=True).stdout
         assert "--set train.lr=0.01" in held
-        assert set(_states(env, list(first.values())).values()) == {"CANCELLED"}
-        same = run("--set", "train.lr=0.01")
+        states = _states(env, list(first.values()))
+        assert {n: states[first[n]] for n in first} == {
+            "prepare": "PENDING", "a-seed0": "CANCELLED", "b-seed0": "PENDING", "a-seed1": "CANCELLED",
+            "b-seed1": "CANCELLED", "report": "CANCELLED"}, states
+        same = run(launch, "--set", "train.lr=0.01")
         assert "nothing to run" in same and same.count("[queued]: already in Slurm") == 4, same
-        print(f"$ preschool launch ... --sbatch=--hold --set train.lr=0.01 (jobs held with lr unset)\n{changed}\n"
+        assert "[removed]" not in same and "submitted" not in same, same
+        print(f"$ preschool launch ... --sbatch=--hold --set seeds=[0,1]  (jobs held)\n"
+              f"$ preschool launch --status --set train.lr=0.01\n{status}\n"
+              f"$ preschool launch ... --sbatch=--hold --set train.lr=0.01\n{changed}\n"
               f"$ preschool launch ... (the same again)\n{same}")
     finally:
-        subprocess.run(["scancel", *new.values()], env=env)
+        subprocess.run(["scancel", *first.values(), *new.values()], env=env)

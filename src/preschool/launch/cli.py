@@ -15,13 +15,16 @@ job, one multi-node torchrun job per arm x seed that waits for it, and an
 eval+report job that waits for all arms and reports whatever finished), then
 checks the request against the partition (sinfo: CPUs, memory, GPUs, nodes,
 time limit) and puts each job in one state: done, queued with the current
-script, queued with a stale one (the config or a flag changed), never-runnable
-(it waits on a job that failed), failed, or absent (squeue, by the comment
-each job carries, and <out>/slurm/jobs.json). It prints every job's state and
-what it does: done and queued jobs are kept, stale and never-runnable ones are
-cancelled and submitted again with the pending jobs that wait on them, failed
-and absent ones are submitted (a failed arm resumes from its last checkpoint).
-A second launch of a finished experiment submits nothing. With --dry-run
+script, queued with a stale one (what it reads of the config, a flag or the
+environment changed: a train.lr change leaves prepare queued), never-runnable
+(it waits on a job that failed), failed, absent, or removed (a job of this
+folder whose arm, seed or rung was taken out of the config; squeue, by the
+comment each job carries, and <out>/slurm/jobs.json). It prints every job's
+state and what it does: done and queued jobs are kept, stale and never-runnable
+ones are cancelled and submitted again with the pending jobs that wait on them,
+failed and absent ones are submitted (a failed arm resumes from its last
+checkpoint), removed ones are cancelled. Two launches of one folder at once
+take turns. A second launch of a finished experiment submits nothing. With --dry-run
 nothing is cancelled or submitted: the scripts are written and a submission
 script runnable as it is printed (and written to <out>/slurm/submit.sh).
 --status shows each job's state, Slurm's reason for a pending one and a failed

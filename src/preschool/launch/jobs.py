@@ -6,27 +6,71 @@ Three kinds of job: **prepare** (the data, once); **one job per run** (rung x ar
 run job. Each :class:`~preschool.slurm_state.Job` names its dependencies explicitly, by job name;
 its script's text is :mod:`preschool.launch.scripts`. :func:`current_jobs` says which jobs' outputs are
 already complete and current (the relaunch state machine's ``done``).
+
+A job's identity (the digest its comment carries, :mod:`preschool.slurm_state`) is its script without
+the ``--set`` arguments, plus a key of what it reads: prepare the config's data (:data:`DATA_INPUTS`),
+a run its record (its resolved training config, datasets, callbacks) and the data, the report the whole
+config. Every script carries every override, so that each job runs the config the launch read; but a
+``--set train.lr`` makes stale only the runs whose training config it changes, and the report.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import json
+from collections.abc import Mapping
 from dataclasses import replace
+from typing import Any
 
 from .. import layout
+from ..config import to_dict
 from ..errors import ConfigError, DataError
 # the runner (experiment/) loads the experiment and says whether its data is prepared; this package only
 # writes and submits the jobs that run its commands
 from ..experiment import ExperimentFile, require_prepared, resolve_runs
-from ..slurm_state import Job, with_digest
+from ..slurm_state import Job, script_hash, with_digest
 from .options import SlurmOptions
 from .scripts import arm_script, job_comment, prepare_script, report_script, report_stamp
+
+#: the fields of an experiment config the prepare job reads (experiment.prepare.build_data: the plug-ins that
+#: may define its parts, the data seed, the row length, the corpora, the tokenizer, every dataset, the
+#: storybook minimal pairs): a change of any other field leaves a queued prepare current
+DATA_INPUTS = ("plugins", "seed", "seq_len", "corpora", "tokenizer", "data", "minimal_pairs")
+
+
+def _plain(obj: Any) -> Any:
+    """``obj`` as JSON-able plain data (a frozen mapping or a record included)."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: _plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, Mapping):
+        return {str(k): _plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_plain(v) for v in obj]
+    return str(obj) if not isinstance(obj, (str, int, float, bool, type(None))) else obj
+
+
+def _key(obj: Any) -> str:
+    """16 hex digits naming ``obj``'s plain data."""
+    return hashlib.sha256(json.dumps(_plain(obj), sort_keys=True).encode("utf-8")).hexdigest()[:16]
+
+
+def _identified(job: Job, unset: str, reads: str) -> Job:
+    """``job`` with its identity: the hash of its script rendered without ``--set`` arguments (``unset``) and
+    of the key of what it reads."""
+    return with_digest(job, script_hash(f"{unset}\n# reads {reads}"))
 
 
 def slurm_jobs(exp: ExperimentFile, opt: SlurmOptions) -> list[Job]:
     """The job graph: prepare -> one job per arm x seed (a ladder: per rung x arm x seed, ``--rung``) ->
-    eval + report (scripts as text), dependencies first."""
+    eval + report (scripts as text), dependencies first, each with its identity."""
     opt.validate()
-    jobs = [Job("prepare", "prepare", prepare_script(exp, opt), comment=job_comment(exp, "prepare"))]
+    sets = exp.overrides
+    tree = to_dict(exp.cfg)
+    data = _key({k: tree[k] for k in DATA_INPUTS})
+    records = {(r.rung, r.arm, r.seed): r for r in resolve_runs(exp.cfg)}
+    jobs = [_identified(Job("prepare", "prepare", prepare_script(exp, opt, sets), comment=job_comment(exp, "prepare")),
+                        prepare_script(exp, opt, ()), data)]
     arm_jobs: list[str] = []
     # a ladder: one job per rung x arm x seed, named <rung>-<arm>-seed<k>, each with --rung
     for rung, seed, arm in [(r, s, a) for r in exp.rungs for s in exp.seeds for a in exp.arms]:
@@ -36,12 +80,15 @@ def slurm_jobs(exp: ExperimentFile, opt: SlurmOptions) -> list[Job]:
         after = ["prepare"]
         if arm in exp.depends:
             after.append(f"{prefix}{exp.depends[arm]}-seed{seed}")
-        jobs.append(Job(name, "arm", arm_script(exp, opt, name, arm, seed, rung if named else None),
-                        after_ok=after, run=(rung, arm, seed), comment=job_comment(exp, name)))
+        args = (exp, opt, name, arm, seed, rung if named else None)
+        job = Job(name, "arm", arm_script(*args, sets), after_ok=after, run=(rung, arm, seed),
+                  comment=job_comment(exp, name))
+        jobs.append(_identified(job, arm_script(*args, ()), f"{_key(records[(rung, arm, seed)])} {data}"))
         arm_jobs.append(name)
-    jobs.append(Job("report", "report", report_script(exp, opt), after_any=arm_jobs,
-                    comment=job_comment(exp, "report")))
-    return [with_digest(j) for j in jobs]  # each comment ends with its script's hash: a relaunch tells stale jobs
+    whole = _key({k: v for k, v in tree.items() if k != "workers"})  # the report reads everything
+    jobs.append(_identified(Job("report", "report", report_script(exp, opt, sets), after_any=arm_jobs,
+                                comment=job_comment(exp, "report")), report_script(exp, opt, ()), whole))
+    return jobs
 
 
 def current_jobs(exp: ExperimentFile, jobs: list[Job]) -> dict[str, str]:
@@ -94,3 +141,21 @@ def training_jobs(exp: ExperimentFile, jobs: list[Job]) -> set[str]:
     current training config (it refuses any other), so such a job trains what the current script would."""
     return {j.name for j in jobs if j.role == "arm"
             and layout.run_config_path(layout.run_dir(exp.out_dir, j.run[1], int(j.run[2]), j.run[0])).is_file()}
+
+
+def rerun_keeps(exp: ExperimentFile, jobs: list[Job]) -> dict[str, str]:
+    """name -> what a job of ``jobs`` started again keeps of the work already done, read from its outputs:
+    prepare its finished datasets and work units; a run its last checkpoint (or none yet); the report the
+    evaluations already cached."""
+    keeps = {}
+    for j in jobs:
+        if j.role == "prepare":
+            keeps[j.name] = "it keeps the datasets and work units already built"
+        elif j.role == "arm":
+            rung, arm, seed = j.run
+            cks = layout.list_checkpoints(layout.run_dir(exp.out_dir, arm, int(seed), rung), required=False)
+            keeps[j.name] = (f"it resumes from step {cks[-1][0]}, its last checkpoint" if cks
+                             else "it starts from the beginning: no checkpoint was written yet")
+        else:
+            keeps[j.name] = "it reuses the evaluations already cached"
+    return keeps

@@ -7,29 +7,46 @@ import shutil
 from .. import layout
 from ..errors import ConfigError, PreschoolError
 from ..experiment import ExperimentFile
-from ..slurm_state import DONE, STALE, Recorded, SlurmUnreachable, plan, read_record, write_record
-from .jobs import current_jobs, slurm_jobs, training_jobs
-from .options import SlurmOptions
+from ..lock import command_line, output_lock
+from ..slurm_state import DONE, REMOVED, STALE, Recorded, SlurmUnreachable, plan, read_record, write_record
+from .jobs import current_jobs, rerun_keeps, slurm_jobs, training_jobs
+from .options import SlurmOptions, save
 from .partition import check_partition
 from .scripts import check_scripts, write_scripts
 from .submit import NO_SBATCH, cancel_replaced, jobs_record, queue, submit, submit_script, to_submit
 
+#: the key every launch holds the ``<out>/slurm`` lock with: a second launch of the folder waits for the first
+LAUNCH_KEY = "preschool launch"
+
 
 def launch(exp: ExperimentFile, opt: SlurmOptions, dry_run: bool = False) -> dict[str, str]:
     """Check the scripts and the partition, put every job in its state (:func:`preschool.slurm_state.plan`),
-    write the scripts, cancel the queued jobs it replaces and submit the rest; name -> job id of what
-    was submitted.
+    write the scripts, cancel the queued jobs it replaces (and those of the folder that name no job of the
+    graph) and submit the rest; name -> job id of what was submitted.
 
     Nothing is written before the decision is made: a launch refused (no sbatch, a bad request, squeue
     failing) leaves the scripts of the last launch as they were. A dry run prints the same decision and
     a submission script (also written to ``<out>/slurm/submit.sh``), cancelling and submitting nothing.
+    A launch that can submit holds the lock of ``<out>/slurm`` from reading the queue to writing
+    ``jobs.json``: a second launch of the same folder waits for it, then finds its jobs queued.
     """
-    from ..io import write_text
-
+    opt = opt.here()
     jobs = slurm_jobs(exp, opt)
     check_scripts(jobs)
     checked = check_partition(opt)
     done = current_jobs(exp, jobs)
+    if dry_run or shutil.which("sbatch") is None:  # nothing can be submitted: no race to guard against
+        return _launch(exp, opt, jobs, checked, done, dry_run)
+    command = command_line("launch", str(exp.path), exp.overrides, None)
+    with output_lock(layout.slurm_dir(exp.out_dir), command, key=LAUNCH_KEY):
+        return _launch(exp, opt, jobs, checked, done, dry_run)
+
+
+def _launch(exp: ExperimentFile, opt: SlurmOptions, jobs: list, checked: str, done: dict[str, str],
+            dry_run: bool) -> dict[str, str]:
+    """:func:`launch` from reading the queue on (under the lock when it submits)."""
+    from ..io import write_text
+
     try:
         held = queue(exp)
     except SlurmUnreachable as e:
@@ -39,11 +56,12 @@ def launch(exp: ExperimentFile, opt: SlurmOptions, dry_run: bool = False) -> dic
         held, unchecked = None, str(e)  # a dry run away from the cluster still shows the rest
     else:
         unchecked = "squeue is not on PATH"
-    steps = plan(jobs, done, held, read_record(jobs_record(exp)), training_jobs(exp, jobs))
+    steps = plan(jobs, done, held, read_record(jobs_record(exp)), training_jobs(exp, jobs), rerun_keeps(exp, jobs))
     todo = to_submit(jobs, steps)
     if todo and not dry_run and shutil.which("sbatch") is None:
         raise ConfigError("--slurm", NO_SBATCH)  # before any script is written
     paths = write_scripts(exp, jobs, checked=True)
+    save(exp.out_dir, opt)  # what --status builds the jobs with
     hw = (f"{opt.nodes} node(s) x {opt.gpus_per_node} GPU(s)" if opt.gpus_per_node
           else f"{opt.nodes} node(s) x {opt.procs} CPU process(es)")
     print(f"[preschool] {len(jobs)} job scripts in {layout.slurm_dir(exp.out_dir)}: prepare, "
@@ -51,16 +69,20 @@ def launch(exp: ExperimentFile, opt: SlurmOptions, dry_run: bool = False) -> dic
     print(f"[preschool] {checked}")
     if held is None:
         print(f"[preschool] queued jobs not checked ({unchecked})")
-    for st in steps:  # every job, in the graph's order: its state and what this launch does with it
+    for st in steps:  # every job, in the graph's order, then the removed ones: its state and what is done
         print(f"[preschool] {st.action} {st.name} [{st.state}]: {st.says}")
+    cancel = [i for st in steps for i in st.cancel]
     if not todo:
         kept_stale = any(st.state == STALE for st in steps)
         print("[preschool] nothing to run: every job's outputs are complete and current"
               + ((", or it is queued or running" + ("" if kept_stale else " with the current script")) if held
                  else ""))
+        if cancel and not dry_run:
+            cancel_replaced(steps)
+        elif cancel:
+            print(f"[preschool] would cancel job(s) {', '.join(cancel)}")
         return {}
-    kept = {st.name: st.job_id for st in steps if st.state != DONE and not st.submit}
-    cancel = [i for st in steps for i in st.cancel]
+    kept = {st.name: st.job_id for st in steps if st.state not in (DONE, REMOVED) and not st.submit}
     print(f"[preschool] {'would run' if dry_run else 'to run'}: {', '.join(j.name for j in todo)}"
           + (f" ({'would cancel' if dry_run else 'cancelling'} job(s) {', '.join(cancel)} first)" if cancel else ""))
     if dry_run:
@@ -77,8 +99,9 @@ def launch(exp: ExperimentFile, opt: SlurmOptions, dry_run: bool = False) -> dic
     try:
         ids = submit(todo, paths, exp=exp, kept=kept)
     except PreschoolError as e:
-        if cancel:  # the jobs cancelled are gone: say so, a relaunch submits them (failed or absent)
-            raise PreschoolError(f"{e}; the jobs cancelled before it ({', '.join(cancel)}) are submitted by the "
+        replaced = [i for st in steps if st.state != REMOVED for i in st.cancel]
+        if replaced:  # the jobs cancelled are gone: say so, a relaunch submits them (failed or absent)
+            raise PreschoolError(f"{e}; the jobs cancelled before it ({', '.join(replaced)}) are submitted by the "
                                  "next launch") from None
         raise
     write_record(jobs_record(exp), {n: Recorded(i, digests[n]) for n, i in ids.items()})

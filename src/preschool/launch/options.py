@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
+import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 
+from .. import layout
 from ..errors import ConfigError
+from ..io import read_json, write_json
 
 CPUS_PER_PROCESS = 4  # default CPUs a job asks per training process (data loading + the main thread)
 #: a multi-node job's rendezvous port is ``--port + job id mod PORT_SPAN``: jobs whose first node is the
@@ -43,6 +48,15 @@ class SlurmOptions:
     constraint: str | None = None
     report_gpus: int | None = None
     report_time: str | None = None  # the prepare and report jobs' limit (default: time)
+    # not flags: where the jobs run (--chdir) and whose Python (PATH), the launch's own unless recorded
+    chdir: str | None = None
+    python_dir: str | None = None
+
+    def here(self) -> SlurmOptions:
+        """These options with ``chdir`` and ``python_dir`` filled in from this process (where ``launch``
+        runs, and its Python), as a launch writes them into the scripts and records them (:func:`save`)."""
+        return dataclasses.replace(self, chdir=self.chdir or str(Path.cwd()),
+                                   python_dir=self.python_dir or str(Path(sys.executable).parent))
 
     @property
     def procs(self) -> int:
@@ -82,3 +96,30 @@ class SlurmOptions:
         if not 1 <= self.port <= 65535 - PORT_SPAN + 1:
             raise ConfigError("--port", f"must be a TCP port of 1..{65535 - PORT_SPAN + 1} (each job adds its "
                               f"id mod {PORT_SPAN}), got {self.port}")
+
+
+def options_record(out: Path) -> Path:
+    """``<out>/slurm/launch.json``: the options of the last launch, which ``--status`` builds the jobs with."""
+    return layout.slurm_dir(out) / "launch.json"
+
+
+def save(out: Path, opt: SlurmOptions) -> None:
+    """Record the options a launch wrote its scripts with (atomically)."""
+    write_json(options_record(out), dataclasses.asdict(opt))
+
+
+def saved(out: Path) -> SlurmOptions | None:
+    """The options the last launch recorded in ``out``; None when none did (or the record cannot be read:
+    it is only a memo, ``--status`` then uses the default options)."""
+    path = options_record(out)
+    try:
+        known = read_json(path) if path.is_file() else None
+    except ValueError:
+        return None
+    names = {f.name for f in dataclasses.fields(SlurmOptions)}
+    if not isinstance(known, dict) or not set(known) <= names:
+        return None
+    try:
+        return SlurmOptions(**known)
+    except TypeError:
+        return None

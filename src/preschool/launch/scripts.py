@@ -1,20 +1,25 @@
 """The text of each job's sbatch script, the names Slurm knows it by, and where the scripts are written.
 
 Every script starts with the same header (:func:`header`: the ``#SBATCH`` lines of the job's
-hardware, its ``--comment``, by which a relaunch finds it in ``squeue``, and the ``--setup`` lines),
-then runs one runner command under ``srun``: ``preschool prepare`` (:func:`prepare_script`), one
-arm x seed's ``torchrun ... preschool run --arm A --seed S`` (:func:`arm_script`) or ``preschool run
---only eval --only report`` (:func:`report_script`). Which jobs there are and what each waits for is
-:mod:`preschool.launch.jobs`.
+hardware, its ``--comment``, by which a relaunch finds it in ``squeue``, the environment preschool
+reads (:func:`job_environment`) and the ``--setup`` lines), then runs one runner command under
+``srun``: ``preschool prepare`` (:func:`prepare_script`), one arm x seed's ``torchrun ... preschool run
+--arm A --seed S`` (:func:`arm_script`) or ``preschool run --only eval --only report``
+(:func:`report_script`), each with the experiment's ``--set`` overrides (``overrides``: the launcher
+also renders each script without them, for the job's identity). A script that stops before its
+command's own output (a failing ``--setup`` line) says where in its log. Which jobs there are and what
+each waits for is :mod:`preschool.launch.jobs`.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import shlex
 import subprocess
 import sys
 from pathlib import Path
+from typing import Sequence
 
 from .. import layout
 from ..errors import ConfigError
@@ -66,13 +71,33 @@ def script_paths(exp: ExperimentFile, jobs: list[Job]) -> dict[str, Path]:
 
 # ----------------------------------------------------------------------------- the text
 
+def job_environment() -> dict[str, str]:
+    """The variables of this environment that decide what a job's ``preschool`` runs: every ``PRESCHOOL_*``
+    (``PRESCHOOL_PLUGINS``: plug-ins that may override a preset or a generator) and ``PYTHONPATH``. The job
+    scripts export them, so they are part of a job's identity: a relaunch without a plug-in replaces the
+    queued jobs that would still load it."""
+    return {k: os.environ[k] for k in sorted(os.environ) if k.startswith("PRESCHOOL_") or k == "PYTHONPATH"}
+
+
+def _step(what: str) -> str:
+    """The script line that names what it does next (the exit trap says it if the script stops there)."""
+    return f"step={shell_word(what)}"
+
+
+# a job that stops before its command prints anything (a failing --setup line, under set -e) would leave an
+# empty log: the exit trap says where it stopped
+_EXIT_TRAP = ("trap 'rc=$?; [ \"$rc\" -eq 0 ] || echo \"[preschool] the job script stopped with exit $rc in $step\" >&2'"
+              " EXIT")
+
+
 def header(exp: ExperimentFile, name: str, opt: SlurmOptions, nodes: int, gpus: int, cpus: int,
            time: str | None) -> list[str]:
-    """The lines every job script starts with: ``#SBATCH`` options, strict bash, the Python on PATH, setup."""
+    """The lines every job script starts with: ``#SBATCH`` options, strict bash with its exit trap, the Python on
+    PATH, :func:`job_environment`, the setup lines."""
     lines = ["#!/bin/bash", f"#SBATCH --job-name={slurm_job_name(exp, name)}",
              f"#SBATCH --comment={job_comment(exp, name)}", f"#SBATCH --nodes={nodes}",
              "#SBATCH --ntasks-per-node=1", f"#SBATCH --cpus-per-task={cpus}",
-             f"#SBATCH --output={logs_dir(exp).resolve()}/%x-%j.out", f"#SBATCH --chdir={Path.cwd()}"]
+             f"#SBATCH --output={logs_dir(exp).resolve()}/%x-%j.out", f"#SBATCH --chdir={opt.chdir or Path.cwd()}"]
     if gpus:  # a CPU job asks no GPU: a CPU partition refuses any gres request
         lines.append(f"#SBATCH --gpus-per-node={gpus}")
     for flag, value in (("mem", opt.mem), ("partition", opt.partition), ("account", opt.account),
@@ -80,9 +105,12 @@ def header(exp: ExperimentFile, name: str, opt: SlurmOptions, nodes: int, gpus: 
         if value is not None:
             lines.append(f"#SBATCH --{flag}={value}")
     lines += [f"#SBATCH {x}" for x in opt.sbatch]
-    lines += ["set -euo pipefail", "export TOKENIZERS_PARALLELISM=false",
+    lines += ["set -euo pipefail", _step("its first lines"), _EXIT_TRAP, "export TOKENIZERS_PARALLELISM=false",
               # the Python that ran `preschool launch` (a shared filesystem is assumed), unless setup changes it
-              f"export PATH={shell_word(Path(sys.executable).parent)}:$PATH", *opt.setup]
+              f"export PATH={shell_word(opt.python_dir or Path(sys.executable).parent)}:$PATH",
+              *(f"export {k}={shell_word(v)}" for k, v in job_environment().items())]
+    if opt.setup:
+        lines += [_step("its --setup lines"), *opt.setup]
     return lines
 
 
@@ -91,24 +119,26 @@ def header(exp: ExperimentFile, name: str, opt: SlurmOptions, nodes: int, gpus: 
 SRUN = 'srun --ntasks-per-node=1 --cpus-per-task="$SLURM_CPUS_PER_TASK"'
 
 
-def _sets(exp: ExperimentFile) -> str:
-    """The experiment's ``--set`` overrides as arguments (each job runs the config the launch read)."""
-    return "".join(f" --set {shell_word(o)}" for o in exp.overrides)
+def _sets(overrides: Sequence[str]) -> str:
+    """``--set`` overrides as arguments (each job runs the config the launch read)."""
+    return "".join(f" --set {shell_word(o)}" for o in overrides)
 
 
-def _cli(exp: ExperimentFile, *args: str) -> str:
+def _cli(exp: ExperimentFile, overrides: Sequence[str], *args: str) -> str:
     """``python -m preschool.cli CMD EXP.yaml ARGS... --set ...``."""
-    return " ".join(["python -m preschool.cli", args[0], shell_word(exp.path.resolve()), *args[1:]]) + _sets(exp)
+    return (" ".join(["python -m preschool.cli", args[0], shell_word(exp.path.resolve()), *args[1:]])
+            + _sets(overrides))
 
 
-def prepare_script(exp: ExperimentFile, opt: SlurmOptions) -> str:
+def prepare_script(exp: ExperimentFile, opt: SlurmOptions, overrides: Sequence[str]) -> str:
     """The prepare job: ``preschool prepare`` on one node, no GPU, the whole ``--cpus-per-task``."""
     return "\n".join(header(exp, "prepare", opt, 1, 0, opt.cpus(1), opt.side_time) + [
         "# builds the tokenizer and every dataset once (output lock: a prepare of the same config waits)",
-        f"{SRUN} --ntasks=1 " + _cli(exp, "prepare", "--no-progress"), ""])
+        _step("preschool prepare"), f"{SRUN} --ntasks=1 " + _cli(exp, overrides, "prepare", "--no-progress"), ""])
 
 
-def arm_script(exp: ExperimentFile, opt: SlurmOptions, name: str, arm: str, seed: int, rung: str | None) -> str:
+def arm_script(exp: ExperimentFile, opt: SlurmOptions, name: str, arm: str, seed: int, rung: str | None,
+               overrides: Sequence[str]) -> str:
     """Job ``name``: one run (``arm`` x ``seed``, with ``--rung`` when ``rung`` is given), one torchrun per node."""
     if opt.nodes == 1:
         # torchrun's own rendezvous on a free local port: jobs sharing the node never meet
@@ -123,20 +153,20 @@ def arm_script(exp: ExperimentFile, opt: SlurmOptions, name: str, arm: str, seed
     rung_arg = f" --rung {shell_word(rung)}" if rung is not None else ""
     torchrun = (f"torchrun {rdzv} --nproc-per-node {opt.procs} "
                 "-m preschool.cli run " + shell_word(exp.path.resolve())
-                + f" --arm {shell_word(arm)} --seed {seed}{rung_arg} --no-progress" + _sets(exp))
+                + f" --arm {shell_word(arm)} --seed {seed}{rung_arg} --no-progress" + _sets(overrides))
     return "\n".join(header(exp, name, opt, opt.nodes, opt.gpus_per_node, opt.cpus(opt.procs), opt.time)
-                     + [*where, f"{SRUN} --ntasks=\"$SLURM_NNODES\" {torchrun}", ""])
+                     + [*where, _step("preschool run"), f"{SRUN} --ntasks=\"$SLURM_NNODES\" {torchrun}", ""])
 
 
-def report_script(exp: ExperimentFile, opt: SlurmOptions) -> str:
+def report_script(exp: ExperimentFile, opt: SlurmOptions, overrides: Sequence[str]) -> str:
     """The eval + report job, which stamps :func:`report_stamp` with the config key once it succeeded."""
     from ..lock import config_key
 
     stamp = shell_word(report_stamp(exp).resolve())
-    report_cmd = _cli(exp, "run", "--only", "eval", "--only", "report", "--no-progress")
+    report_cmd = _cli(exp, overrides, "run", "--only", "eval", "--only", "report", "--no-progress")
     return "\n".join(header(exp, "report", opt, 1, opt.eval_gpus, opt.cpus(1), opt.side_time) + [
         "# evaluates the checkpoints that exist and reports whatever finished",
-        f"{SRUN} --ntasks=1 {report_cmd}",
+        _step("preschool run --only eval --only report"), f"{SRUN} --ntasks=1 {report_cmd}",
         "# reached only when the report succeeded (set -e): a later launch skips a current report",
         f"printf '%s\\n' {config_key(exp.cfg)} > {stamp}.tmp && mv {stamp}.tmp {stamp}", ""])
 

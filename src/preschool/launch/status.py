@@ -9,10 +9,10 @@ import subprocess
 from pathlib import Path
 
 from ..experiment import ExperimentFile
-from ..slurm_state import ABSENT, DONE, FAILED, NEVER, STALE, SlurmUnreachable, plan, read_record, script_hash
-from .jobs import current_jobs, slurm_jobs, training_jobs
-from .options import SlurmOptions
-from .scripts import logs_dir, script_paths, slurm_job_name
+from ..slurm_state import ABSENT, DONE, FAILED, NEVER, REMOVED, STALE, SlurmUnreachable, plan, read_record
+from .jobs import current_jobs, rerun_keeps, slurm_jobs, training_jobs
+from .options import SlurmOptions, saved
+from .scripts import logs_dir, slurm_job_name
 from .submit import jobs_record, queue
 
 
@@ -47,11 +47,11 @@ def status(exp: ExperimentFile, opt: SlurmOptions | None = None) -> list[str]:
     in Slurm with its state and reason (and, when it runs another script or can never start, that a
     launch replaces it); ended without finishing (the state Slurm recorded, and its log's last lines);
     or never submitted. When the controller cannot be reached the states come from ``jobs.json`` and
-    the run folders alone, and the first line says so. Returns the lines (printed by the CLI)."""
-    jobs = slurm_jobs(exp, opt or SlurmOptions())
-    for j, path in zip(jobs, script_paths(exp, jobs).values()):
-        if path.is_file():  # the script the last launch wrote (with its options) is the current one
-            j.digest = script_hash(path.read_text(encoding="utf-8"))
+    the run folders alone, and the first line says so. A job of the folder that names no job of the
+    graph (its arm, seed or rung was taken out of the config) is said to be one, which a launch cancels.
+    The jobs are those a launch now would write, with the options the last launch recorded (``opt``
+    when given; :func:`preschool.launch.options.saved`). Returns the lines (printed by the CLI)."""
+    jobs = slurm_jobs(exp, opt or saved(exp.out_dir) or SlurmOptions().here())
     done = current_jobs(exp, jobs)
     out = []
     try:
@@ -66,10 +66,14 @@ def status(exp: ExperimentFile, opt: SlurmOptions | None = None) -> list[str]:
     unknown = held is None
     digests = {j.name: j.digest for j in jobs}
     record = read_record(jobs_record(exp))
-    for st in plan(jobs, done, held, record, training_jobs(exp, jobs)):
+    keeps = rerun_keeps(exp, jobs)
+    for st in plan(jobs, done, held, record, training_jobs(exp, jobs), keeps):
         q = st.queued
         if st.state == DONE:
             out.append(f"{st.name}: done ({st.says})")
+        elif st.state == REMOVED:
+            out.append(f"{st.name}: {q.state} as job {q.job_id} (reason {q.reason}); it is no job of the current "
+                       "config (its arm, seed or rung was taken out of it): `preschool launch` again cancels it")
         elif q is not None and st.state != FAILED:
             line = f"{st.name}: {q.state} as job {q.job_id} (reason {q.reason})"
             if st.state == STALE and st.submit:
@@ -90,9 +94,11 @@ def status(exp: ExperimentFile, opt: SlurmOptions | None = None) -> list[str]:
         else:
             how = q.state if q is not None else _ended_state(st.job_id)
             out.append(f"{st.name}: job {st.job_id} ended without finishing ({how or 'no longer known to Slurm'}); "
-                       "`preschool launch` again resubmits it (an arm resumes from its last checkpoint)")
+                       f"`preschool launch` again resubmits it ({keeps[st.name]})")
             tail = _log_tail(exp, st.name, st.job_id)
-            if tail is not None:
+            if tail is not None and tail[1].strip():
                 out.append(f"  last lines of {tail[0]}:")
                 out += [f"    {x}" for x in tail[1].splitlines()]
+            elif tail is not None:
+                out.append(f"  its log {tail[0]} is empty: the job ended before printing anything")
     return out
