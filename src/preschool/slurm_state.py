@@ -291,6 +291,7 @@ def plan(jobs: list[Job], done: dict[str, str], queue: dict[str, list[Queued]] |
                     "rung was taken out of it)", False, copies[0].job_id, copies[0],
                     cancel=[c.job_id for c in copies if c.state not in ENDING])
                for name, copies in queue.items() if name not in steps and copies]
+    removed.sort(key=lambda st: int(st.job_id) if st.job_id.isdigit() else 0)  # the order they were submitted in
     return [steps[j.name] for j in jobs] + removed
 
 
