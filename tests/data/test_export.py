@@ -27,13 +27,19 @@ def data(tmp_path_factory):
     out = tmp_path_factory.mktemp("prep")
     corpora = {"sb": CorpusConfig(source="storybook", seed=0)}
     datasets = {
+        # documents ended by EOS (separator: auto picks it: no L2T set here) and opened by BOS instead;
+        # the storybook tokenizer's BOS = EOS = PAD = 0, so only where the 0 stands tells them apart
         "pt": CorpusSpec(corpus="sb", tokens=40 * (SEQ + 1), val_tokens=8 * (SEQ + 1)),
+        "ptb": CorpusSpec(corpus="sb", tokens=40 * (SEQ + 1), val_tokens=8 * (SEQ + 1), separator="bos"),
         # reserved ids above the tokenizer's vocabulary, with an answer-only loss mask
         "stack": GeneratorSpec(generator="stack", params={"n_ops": 8, "length": 20, "n_symbols": 10},
                                render="reserved", tokens=12 * (SEQ + 1)),
         # the quickstart's Dyck set: a loss_mask array that is all ones (loss on every token)
         "dyck": GeneratorSpec(generator="shuffle_dyck", params={"k": 16, "max_depth": 8, "p_open": 0.5, "length": 64},
                               render="text", tokens=12 * (SEQ + 1), val_tokens=4 * (SEQ + 1)),
+        # a masked set of more than 65,536 ids: uint32 tokens (int32 in Megatron), several documents a row
+        "m32": GeneratorSpec(generator="stack", params={"n_ops": 8, "length": 20, "n_symbols": 66000, "max_digits": 5},
+                             render="reserved", tokens=12 * (SEQ + 1), val_tokens=4 * (SEQ + 1)),
     }
     prepare_data(out, TokenizerConfig(vocab_size=300, sample_documents=200), corpora, datasets,
                  seq_len=SEQ, seed=0, progress=False)
@@ -127,35 +133,6 @@ def _megatron_core() -> None:
     pytest.importorskip("megatron.core", reason="the formats extra (megatron-core) is not installed")
 
 
-@pytest.mark.slow  # importing megatron.core takes ~20 s here
-def test_megatron_round_trip_with_megatron_core(data, tmp_path):
-    """Megatron-core's IndexedDataset reads one sequence per document of ours, each ending with EOD,
-    and the loss mask document for document (an added EOD repeats its document's last mask value)."""
-    _megatron_core()
-    from megatron.core.datasets.gpt_dataset import GPTDataset
-    from megatron.core.datasets.indexed_dataset import IndexedDataset
-
-    from preschool.data.tokenizer import load_special_ids
-
-    eod = load_special_ids(data / "tokenizer").eos
-    for name in ("stack", "pt"):
-        export_dataset(data / name, "megatron", tmp_path / name, allow_unread_loss_mask=True)
-        ref = _rows(data / name / "train")
-        segments = _rows(data / name / "train", "segments")
-        want = _megatron_documents(ref, segments, eod)
-        ds = IndexedDataset(str(tmp_path / name / "train" / "text_document"))
-        assert ds.index.dtype == np.uint16
-        assert len(ds) == len(_doc_lengths(segments)) == len(want)
-        assert all(np.array_equal(ds[i], w) for i, w in enumerate(want))
-        assert list(ds.document_indices) == list(range(len(ds) + 1))
-        # what Megatron's GPT dataset shuffles: our documents
-        assert GPTDataset.numel_low_level_dataset(ds) == len(_doc_lengths(segments))
-    mask = IndexedDataset(str(tmp_path / "stack" / "train" / "loss_mask_document"))
-    want = _megatron_documents(_rows(data / "stack" / "train", "loss_mask"), _rows(data / "stack" / "train", "segments"),
-                               eod, tokens=_rows(data / "stack" / "train"))
-    assert len(mask) == len(want) and all(np.array_equal(mask[i], w) for i, w in enumerate(want))
-
-
 def _datatrove_dataset():
     """datatrove's own reader (the ``datatrove`` extra: in the main lock, so ``make test`` always has it)."""
     return pytest.importorskip("datatrove.utils.dataset", reason="the datatrove extra is not installed").DatatroveFolderDataset
@@ -202,6 +179,65 @@ def test_numpy_round_trip_as_olmo_core_reads_it(data, tmp_path):
     assert np.array_equal(masks, _rows(data / "stack" / "train", "loss_mask").astype(bool))
     saved = json.loads((tmp_path / "np" / "export.json").read_text())
     assert saved["splits"]["train"]["vocab_size"] > 300  # reserved ids above the tokenizer's vocabulary
+    # each token file's document ends (uint64 token offsets in the file, as datatrove's .ds.index)
+    ends = [np.fromfile(tmp_path / "np" / "train" / f, "<u8") for f in m["files"]["doc_ends"]]
+    assert np.concatenate(ends).tolist() == document_ends(_rows(data / "stack" / "train", "segments"),
+                                                          m["n_rows"], m["row_len"]).tolist()
+
+
+def test_numpy_side_files_never_match_a_glob_for_the_token_files(data, tmp_path):
+    """OLMo-core's glob (``*`` does not cross a ``/``) over a split folder finds the token files alone:
+    label masks and document ends live in folders of their own, with their own prefix; export.json and
+    the README give the exact globs."""
+    info = export_dataset(data / "m32", "numpy", tmp_path / "np")
+    settings = info["reader"]["settings"]
+    readme = (tmp_path / "np" / "README.md").read_text()
+    for split, m in info["splits"].items():
+        d = tmp_path / "np" / split
+        tokens = {d / f for f in m["files"]["tokens"]}
+        assert len(tokens) == 1 and all(f.parent == d for f in tokens)
+        for pattern in (settings["glob"], "*.npy", "part-*", "*", "**/part-*.npy"):
+            assert {f for f in d.glob(pattern) if f.is_file()} == tokens, pattern
+        for kind, pattern in (("label_mask", settings["label_mask_glob"]), ("doc_ends", settings["doc_ends_glob"])):
+            assert sorted(d.glob(pattern)) == [d / f for f in m["files"][kind]] and m["files"][kind]
+    for pattern in (settings["glob"], settings["label_mask_glob"], settings["doc_ends_glob"]):
+        assert f"`OUT/<split>/{pattern}`" in readme
+
+
+def test_document_separator_is_read_from_the_rows(tmp_path):
+    """Whether documents end with the separator (EOS) or open with it (BOS) is read from the rows
+    themselves: where a segment changes inside a row, the token before (EOS) or at it (BOS) is the
+    separator. Padding (the L2T packer's, PAD after the last sample) is a segment of its own that does
+    not open with BOS; a set with no document change inside a row is BOS-separated when it opens with BOS."""
+    from preschool.data.export import document_separator
+    from preschool.data.shards import ShardWriter
+    from preschool.data.tokenizer import SpecialIds
+
+    def shard_set(name, rows, segs):
+        with ShardWriter(tmp_path / name, 8, 50, arrays=["segments"]) as w:
+            w.add_rows(np.array(rows), segments=np.array(segs))
+        return ShardSet(tmp_path / name)
+
+    mistral = SpecialIds(bos=1, eos=2, pad=2)
+    eos = shard_set("eos", [[5, 6, 2, 7, 8, 9, 2, 4]], [[0, 0, 0, 1, 1, 1, 1, 2]])
+    bos = shard_set("bos", [[1, 5, 6, 1, 7, 8, 9, 4]], [[0, 0, 0, 1, 1, 1, 1, 1]])
+    l2t = shard_set("l2t", [[1, 5, 6, 1, 7, 2, 2, 2], [1, 5, 1, 6, 7, 8, 2, 2]],
+                    [[0, 0, 0, 1, 1, 2, 2, 2], [0, 0, 1, 1, 1, 1, 2, 2]])
+    one = shard_set("one", [[1, 5, 6, 7, 8, 9, 4, 3]], [[0] * 8])
+    mixed = shard_set("mixed", [[5, 6, 2, 1, 8, 9, 3, 4]], [[0, 0, 0, 1, 1, 1, 2, 2]])
+    assert document_separator([eos], mistral) == {"separator": "eos", "separator_id": 2}
+    assert document_separator([bos], mistral) == {"separator": "bos", "separator_id": 1}
+    assert document_separator([l2t], mistral) == {"separator": "bos", "separator_id": 1}
+    assert document_separator([one], mistral) == {"separator": "bos", "separator_id": 1}
+    assert document_separator([eos, one], mistral) == {"separator": "eos", "separator_id": 2}  # the ends decide
+    assert document_separator([mixed], mistral) == {"separator": None, "separator_id": None}
+    # our BPE's <|endoftext|> is BOS, EOS and PAD at once: the side of the 0 tells
+    ours = SpecialIds(eos=0, bos=0, pad=0)
+    assert document_separator([shard_set("e0", [[5, 0, 6, 7, 0, 8, 9, 4]], [[0, 0, 1, 1, 1, 2, 2, 2]])], ours) == \
+        {"separator": "eos", "separator_id": 0}
+    assert document_separator([shard_set("b0", [[0, 5, 0, 6, 7, 0, 8, 9]], [[0, 0, 1, 1, 1, 2, 2, 2]])], ours) == \
+        {"separator": "bos", "separator_id": 0}
+    assert document_separator([eos], None) == {"separator": None, "separator_id": None}  # no ids known
 
 
 def test_document_ends_from_segments():
@@ -322,42 +358,23 @@ def _olmo_core():
                                "its own locked environment, .venv-olmo from requirements/olmo-lock.txt")
 
 
-def test_numpy_round_trip_with_olmo_core(data, tmp_path):
-    """OLMo-core's own NumpyFSLDataset reads the numpy export: instance i = row i, the label mask
-    through label_mask_paths, and its EOS-derived doc_lens = our documents within the row."""
-    _olmo_core()
-    from olmo_core.data import NumpyFSLDataset
-
-    from preschool.data.tokenizer import load_special_ids
-
-    sp = load_special_ids(data / "tokenizer")
-    for name in ("stack", "pt"):
-        m = export_dataset(data / name, "numpy", tmp_path / name)["splits"]["train"]
-        d = tmp_path / name / "train"
-        masks = {"label_mask_paths": [d / f for f in m["files"]["label_mask"]]} if m["has_loss_mask"] else {}
-        ds = NumpyFSLDataset(*[d / f for f in m["files"]["tokens"]], sequence_length=m["sequence_length"],
-                             pad_token_id=sp.pad, eos_token_id=sp.eos, vocab_size=m["vocab_size"],
-                             dtype=np.dtype(m["dtype"]).type, generate_doc_lengths=True, **masks)
-        ds.work_dir = tmp_path / "olmo_work"
-        items = [ds[i] for i in range(len(ds))]
-        assert np.array_equal(np.stack([it["input_ids"].numpy() for it in items]), _rows(data / name / "train"))
-        assert [it["doc_lens"].tolist() for it in items] == _run_lengths(_rows(data / name / "train", "segments"))
-        if m["has_loss_mask"]:
-            assert np.array_equal(np.stack([it["label_mask"].numpy() for it in items]),
-                                  _rows(data / name / "train", "loss_mask").astype(bool))
-
-
-def _megatron_documents(rows, segments, eod, tokens=None):
+def _megatron_documents(rows, segments, sep, opens=False, tokens=None):
     """What Megatron's index should hold, from our rows: each of our documents (a run of one segment
-    inside a row) in order, followed by an EOD when its last token is not EOD (a document cut at a row
-    end). With ``tokens``, ``rows`` is the loss mask and an added EOD's value repeats the run's last."""
+    inside a row) in order. EOS-separated (``opens`` False): followed by the separator ``sep`` when its
+    last token is not ``sep`` (a document cut at a row end). BOS-separated (``opens``): preceded by ``sep``
+    when its first token is not ``sep`` (the rest of a document a row end cut), and nothing appended.
+    With ``tokens``, ``rows`` is the loss mask and an added separator repeats the run's nearest value."""
     tokens = rows if tokens is None else tokens
     docs = []
     for row, seg, toks in zip(rows, segments, tokens):
         cuts = np.nonzero(seg[1:] != seg[:-1])[0] + 1
         for run, run_toks in zip(np.split(row, cuts), np.split(toks, cuts)):
-            ends_open = run_toks[-1] != eod
-            docs.append(np.r_[run, run[-1] if rows is not tokens else eod] if ends_open else run)
+            if opens and run_toks[0] != sep:
+                docs.append(np.r_[run[0] if rows is not tokens else sep, run])
+            elif not opens and run_toks[-1] != sep:
+                docs.append(np.r_[run, run[-1] if rows is not tokens else sep])
+            else:
+                docs.append(run)
     return docs
 
 
@@ -386,53 +403,28 @@ def test_megatron_eod_id_from_the_tokenizer_or_given(data, tmp_path, capsys):
 
 def _megatron_gpt(data, name, tmp_path):
     """Export ``data/<name>`` for Megatron and open it with megatron-core's own IndexedDataset and
-    GPTDataset (position ids reset at EOD); returns (eod id, the IndexedDataset, the GPTDataset)."""
+    GPTDataset, told the eod id export.json names (position ids reset after it); returns (export.json's
+    content, the IndexedDataset, the GPTDataset)."""
     _megatron_core()
     from megatron.core.datasets.gpt_dataset import GPTDataset, GPTDatasetConfig
     from megatron.core.datasets.indexed_dataset import IndexedDataset
     from megatron.core.datasets.utils import Split
-
-    from preschool.data.tokenizer import load_special_ids
 
     class Tokenizer:  # what GPTDataset asks of a tokenizer: eod, pad, vocab_size (+ its cache key)
         def __init__(self, eod, vocab_size):
             self.eod, self.pad, self.vocab_size = eod, -1, vocab_size
             self.unique_identifiers = {"class": "Tokenizer", "eod": eod}
 
-    eod = load_special_ids(data / "tokenizer").eos
     info = export_dataset(data / name, "megatron", tmp_path / name, allow_unread_loss_mask=True)
+    settings = info["reader"]["settings"]
     prefix = str(tmp_path / name / "train" / "text_document")
     ds = IndexedDataset(prefix)
     cfg = GPTDatasetConfig(random_seed=1, sequence_length=SEQ, split="1,0,0",
-                           tokenizer=Tokenizer(eod, info["splits"]["train"]["vocab_size"]),
-                           reset_position_ids=True, reset_attention_mask=False, eod_mask_loss=False,
+                           tokenizer=Tokenizer(settings["eod"], info["splits"]["train"]["vocab_size"]),
+                           reset_position_ids=settings["reset_position_ids"],
+                           reset_attention_mask=settings["reset_attention_mask"], eod_mask_loss=False,
                            create_attention_mask=False, path_to_cache=str(tmp_path / "cache"))
-    return eod, ds, GPTDataset(ds, prefix, np.arange(len(ds)), None, Split.train, cfg)
-
-
-@pytest.mark.slow  # importing megatron.core takes ~10-20 s here
-def test_megatron_gpt_dataset_sees_every_document_end(data, tmp_path):
-    """Megatron-core's GPTDataset finds documents by the EOD token (position ids and, with
-    --reset-attention-mask, attention restart after it): every document of the export ends with the
-    tokenizer's EOS, also one our rows cut at a row end, so in every sample the positions restart
-    exactly where each of our documents starts and never inside one."""
-    for name in ("pt", "stack"):
-        eod, ds, gpt = _megatron_gpt(data, name, tmp_path)
-        rows, segments = _rows(data / name / "train"), _rows(data / name / "train", "segments")
-        cut = sum(int(r[-1] != eod) for r in rows)
-        assert cut > 0  # the data has documents cut at a row end: the case under test
-        ours = _megatron_documents(rows, segments, eod)
-        assert len(ds) == len(ours)
-        # where each of our documents starts in the stream GPTDataset windows (its shuffled order)
-        lengths = [len(ours[int(k)]) for k in gpt.document_index]
-        starts = np.r_[0, np.cumsum(lengths)]
-        for i in range(len(gpt)):
-            k = gpt.shuffle_index[i]
-            a = starts[gpt.sample_index[k][0]] + gpt.sample_index[k][1]
-            window = np.arange(a, a + SEQ)
-            begun = starts[np.searchsorted(starts, window, side="right") - 1]  # its document's start
-            want = window - np.maximum(begun, a)
-            assert gpt[i]["position_ids"].tolist() == want.tolist(), f"{name} sample {i}"
+    return info, ds, GPTDataset(ds, prefix, np.arange(len(ds)), None, Split.train, cfg)
 
 
 @pytest.mark.slow  # importing megatron.core takes ~10-20 s here
@@ -442,7 +434,8 @@ def test_megatron_gpt_dataset_windows_our_documents(data, tmp_path):
     documents concatenated in its order, and its loss_mask ignores ours (the export refuses a masked
     set without --allow-unread-loss-mask)."""
     for name in ("pt", "stack"):
-        eod, ds, gpt = _megatron_gpt(data, name, tmp_path)
+        info, ds, gpt = _megatron_gpt(data, name, tmp_path)
+        eod = info["reader"]["settings"]["eod"]
         assert sorted(gpt.document_index.tolist()) == list(range(len(ds)))  # each document once per epoch
         docs = [np.asarray(ds[int(k)]) for k in gpt.document_index]
         starts = np.r_[0, np.cumsum([len(x) for x in docs])]
@@ -456,3 +449,196 @@ def test_megatron_gpt_dataset_windows_our_documents(data, tmp_path):
             s = gpt[i]
             assert np.array_equal(np.r_[s["tokens"].numpy(), s["labels"].numpy()[-1:]], stream[a:a + SEQ + 1])
             assert bool((s["loss_mask"] == 1).all())  # Megatron's own mask: every token, ours is not read
+
+
+# Each consumer reads each kind of set as ours (issue 49): an EOS-separated set (pt), a BOS-separated
+# one (ptb; BOS = EOS = PAD = 0, so the 0 opens documents there and ends them in pt) and a masked uint32
+# one (m32). Every reader is given what the export's export.json says to give it, and its own API must
+# return our tokens, our loss mask and our document boundaries.
+SETS = {"pt": "eos", "ptb": "bos", "m32": "eos"}  # the separator each set's rows show; its id is 0 in all
+
+
+def _ours(data, name, split="train"):
+    """The shards' rows, their loss mask (None without one) and segments."""
+    ss = ShardSet(data / name / split)
+    rows = ss.rows(range(len(ss)))
+    return rows, ss.rows(range(len(ss)), "loss_mask") if ss.has_loss_mask else None, ss.rows(range(len(ss)), "segments")
+
+
+def _export_for(data, name, fmt, out):
+    """Export ``data/<name>`` as ``fmt``; export.json's content, after checking that it names the separator."""
+    info = export_dataset(data / name, fmt, out, allow_unread_loss_mask=True)
+    assert info["documents"] == {"separator": SETS[name], "separator_id": 0}
+    return info
+
+
+@pytest.mark.parametrize("name", SETS)
+def test_hf_datasets_reads_our_rows_and_masks(data, tmp_path, name):
+    """``datasets.load_from_disk``: example i = row i, ``loss_mask`` = ours. The hf export has no
+    document marks beyond the separator tokens its rows hold, as ours do (export.json says so)."""
+    from datasets import load_from_disk
+
+    info = _export_for(data, name, "hf", tmp_path / "hf")
+    assert "separator" in info["reader"]["boundaries"]
+    dd = load_from_disk(str(tmp_path / "hf"))
+    for split in ("train", "val"):
+        rows, mask, _ = _ours(data, name, split)
+        ds = dd[split].with_format("numpy")
+        assert np.array_equal(ds["input_ids"], rows)
+        assert ds.column_names == ["input_ids"] if mask is None else np.array_equal(ds["loss_mask"], mask)
+
+
+@pytest.mark.parametrize("name", SETS)
+def test_megatron_core_reads_our_documents(data, tmp_path, name):
+    """Megatron-core's IndexedDataset: sequence i = our i-th document, token for token. EOS-separated:
+    an EOD appended where a row end cut a document; BOS-separated: nothing appended (the next document
+    opens with the separator already), a separator put before the rest of a document a row end cut, so
+    no ``0 0`` the rows never hold. Its GPTDataset, told export.json's eod with reset_position_ids,
+    restarts positions right after every separator and nowhere else: every span between restarts is as
+    long as one of our documents, starting where ours do (EOS) or one token in, after its BOS (BOS,
+    Megatron counting the separator to the span before it, as export.json says)."""
+    info, ds, gpt = _megatron_gpt(data, name, tmp_path)
+    settings, opens = info["reader"]["settings"], SETS[name] == "bos"
+    assert settings["eod"] == 0 and settings["eod_at"] == ("start" if opens else "end")
+    rows, mask, segments = _ours(data, name)
+    want = _megatron_documents(rows, segments, settings["eod"], opens=opens)
+    assert len(ds) == len(want) == len(_doc_lengths(segments))
+    assert all(np.array_equal(ds[i], w) for i, w in enumerate(want))
+    added = info["splits"]["train"]["eod_added"]
+    assert sum(len(w) for w in want) == rows.size + added and added <= len(rows)  # at most one per row
+    if mask is not None:
+        mds = type(ds)(str(tmp_path / name / "train" / "loss_mask_document"))
+        wmask = _megatron_documents(mask, segments, settings["eod"], opens=opens, tokens=rows)
+        assert len(mds) == len(wmask) and all(np.array_equal(mds[i], w) for i, w in enumerate(wmask))
+    # position ids in every sample: restart where each document (in GPTDataset's shuffled order) starts,
+    # plus one for BOS-separated data, counted from the window's start before the first restart
+    starts = np.r_[0, np.cumsum([len(want[int(k)]) for k in gpt.document_index])]
+    restarts = np.r_[-1, starts[:-1] + int(opens)]
+    for i in range(len(gpt)):
+        k = gpt.shuffle_index[i]
+        a = starts[gpt.sample_index[k][0]] + gpt.sample_index[k][1]
+        window = np.arange(a, a + SEQ)
+        last = restarts[np.searchsorted(restarts, window, side="right") - 1]
+        assert gpt[i]["position_ids"].tolist() == (window - np.maximum(last, a)).tolist(), f"{name} sample {i}"
+
+
+@pytest.mark.parametrize("name", SETS)
+def test_datatrove_reads_our_rows_masks_and_positions(data, tmp_path, name):
+    """datatrove's DatatroveFolderDataset(return_positions=True), as export.json says: window i = row i,
+    positions from .ds.index restart exactly where our documents start, whatever the separator; the
+    mask through MaskedDatatroveFolderDataset. The setting export.json warns against,
+    ``positions_from_eos_token_id``, restarts after every separator id: wrong for BOS-separated data."""
+    DatatroveFolderDataset = _datatrove_dataset()
+    from preschool.data.datatrove_reader import MaskedDatatroveFolderDataset
+
+    info = _export_for(data, name, "nanotron", tmp_path / "nt")
+    settings = info["reader"]["settings"]
+    assert settings["return_positions"] is True and "positions_from_eos_token_id" in info["reader"]["never"]
+    for split in ("train", "val"):
+        rows, mask, segments = _ours(data, name, split)
+        cls = DatatroveFolderDataset if mask is None else MaskedDatatroveFolderDataset
+        ds = cls(str(tmp_path / "nt" / split), seq_len=settings["seq_len"], token_size=settings["token_size"],
+                 return_positions=True)
+        items = [ds[i] for i in range(len(ds))]
+        assert len(items) == len(rows)
+        assert np.array_equal(np.stack([it["input_ids"].numpy() for it in items]), rows)
+        assert np.array_equal(np.stack([it["positions"].numpy() for it in items]), _positions(segments))
+        if mask is not None:
+            assert np.array_equal(np.stack([it["loss_mask"].numpy() for it in items]), mask.astype(bool))
+    if SETS[name] == "bos":
+        trap = DatatroveFolderDataset(str(tmp_path / "nt" / "train"), seq_len=settings["seq_len"],
+                                      token_size=settings["token_size"], return_positions=True,
+                                      positions_from_eos_token_id=info["documents"]["separator_id"])
+        got = np.stack([trap[i]["positions"].numpy() for i in range(len(trap))])
+        assert not np.array_equal(got, _positions(_ours(data, name)[2]))
+
+
+def _closed_by(rows, sep):
+    """Per row, the document lengths of a reader that ends a document after every ``sep`` (and at the row end)."""
+    out = []
+    for row in rows:
+        ends = np.r_[np.nonzero(row == sep)[0] + 1, len(row)]
+        out.append(np.diff(np.r_[0, np.unique(ends)]).tolist())
+    return out
+
+
+@pytest.mark.parametrize("name", SETS)
+def test_olmo_core_reads_our_rows_masks_and_documents(data, tmp_path, name):
+    """OLMo-core 3's NumpyFSLDatasetConfig.glob with export.json's globs and tokenizer ids: instance i = row
+    i (the glob takes no side file), label_mask = ours. doc_lens (generate_doc_lengths) = our documents
+    from the dataset export.json names: OLMo's own NumpyFSLDataset for EOS-separated data;
+    preschool.data.olmo_reader.DocumentNumpyFSLDataset (doc_lens from the export's doc_ends) for
+    BOS-separated data, where OLMo's, which ends a document after each EOS id, puts every BOS at the end
+    of the document before it. The setting export.json warns against, bos_token_id, leaves OLMo one
+    document per row (it ends documents only between an EOS and a BOS)."""
+    olmo = _olmo_core()
+    from preschool.data.olmo_reader import DocumentNumpyFSLDataset
+
+    info = _export_for(data, name, "numpy", tmp_path / "np")
+    st = info["reader"]["settings"]
+    assert st["bos_token_id"] is None and "bos_token_id" in info["reader"]["never"]
+    assert info["reader"]["dataset"] == ("olmo_core.data.NumpyFSLDataset" if SETS[name] == "eos"
+                                         else "preschool.data.olmo_reader.DocumentNumpyFSLDataset")
+
+    def build(d, **tokenizer):
+        return olmo.NumpyFSLDatasetConfig.glob(
+            str(d / st["glob"]), sequence_length=st["sequence_length"], dtype=olmo.NumpyDatasetDType(st["dtype"]),
+            tokenizer=olmo.TokenizerConfig(vocab_size=st["vocab_size"], eos_token_id=st["eos_token_id"],
+                                           pad_token_id=st["pad_token_id"], **tokenizer),
+            label_mask_paths=[str(d / st["label_mask_glob"])] if info["splits"]["train"]["has_loss_mask"] else None,
+            generate_doc_lengths=True, work_dir=str(tmp_path / "olmo_work")).build()
+
+    for split in ("train", "val"):
+        d = tmp_path / "np" / split
+        rows, mask, segments = _ours(data, name, split)
+        stock = build(d)
+        items = [stock[i] for i in range(len(stock))]
+        assert len(items) == len(rows)
+        assert np.array_equal(np.stack([it["input_ids"].numpy() for it in items]), rows)
+        if mask is not None:
+            assert np.array_equal(np.stack([it["label_mask"].numpy() for it in items]), mask.astype(bool))
+        ours = DocumentNumpyFSLDataset.from_export(d, generate_doc_lengths=True, work_dir=tmp_path / "olmo_work")
+        assert np.array_equal(np.stack([ours[i]["input_ids"].numpy() for i in range(len(ours))]), rows)
+        assert [ours[i]["doc_lens"].tolist() for i in range(len(ours))] == _run_lengths(segments)
+        stock_lens = [it["doc_lens"].tolist() for it in items]
+        if SETS[name] == "eos":
+            assert stock_lens == _run_lengths(segments)
+        else:
+            assert stock_lens == _closed_by(rows, st["eos_token_id"]) != _run_lengths(segments)
+        trap = build(d, bos_token_id=info["documents"]["separator_id"])
+        assert all(len(trap[i]["doc_lens"]) == 1 for i in range(len(trap))) and len(trap) == len(rows)
+
+
+def test_olmo_core_reader_refuses_an_export_without_document_ends(data, tmp_path):
+    """An export made before the doc_ends files (or with them removed) is refused by name, in one line."""
+    _olmo_core()
+    import shutil
+
+    from preschool.data.olmo_reader import DocumentNumpyFSLDataset
+
+    export_dataset(data / "ptb", "numpy", tmp_path / "np")
+    shutil.rmtree(tmp_path / "np" / "train" / "doc_ends")
+    with pytest.raises(DataError, match=r"doc_ends-00000\.npy: missing"):
+        DocumentNumpyFSLDataset.from_export(tmp_path / "np" / "train", generate_doc_lengths=True)
+    info = json.loads((tmp_path / "np" / "export.json").read_text())
+    del info["splits"]["train"]["files"]["doc_ends"]
+    (tmp_path / "np" / "export.json").write_text(json.dumps(info))
+    with pytest.raises(DataError, match=r"export\.json: .*no doc_ends.*export it again"):
+        DocumentNumpyFSLDataset.from_export(tmp_path / "np" / "train")
+
+
+@pytest.mark.parametrize("fmt", ["hf", "megatron", "nanotron", "numpy"])
+def test_export_states_the_separator_and_what_each_reader_must_be_told(data, tmp_path, fmt):
+    """export.json and the export's README name the separator (the README no longer says documents end
+    with EOS where BOS opens them), the reader call, the settings it needs and those that break it."""
+    for name, says in (("ptb", "documents open with BOS id 0"), ("pt", "documents end with EOS id 0")):
+        out = tmp_path / name
+        info = _export_for(data, name, fmt, out)
+        readme = (out / "README.md").read_text()
+        assert says in readme and ("end with EOS" in readme) == (name == "pt")
+        assert json.loads((out / "export.json").read_text())["reader"] == info["reader"]
+        assert info["read"] == info["reader"]["call"] and f"`{info['reader']['call']}`" in readme
+        for setting in info["reader"]["never"]:
+            assert f"`{setting}`" in readme
+    never = {"hf": set(), "megatron": set(), "nanotron": {"positions_from_eos_token_id"}, "numpy": {"bos_token_id"}}
+    assert never[fmt] <= set(info["reader"]["never"])

@@ -9,9 +9,16 @@ shard set folder) in another trainer's format, row for row:
 
   hf        datasets.save_to_disk folder (input_ids, loss_mask)
   megatron  Megatron MMapIndexedDataset <split>/text_document.bin/.idx, one
-            document of ours per sequence, each ending with EOD (--eod-id)
+            document of ours per sequence, each delimited by the separator
+            id (--eod-id): at its end (EOS data) or its start (BOS data)
   nanotron  datatrove tokenized files <split>/NNNNN.ds(.index/.loss/.metadata)
-  numpy     flat uint16/uint32 token files as OLMo-core memory-maps them
+  numpy     flat uint16/uint32 token files as OLMo-core memory-maps them,
+            <split>/part-NNNNN.npy; masks and document ends in label_mask/
+            and doc_ends/ beside them
+
+Whether documents end with EOS or open with BOS is read from the rows;
+export.json and the export's README say which, the reader call, what the
+reader must be given and which of its settings break it.
 
 A loss mask (Dyck, L2T answers) is read by the hf and numpy readers (datasets,
 OLMo-core's label_mask_paths); Megatron's GPTDataset and datatrove's reader
@@ -42,8 +49,9 @@ def add_arguments(p) -> None:
                    help="export a loss-masked set as megatron or nanotron although their trainers' readers "
                    "ignore the mask (it is written beside the tokens; see export.json's loss_mask)")
     p.add_argument("--eod-id", type=int, default=None, metavar="ID",
-                   help="megatron: the EOD token every document ends with (appended where our rows cut one); "
-                   "default the EOS of the tokenizer beside the dataset, needed when there is none")
+                   help="megatron: the id that delimits each document (the rows' separator: added where our "
+                   "rows cut one); default the tokenizer's EOS, or its BOS for BOS-separated rows; needed "
+                   "when there is no tokenizer beside the dataset")
 
 
 def run(args) -> int:

@@ -53,6 +53,11 @@ class HFExporter(Exporter):
         shutil.rmtree(work)
         return {"columns": [f.name for f in fields], "rows": ss.n_rows}
 
+    def reader(self, info: dict[str, Any]) -> dict[str, Any]:
+        return {"call": self.read_hint, "settings": {}, "never": {},
+                "boundaries": ("Example i is row i. A datasets folder marks no documents: the separator tokens in "
+                               "input_ids, as in our rows, are the only marks.")}
+
     def finish(self, out: Path, splits: list[str]) -> None:
         # what DatasetDict.save_to_disk writes: load_from_disk(out) then returns every split
         write_json(out / "dataset_dict.json", {"splits": splits})

@@ -14,17 +14,23 @@ from ..shards import ShardSet
 @EXPORTERS.register("megatron")
 class MegatronExporter(Exporter):
     """Megatron MMapIndexedDataset ``.bin/.idx``: one sequence (and document) per document of ours,
-    each ending with the EOD token ``eod_id``.
+    each delimited by the id ``eod_id``, the one GPTDataset must be told is its EOD.
 
     Megatron's GPT dataset treats each *sequence* of the index as a document
     (``GPTDataset.numel_low_level_dataset`` counts sequences): it shuffles them
     and cuts its own windows across them. So a sequence here is one of our
     documents, a run of one segment number inside a row (:func:`document_ends`),
-    not a whole row. Inside a window it tells documents apart only by EOD, so a
+    not a whole row. Inside a window it tells documents apart only by the EOD
+    id, restarting position ids (and attention) right after each one. So each
+    sequence must carry the id once, where the data's own separator stands:
+    EOS-separated data (``opens`` False) ends each document with it, and a
     document whose last token is not ``eod_id`` (cut at a row end, or a padded
-    row) is written with ``eod_id`` appended (its loss mask repeats the
-    document's last value, as our packer's EOS does); the ``.bin`` is otherwise
-    the rows' token stream unchanged.
+    row) is written with it appended; BOS-separated data (``opens``) opens each
+    document with it and gets nothing appended (the next document already opens
+    with it), and a document that does not open with it (the rest of one a row
+    end cut) is written with it put before. An added id's loss mask repeats its
+    document's nearest value (as our packer's EOS does); the ``.bin`` is
+    otherwise the rows' token stream unchanged.
     """
 
     read_hint = "megatron.core.datasets.indexed_dataset.IndexedDataset('OUT/<split>/text_document')"
@@ -32,8 +38,9 @@ class MegatronExporter(Exporter):
     mask_reader = ("Megatron-core's GPTDataset (its loss_mask marks EOD/pad tokens only; loss_mask_document "
                    "is written for a dataset class of your own)")
 
-    def __init__(self, eod_id: int):
+    def __init__(self, eod_id: int, opens: bool = False):
         self.eod_id = eod_id
+        self.opens = opens
 
     def write(self, ss: ShardSet, out: Path) -> dict[str, Any]:
         out.mkdir(parents=True, exist_ok=True)
@@ -50,14 +57,17 @@ class MegatronExporter(Exporter):
                 toks = block["tokens"].ravel()
                 # blocks hold whole rows and every row end ends a document, so documents never straddle blocks
                 ends = document_ends(block.get("segments"), len(block["tokens"]), ss.row_len)
-                is_open = toks[ends - 1] != self.eod_id  # documents without their EOD
-                open_ends = ends[is_open]
-                handles["tokens"].write(np.insert(toks, open_ends, self.eod_id).astype(tok_dtype).tobytes())
+                starts = np.r_[0, ends[:-1]]
+                # documents without their id, and where it goes in: before the first token, or after the last
+                missing = toks[starts] != self.eod_id if self.opens else toks[ends - 1] != self.eod_id
+                at = (starts if self.opens else ends)[missing]
+                handles["tokens"].write(np.insert(toks, at, self.eod_id).astype(tok_dtype).tobytes())
                 if ss.has_loss_mask:
                     m = block["loss_mask"].ravel()
-                    handles["loss_mask"].write(np.insert(m, open_ends, m[open_ends - 1]).astype(np.uint8).tobytes())
-                lengths.append(np.diff(ends, prepend=0) + is_open)
-                added += len(open_ends)
+                    nearest = m[at] if self.opens else m[at - 1]
+                    handles["loss_mask"].write(np.insert(m, at, nearest).astype(np.uint8).tobytes())
+                lengths.append(np.diff(ends, prepend=0) + missing)
+                added += len(at)
         finally:
             for fh in handles.values():
                 fh.close()
@@ -65,4 +75,28 @@ class MegatronExporter(Exporter):
         for prefix, dtype in kinds.values():
             write_megatron_index(out / f"{prefix}.idx", lengths, dtype)
         return {"prefixes": {n: prefix for n, (prefix, _) in kinds.items()}, "dtype": tok_dtype.name,
-                "sequences": len(lengths), "documents": len(lengths), "eod_id": self.eod_id, "eod_added": added}
+                "sequences": len(lengths), "documents": len(lengths), "eod_id": self.eod_id,
+                "eod_at": "start" if self.opens else "end", "eod_added": added}
+
+    def reader(self, info: dict[str, Any]) -> dict[str, Any]:
+        settings = {"eod": self.eod_id, "eod_at": "start" if self.opens else "end",
+                    "reset_position_ids": True, "reset_attention_mask": True}
+        never = {}
+        eos = (info.get("tokenizer") or {}).get("special_ids", {}).get("eos")
+        if eos is not None and eos != self.eod_id:
+            never["--tokenizer-type HuggingFaceTokenizer"] = (
+                f"as the source of GPTDataset's eod: it reports the tokenizer's EOS, id {eos}, which does "
+                f"not delimit these documents; give GPTDataset eod = {self.eod_id}")
+        if self.opens:
+            boundaries = (
+                "GPTDataset (megatron-core 0.16) restarts position ids, and attention with reset_attention_mask, "
+                "only right after an eod token, never before one. Here each document opens with it, so Megatron "
+                "counts every document's opening separator as the last token of the span before it: every span "
+                "between restarts is as long as one of our documents, but its position ids are ours one token "
+                "later, and each document's first token is predicted with the document before it in view "
+                "instead of from the separator alone. No Megatron setting restarts before a token; for exact "
+                "document boundaries with BOS-separated data use the nanotron or numpy export.")
+        else:
+            boundaries = ("GPTDataset restarts position ids (and attention, with reset_attention_mask) right after "
+                          "every eod token, which ends each of our documents: exactly where ours start.")
+        return {"call": self.read_hint, "settings": settings, "never": never, "boundaries": boundaries}

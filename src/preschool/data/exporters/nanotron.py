@@ -7,18 +7,20 @@ from typing import Any
 
 import numpy as np
 
-from ..export import EXPORTERS, Exporter, document_ends, iter_blocks
+from ..export import EXPORTERS, Exporter, document_ends, shard_blocks
 from ..shards import ShardSet
 
 
 @EXPORTERS.register("nanotron")
 class NanotronExporter(Exporter):
-    """datatrove tokenized files (``.ds`` + ``.ds.index`` [+ ``.ds.loss``] + ``.ds.metadata``) for Nanotron."""
+    """datatrove tokenized files (``.ds`` + ``.ds.index`` [+ ``.ds.loss``] + ``.ds.metadata``) for
+    datatrove's reader (and Nanotron's Nanoset, see docs/corpora.md for the versions that meet)."""
 
     read_hint = "datatrove.utils.dataset.DatatroveFolderDataset('OUT/<split>', seq_len=SEQ_LEN, token_size=TOKEN_SIZE)"
     mask_read = False
-    mask_reader = ("datatrove's DatatroveFolderDataset, which Nanotron reads (.ds.loss is written; "
-                   "preschool.data.datatrove_reader.MaskedDatatroveFolderDataset yields it as loss_mask)")
+    mask_reader = ("datatrove's DatatroveFolderDataset, the reader Nanotron's Nanoset is written for "
+                   "(.ds.loss is written; preschool.data.datatrove_reader.MaskedDatatroveFolderDataset "
+                   "yields it as loss_mask)")
 
     def __init__(self, tokenizer_name: str = "unknown"):
         self.tokenizer_name = tokenizer_name
@@ -41,10 +43,10 @@ class NanotronExporter(Exporter):
             base.with_name(base.name + ".metadata").write_text(
                 f"{self.tokenizer_name}|{token_size}\n{written}\n{written} tokens", encoding="utf-8")
 
-        for k, block in iter_blocks(ss, cols):
+        for k, offset, block in shard_blocks(ss, cols):
             if k != shard:  # one datatrove file per shard file, in order (datatrove lists them sorted)
                 close()
-                shard, written, ends = k, 0, []
+                shard, ends = k, []
                 base = out / f"{shard:05d}.ds"
                 names.append(base.name)
                 handles = {"tokens": open(base, "wb")}
@@ -54,7 +56,24 @@ class NanotronExporter(Exporter):
             handles["tokens"].write(toks.astype(f"<u{token_size}").tobytes())
             if ss.has_loss_mask:
                 handles["loss_mask"].write(block["loss_mask"].astype(np.bool_).tobytes())
-            ends.append(document_ends(block.get("segments"), len(toks), ss.row_len, start=written))
-            written += toks.size
+            ends.append(document_ends(block.get("segments"), len(toks), ss.row_len, start=offset))
+            written = offset + toks.size
         close()
         return {"files": names, "token_size": token_size, "seq_len": ss.row_len - 1}
+
+    def reader(self, info: dict[str, Any]) -> dict[str, Any]:
+        first = next(iter(info["splits"].values()))
+        sep = self.documents["separator_id"]
+        why = ("restarts positions after every occurrence of that id instead of reading .ds.index"
+               + (f": every document here opens with id {sep}, so its first token would restart, not the BOS"
+                  if self.documents["separator"] == "bos" else
+                  ", which is right only while every document ends with the id and no padding is made of it"))
+        return {
+            "call": f"datatrove.utils.dataset.DatatroveFolderDataset('OUT/<split>', seq_len={first['seq_len']}, "
+                    f"token_size={first['token_size']}, return_positions=True)",
+            "settings": {"seq_len": first["seq_len"], "token_size": first["token_size"], "return_positions": True},
+            "never": {"positions_from_eos_token_id": why},
+            "boundaries": ("Positions come from .ds.index, which holds our document ends: they restart exactly where "
+                           "our documents start, whatever the separator (checked with datatrove 0.10.1). Nanotron's "
+                           "own Nanoset cannot build this reader with a released datatrove (see docs/corpora.md)."),
+        }
