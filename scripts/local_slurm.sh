@@ -10,6 +10,10 @@
 # The node is this host with all its CPUs in partition `cpu`, no GPUs; TaskPlugin=task/affinity
 # (tasks are bound to the CPUs they were given, as on most clusters), proctrack/linuxproc (no
 # cgroups needed, so it runs in a container). Ports: SLURMCTLD_PORT / SLURMD_PORT (6817 / 6818).
+# GPUS=N gives the node N fake GPUs: device files made with mknod in DIR (character device 1:3, as
+# /dev/null is), so Slurm's gres/gpu hands a job that asks for them CUDA_VISIBLE_DEVICES and
+# SLURM_GPUS_ON_NODE as on a GPU node, though nothing can compute on them (where mknod is not
+# allowed, the node has none and the script says so).
 set -euo pipefail
 
 cmd=${1:?usage: local_slurm.sh start|stop DIR}
@@ -42,6 +46,17 @@ start)
   host=$(hostname -s)
   cpus=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)  # nproc obeys OMP_NUM_THREADS: count the CPUs
   mem=$(( $(awk '/MemTotal/ {print $2}' /proc/meminfo) / 1024 * 9 / 10 ))
+  gres="" gpus=${GPUS:-0}
+  : > "$dir/gres.conf"
+  for ((k = 0; k < gpus; k++)); do
+    rm -f "$dir/fakegpu$k"
+    if ! mknod "$dir/fakegpu$k" c 1 3 2>/dev/null; then
+      echo "local_slurm.sh: mknod is not allowed here: the node gets no fake GPUs" >&2
+      : > "$dir/gres.conf"; gpus=0; break
+    fi
+    echo "Name=gpu File=$dir/fakegpu$k" >> "$dir/gres.conf"
+  done
+  [ "$gpus" -gt 0 ] && gres="Gres=gpu:$gpus"
   cat > "$dir/slurm.conf" <<EOF
 ClusterName=preschool-local
 SlurmctldHost=$host(127.0.0.1)
@@ -67,7 +82,8 @@ MpiDefault=none
 SchedulerType=sched/backfill
 AccountingStorageType=accounting_storage/none
 JobAcctGatherType=jobacct_gather/none
-NodeName=$host NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=$mem State=UNKNOWN
+GresTypes=gpu
+NodeName=$host NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=$mem $gres State=UNKNOWN
 PartitionName=cpu Nodes=$host Default=YES MaxTime=INFINITE State=UP
 EOF
   export SLURM_CONF="$dir/slurm.conf"

@@ -8,8 +8,9 @@ request the partition cannot meet is refused first; a relaunch while the jobs ar
 submits nothing, ``--status`` shows them, and a launch after they finished submits nothing. A
 relaunch after a failed prepare resubmits the arms that can never start (and the report); one right
 after ``scancel`` resubmits the dying arm; ``--status`` works with the controller unreachable; a
-relaunch with another config replaces the queued jobs' stale scripts (issue 40). docs/scale.md
-records a run's output.
+relaunch with another config replaces the queued jobs' stale scripts (issue 40), and, of the node's
+two fake GPUs, a job given one whose torch sees no CUDA stops in one line instead of training on the
+CPU (issue 48). docs/scale.md records a run's output.
 """
 
 import os
@@ -68,7 +69,10 @@ def slurm(tmp_path_factory):
     if len(os.sched_getaffinity(0)) < 2:
         pytest.skip("needs 2 CPUs (two arm jobs of one CPU at once)")
     state = tmp_path_factory.mktemp("slurm")
-    subprocess.run([str(SCRIPT), "start", str(state)], check=True, capture_output=True, text=True)
+    # two fake GPUs (device files Slurm hands out; nothing computes on them): a job that asks for them gets
+    # the environment of a GPU job (test_a_job_given_gpus_that_torch_cannot_see_stops_in_one_line)
+    subprocess.run([str(SCRIPT), "start", str(state)], check=True, capture_output=True, text=True,
+                   env={**os.environ, "GPUS": "2"})
     env = {**os.environ, "SLURM_CONF": str(state / "slurm.conf"), "HF_HUB_OFFLINE": "1",
            "HF_DATASETS_OFFLINE": "1", "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     env.pop("SLURM_CPUS_PER_TASK", None)
@@ -289,3 +293,47 @@ def test_a_relaunch_with_another_config_replaces_the_held_jobs(slurm, tmp_path):
               f"$ preschool launch ... (the same again)\n{same}")
     finally:
         subprocess.run(["scancel", *first.values(), *new.values()], env=env)
+
+
+def test_a_job_given_gpus_that_torch_cannot_see_stops_in_one_line(slurm, tmp_path):
+    """Issue 48 item 2: `launch --slurm --gpus-per-node 2` jobs got CUDA_VISIBLE_DEVICES=0,1 on a node whose
+    torch saw no CUDA (a CPU-only wheel, a driver mismatch); `device: auto` became the CPU and every job
+    COMPLETED. On the node's fake GPUs (Slurm hands them out, nothing computes on them) an arm job given one
+    fails at once, its log saying why in one line, and trains nothing."""
+    import torch
+
+    env = slurm
+    gres = subprocess.run(["sinfo", "--noheader", "--format=%G"], env=env, capture_output=True, text=True).stdout
+    if "gpu:" not in gres:
+        pytest.skip(f"the local Slurm has no fake GPUs (mknod not allowed?): sinfo gres {gres.strip()!r}")
+    if torch.cuda.is_available():
+        pytest.skip("torch sees CUDA here: the job would train on the GPU")
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "preschool.cli", "launch", str(MICRO_YAML), "--set", f"out={out}", "--slurm",
+           "--gpus-per-node", "1", "--cpus-per-task", "1", "--report-gpus", "0", "--time", "00:10:00"]
+    res = subprocess.run(cmd, env=env, cwd=tmp_path, capture_output=True, text=True)
+    assert res.returncode == 0, (res.stdout, res.stderr)
+    ids = dict(re.findall(r"submitted (\S+): job (\d+)", res.stdout))
+    try:
+        states, _ = _wait(env, [ids[n] for n in ("prepare", "a-seed0", "b-seed0")], timeout=900, arms=[])
+        assert states[ids["prepare"]] == "COMPLETED", states
+        for arm in ("a", "b"):
+            job = ids[f"{arm}-seed0"]
+            log = (out / "slurm" / "logs" / f"micro-{arm}-seed0-{job}.out").read_text()
+            assert states[job] == "FAILED", (states, log)
+            said = [x for x in log.splitlines() if "this Slurm job was given GPUs" in x]
+            assert said and "SLURM_GPUS_ON_NODE=1" in said[0] and "CUDA_VISIBLE_DEVICES=" in said[0], log
+            assert "refusing to train on the CPU" in said[0] and "device: cpu" in said[0], log
+            assert not (out / "arms" / arm / "seed0" / "DONE").exists()
+            assert not layout_checkpoints(out / "arms" / arm / "seed0")
+        print(f"$ preschool launch micro.yaml --slurm --gpus-per-node 1 ... (torch {torch.__version__}, no CUDA)\n"
+              f"{res.stdout}\njob states: {states}\n{said[0]}")
+    finally:
+        subprocess.run(["scancel", *ids.values()], env=env)
+
+
+def layout_checkpoints(run: Path) -> list:
+    """The checkpoints a run folder holds (none when it has no checkpoints/ folder)."""
+    from preschool import layout
+
+    return layout.list_checkpoints(run, required=False)
