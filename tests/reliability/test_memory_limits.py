@@ -4,6 +4,7 @@ before the copy that expands it; `generate --seq-len` and an experiment's `seq_l
 machine has available are refused before the first row is built. Each in one line naming the file or field."""
 
 import time
+from pathlib import Path
 
 import pytest
 
@@ -137,7 +138,7 @@ def test_a_model_is_measured_against_the_memory_available(tmp_path, micro_cfg, d
     with pytest.raises(ConfigError, match="model") as e:
         Trainer(cfg, tmp_path / "run", datasets)
     assert f"{params:,} parameters" in str(e.value)
-    monkeypatch.setattr(device, "available_memory", lambda: 16 * params + 1)
+    monkeypatch.setattr(device, "available_memory", lambda: 16 * params + (8 << 20))  # and a micro-batch's activations
     Trainer(cfg, tmp_path / "run", datasets)  # fits: built as before
 
 
@@ -182,3 +183,81 @@ def test_on_cuda_the_device_holds_the_training_state_and_the_host_the_build(monk
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")  # four ranks build their fp32 copy on one host: 16 GB > 8
     with pytest.raises(ConfigError, match="host"):
         device.check_model_memory(params, gpu, shards=4)
+
+
+# Issue 48, item 13: sizes that were never estimated. A batch of 10^7 rows loaded its rows for minutes (its
+# activations, some 900 GB, were never estimated); a ladder trained its small rungs before refusing the one
+# that could not fit; `data.pt.tokens: 1e12` and `minimal_pairs.per_paradigm: 1e9` started building for hours.
+
+def test_a_batch_whose_activations_cannot_fit_is_refused_before_its_rows_load(tmp_path, micro_cfg, datasets, capsys):
+    import yaml
+
+    cfg = tmp_path / "train.yaml"
+    cfg.write_text(yaml.safe_dump({"train": micro_cfg(batch_size=10_000_000), "datasets": {"text": str(datasets["text"])}}))
+    t0 = time.perf_counter()
+    assert main(["train", str(cfg), "--out", str(tmp_path / "run")]) == 2
+    assert time.perf_counter() - t0 < 30
+    err = [ln for ln in capsys.readouterr().err.splitlines() if not ln.startswith("[preschool]")]  # progress notes
+    assert len(err) == 1 and "batch_size:" in err[0] and "10,000,000 rows x 16 tokens" in err[0], err
+    assert "activations" in err[0] and "GB" in err[0]
+
+
+def test_the_activation_check_names_micro_batch_size_and_passes_what_fits(tmp_path, micro_cfg, datasets, monkeypatch):
+    from preschool import device
+    from preschool.errors import ConfigError
+    from preschool.train.trainer import Trainer
+
+    monkeypatch.setattr(device, "available_memory", lambda: 64 << 20)  # 64 MiB: the micro model and small batches
+    with pytest.raises(ConfigError) as e:
+        Trainer(from_dict_train(micro_cfg(batch_size=4096, micro_batch_size=4096)), tmp_path / "run", datasets)
+    assert e.value.field == "micro_batch_size" and "activations" in str(e.value)
+    Trainer(from_dict_train(micro_cfg(batch_size=4096, micro_batch_size=4)), tmp_path / "run", datasets)
+
+
+def test_every_run_of_a_ladder_is_checked_before_any_trains(tmp_path, tiny_experiment, capsys, one_line_error):
+    import yaml
+
+    data = yaml.safe_load(tiny_experiment.read_text())
+    data["ladder"] = {"tokens": {"rule": "multiplier"},
+                      "rungs": [{"name": "small", "multiplier": 1}, {"name": "huge", "multiplier": 1,
+                                                                      "model": {"overrides": HUGE}}]}
+    tiny_experiment.write_text(yaml.safe_dump(data))
+    out = tmp_path / "out"
+    assert main(["run", str(tiny_experiment), "--out", str(out), "--no-progress"]) == 2
+    err = [ln for ln in capsys.readouterr().err.splitlines() if not ln.startswith("[preschool]")]
+    assert len(err) == 1 and "rung huge arm a seed 0" in err[0] and "parameters" in err[0], err
+    assert not list(out.rglob("DONE")) and not list(out.rglob("metrics.jsonl"))  # the small rung did not train
+
+
+@pytest.mark.parametrize("setting, field", [("data.pt.tokens=1e12", "data.pt.tokens"),
+                                            ("minimal_pairs.per_paradigm=1e9", "minimal_pairs.per_paradigm")])
+def test_a_data_budget_beyond_the_disk_or_memory_is_refused_before_building(tiny_experiment, capsys, one_line_error,
+                                                                            setting, field):
+    out = tiny_experiment.parent / "out"
+    t0 = time.perf_counter()
+    assert main(["prepare", str(tiny_experiment), "--out", str(out), "--no-progress", "--set", setting]) == 2
+    assert time.perf_counter() - t0 < 30
+    one_line_error(field, "GB")
+    assert not (out / "data" / "tokenizer").exists()  # refused before anything was built
+
+
+def test_minimal_pairs_are_measured_against_the_free_disk(tmp_path, monkeypatch, one_line_error):
+    from preschool import device
+
+    monkeypatch.setattr(device, "free_disk", lambda path: 10_000)
+    assert main(["corpus", "pairs", str(tmp_path / "mp"), "--per-paradigm", "100"]) == 2
+    one_line_error("--per-paradigm", "free at")
+    assert main(["corpus", "pairs", str(tmp_path / "mp"), "--per-paradigm", "2"]) == 0
+
+
+@pytest.mark.parametrize("setting, field", [
+    (["ladder.rungs.2.multiplier=1e308"], "ladder.rungs[2].multiplier"),
+    (["ladder.tokens.rule=per_param", "ladder.tokens.ratio=1e300", *(f"ladder.rungs.{k}.multiplier=null"
+                                                                     for k in range(3))], "ladder.tokens.ratio"),
+    (["arms.0.stages.0.tokens=1e300"], "arms[0].stages[0].tokens"),
+])
+def test_a_token_budget_past_2_to_the_53_is_one_line(capsys, one_line_error, setting, field):
+    ladder = Path(__file__).resolve().parents[1] / "ladder_micro.yaml"
+    assert main(["plan", str(ladder), *(x for s in setting for x in ("--set", s))]) == 2
+    err = one_line_error(field, "2^53")
+    assert len(err) < 400  # no 300-digit count

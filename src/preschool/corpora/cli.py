@@ -60,7 +60,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"[storybook:{i}] {book.story(i)}")
         return 0
     if args.action == "pairs":
-        for path in write_minimal_pairs(args.out, seed=args.seed, n_per_paradigm=args.per_paradigm):
+        for path in write_minimal_pairs(args.out, seed=args.seed, n_per_paradigm=args.per_paradigm,
+                                        field="--per-paradigm"):
             print(path)
         return 0
 

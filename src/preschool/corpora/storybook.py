@@ -635,17 +635,40 @@ for _name, _term, _build in (  # name, BLiMP-style term, builder; all in the mor
     PARADIGMS.register(_name)(Paradigm("morphology", _term, _build))
 
 
-def write_minimal_pairs(out_dir: str | Path, seed: int = 0, n_per_paradigm: int = 1000,
-                        paradigms: list[str] | None = None) -> list[Path]:
-    """Write ``storybook_<paradigm>.jsonl`` (BLiMP format) for each paradigm, atomically, plus a manifest.
+#: the least bytes one storybook pair takes: in memory while its paradigm's pairs are made (a dict of 15
+#: fields), and on disk (a JSON line: about 480 bytes measured)
+PAIR_MEMORY_BYTES = 1000
+PAIR_DISK_BYTES = 200
 
-    Returns the JSONL paths in paradigm order. Same (seed, n_per_paradigm) -> same bytes.
-    """
+
+def check_pairs_fit(out_dir: str | Path, n_per_paradigm: int, field: str = "n_per_paradigm",
+                    paradigms: list[str] | None = None) -> list[str]:
+    """The paradigms :func:`write_minimal_pairs` writes; ConfigError on ``field`` when ``n_per_paradigm`` is not
+    above 0, or its pairs would not fit the memory available (one paradigm's are held at once) or the disk
+    free at ``out_dir`` (``per_paradigm: 1e9`` wrote for ever)."""
+    from ..device import available_memory, check_disk, check_memory
+
     if n_per_paradigm <= 0:
-        raise ConfigError("n_per_paradigm", f"must be > 0, got {n_per_paradigm}")
+        raise ConfigError(field, f"must be > 0, got {n_per_paradigm}")
     names = list(paradigms) if paradigms is not None else PARADIGMS.names(sort=False)
     for p in names:
         PARADIGMS.get(p, "paradigms")  # unknown: ConfigError naming the known ones
+    fix = "give fewer pairs per paradigm"
+    check_memory(n_per_paradigm * PAIR_MEMORY_BYTES, available_memory(), field,
+                 f"{n_per_paradigm:,} minimal pairs of one paradigm", fix)
+    check_disk(n_per_paradigm * len(names) * PAIR_DISK_BYTES, out_dir, field,
+               f"{n_per_paradigm:,} minimal pairs x {len(names)} paradigms", fix)
+    return names
+
+
+def write_minimal_pairs(out_dir: str | Path, seed: int = 0, n_per_paradigm: int = 1000,
+                        paradigms: list[str] | None = None, field: str = "n_per_paradigm") -> list[Path]:
+    """Write ``storybook_<paradigm>.jsonl`` (BLiMP format) for each paradigm, atomically, plus a manifest.
+
+    Returns the JSONL paths in paradigm order. Same (seed, n_per_paradigm) -> same bytes. ``field`` is what an
+    error about ``n_per_paradigm`` names (:func:`check_pairs_fit`).
+    """
+    names = check_pairs_fit(out_dir, n_per_paradigm, field, paradigms)
     book = Storybook(seed=seed)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

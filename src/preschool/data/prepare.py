@@ -197,6 +197,7 @@ def prepare_data(
     out = Path(out)
     check_row_memory(seq_len, workers, "seq_len")
     stale = check_data(out, tokenizer_cfg, corpora, datasets, seq_len, seed, rebuild)
+    check_data_disk(out, datasets, {s.dataset for s in stale})
     out.mkdir(parents=True, exist_ok=True)
     first_corpus = next(iter(corpora.values())) if corpora else None
     if tokenizer_cfg.kind == "train" and first_corpus is None:
@@ -214,6 +215,27 @@ def prepare_data(
                    {s.dataset for s in stale})
     write_json(out / layout.DATA_MANIFEST, manifest)
     return manifest
+
+
+#: the least bytes a token takes in a shard (uint16 ids; larger vocabularies and the segment and loss-mask
+#: arrays take more, the build's work units as much again)
+TOKEN_BYTES_AT_LEAST = 2
+
+
+def check_data_disk(out: Path, datasets: dict[str, DatasetSpec], rebuild: set[str] = frozenset()) -> None:
+    """ConfigError naming the largest budget when the datasets not yet built under ``out`` (or to be rebuilt)
+    need more disk than is free there, at :data:`TOKEN_BYTES_AT_LEAST` a token: ``tokens: 1e12`` stops here,
+    not after hours of building."""
+    todo = {n: s for n, s in datasets.items()
+            if n in rebuild or not layout.dataset_record_path(out / n).is_file()}
+    budgets = {n: getattr(s, "tokens", 0) + getattr(s, "val_tokens", 0) for n, s in todo.items()}
+    if budgets:
+        from ..device import check_disk
+
+        largest = max(budgets, key=budgets.get)
+        check_disk(TOKEN_BYTES_AT_LEAST * sum(budgets.values()), out, f"data.{largest}.tokens",
+                   f"{sum(budgets.values()):,} tokens of {', '.join(sorted(budgets))}",
+                   "give smaller budgets (or an --out on a larger disk)")
 
 
 def build_datasets(ctx: BuildContext, manifest: dict, rebuild: set[str] = frozenset()) -> None:

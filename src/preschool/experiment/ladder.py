@@ -13,7 +13,7 @@ from dataclasses import replace
 from ..config import check, overlay, validate
 from ..data.tokenizer import DEFAULT_BPE_VOCAB
 from ..errors import ConfigError
-from ..train.configs import StageConfig
+from ..train.configs import StageConfig, check_tokens
 from ..train.model import ModelConfig, describe, embedding_rows
 
 
@@ -35,9 +35,14 @@ def rung_language_tokens(cfg) -> int:
     if cfg.rung is None:
         return yaml_tokens
     rung, rule = cfg.ladder.rung(cfg.rung), cfg.ladder.tokens
+    at = f"ladder.rungs[{cfg.ladder.index(cfg.rung)}]"
     if rule.rule == "multiplier":
-        return max(1, round(rung.multiplier * yaml_tokens))
+        t = rung.multiplier * yaml_tokens
+        check_tokens(t, f"{at}.multiplier",
+                     f"{rung.multiplier:g} x the baseline's {yaml_tokens:,} language tokens is ")
+        return max(1, round(t))
     if rule.rule == "explicit":
+        check_tokens(rung.tokens, f"{at}.tokens")
         return int(rung.tokens)
     model = rung_model(cfg, base)
     try:
@@ -52,6 +57,7 @@ def rung_language_tokens(cfg) -> int:
         n = describe(model, embedding_rows(model, vocab))["params_total"]
     else:
         n = describe(model, 2)["params_non_embedding"]  # no embedding: any vocabulary gives the same
+    check_tokens(rule.ratio * n, "ladder.tokens.ratio", f"{rule.ratio:g} x the rung model's {n:,} parameters is ")
     return max(1, round(rule.ratio * n))
 
 
@@ -70,6 +76,7 @@ def rung_stages(cfg, arm) -> list[StageConfig]:
         total = yaml_synth * factor
     else:
         total = rule.fraction * sum(lang.values())
+    check_tokens(total, "ladder.synthetic.fraction", f"arm {arm.name}'s synthetic budget is ")
     out = dict(lang)
     for j in synth:
         out[j] = max(1, round(total * arm.stages[j].tokens / yaml_synth))

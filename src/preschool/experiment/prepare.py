@@ -10,7 +10,7 @@ from pathlib import Path
 from .. import layout
 from ..config import from_dict
 from ..corpora import CorpusConfig
-from ..corpora.storybook import write_minimal_pairs
+from ..corpora.storybook import check_pairs_fit, write_minimal_pairs
 from ..data.prepare import check_data, prepare_data
 from ..errors import DataError
 from ..io import read_json
@@ -52,12 +52,15 @@ def build_data(cfg: ExperimentConfig, progress: bool = True, rebuild: bool = Fal
     is refused before anything is written, or with ``rebuild`` replaced (:func:`check_stale_data`)."""
     out = layout.data_dir(cfg.out_dir)
     check_stale_data(cfg, rebuild, runs)
+    if cfg.minimal_pairs.per_paradigm > 0 and not layout.is_done(out / "minimal_pairs"):  # before any data is built
+        check_pairs_fit(out, cfg.minimal_pairs.per_paradigm, "minimal_pairs.per_paradigm")
     manifest = prepare_data(out, cfg.tokenizer, _corpora(cfg.corpora), cfg.data, cfg.seq_len, cfg.seed, cfg.workers,
                             progress, rebuild=rebuild)
     if cfg.minimal_pairs.per_paradigm > 0:
         mp = out / "minimal_pairs"
         if not layout.is_done(mp):
-            write_minimal_pairs(mp, seed=cfg.minimal_pairs.seed, n_per_paradigm=cfg.minimal_pairs.per_paradigm)
+            write_minimal_pairs(mp, seed=cfg.minimal_pairs.seed, n_per_paradigm=cfg.minimal_pairs.per_paradigm,
+                                field="minimal_pairs.per_paradigm")
             layout.done_path(mp).write_text("ok\n")
     return manifest
 

@@ -66,13 +66,15 @@ def train_arms(cfg: ExperimentConfig, progress: bool = True, only: tuple[str, in
     """Step 3: train every run (``runs``, default :func:`resolve_runs` of ``cfg``: every arm x seed, every
     rung's of a ladder) of the prepared data (resuming; finished runs are skipped, so a rung added to a
     ladder trains only its own runs); ``only``: that (arm, seed). Each run trains under its
-    :func:`run_lock` (``command``: what a second trainer of the folder is told is running)."""
+    :func:`run_lock` (``command``: what a second trainer of the folder is told is running). Every run that
+    will train is checked to fit the memory there is before the first trains (:func:`check_fits`)."""
     from ..train.trainer import train  # torch: loaded when a run trains
 
     data_dir = layout.data_dir(cfg.out_dir)
-    for rec in resolve_runs(cfg) if runs is None else runs:
-        if only is not None and (rec.arm, rec.seed) != only:
-            continue
+    todo = [rec for rec in (resolve_runs(cfg) if runs is None else runs) if only is None or (rec.arm, rec.seed) == only]
+    for rec in todo:
+        check_fits(rec, data_dir)
+    for rec in todo:
         check_run(cfg, rec)
         tcfg = replace(rec.train, progress=rec.train.progress and progress)
         if layout.is_done(rec.run_dir):
@@ -86,6 +88,22 @@ def train_arms(cfg: ExperimentConfig, progress: bool = True, only: tuple[str, in
                 continue
             print(f"[preschool]{_at(rec)} arm {rec.arm} seed {rec.seed}: training -> {rec.run_dir}")
             train(tcfg, rec.run_dir, dict(rec.datasets), layout.tokenizer_dir(data_dir), callbacks)
+
+
+def check_fits(rec: RunRecord, data_dir: Path) -> None:
+    """ConfigError naming the run (rung, arm, seed) when it is not finished and its model, or a micro-batch's
+    activations, cannot fit the memory of this process's device (``train.trainer.check_run_fits``): a
+    ladder's largest rung is refused before its smaller rungs spend hours training."""
+    from ..train.trainer import check_run_fits
+
+    if layout.is_done(rec.run_dir):
+        return
+    try:
+        check_run_fits(rec.train, dict(rec.datasets), layout.tokenizer_dir(data_dir))
+    except ConfigError as e:
+        raise ConfigError(e.field if e.field == "model" else f"train.{e.field}",
+                          f"{_at(rec).strip() + ' ' if rec.rung is not None else ''}arm {rec.arm} seed {rec.seed}: "
+                          f"{e.message}") from None
 
 
 def evaluate_arms(cfg: ExperimentConfig, runs: tuple[RunRecord, ...] | None = None) -> None:

@@ -69,6 +69,20 @@ class WandbConfig:
 _FLAT_SCHEDULE_KEYS = ("lr", "warmup", "min_lr_ratio", "wsd_decay", "wsd_decay_shape")
 
 
+#: the most tokens a stage may train: 2^53, past which a float (a token-per-parameter ratio, a schedule's
+#: position, an epoch count) no longer holds a count exactly; about 9e15, 600 times the largest runs published
+MAX_TOKENS = 2**53
+
+
+def check_tokens(tokens: float, field: str, how: str = "") -> None:
+    """ConfigError on ``field`` unless ``tokens`` is a finite count within :data:`MAX_TOKENS` (``how`` says how
+    it was reached: a ladder's ``multiplier: 1e308`` makes a budget infinite, ``ratio: 1e300`` a 300-digit
+    count that the plan printed as an epoch count)."""
+    if not (math.isfinite(tokens) and tokens <= MAX_TOKENS):
+        raise ConfigError(field, f"{how}{float(tokens):.3g} tokens, more than 2^53 (about 9.0e15), past which token "
+                          "counts are not exact; give a smaller value")
+
+
 @dataclass
 class StageConfig:
     """One stage: ``data`` (dataset name or {name: weight}), token budget, schedule and carry-over rules."""
@@ -118,6 +132,7 @@ class StageConfig:
     def validate(self) -> None:
         check(bool(self.name) and "/" not in self.name, "name", f"must be a non-empty name without '/', got {self.name!r}")
         check(self.tokens > 0, "tokens", f"must be > 0, got {self.tokens}")
+        check_tokens(self.tokens, "tokens")
         if isinstance(self.data, str):
             check(bool(self.data), "data", "must name a dataset")
         else:

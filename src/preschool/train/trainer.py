@@ -56,7 +56,7 @@ from .. import config as C
 from ..data.mixture import IGNORE_INDEX, Mixture
 from ..errors import ConfigError, TrainingError
 from ..io import read_json, write_json, write_text
-from ..device import check_model_memory, use_device
+from ..device import check_model_memory, check_step_memory, resolve_device, use_device
 from ..layout import checkpoint_dir, done_path, run_config_path
 from . import checkpoint
 from .attention import doc_attention_kwargs, enable_doc_attention, resolve_doc_attention
@@ -74,6 +74,45 @@ from .schedules import ScheduleConfig, lr_at
 from .stages import StagePlan, model_special_ids, model_vocab_size
 from .step import TrainStep
 from ..seeds import EMBEDDING_REINIT, TRAIN_SAMPLING
+
+
+def check_fits(cfg: TrainConfig, desc: dict, device: torch.device, world: int, sharded: bool, micro: int,
+               local_batch: int | None = None, seq_len: int | None = None) -> None:
+    """ConfigError when a run of ``cfg`` cannot fit ``device``: its model (``desc``, :func:`describe`) alone
+    (field ``model``), or, given ``seq_len``, with the activations of a micro-batch of ``micro`` rows as
+    ``preschool plan`` estimates them (field ``batch_size``, or ``micro_batch_size`` when set). Arithmetic
+    only: nothing is built or loaded."""
+    shards, pbytes = (world if sharded else 1), param_dtype(cfg.precision).itemsize
+    if seq_len is None:
+        check_model_memory(desc["params_total"], device, shards, pbytes, "model",
+                           f"hidden {desc['hidden_size']:,}, FFN {desc['ffn']:,}, {desc['layers']} layers, "
+                           f"vocabulary {desc['vocab_size']:,}")
+        return
+    from ..plan import memory  # the planner's estimate (imported here: plan reads experiments)
+
+    act = memory(desc, micro, seq_len, world, cfg.parallel, cfg.activation_checkpointing, device.type,
+                 local_batch=local_batch).activations
+    check_step_memory(desc["params_total"], act, device, shards, pbytes,
+                      "micro_batch_size" if cfg.micro_batch_size else "batch_size",
+                      f"a micro-batch of {micro:,} rows x {seq_len:,} tokens")
+
+
+def check_run_fits(cfg: TrainConfig, datasets: Mapping[str, str | Path], tokenizer_dir: str | Path | None = None) -> None:
+    """The memory checks a :class:`Trainer` makes as it starts (:func:`check_fits`), made without one, in this
+    process (its device, its ranks): the experiment runner makes them for every run it is about to train
+    before the first trains, so a ladder's rung that cannot fit is refused before the others spend hours."""
+    datasets = {k: Path(v) for k, v in datasets.items()}
+    dist = _dist()
+    world = dist.get_world_size() if dist else 1
+    device = resolve_device(cfg.device)
+    vocab = embedding_rows(cfg.model, model_vocab_size(datasets, Path(tokenizer_dir) if tokenizer_dir else None))
+    desc = describe(cfg.model, vocab)
+    local = cfg.batch_size // world if cfg.batch_size % world == 0 else cfg.batch_size
+    micro = min(cfg.micro_batch_size or local, local)
+    sharded = cfg.parallel == "fsdp" and world > 1
+    check_fits(cfg, desc, device, world, sharded, micro)
+    plan = StagePlan(resolve_reserved_ids(cfg, datasets), datasets, vocab)
+    check_fits(cfg, desc, device, world, sharded, micro, local, max(m.seq_len for m in plan.mixtures))
 
 
 class Trainer:
@@ -109,13 +148,12 @@ class Trainer:
         self.model_desc = describe(cfg.model, self.vocab_size) if model is None else None
         if self.model_desc is not None:
             # arithmetic on the shape: a model beyond the device's memory is refused before anything is built
-            desc = self.model_desc
-            check_model_memory(desc["params_total"], self.device, self.world if self.parallel.sharded else 1,
-                               param_dtype(cfg.precision).itemsize, "model",
-                               f"hidden {desc['hidden_size']:,}, FFN {desc['ffn']:,}, {desc['layers']} layers, "
-                               f"vocabulary {self.vocab_size:,}")
+            check_fits(cfg, self.model_desc, self.device, self.world, self.parallel.sharded, self.micro)
         # opens the data: bad paths fail now
         self.plan = plan if plan is not None else StagePlan(cfg, self.datasets, self.vocab_size)
+        if self.model_desc is not None:  # and a micro-batch whose activations cannot fit, before its rows load
+            check_fits(cfg, self.model_desc, self.device, self.world, self.parallel.sharded, self.micro,
+                       self.local_batch, max(m.seq_len for m in self.plan.mixtures))
         self.doc_attention = resolve_doc_attention(cfg.doc_attention, self.device)
         self.kernels = resolve_kernels(cfg.kernels, self.device, compile_mode(cfg.compile), cfg.model.family)
         self.loss_path = resolve_fused_loss(cfg.fused_loss, self.device,
