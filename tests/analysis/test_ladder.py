@@ -343,3 +343,38 @@ def test_the_default_primary_metric_is_on_the_language_axis(tmp_path):
     ctx.plots.mkdir(parents=True)
     res, _ = LadderSection().write(ctx)
     assert list(res["metrics"])[0] == "val/dyck" and res["decisions"]["primary"] == "val/pt"
+
+
+def test_a_rung_at_chance_is_not_testable_and_a_metric_without_a_direction_is_not_judged(tmp_path):
+    """Issue #45 items 2-3 across a ladder: where no arm's seeds clear the metric's chance level the rung says "not
+    testable at this scale" (not gain / harm); a metric whose evaluator declares no direction keeps its values and
+    fits, and gets no gains, trend, crossing or decision."""
+    from preschool.analysis.ladder import LadderSection, LadderSectionConfig
+    from preschool.analysis.records import Report, Rung, RungArm
+    from preschool.analysis.sections import SectionContext
+
+    acc = {"pt_only": [0.50, 0.51, 0.49], "ppt_dyck": [0.52, 0.53, 0.505]}  # the arm 3/3 ahead, every arm at chance
+    rungs = []
+    for j, (name, (nonemb, flops, base, arm)) in enumerate(DYCK.items()):
+        arms = {a: RungArm(flops=flops, params=nonemb, params_non_embedding=nonemb,
+                           finals={s: {"val/pt": vals[s], "acc": acc[a][s] + (0.1 * j if j == 3 else 0.0),
+                                       "rms": 0.01 * (j + s)} for s in range(3)},
+                           unfinished=[], no_flops=[], runs={})
+                for a, vals in (("pt_only", base), ("ppt_dyck", arm))}
+        headline = ["val/pt", "acc", "rms"]
+        rep = Report(names=["pt_only", "ppt_dyck"], baseline="pt_only", stages={}, metric_names=headline,
+                     headline=headline, higher={"val/pt": False, "acc": True, "rms": None}, arms={}, table=[],
+                     axes={}, nonfinite=[], setups={}, after_stages=[], stable_gain=[], token_efficiency=[],
+                     window=0.5, chance={"acc": 0.5})
+        rungs.append(Rung(name, arms, rep))
+    ctx = SectionContext(tmp_path, {"rung": "r3"}, ["pt_only", "ppt_dyck"], [0, 1, 2], "pt_only", ladder=rungs)
+    ctx.plots.mkdir(parents=True)
+    res, lines = LadderSection(LadderSectionConfig()).write(ctx)
+    cells = res["metrics"]["acc"]["gains"]["ppt_dyck"]["rungs"]
+    assert [cells[r]["verdict"] for r in ("r0", "r1", "r2")] == ["not testable at this scale"] * 3
+    # both arms 0.1 above chance at r3: testable, and the verdict is the seed-level one
+    assert cells["r3"]["verdict"] == "gain" and cells["r3"]["testability"]["verdict"] == "testable"
+    assert "### acc (higher is better; chance 0.5)" in "\n".join(lines)
+    rms = res["metrics"]["rms"]
+    assert rms["direction"] is None and rms["gains"] == {} and rms["crossings"] == {}
+    assert "rms" not in res["decisions"]["metrics"] and "no declared direction: shown, not judged" in "\n".join(lines)

@@ -126,8 +126,8 @@ def test_report_headlines_each_hop_counts_accuracy_and_answer_nll():
 
     assert DepoEval.reported("acc") and DepoEval.reported("acc/k1") and DepoEval.reported("acc/k4")
     assert DepoEval.reported("nll/k1") and DepoEval.reported("nll") and not DepoEval.reported("n/k1")
-    assert DepoEval.higher_is_better("acc/k2") and not DepoEval.higher_is_better("nll/k2")
-    assert not DepoEval.higher_is_better("nll")
+    assert DepoEval.direction("acc/k2") and DepoEval.direction("nll/k2") is False
+    assert DepoEval.direction("nll") is False
 
 
 def test_answer_nll_per_hop_equals_a_hand_computation(hf_tok):

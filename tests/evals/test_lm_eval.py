@@ -94,7 +94,7 @@ def test_the_correct_choices_log_likelihood_equals_a_hand_computation(setup):
     assert res.metrics["mp_test/ll_correct"] == pytest.approx(np.mean(lls), abs=1e-4)
     assert res.metrics["mp_test/ll_correct_norm"] == pytest.approx(np.mean(norm), abs=1e-5)
     for m in ("mp_test/ll_correct", "mp_test/ll_correct_norm"):
-        assert LmEval.reported(m) and res.higher_is_better.get(m, LmEval.higher_is_better(m)) is True
+        assert LmEval.reported(m) and res.higher_is_better.get(m, LmEval.direction(m)) is True
 
 
 def test_correct_choice_proxy_reads_the_gold_choice_and_skips_what_it_cannot_tell():

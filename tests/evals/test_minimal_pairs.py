@@ -322,7 +322,7 @@ def test_log_prob_margins_equal_a_hand_computation(bpe, tmp_path):
         assert res.metrics[f"{key}/field3/syntax"] == pytest.approx(per_uid["isl"], abs=1e-4)
         assert res.metrics[f"{key}/uid/agr"] == pytest.approx(per_uid["agr"], abs=1e-4)
         # a report headlines the overall proxy beside acc, higher is better; breakdowns and micro means stay out
-        assert MinimalPairs.reported(key) and MinimalPairs.higher_is_better(key)
+        assert MinimalPairs.reported(key) and MinimalPairs.direction(key)
         assert not MinimalPairs.reported(f"{key}_micro") and not MinimalPairs.reported(f"{key}/term/agreement")
     assert [r["margin"] for r in res.items] == pytest.approx(margin["agr"] + margin["isl"], abs=1e-4)
     assert res.extra["paradigms"]["isl"]["margin"] == pytest.approx(np.mean(margin["isl"]), abs=1e-4)

@@ -97,7 +97,8 @@ def test_a_non_finite_value_is_named_and_never_averaged(experiment, bad, who):
     gain = [g for g in res["stable_gain"] if g["metric"] == "val/pt"]
     assert len(gain) == 1 and gain[0]["nonfinite"] == [f"{who} seed 1"]
     assert gain[0]["seeds"] == 1 and all(math.isfinite(gain[0][k]) for k in ("mean", "sd"))
-    assert f"stable gain; left out: non-finite values in {who} seed 1" in md
+    assert f"one seed: no seed-level verdict; left out: non-finite values in {who} seed 1" in md
+    assert "from 1 seed: stable gain" in md  # the within-run rule, beside it
     # the table's value of the bad run's arm is its other seed's, and says so
     row = next(r for r in res["table"] if r["arm"] == who)
     assert row["val/pt"][2] == 1 and row["nonfinite"] == {"val/pt": [1]} and row["final_stage"] == {"val/pt": "pt"}

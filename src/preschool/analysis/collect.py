@@ -341,6 +341,10 @@ def add_downstream_average(collected: Collected, downstream) -> Collected:
     return Collected(arms)
 
 
+def _direction_text(higher: bool | None) -> str:
+    return "no declared direction" if higher is None else "higher is better" if higher else "lower is better"
+
+
 def _with_mean(s: SeedRun, name: str, metrics: list[str]) -> SeedRun:
     """``s`` with ``points[name]``: the per-checkpoint mean of ``metrics`` at the steps all of them have (or,
     when one of them logged a non-finite value, with ``name`` non-finite too: an average over it is not a
@@ -352,10 +356,12 @@ def _with_mean(s: SeedRun, name: str, metrics: list[str]) -> SeedRun:
     steps = sorted(set.intersection(*(set(d) for d in by_step)))
     if not steps:
         return s
-    dirs = {m: s.higher_is_better.get(m, True) for m in metrics}
-    if len(set(dirs.values())) > 1:
+    dirs = {m: s.higher_is_better.get(m) for m in metrics}
+    if {True, False} <= set(dirs.values()):
         raise ConfigError("report.efficiency.downstream", f"{name} averages metrics of opposite directions: "
-                          + ", ".join(f"{m} ({'higher' if h else 'lower'} is better)" for m, h in dirs.items()))
+                          + ", ".join(f"{m} ({_direction_text(h)})" for m, h in dirs.items()))
     mean = tuple(replace(by_step[0][t], value=math.fsum(d[t].value for d in by_step) / len(metrics)) for t in steps)
+    # one component without a declared direction: the average has none either (shown, not judged)
+    direction = None if None in dirs.values() else next(iter(dirs.values()))
     return replace(s, points={**s.points, name: mean}, reported=(*s.reported, name),
-                   higher_is_better={**s.higher_is_better, name: next(iter(dirs.values()))})
+                   higher_is_better={**s.higher_is_better, name: direction})

@@ -3,7 +3,9 @@
 :func:`compute` turns :func:`~preschool.analysis.collect.collect`'s runs into a
 :class:`~preschool.analysis.records.Report`: each metric's curve on its own token axis (:func:`metric_axes`),
 the final values (mean ± SD over seeds), the values after later stages, the difference from the baseline with
-the one-SD verdict and the token efficiency.
+its seed-level verdict (a Student-t interval over the seed pairs' effects), testability against the metric's
+chance level, equivalence against its margin and, beside them, the verify-ppt within-run rule, and the token
+efficiency with each saving's interval over the seeds.
 
 Each metric is compared on its own token axis: language metrics (held-out loss on natural text, minimal
 pairs, downstream tasks) against *language tokens* (``pt_tokens``: tokens of stages with ``counts_as_pt``,
@@ -98,16 +100,17 @@ def _metric_source(metric: str) -> str | None:
     return EVALUATORS.get(name).cls.metric_source(rest)
 
 
-def headline_metrics(collected: Collected, metric_names: list[str]) -> tuple[list[str], dict[str, bool]]:
+def headline_metrics(collected: Collected, metric_names: list[str]) -> tuple[list[str], dict[str, bool | None]]:
     """The metrics a report headlines (table column, plot, stable gain, token efficiency) and each
-    metric's direction (``True``: higher is better), from each run's ``higher_is_better`` and ``reported``.
+    metric's direction (``True``: higher is better; None: its evaluator declares none, so the report shows
+    it and judges nothing on it), from each run's ``higher_is_better`` and ``reported``.
 
     Validation losses (the trainer's held-out NLL: lower is better) and every evaluator metric its
     evaluator reports (:meth:`~preschool.evals.base.Evaluator.reported`: ``minimal_pairs/acc``,
     ``lm_eval/<task>/acc``, ...), in the direction the evaluator recorded; breakdowns (per phenomenon,
     per paradigm) and bookkeeping counts stay out.
     """
-    higher = {m: False for m in metric_names if m.startswith("val/")}
+    higher: dict[str, bool | None] = {m: False for m in metric_names if m.startswith("val/")}
     reported: set[str] = set()
     for seeds in collected.arms.values():
         for s in seeds.values():
@@ -183,13 +186,15 @@ def compute(cfg, collected: Collected) -> Report:
                 setups[label].add(setup)
     headline, higher = headline_metrics(collected, metric_names)
     table = final_table(arms, names, headline, stages)
+    chance = metric_chances(cfg, headline)
     return Report(names=names, baseline=baseline, stages=stages, metric_names=metric_names, headline=headline,
                   higher=higher, arms=arms, table=table, axes=axes, nonfinite=nonfinite_values(collected),
                   setups={label: " / ".join(sorted(v)) for label, v in setups.items()},
                   after_stages=after_stage_rows(table, headline, stages),
-                  stable_gain=stable_gains(arms, names, baseline, headline, axes, higher, cfg.report.window),
+                  stable_gain=stable_gains(arms, names, baseline, headline, axes, higher, cfg.report.window, chance,
+                                           cfg.report.equivalence),
                   token_efficiency=efficiency_rows(cfg, arms, baseline, headline, axes, higher),
-                  window=cfg.report.window)
+                  window=cfg.report.window, chance=chance)
 
 
 def ladder_rung(name: str, rep: Report) -> Rung:
@@ -307,22 +312,114 @@ def last_per_x(points: list) -> list:
 
 
 _VERDICTS = {"above": "stable gain", "below": "stable harm"}  # one_sd_verdict's, as the report words them
+SEED_VERDICTS = {"above": "gain", "below": "harm", "no difference shown": "no difference shown",
+                 "one seed": "one seed: no seed-level verdict"}
+NOT_TESTABLE = "not testable at this scale"
+NOT_JUDGED = "not judged: no declared direction"
+
+
+def metric_chances(cfg, metrics: list[str]) -> dict[str, float]:
+    """Each metric's chance level, for those that have one: its evaluator's declaration
+    (:meth:`~preschool.evals.base.Evaluator.chance_level`, given the ``evals`` entry's params; a metric's label
+    is its ``evals`` entry's), and for a ``downstream/*`` average the same average of its components' chance
+    levels when every one has one (an average of chance scores is the average's chance score)."""
+    from ..evals import EVALUATORS
+
+    specs = {spec.key: spec for spec in cfg.evals}
+    out: dict[str, float] = {}
+    for m in metrics:
+        label, _, rest = m.partition("/")
+        spec = specs.get(label)
+        name = spec.name if spec is not None else label
+        if rest and name in EVALUATORS:
+            level = EVALUATORS.get(name).cls.chance_level(rest, dict(spec.params) if spec is not None else {})
+            if level is not None:
+                out[m] = level
+    downstream = cfg.report.efficiency.downstream
+    groups, flat = ({}, list(downstream)) if isinstance(downstream, (list, tuple)) else \
+        (downstream.groups, downstream.metrics())
+
+    def mean_of(ms: list[str]) -> float | None:
+        return math.fsum(out[x] for x in ms) / len(ms) if ms and all(x in out for x in ms) else None
+
+    for g, ms in groups.items():
+        if (v := mean_of(ms)) is not None:
+            out[f"downstream/{g}"] = v
+    avg = mean_of([f"downstream/{g}" for g in groups]) if groups and downstream.average == "groups" else mean_of(flat)
+    if avg is not None:
+        from .collect import DOWNSTREAM
+
+        out[DOWNSTREAM] = avg
+    return out
+
+
+def _finals(seeds: dict[Any, SeedResult], m: str) -> dict[Any, float]:
+    """Each seed's final value of ``m`` (the last point of its curve)."""
+    return {seed: s.curves[m][-1][1] for seed, s in seeds.items() if s.curves.get(m)}
+
+
+def _window_sd(curve: list, window: float) -> float | None:
+    """SD of a run's own values over the last ``window`` of its axis (the within-run noise of one seed)."""
+    from .stats import mean_sd_over_checkpoints
+
+    pts = last_per_x(curve)
+    if len(pts) < 2:
+        return None
+    top = pts[-1][0]
+    return mean_sd_over_checkpoints([x for x, _ in pts], [v for _, v in pts], window=(top * (1 - window), top))["sd"]
+
+
+def arm_testability(arms: dict[str, dict[Any, SeedResult]], pair: list[str], m: str, chance: float,
+                    higher: bool, window: float, level: float = 0.95) -> dict:
+    """Whether any arm of ``pair`` ends beyond noise of ``m``'s ``chance`` level
+    (:func:`~preschool.analysis.stats.testability`): each arm's final values over its seeds, their t interval;
+    one seed's noise band is its own checkpoint SD over the last ``window`` (the within-run spread)."""
+    from .stats import beyond_chance, testability
+
+    said = {}
+    for name in pair:
+        finals = _finals(arms[name], m)
+        band = None
+        if len(finals) == 1:
+            (seed,) = finals
+            band = _window_sd(arms[name][seed].curves[m], window)
+        said[name] = beyond_chance(list(finals.values()), chance, higher, level, band)
+    return testability(said, chance)
 
 
 def stable_gains(arms: dict[str, dict[Any, SeedResult]], names: list[str], baseline: str, headline: list[str],
-                 axes: dict[str, str], higher: dict[str, bool], window: float) -> list[Gain]:
-    """Per arm and metric, the difference from the baseline over the last ``window`` of the metric's axis
-    (per seed at the baseline's checkpoints, then pooled) with the one-SD verdict. A seed where either run
-    logged a non-finite value of the metric is left out and named (``nonfinite``); with none left the
-    row's verdict is ``not compared``."""
-    from .stats import mean_sd, one_sd_verdict, stable_gain
+                 axes: dict[str, str], higher: dict[str, bool | None], window: float,
+                 chance: dict[str, float] | None = None, equivalence=None, level: float = 0.95) -> list[Gain]:
+    """Per arm and metric, the difference from the baseline over the last ``window`` of the metric's axis, per
+    seed at the baseline's checkpoints (see :class:`~preschool.analysis.records.Gain`):
 
+    - the seed-level verdict: each seed pair's effect is the mean of its per-checkpoint differences over the
+      window, and the verdict is the Student-t ``level`` interval over those effects
+      (:func:`~preschool.analysis.stats.seed_interval`), unless every arm of the pair ends within noise of the
+      metric's ``chance`` level (:func:`arm_testability`: "not testable at this scale");
+    - equivalence against the margin ``equivalence`` gives the metric (an
+      :class:`~preschool.analysis.margins.EquivalenceSpec`; None: none);
+    - the verify-ppt within-run rule: the per-checkpoint differences pooled over the seeds, one-SD verdict.
+
+    A metric whose evaluator declares no direction gets a row that says so and no verdict. A seed where either
+    run logged a non-finite value of the metric is left out and named (``nonfinite``); with none left the row's
+    verdict is ``not compared``."""
+    from .stats import equivalence as tost
+    from .stats import mean_sd, one_sd_verdict, seed_interval, stable_gain
+
+    chance = chance or {}
     gains = []
+    base_finals = {m: mean_sd(list(_finals(arms[baseline], m).values()))[0] for m in headline}
     for name in names:
         if name == baseline:
             continue
         for m in headline:
-            deltas_all, per_seed, left_out = [], [], []
+            axis = axes.get(m, "pt")
+            if higher.get(m) is None:
+                gains.append(Gain(name, m, axis, None, None, 0, False, False, "not judged", 0, [],
+                                  seed_verdict=NOT_JUDGED))
+                continue
+            deltas_all, per_seed, left_out = [], {}, []
             for seed, s in arms[name].items():
                 b = arms[baseline].get(seed)
                 if bad := _left_out(arms, [(name, seed), (baseline, seed)], m):
@@ -334,17 +431,34 @@ def stable_gains(arms: dict[str, dict[Any, SeedResult]], names: list[str], basel
                 if not xs:
                     continue
                 lo = xs[-1] * (1 - window)  # the last `window` of this metric's own axis
-                g = stable_gain(xs, av, bv, window=(lo, xs[-1]), higher_is_better=higher.get(m, True))
-                per_seed.append(g)
+                g = stable_gain(xs, av, bv, window=(lo, xs[-1]), higher_is_better=higher[m])
+                if g["mean"] is None:
+                    continue
+                per_seed[str(seed)] = g["mean"]
                 deltas_all += list(g["deltas"])
-            if per_seed:
-                mean, sd, n = mean_sd(deltas_all)
-                verdict = one_sd_verdict(mean, sd, n)
-                gains.append(Gain(name, m, axes.get(m, "pt"), mean, sd, n, verdict == "above", verdict == "below",
-                                  _VERDICTS.get(verdict, "no stable difference"), len(per_seed), left_out))
-            elif left_out:
-                gains.append(Gain(name, m, axes.get(m, "pt"), None, None, 0, False, False, "not compared", 0,
-                                  left_out))
+            if not per_seed:
+                if left_out:
+                    gains.append(Gain(name, m, axis, None, None, 0, False, False, "not compared", 0, left_out,
+                                      seed_verdict="not compared"))
+                continue
+            mean, sd, n = mean_sd(deltas_all)
+            verdict = one_sd_verdict(mean, sd, n)
+            seed_level = seed_interval(list(per_seed.values()), level)
+            words = SEED_VERDICTS[seed_level["verdict"]]
+            testable = None
+            if m in chance:
+                testable = arm_testability(arms, [baseline, name], m, chance[m], higher[m], window, level)
+                if testable["verdict"] == "not testable":
+                    words = NOT_TESTABLE
+            equiv = None
+            if equivalence is not None:
+                margin, how = equivalence.margin(m, base_finals[m])
+                equiv = {"margin": None, "how": how, "verdict": "no margin"} if margin is None else \
+                    {**tost(list(per_seed.values()), margin, level), "how": how}
+            gains.append(Gain(name, m, axis, mean, sd, n, verdict == "above", verdict == "below",
+                              _VERDICTS.get(verdict, "no stable difference"), len(per_seed), left_out,
+                              per_seed=per_seed, seed_level=seed_level, seed_verdict=words, testability=testable,
+                              equivalence=equiv))
     return gains
 
 
@@ -368,11 +482,13 @@ def _mean_of(rows: list[dict], key: str) -> float | None:
 
 
 def efficiency_rows(cfg, arms: dict[str, dict[Any, SeedResult]], baseline: str, headline: list[str],
-                    axes: dict[str, str], higher: dict[str, bool]) -> list[Efficiency]:
-    """Per arm and metric, the tokens (on the metric's axis) it needs to reach the target
-    (``report.efficiency.targets``; default the baseline's final value), each seed against the baseline's
-    run of the same seed, and the tokens saved (charging PPT tokens on the language axis)."""
+                    axes: dict[str, str], higher: dict[str, bool | None], level: float = 0.95) -> list[Efficiency]:
+    """Per arm and metric with a declared direction, the tokens (on the metric's axis) it needs to reach the
+    target (``report.efficiency.targets``; default the baseline's final value), each seed against the
+    baseline's run of the same seed, and the tokens saved (charging PPT tokens on the language axis), each
+    saving with its Student-t ``level`` interval over the seeds that reach the target."""
     from .efficiency import token_efficiency
+    from .stats import t_interval
 
     efficiency = []
     targets, crossing = cfg.report.efficiency.targets, cfg.report.efficiency.crossing
@@ -380,6 +496,8 @@ def efficiency_rows(cfg, arms: dict[str, dict[Any, SeedResult]], baseline: str, 
         if arm.name == baseline:
             continue
         for m in headline:
+            if higher.get(m) is None:  # no declared direction: nothing to reach
+                continue
             axis = axes.get(m, "pt")
             per_seed, charged, left_out = [], [], []
             for seed, sdata in arms[arm.name].items():
@@ -395,7 +513,7 @@ def efficiency_rows(cfg, arms: dict[str, dict[Any, SeedResult]], baseline: str, 
                 charged.append(extra)
                 target = _target(targets.get(m), b.points.get(m, ()), m)
                 e = token_efficiency(last_per_x(b.curves[m]), last_per_x(sdata.curves[m]), target=target,
-                                     extra_tokens=extra, higher_is_better=higher.get(m, True), crossing=crossing)
+                                     extra_tokens=extra, higher_is_better=higher[m], crossing=crossing)
                 per_seed.append(e)
             if per_seed:
                 reached = [e for e in per_seed if e["reached"]]
@@ -411,5 +529,8 @@ def efficiency_rows(cfg, arms: dict[str, dict[Any, SeedResult]], baseline: str, 
                     saved_tokens=_mean_of(reached, "saved_tokens"),
                     saved_tokens_incl_ppt=_mean_of(reached, "saved_tokens_incl_ppt") if on_pt else None,
                     saved_fraction=_mean_of(reached, "saved_fraction"),
-                    saved_fraction_incl_ppt=_mean_of(reached, "saved_fraction_incl_ppt") if on_pt else None))
+                    saved_fraction_incl_ppt=_mean_of(reached, "saved_fraction_incl_ppt") if on_pt else None,
+                    saved={key: t_interval([e[f"saved_{key}"] for e in reached], level)
+                           for key in ("tokens", "fraction", *(("tokens_incl_ppt", "fraction_incl_ppt") if on_pt
+                                                               else ()))}))
     return efficiency

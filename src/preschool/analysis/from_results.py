@@ -61,22 +61,24 @@ def _one_stage(s: SeedResult, stages: list) -> SeedResult:
     return replace(s, stage_ends=ends, final_stage={m: st.name for m in ends}, doses=doses)
 
 
-def _higher(metric: str) -> bool:
+def _higher(metric: str) -> bool | None:
     """Whether higher is better for ``metric`` by today's rule: a val loss is lower-is-better, an evaluator
-    metric goes its evaluator class's way (an evaluator not registered here: higher)."""
+    metric goes its evaluator class's declared way (None: it declares none, or the evaluator is not
+    registered here: shown, not judged)."""
     from ..evals import EVALUATORS
 
     name, _, rest = metric.partition("/")
     if name == "val":
         return False
-    return EVALUATORS.get(name).cls.higher_is_better(rest) if rest and name in EVALUATORS else True
+    return EVALUATORS.get(name).cls.direction(rest) if rest and name in EVALUATORS else None
 
 
 def stored_report(cfg, stored: dict) -> Report:
     """The computed report of ``cfg`` from the runs ``stored`` (a ``results.json``) holds: each run's curves and
     facts as stored, then the final table, later stages, differences and token efficiency computed again
     (analysis/compute.py), so today's rules apply to the stored numbers."""
-    from .compute import after_stage_rows, arm_stages, efficiency_rows, final_table, metric_axes, stable_gains
+    from .compute import (after_stage_rows, arm_stages, efficiency_rows, final_table, metric_axes, metric_chances,
+                          stable_gains)
 
     names = [a.name for a in cfg.arms]
     missing = [n for n in names if n not in stored["arms"]]
@@ -93,20 +95,22 @@ def stored_report(cfg, stored: dict) -> Report:
     axes.update({m: a["axis"] for m, a in (stored.get("axes") or {}).items()})
     if stored.get("directions"):
         headline = list(stored["directions"])
-        higher = {m: d == "higher" for m, d in stored["directions"].items()}
+        higher = {m: None if d is None else d == "higher" for m, d in stored["directions"].items()}
     else:  # before `directions`: the stored table's columns, each in its evaluator's direction
         headline = [m for m in (stored.get("table") or [{}])[0] if m in metric_names]
         higher = {m: _higher(m) for m in metric_names}
     baseline = cfg.report.baseline or names[0]
     table = final_table(arms, names, headline, stages)
+    chance = metric_chances(cfg, headline)  # today's declarations, as every other rule
     nonfinite = [NonfiniteValue(r["arm"], stored_seed(cfg.seeds, r["seed"]), r["metric"], r["step"], r["value"])
                  for r in stored.get("nonfinite") or []]
     return Report(names=names, baseline=baseline, stages=stages, metric_names=metric_names, headline=headline,
                   higher=higher, arms=arms, table=table, axes=axes, nonfinite=nonfinite,
                   setups=dict(stored.get("setups") or {}), after_stages=after_stage_rows(table, headline, stages),
-                  stable_gain=stable_gains(arms, names, baseline, headline, axes, higher, cfg.report.window),
+                  stable_gain=stable_gains(arms, names, baseline, headline, axes, higher, cfg.report.window, chance,
+                                           cfg.report.equivalence),
                   token_efficiency=efficiency_rows(cfg, arms, baseline, headline, axes, higher),
-                  window=cfg.report.window)
+                  window=cfg.report.window, chance=chance)
 
 
 def stored_provenance(stored: dict) -> dict:

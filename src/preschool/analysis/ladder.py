@@ -48,12 +48,13 @@ import numpy as np
 
 from ..config import check
 from ..errors import ConfigError
-from .records import Rung
+from .compute import NOT_TESTABLE, SEED_VERDICTS
+from .records import Rung, direction_word
 from .sections import SECTIONS, Section, SectionContext
 from .scaling import (N_PARAMS, bootstrap_over_seeds, crossing, crossing_interval, crossing_status,
                       decision_table, fit_power_law, power_law, resample_label, same_sign, seed_means,
                       seed_resamples, weighted_interval)
-from .stats import beyond_chance, interval_text, seed_interval, seed_trend, testability, trend_text
+from .stats import beyond_chance, interval_text, seed_interval, seed_trend, signs_text, testability, trend_text
 
 _GUESS = "a fit over {n} small rungs extrapolated {x} is a guess, not a prediction"
 
@@ -118,13 +119,8 @@ def _fmt(x: float | None, digits: int = 4) -> str:
     return "–" if x is None or not math.isfinite(x) else f"{x:.{digits}g}"
 
 
-def _signs(positive: int, negative: int, n: int) -> str:
-    """How many of ``n`` seed pairs have the more common sign: ``"3/3 < 0"``, ``"2/3 > 0"``, ``"–"``."""
-    if not n:
-        return "–"
-    if negative >= positive and negative:
-        return f"{negative}/{n} < 0"
-    return f"{positive}/{n} > 0" if positive else f"0/{n} ≠ 0"
+def _direction_text(direction: str | None) -> str:
+    return f"{direction} is better" if direction else "no declared direction: shown, not judged"
 
 
 def _metric_file(m: str) -> str:
@@ -139,8 +135,7 @@ def rung_size(rung: Rung, baseline: str, size: str) -> float | None:
                  and getattr(rung.arms[a], key) is not None), None)
 
 
-_VERDICT = {"above": "gain", "below": "harm", "no difference shown": "no difference shown"}
-ONE_SEED = "one seed: no seed-level verdict"
+ONE_SEED = SEED_VERDICTS["one seed"]
 
 
 @SECTIONS.register("ladder", LadderSectionConfig)
@@ -178,7 +173,8 @@ class LadderSection(Section):
             results["rungs"].append({"rung": r.name, "size": x, "arms": {a: d.to_json() for a, d in r.arms.items()}})
         x = [math.log10(v) if v else math.nan for v in sizes]
         for m in metrics:
-            results["metrics"][m] = self._metric(ctx, cfg, m, per_rung, arms, seeds, higher.get(m, True), x)
+            chance = (ctx.report.chance if ctx.report is not None else per_rung[-1].report.chance).get(m)
+            results["metrics"][m] = self._metric(ctx, cfg, m, per_rung, arms, seeds, higher.get(m), x, chance)
         results["decisions"] = self._decisions(cfg, results["metrics"], per_rung, arms, seeds, higher, baseline)
         results["tables_above"] = ctx.config.get("rung")
         results["rung_results"] = [rung_json(r) for r in ctx.ladder]  # what a re-render reads the rungs from
@@ -195,10 +191,10 @@ class LadderSection(Section):
                     mat[i, j] = v
         return mat
 
-    def _metric(self, ctx, cfg, m, per_rung, arms, seeds, higher, x) -> dict[str, Any]:
+    def _metric(self, ctx, cfg, m, per_rung, arms, seeds, higher, x, chance) -> dict[str, Any]:
         baseline = ctx.baseline
         rungs = [r.name for r in per_rung]
-        out: dict[str, Any] = {"direction": "higher" if higher else "lower", "arms": {}, "gains": {},
+        out: dict[str, Any] = {"direction": direction_word(higher), "chance": chance, "arms": {}, "gains": {},
                                "crossings": {}}
         matrices = {}
         for a in arms:
@@ -226,11 +222,14 @@ class LadderSection(Section):
                     fit["band"] = self._band(cfg, compute, fits, weights)
             out["arms"][a] = {"points": points, "fit": fit}
         sign = 1.0 if higher else -1.0  # positive = the arm is better
-        for a in arms:
+        for a in arms if higher is not None else []:  # a metric without a declared direction: shown, not judged
             if a == baseline:
                 continue
             effect = sign * (matrices[a][1] - matrices[baseline][1])  # per seed pair and rung
-            row = {r.name: self._rung_verdict(cfg, effect[:, j], r, a, m) for j, r in enumerate(per_rung)}
+            row = {}
+            for j, r in enumerate(per_rung):
+                cols = {arm: matrices[arm][1][:, j] for arm in (baseline, a)}
+                row[r.name] = self._rung_verdict(cfg, effect[:, j], r, a, m, chance, higher, cols)
             means = [g["mean"] for g in row.values()]
             pairs = effect[np.isfinite(effect)]
             out["gains"][a] = {"rungs": row, "same_sign": same_sign(means),
@@ -244,18 +243,28 @@ class LadderSection(Section):
         return out
 
     @staticmethod
-    def _rung_verdict(cfg, effect: np.ndarray, rung: Rung, arm: str, m: str) -> dict[str, Any]:
+    def _rung_verdict(cfg, effect: np.ndarray, rung: Rung, arm: str, m: str, chance: float | None, higher: bool,
+                      cols: dict[str, np.ndarray]) -> dict[str, Any]:
         """One rung's verdict on the arm's gain: the seed-level t interval over the per-seed final gains
         (``rule: seeds``; one seed pair: "one seed: no seed-level verdict"), and beside it the verify-ppt
-        within-run rule of that rung's stable-gain row (the verdict with ``rule: verify-ppt``)."""
+        within-run rule of that rung's stable-gain row (the verdict with ``rule: verify-ppt``); "not testable at
+        this scale" when no arm's final values (``cols``: arm -> the seeds' values at the rung) clear the metric's
+        ``chance`` level beyond noise (with one seed: as the rung's own difference row found)."""
         v = seed_interval(effect, cfg.level)
         g = next((g for g in rung.report.stable_gain if g.arm == arm and g.metric == m), None)
         checkpoints = None if g is None else {"mean": g.mean, "sd": g.sd, "n": g.n, "seeds": g.seeds,
                                               "verdict": g.verdict}
+        testable = None
+        if chance is not None:
+            vals = {a: c[np.isfinite(c)].tolist() for a, c in cols.items()}
+            testable = testability({a: beyond_chance(x, chance, higher, cfg.level) for a, x in vals.items()}, chance) \
+                if all(len(x) >= 2 for x in vals.values()) else (g.testability if g is not None else None)
+        out = {**v, "checkpoints": checkpoints, "testability": testable}
+        if testable is not None and testable["verdict"] == "not testable":
+            return {**out, "verdict": NOT_TESTABLE, "rule": cfg.rule}
         if cfg.rule == "seeds":
-            return {**v, "verdict": _VERDICT.get(v["verdict"], ONE_SEED if v["n"] == 1 else "–"), "rule": "seeds",
-                    "checkpoints": checkpoints}
-        return {**v, "verdict": "–" if g is None else g.verdict, "rule": "verify-ppt", "checkpoints": checkpoints}
+            return {**out, "verdict": SEED_VERDICTS.get(v["verdict"], "–"), "rule": "seeds"}
+        return {**out, "verdict": "–" if g is None else g.verdict, "rule": "verify-ppt"}
 
     @staticmethod
     def _band(cfg, compute, fits, weights) -> dict[str, list]:
@@ -296,13 +305,17 @@ class LadderSection(Section):
         """The decision table: every metric at every rung against the primary metric's ranking at the largest
         rung, each pair's target first checked for stability (a noisy target is flagged, not scored)."""
         top = per_rung[-1]
+        per_metric = {m: d for m, d in per_metric.items() if higher.get(m) is not None}  # the metrics that can rank
+        if not per_metric:
+            return {"primary": None, "target": top.name, "pairs": [], "metrics": {}}
         # default: the first headline metric on the language axis (val/pt before a synthetic task's val/dyck)
         primary = cfg.primary or next((m for m in per_metric if top.report.axes.get(m, "pt") == "pt"),
                                       next(iter(per_metric)))
         if primary not in per_metric:
             raise ConfigError("report.sections.ladder.primary",
-                              f"{primary!r} is not a headline metric of this ladder; have {list(per_metric)}")
-        sign = 1.0 if higher.get(primary, True) else -1.0
+                              f"{primary!r} is not a headline metric with a declared direction of this ladder; "
+                              f"have {list(per_metric)}")
+        sign = 1.0 if higher[primary] else -1.0
         targets, target = [], {}
         for a, b in itertools.combinations(arms, 2):
             diff = sign * (self._matrix([top], a, seeds, primary) - self._matrix([top], b, seeds, primary))[:, 0]
@@ -361,7 +374,9 @@ class LadderSection(Section):
         ax.set_xscale("log")
         ax.set_xlabel("training compute (FLOPs; right of the dashed line: extrapolated)")
         ax.set_ylabel(m)
-        ax.set_title(f"{m} across the ladder ({out['direction']} is better)")
+        if out["chance"] is not None:
+            ax.axhline(out["chance"], color="grey", linewidth=0.8, linestyle="--", label=f"chance ({out['chance']:g})")
+        ax.set_title(f"{m} across the ladder ({_direction_text(out['direction'])})")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
         path = save_figure(fig, ctx.plots / _metric_file(m))
@@ -413,7 +428,8 @@ class LadderSection(Section):
             lines.append(f"| {r['rung']} | " + " | ".join(cells) + " |")
         lines.append("")
         for m, d in res["metrics"].items():
-            lines += [f"### {m} ({d['direction']} is better)", "",
+            lines += [f"### {m} ({_direction_text(d['direction'])}"
+                      + (f"; chance {d['chance']:.4g}" if d.get("chance") is not None else "") + ")", "",
                       "| rung | " + " | ".join(arms) + " |", "|---|" + "---|" * len(arms)]
             for j, rung in enumerate(rungs):
                 cells = []
@@ -452,8 +468,8 @@ class LadderSection(Section):
                 for a, g in d["gains"].items():
                     cells = [self._gain_cell(g["rungs"].get(rung)) for rung in rungs]
                     p = g["pairs"]
-                    lines.append(f"| {a} | " + " | ".join(cells) + f" | {_signs(p['positive'], p['negative'], p['n'])}"
-                                 f" | {g['trend']['words']} |")
+                    signs = signs_text(p["positive"], p["negative"], p["n"])
+                    lines.append(f"| {a} | " + " | ".join(cells) + f" | {signs} | {g['trend']['words']} |")
                 lines.append("")
                 for a, c in d["crossings"].items():
                     lines.append(f"- {a} vs {baseline}: " + self._crossing_text(
@@ -472,7 +488,7 @@ class LadderSection(Section):
             + f" over {c['n']} checkpoint differences ({c.get('seeds', '?')} seeds): {c['verdict']} "
             "(verify-ppt within-run rule)")
         if x["rule"] == "seeds" and x["interval"] is not None:
-            return (f"{interval_text(x)}, {_signs(x['positive'], x['negative'], x['n'])}: {x['verdict']}")
+            return (f"{interval_text(x)}, {signs_text(x['positive'], x['negative'], x['n'])}: {x['verdict']}")
         if x["rule"] == "seeds":
             return f"{x['mean']:+.4g}: {x['verdict']}; {within}"
         return within

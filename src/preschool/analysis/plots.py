@@ -69,11 +69,13 @@ def plot_metric_vs_tokens(
     band: str = "minmax",
     logx: bool = False,
     ylim: tuple[float, float] | None = None,
+    chance: float | None = None,
 ) -> Path:
     """One line per arm; with several seeds the line is the seed mean and a band spans the seeds.
 
     ``ylim`` fixes the value axis (e.g. to keep the first, very high losses from
-    flattening the part of the curves where arms differ).
+    flattening the part of the curves where arms differ). ``chance``: the metric's
+    chance level, drawn as a dashed grey line (an accuracy at it has learnt nothing).
 
     ``curves``: ``{arm: [(tokens, value), ...]}`` or ``{arm: [[(tokens, value), ...], ...]}``
     (one list per seed). At each token count the seeds that have it are pooled.
@@ -105,6 +107,8 @@ def plot_metric_vs_tokens(
         drawn += 1
     if drawn == 0:
         ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
+    if chance is not None:
+        ax.axhline(chance, color="grey", linewidth=0.8, linestyle="--", label=f"chance ({chance:g})")
     if logx:
         ax.set_xscale("log")
     if ylim is not None:

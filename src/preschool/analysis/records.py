@@ -9,7 +9,7 @@ non-finite values (:class:`NonfiniteValue`). No step edits a record: a step that
 new one (``dataclasses.replace``). The mappings inside a record belong to it: read them, never change them.
 
 ``Report.to_json()`` is the computed part of ``results.json`` (its keys and their order are that file's
-contract: ``arms``, ``table``, ``axes``, ``nonfinite``, ``setups``, ``directions``, ``after_stages``,
+contract: ``arms``, ``table``, ``axes``, ``nonfinite``, ``setups``, ``directions``, ``chance``, ``after_stages``,
 ``stable_gain``, ``token_efficiency``); the sections' results and the provenance follow it there.
 
 A ladder's report also builds one :class:`Rung` per rung (each rung's own collect → compute, with the cost of
@@ -22,6 +22,11 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 MeanSd = tuple  # (mean, sd, n) over seeds, as stats.mean_sd returns it
+
+
+def direction_word(higher: bool | None) -> str | None:
+    """``"higher"`` / ``"lower"`` (is better), or None for a metric without a declared direction."""
+    return None if higher is None else "higher" if higher else "lower"
 
 
 def axis_label(axis: str) -> str:
@@ -158,8 +163,19 @@ class AfterStage(_Row):
 @dataclass(frozen=True)
 class Gain(_Row):
     """The difference of an arm from the baseline on one metric over the last ``report.window`` of the
-    metric's axis (sign flipped for lower-is-better metrics) and its one-SD verdict; ``nonfinite`` names
-    the ``"<arm> seed <k>"`` left out (``mean`` None and verdict ``not compared`` when none is left)."""
+    metric's axis (sign flipped for lower-is-better metrics), with two verdicts.
+
+    The **seed-level** one (the report's verdict): ``per_seed`` is each seed pair's effect (seed -> the mean of
+    its per-checkpoint differences over the window), ``seed_level`` the Student-t interval over them
+    (:func:`~preschool.analysis.stats.seed_interval`), ``seed_verdict`` its words (``gain``, ``harm``, ``no
+    difference shown``, ``one seed: no seed-level verdict``, ``not testable at this scale``, ``not judged: no
+    declared direction``, ``not compared``); ``testability`` (None for a metric without a chance level) says
+    whether any arm is beyond noise of chance, ``equivalence`` the two one-sided tests against the margin
+    (:func:`~preschool.analysis.stats.equivalence`; None without a margin).
+
+    The **verify-ppt within-run rule**: ``mean``, ``sd`` and ``n`` of the per-checkpoint differences pooled
+    over the ``seeds`` seed pairs, ``stable`` / ``stable_harm`` and ``verdict`` by the one-SD rule. ``nonfinite``
+    names the ``"<arm> seed <k>"`` left out (``mean`` None and verdict ``not compared`` when none is left)."""
 
     arm: str
     metric: str
@@ -172,12 +188,20 @@ class Gain(_Row):
     verdict: str
     seeds: int
     nonfinite: list
+    per_seed: dict = field(default_factory=dict)
+    seed_level: dict | None = None
+    seed_verdict: str = ""
+    testability: dict | None = None
+    equivalence: dict | None = None
 
 
 @dataclass(frozen=True)
 class Efficiency(_Row):
     """Tokens (on the metric's axis) an arm needs to reach the target, against the baseline's, with the
-    crossing rule used; the token means are over the seeds that reach it (None when none does)."""
+    crossing rule used; the token means are over the seeds that reach it (None when none does), and
+    ``saved`` holds the Student-t interval over those seeds of each saving (``tokens``, ``fraction``,
+    ``tokens_incl_ppt``, ``fraction_incl_ppt``; :func:`~preschool.analysis.stats.t_interval`): a saving is
+    printed with its interval, or not as a number."""
 
     arm: str
     metric: str
@@ -197,6 +221,7 @@ class Efficiency(_Row):
     saved_tokens_incl_ppt: float | None
     saved_fraction: float | None
     saved_fraction_incl_ppt: float | None
+    saved: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -217,7 +242,9 @@ class Report:
     ``names``: the arms in config order; ``baseline``: the arm compared against; ``stages``: arm -> its
     stage configs (``name``, ``data``, ``tokens``, ``counts_as_pt``, ``schedule``, ``group``, ...);
     ``metric_names``: every metric some run logged; ``headline``: the metrics the tables, plots, gains and
-    efficiency carry; ``higher``: metric -> higher is better; ``arms``: arm -> seed -> :class:`SeedResult`;
+    efficiency carry; ``higher``: metric -> higher is better (None: its evaluator declares no direction, so
+    the metric is shown and not judged); ``chance``: metric -> its chance level, for the metrics that have
+    one; ``arms``: arm -> seed -> :class:`SeedResult`;
     ``axes``: metric -> ``"pt"`` or the dataset whose tokens are its x axis; ``setups``: evaluator label ->
     its setup; ``window``: the share of each axis the gains are taken over (``report.window``)."""
 
@@ -236,11 +263,13 @@ class Report:
     stable_gain: list[Gain]
     token_efficiency: list[Efficiency]
     window: float
+    chance: dict[str, float] = field(default_factory=dict)
 
     @property
-    def directions(self) -> dict[str, str]:
-        """Each headline metric's direction as ``results.json`` words it (``"higher"`` / ``"lower"``)."""
-        return {m: "higher" if self.higher.get(m, True) else "lower" for m in self.headline}
+    def directions(self) -> dict[str, str | None]:
+        """Each headline metric's direction as ``results.json`` words it (``"higher"`` / ``"lower"``; None
+        when its evaluator declares none)."""
+        return {m: direction_word(self.higher.get(m)) for m in self.headline}
 
     def seed_results(self, arm: str) -> dict[Any, SeedResult]:
         """``{seed: SeedResult}`` of ``arm`` ({} for an arm without runs)."""
@@ -255,6 +284,7 @@ class Report:
                          for m in self.metric_names},
                 "nonfinite": [r.to_json() for r in self.nonfinite],
                 "setups": self.setups, "directions": self.directions,
+                "chance": {m: v for m, v in self.chance.items() if m in self.headline},
                 "after_stages": [r.to_json() for r in self.after_stages],
                 "stable_gain": [r.to_json() for r in self.stable_gain],
                 "token_efficiency": [r.to_json() for r in self.token_efficiency]}

@@ -107,10 +107,10 @@ def headline_plots(out: Path, rep: Report) -> list[tuple[str, str]]:
         if not any(any(c) for c in curves.values()):
             continue
         fname = m.replace("/", "_") + ".png"
-        ylim = _focus_ylim(curves) if not rep.higher.get(m, True) else None
+        ylim = _focus_ylim(curves) if rep.higher.get(m) is False else None
         setup = rep.setups.get(m.split("/", 1)[0])
         plots.plot_metric_vs_tokens(curves, pdir / fname, title=m + (f" [{setup}]" if setup else ""), ylabel=m,
-                                    xlabel=axis_label(rep.axes.get(m, "pt")), ylim=ylim)
+                                    xlabel=axis_label(rep.axes.get(m, "pt")), ylim=ylim, chance=rep.chance.get(m))
         figures.append((m, f"{PLOTS}/{fname}"))
     return figures
 

@@ -4,7 +4,8 @@ Every report has them, in this order (their negative ``order`` puts them before 
 ``overview`` (title, arms, baseline, seeds), ``nonfinite`` (values that are not numbers), ``arms`` (each
 arm's stages), ``doses`` (tokens trained per stage and source), ``axes`` (each metric's axis and evaluation
 setup), ``results`` (final values), ``final_stage`` (the stage each value ends), ``after_stages`` (values
-after later stages), ``difference`` (from the baseline, with the one-SD verdict) and ``efficiency``
+after later stages), ``difference`` (from the baseline: the seed-level verdict, testability, equivalence and the
+verify-ppt within-run rule) and ``efficiency``
 (token efficiency). Each reads ``ctx.report`` only, writes markdown only (its numbers are the report's
 own in ``results.json``: ``arms``, ``table``, ``after_stages``, ...), and a table with no rows writes
 nothing. They switch on whenever the report has been computed.
@@ -17,7 +18,8 @@ import math
 import yaml
 
 from ..layout import experiment_config_path
-from .records import Efficiency, NonfiniteValue, Report, TableRow, axis_label
+from .compute import NOT_JUDGED, NOT_TESTABLE
+from .records import Efficiency, Gain, NonfiniteValue, Report, TableRow, axis_label, direction_word
 from .sections import SECTIONS, Section, SectionContext
 
 
@@ -155,10 +157,14 @@ class Axes(_Standard):
         return ["## Axes and evaluation setups",
                 "Each metric is compared on its own token axis: language metrics against language (PT) tokens "
                 "(a mixture counts only its language share), a synthetic task's metrics against that task's own "
-                "tokens. The setup names the preset / stimuli that produced an evaluator's numbers.", "",
-                "| metric | x axis | setup |", "|---|---|---|",
-                *(f"| {m} | {axis_label(rep.axes.get(m, 'pt'))} | {rep.setups.get(m.split('/', 1)[0], '') or '–'} |"
-                  for m in rep.headline)]
+                "tokens. Direction and chance level are each evaluator's declarations (a metric without a "
+                "direction is shown, not judged; one with a chance level is not testable where no arm ends beyond "
+                "noise of it). The setup names the preset / stimuli that produced an evaluator's numbers.", "",
+                "| metric | x axis | better | chance | setup |", "|---|---|---|---|---|",
+                *(f"| {m} | {axis_label(rep.axes.get(m, 'pt'))} "
+                  f"| {direction_word(rep.higher.get(m)) or 'not declared'} "
+                  f"| {'–' if m not in rep.chance else f'{rep.chance[m]:.4g}'} "
+                  f"| {rep.setups.get(m.split('/', 1)[0], '') or '–'} |" for m in rep.headline)]
 
 
 @SECTIONS.register("results")
@@ -224,7 +230,8 @@ class AfterStages(_Standard):
 
 @SECTIONS.register("difference")
 class Difference(_Standard):
-    """Each arm's difference from the baseline over the end of each metric's axis, with the one-SD verdict."""
+    """Each arm's difference from the baseline over the end of each metric's axis: the seed-level verdict,
+    testability, equivalence, and the verify-ppt within-run rule beside them."""
 
     order = -20
 
@@ -232,19 +239,82 @@ class Difference(_Standard):
         if not rep.stable_gain:
             return []
         lines = [f"## Difference from {rep.baseline}",
-                 f"Per-checkpoint difference (arm − baseline, sign flipped for losses so positive = better) over the "
-                 f"last {rep.window:.0%} of each metric's axis, at the baseline's checkpoints (the arm's curve "
-                 f"is linearly interpolated there). A gain is **stable** when mean > SD (the verify-ppt one-SD "
-                 f"rule); the same rule with the sign flipped flags a **stable harm**.", "",
-                 "| arm | metric | axis | mean Δ | SD | n | verdict |", "|---|---|---|---|---|---|---|"]
+                 f"Each seed pair (the arm's run and {rep.baseline}'s run of the same training seed) gives one effect: "
+                 f"the mean of its per-checkpoint difference (arm − baseline, sign flipped for losses so positive = "
+                 f"better) over the last {rep.window:.0%} of the metric's axis, at the baseline's checkpoints (the "
+                 "arm's curve linearly interpolated there). **Verdict** (seed level): the 95 % Student-t interval "
+                 "of the mean effect over the n seed pairs is a *gain* or a *harm* when it excludes 0, else *no "
+                 "difference shown*; one seed pair gives no interval and no seed-level verdict (two give one, "
+                 "t = 12.7 wide). A metric with a chance level is *not testable at this scale* when no arm ends "
+                 "beyond noise of it (each arm's 95 % t interval over its seeds' final values, or with one seed its "
+                 "checkpoint SD over the window, does not clear chance); its numbers are given, not judged. "
+                 "**Equivalence**: two one-sided tests, *equivalent* when the 90 % t interval lies inside "
+                 "±margin (`report.equivalence`; default 2 % of the baseline's final value), *inconclusive* when "
+                 "it spans the margin and the 95 % interval holds 0. **verify-ppt within-run rule**: the "
+                 "per-checkpoint differences pooled over the seeds (n = checkpoints × seeds, correlated within a "
+                 "run: a smoothness rule, not a seed-level verdict), *stable* when |mean| > SD.", "",
+                 "| arm | metric | axis | effect: mean [95 % t interval] (n seed pairs) | seed pairs | verdict | "
+                 "equivalence | verify-ppt within-run rule |", "|---|---|---|---|---|---|---|---|"]
+        notes = []
         for g in rep.stable_gain:
-            verdict, bad = g.verdict, ", ".join(g.nonfinite)
-            if bad:
-                verdict = f"not compared (non-finite values in {bad})" if verdict == "not compared" else \
-                    f"{verdict}; left out: non-finite values in {bad}"
-            mean, sd = ("–", "–") if g.mean is None else (f"{g.mean:+.4f}", f"{g.sd:.4f}")
-            lines.append(f"| {g.arm} | {g.metric} | {axis_label(g.axis)} | {mean} | {sd} | {g.n} | {verdict} |")
+            lines.append(f"| {g.arm} | {g.metric} | {axis_label(g.axis)} | " + " | ".join(difference_cells(g)) + " |")
+            if g.seed_verdict == NOT_TESTABLE:
+                notes.append(f"- {g.arm} vs {rep.baseline}, {g.metric}: " + chance_text(g.testability))
+        if notes:
+            lines += ["", "Not testable at this scale (final value over seeds: mean [95 % t interval], or one seed's "
+                      "value and its checkpoint SD over the window, against the metric's chance level):", "", *notes]
         return lines
+
+
+def difference_cells(g: Gain) -> list[str]:
+    """The cells of a difference row after its axis: effect, seed pairs, verdict, equivalence, within-run rule."""
+    from .stats import interval_text, signs_text
+
+    bad = ", ".join(g.nonfinite)
+    if g.seed_verdict == NOT_JUDGED:
+        return ["–", "–", "shown, not judged: its evaluator declares no direction", "–", "–"]
+    if g.mean is None:
+        return ["–", "–", f"not compared (non-finite values in {bad})" if bad else "not compared", "–", "–"]
+    v = g.seed_level or {}
+    verdict = g.seed_verdict + (f"; left out: non-finite values in {bad}" if bad else "")
+    pooled = f"n = {g.n} checkpoint differences from {g.seeds} seed{'s' if g.seeds != 1 else ''}"
+    within = (f"{g.mean:+.4f} ± {g.sd:.4f}, {pooled}: {g.verdict}" if g.sd is not None else
+              f"{g.mean:+.4f}, {pooled}: {g.verdict}")
+    return [interval_text(v), signs_text(v.get("positive", 0), v.get("negative", 0), v.get("n", 0)), verdict,
+            equivalence_text(g), within]
+
+
+def equivalence_text(g: Gain) -> str:
+    """A difference row's equivalence cell (``–`` where there is none to read)."""
+    e = g.equivalence
+    if e is None or g.seed_verdict == NOT_TESTABLE:
+        return "–"
+    if e["verdict"] == "no margin":
+        return f"no margin: {e['how']}"
+    m = f"±{e['margin']:.3g}"
+    if e["interval"] is None:
+        return f"{m}: one seed, no test"
+    lo, hi = e["interval"]
+    iv = f"90 % [{lo:+.3g}, {hi:+.3g}]"
+    words = {"equivalent": f"equivalent within {m}", "different": "different",
+             "different, within the margin": f"different, but within {m}", "inconclusive": "inconclusive"}
+    return f"{words[e['verdict']]} ({iv} vs {m})"
+
+
+def chance_text(t: dict | None) -> str:
+    """The numbers behind "not testable at this scale": each arm's final value against the chance level."""
+    if not t:
+        return ""
+    parts = []
+    for arm, a in t["arms"].items():
+        if a["mean"] is None:
+            parts.append(f"{arm} –")
+        elif a["interval"] is not None:
+            parts.append(f"{arm} {a['mean']:.4g} [{a['interval'][0]:.4g}, {a['interval'][1]:.4g}] (n={a['n']})")
+        else:
+            band = "" if a["band"] is None else f" ± {a['band']:.2g} over the window's checkpoints"
+            parts.append(f"{arm} {a['mean']:.4g}{band} (one seed)")
+    return f"chance {t['chance']:.4g}; " + ", ".join(parts) + ": no arm clears chance beyond noise"
 
 
 @SECTIONS.register("efficiency")
@@ -254,13 +324,28 @@ class TokenEfficiency(_Standard):
     order = -10
 
     def lines(self, ctx: SectionContext, rep: Report) -> list[str]:
-        return efficiency_lines(rep.token_efficiency, rep.baseline)
+        untestable = {(g.arm, g.metric) for g in rep.stable_gain if g.seed_verdict == NOT_TESTABLE}
+        return efficiency_lines(rep.token_efficiency, rep.baseline, untestable)
 
 
-def efficiency_lines(efficiency: list[Efficiency], baseline: str) -> list[str]:
-    """Markdown: the token-efficiency table, one row per arm and metric with the crossing rule it used."""
+def _saved(e: Efficiency, key: str, pct: bool = False) -> str:
+    """A saving with its t interval over the seeds that reach the target; not a number without an interval."""
+    t = e.saved.get(key)
+    if t is None or t["mean"] is None:
+        return "–"
+    if t["interval"] is None:
+        return "one seed: no interval"
+    f = (lambda v: f"{v:+.1%}") if pct else (lambda v: f"{v:+,.0f}")  # noqa: E731
+    return f"{f(t['mean'])} [{f(t['interval'][0])}, {f(t['interval'][1])}] (n={t['n']})"
+
+
+def efficiency_lines(efficiency: list[Efficiency], baseline: str, untestable: set | None = None) -> list[str]:
+    """Markdown: the token-efficiency table, one row per arm and metric with the crossing rule it used; each
+    saving with its 95 % t interval over the seeds that reach the target (one such seed: no number), and none
+    on a comparison ``untestable`` names (``(arm, metric)`` pairs not testable at this scale)."""
     if not efficiency:
         return []
+    untestable = untestable or set()
     lines = ["## Token efficiency",
              f"Tokens (on the metric's axis) each arm needs to reach the target: {baseline}'s final value "
              "unless `report.efficiency.targets` gives a value or `baseline@<step>` (each seed against "
@@ -269,21 +354,29 @@ def efficiency_lines(efficiency: list[Efficiency], baseline: str) -> list[str]:
              "target: **stays** = at the checkpoint from which it stays at or past the target to its end (a "
              "curve that touches the target and falls back never reaches it), **first** = at its first "
              "checkpoint there, whatever follows (`report.efficiency.crossing`). \"saved\" = baseline − arm "
-             "tokens and 1 − arm/baseline; \"incl. PPT\" also charges the arm its pre-pretraining tokens (language "
+             "tokens and 1 − arm/baseline, each seed's own, then their mean with its 95 % Student-t interval over "
+             "the n seeds that reach the target (one such seed: no interval, so no number; the seeds that do not "
+             "reach it are not in it); \"incl. PPT\" also charges the arm its pre-pretraining tokens (language "
              "axis only). A seed is **not comparable** (n.c.) when either curve is already at the target at its "
              "first checkpoint on the axis (the crossing happened before, under another stage or none): "
-             "it counts as not reached.", "",
+             "it counts as not reached. A comparison not testable at this scale (difference table) has no saving.",
+             "",
              "| arm | metric | axis | target | rule | reached (seeds) | baseline tokens | arm tokens | "
              "saved tokens | saved | saved incl. PPT |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for e in efficiency:
-        f = lambda v, pct=False: "–" if v is None else (f"{v:+.1%}" if pct else f"{v:,.0f}")  # noqa: E731
+        f = lambda v: "–" if v is None else f"{v:,.0f}"  # noqa: E731
         tg = " / ".join(f"{t:.4g}" for t in e.targets) + f" ({e.target_spec})"
-        incl = "–" if e.saved_tokens_incl_ppt is None else \
-            f"{f(e.saved_tokens_incl_ppt)} ({f(e.saved_fraction_incl_ppt, True)})"
         nc = f" ({e.not_comparable} n.c.)" if e.not_comparable else ""
         nc += f" (left out: non-finite values in {', '.join(e.nonfinite)})" if e.nonfinite else ""
+        if (e.arm, e.metric) in untestable:
+            saved = ["not testable"] * 3
+        else:
+            incl = "–" if e.saved_tokens_incl_ppt is None else _saved(e, "tokens_incl_ppt") \
+                if e.saved["tokens_incl_ppt"]["interval"] is None else \
+                f"{_saved(e, 'tokens_incl_ppt')} ({_saved(e, 'fraction_incl_ppt', True)})"
+            saved = [_saved(e, "tokens"), _saved(e, "fraction", True), incl]
         lines.append(f"| {e.arm} | {e.metric} | {axis_label(e.axis)} | {tg} | {e.crossing} "
-                     f"| {e.reached}/{e.seeds}{nc} | {f(e.base_tokens)} | {f(e.arm_tokens)} | {f(e.saved_tokens)} | "
-                     f"{f(e.saved_fraction, True)} | {incl} |")
+                     f"| {e.reached}/{e.seeds}{nc} | {f(e.base_tokens)} | {f(e.arm_tokens)} | " + " | ".join(saved)
+                     + " |")
     return lines

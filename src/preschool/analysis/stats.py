@@ -427,6 +427,15 @@ def interval_text(v: dict, digits: int = 4, suffix: str = "") -> str:
     return f"{head} [{lo:+.{digits - 1}g}, {hi:+.{digits - 1}g}] ({tail})"
 
 
+def signs_text(positive: int, negative: int, n: int) -> str:
+    """How many of ``n`` seed pairs have the more common sign: ``"3/3 < 0"``, ``"2/3 > 0"``, ``"–"``."""
+    if not n:
+        return "–"
+    if negative >= positive and negative:
+        return f"{negative}/{n} < 0"
+    return f"{positive}/{n} > 0" if positive else f"0/{n} ≠ 0"
+
+
 # ----------------------------------------------------------------------------- equivalence and chance
 
 

@@ -8,13 +8,19 @@ An evaluator is a config dataclass + a class registered in ``EVALUATORS``.
 rows as ``items.jsonl`` into ``out_dir``. ``version`` changes whenever the evaluator's
 semantics change, so cached results from an older version are never reused.
 
-Each metric's direction is the evaluator's to say, not the report's to guess
-from its name: :meth:`Evaluator.higher_is_better` (the class's
-``lower_is_better`` patterns, everything else higher), overridden per metric
-by ``EvalResult.higher_is_better`` when the scoring tool knows it (lm-eval
-does). :meth:`Evaluator.reported` picks the metrics a report headlines
-(default: top-level names, no bookkeeping counts). ``summary.json`` records
-both per metric (``higher_is_better``, ``reported``).
+Each metric's direction is the evaluator's to declare, not the report's to
+guess from its name: :meth:`Evaluator.direction` reads the class's
+``lower_is_better`` and ``higher_is_better`` patterns (True: higher is better,
+False: lower, None: the evaluator declares none), overridden per metric by
+``EvalResult.higher_is_better`` when the scoring tool knows it (lm-eval does).
+A metric without a declared direction is shown in a report, never judged (no
+difference verdict, no token efficiency). Where a metric has a chance level (a
+two-way forced choice: 0.5), :meth:`Evaluator.chance_level` gives it from the
+class's ``chance`` patterns and the evaluator's params; a report then calls a
+comparison whose arms are all within noise of it "not testable at this scale".
+:meth:`Evaluator.reported` picks the metrics a report headlines (default:
+top-level names, no bookkeeping counts). ``summary.json`` records the direction
+(``higher_is_better``: true, false or null) and ``reported`` per metric.
 
 ``model`` is a Hugging Face causal LM (fp32, eval mode, on its device);
 ``tokenizer`` a ``transformers`` fast tokenizer. Evaluators must compute
@@ -47,7 +53,12 @@ class EvalResult:
 class Evaluator:
     registry_name: ClassVar[str] = "?"
     version: ClassVar[str] = "1"
-    lower_is_better: ClassVar[tuple[str, ...]] = ()  # fnmatch patterns of metrics where lower is better
+    # fnmatch patterns of the metrics where lower / higher is better (lower is read first); a metric neither
+    # names has no declared direction: reports show it and judge nothing on it
+    lower_is_better: ClassVar[tuple[str, ...]] = ()
+    higher_is_better: ClassVar[tuple[str, ...]] = ()
+    # fnmatch pattern -> the metric's chance level (a two-way forced choice's accuracy: 0.5); none by default
+    chance: ClassVar[dict[str, float]] = {}
     # bookkeeping (pair counts, ties, micro-averages beside a macro one): recorded, never compared
     bookkeeping: ClassVar[tuple[str, ...]] = ("n_*", "n", "ties*", "*_micro", "tokens/*")
     # fnmatch patterns of the metrics a report headlines; None: every top-level name (no "/")
@@ -57,9 +68,21 @@ class Evaluator:
         self.cfg = cfg
 
     @classmethod
-    def higher_is_better(cls, metric: str) -> bool:
-        """Direction of ``metric`` by the class's rule (``EvalResult.higher_is_better`` overrides it)."""
-        return not any(fnmatch.fnmatchcase(metric, p) for p in cls.lower_is_better)
+    def direction(cls, metric: str) -> bool | None:
+        """Whether higher is better for ``metric`` by the class's declarations (``lower_is_better`` first, then
+        ``higher_is_better``); None when neither names it (``EvalResult.higher_is_better`` overrides both)."""
+        if any(fnmatch.fnmatchcase(metric, p) for p in cls.lower_is_better):
+            return False
+        if any(fnmatch.fnmatchcase(metric, p) for p in cls.higher_is_better):
+            return True
+        return None
+
+    @classmethod
+    def chance_level(cls, metric: str, params: dict[str, Any] | None = None) -> float | None:
+        """``metric``'s chance level given the evaluator's ``params`` (as the experiment's ``evals`` entry writes
+        them), or None when it has none (a loss): the first of the class's ``chance`` patterns that matches.
+        An evaluator whose chance depends on its setup (DEPO: the number of nodes) overrides this."""
+        return next((float(v) for p, v in cls.chance.items() if fnmatch.fnmatchcase(metric, p)), None)
 
     @classmethod
     def metric_source(cls, metric: str) -> str | None:
@@ -94,7 +117,8 @@ class Evaluator:
             "version": self.version,
             "checkpoint": checkpoint,
             "metrics": res.metrics,
-            "higher_is_better": {m: bool(res.higher_is_better.get(m, self.higher_is_better(m))) for m in res.metrics},
+            "higher_is_better": {m: recorded_direction(res.higher_is_better.get(m, self.direction(m)))
+                                 for m in res.metrics},
             "reported": [m for m in res.metrics if self.reported(m)],
             "extra": res.extra,
             "setup": self.setup(),
@@ -109,6 +133,11 @@ class Evaluator:
                         fh.write(json.dumps(row) + "\n")
             write_json(out / EVAL_SUMMARY, summary)
         return summary
+
+
+def recorded_direction(value: Any) -> bool | None:
+    """A direction as ``summary.json`` records it: true, false or null (none declared)."""
+    return None if value is None else bool(value)
 
 
 def max_positions(model) -> int | None:

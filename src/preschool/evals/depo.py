@@ -91,7 +91,25 @@ class DepoEval(Evaluator):
     # its continuous proxy, the answer NLL: it moves while exact match is still 0 (issue #30, DataDecide)
     report_patterns: ClassVar[tuple[str, ...]] = ("acc", "acc/k*", "nll", "nll/k*")
     lower_is_better: ClassVar[tuple[str, ...]] = ("nll", "nll/*")
+    higher_is_better: ClassVar[tuple[str, ...]] = ("acc", "acc/*")
     cfg: DepoEvalConfig
+
+    @classmethod
+    def chance_level(cls, metric: str, params: dict | None = None) -> float | None:
+        """Exact match's chance: a guess of one of the graph's n nodes, 1/n (n the task's ``n_nodes`` under
+        ``nodes: max``, the expectation of 1/n over the training distribution of n under ``nodes: train``); the
+        answer NLL has none."""
+        if metric != "acc" and not metric.startswith("acc/"):
+            return None
+        params = params or {}
+        try:
+            task = GENERATORS.build_config("depo", {**(params.get("task") or {}), "seed": 0})
+        except ConfigError:  # params its config refuses: it says so when it runs; no chance level to read here
+            return None
+        if params.get("nodes", "max") == "max":
+            return 1.0 / task.n_nodes
+        ns, probs = task.node_count_probs()
+        return float((probs / ns).sum())
 
     def generator(self, k: int):
         fixed = {"n_nodes_dist": "fixed"} if self.cfg.nodes == "max" else {}

@@ -100,7 +100,7 @@ class Heldout(Evaluator):
     # each source's loss, on that source's own token axis; the unweighted mean over sources is recorded but
     # not compared: with a language set and a task set not trained yet, it is mostly the untrained task's loss
     report_patterns: ClassVar[tuple[str, ...]] = ("loss/*",)
-    lower_is_better: ClassVar[tuple[str, ...]] = ("loss", "loss/*", "ppl/*")
+    lower_is_better: ClassVar[tuple[str, ...]] = ("loss", "loss/*", "ppl/*")  # a loss has no chance level
 
     @classmethod
     def metric_source(cls, metric: str) -> str | None:

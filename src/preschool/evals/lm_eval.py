@@ -296,9 +296,19 @@ class LmEval(Evaluator):
     # ll_correct_norm move while accuracy is still at chance); standard errors are bookkeeping
     report_patterns: ClassVar[tuple[str, ...]] = ("*/*",)
     bookkeeping: ClassVar[tuple[str, ...]] = Evaluator.bookkeeping + ("*_stderr", "*_stderr@*")
-    # lm-eval's own direction per metric is recorded with each result (lm_eval_directions); this rule only
-    # serves summaries written before that: its lower-is-better metrics are the perplexities and bits per byte
+    # lm-eval's own direction per metric is recorded with each result (lm_eval_directions); these patterns
+    # serve the metrics it says nothing about (our ll_correct proxies) and summaries written before it did
     lower_is_better: ClassVar[tuple[str, ...]] = ("*/*perplexity*", "*/bits_per_byte*", "*/ter*")
+    higher_is_better: ClassVar[tuple[str, ...]] = tuple(
+        f"*/{m}{tail}" for m in ("acc", "acc_norm", "exact_match", "f1", "em", "mcc", "ll_correct", "ll_correct_norm")
+        for tail in ("", "@*"))
+    # accuracy of a uniform guess among each multiple-choice task's choices (a task not listed: none declared)
+    chance: ClassVar[dict[str, float]] = {
+        **{f"{t}/acc{tail}": 0.5 for t in ("piqa", "winogrande", "copa", "boolq", "blimp*")
+           for tail in ("", "@*", "_norm", "_norm@*")},
+        **{f"{t}/acc{tail}": 0.25 for t in ("hellaswag", "arc_easy", "arc_challenge", "openbookqa", "sciq", "race",
+                                            "mmlu*") for tail in ("", "@*", "_norm", "_norm@*")},
+        **{f"social_iqa/acc{tail}": 1 / 3 for tail in ("", "@*", "_norm", "_norm@*")}}
 
     def evaluate(self, model, tokenizer) -> EvalResult:
         lm_eval = require_lm_eval()

@@ -504,6 +504,8 @@ class MinimalPairs(Evaluator):
     version: ClassVar[str] = "2"
     headline_metrics: ClassVar[tuple[str, ...]] = ("acc", "acc_micro", "acc_tokmean", "margin", "margin_tokmean",
                                                    "ties", "n_pairs")
+    higher_is_better: ClassVar[tuple[str, ...]] = ("acc", "acc_*", "acc/*", "margin", "margin_*", "margin/*")
+    chance: ClassVar[dict[str, float]] = {"acc": 0.5, "acc_*": 0.5, "acc/*": 0.5}  # a two-way forced choice
 
     def setup(self) -> str:
         """``preset lm_eval`` / ``preset preschool``, plus any field set against the preset."""

@@ -342,6 +342,9 @@ class QAF1Evaluator(Evaluator):
     """Multi-hop QA (MuSiQue / HotpotQA / 2Wiki): one-epoch fine-tune, greedy answers, SQuAD F1 and EM."""
 
     version = "2"  # 2: fine-tunes with the trainer's fused AdamW recipe and schedule functions
+    higher_is_better = ("f1", "f1/*", "em")
+    lower_is_better = ("train_loss_*",)  # the fine-tune's own loss at its start and end
+    chance = {"f1": 0.0, "f1/*": 0.0, "em": 0.0}  # the score of an empty answer
     #: the fine-tune's run folder (set by :meth:`run` from its ``out_dir``; None: a temporary folder)
     work_dir: Path | None = None
 

@@ -45,7 +45,7 @@ from ..layout import CKPT_META, CKPT_STATE, EVAL_SUMMARY
 from ..layout import checkpoint_dir, evals_dir, list_checkpoints, step_dirname, step_of  # noqa: F401 (re-exported)
 from ..plugins import checkpoint_hooks
 from . import EVALUATORS
-from .base import Evaluator
+from .base import Evaluator, recorded_direction
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
 EvaluatorSpec = tuple  # (name, config dict) or (name, config dict, label)
@@ -355,9 +355,10 @@ def collect_results(run_dir: str | Path) -> list[dict]:
     from the checkpoint's meta.json (kept in the summary too, so rows survive
     checkpoint pruning); None when unknown (older checkpoints have no per-stage
     and per-source counts). ``setup`` names the evaluator's preset/stimuli.
-    ``higher_is_better`` and ``reported`` are the metric's direction and whether
-    reports headline it, as the summary records them (summaries written before
-    they did: the evaluator class's rule, :class:`~preschool.evals.base.Evaluator`).
+    ``higher_is_better`` and ``reported`` are the metric's direction (True, False, or None
+    when its evaluator declares none) and whether reports headline it, as the summary
+    records them (summaries written before they did: the evaluator class's declarations,
+    :class:`~preschool.evals.base.Evaluator`).
     """
     root = evals_dir(run_dir)
     if not root.is_dir():
@@ -390,7 +391,7 @@ def collect_results(run_dir: str | Path) -> list[dict]:
                              "tokens_by_stage": meta.get("tokens_by_stage"),
                              "tokens_by_source": meta.get("tokens_by_source"),
                              "evaluator": edir.name, "metric": metric, "value": value,
-                             "higher_is_better": bool(hib.get(metric, cls.higher_is_better(metric))),
+                             "higher_is_better": recorded_direction(hib[metric] if metric in hib else cls.direction(metric)),
                              "reported": metric in reported if reported is not None else cls.reported(metric),
                              "version": summary.get("version"), "setup": setup})
     return rows

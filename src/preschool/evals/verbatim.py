@@ -632,6 +632,13 @@ class VerbatimEvaluator(Evaluator):
     version = "1"
     # surprisals and the repeat/first-list ratio and difference: lower = more verbatim memory
     lower_is_better = ("*nll*", "*x_perc*", "*x_del*")
+    higher_is_better = ("*retrieval_success*",)
+    # no verbatim memory: list 2 as surprising as list 1 (x_perc 100, x_del 0, a coin flip on which list is the
+    # more surprising). Only about so: list 2 has more context before it; the control condition measures that.
+    chance = {**{p: 100.0 for p in ("x_perc", "x_perc/*", "*/x_perc", "*/x_perc/*", "word_x_perc", "*/word_x_perc")},
+              **{p: 0.0 for p in ("x_del", "*/x_del")},
+              **{p: 0.5 for p in ("retrieval_success", "retrieval_success/*", "*/retrieval_success",
+                                  "*/retrieval_success/*")}}
 
     def setup(self) -> str:
         cfg: VerbatimConfig = self.cfg

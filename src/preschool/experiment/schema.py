@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal
 
 from .. import layout
 from ..analysis.efficiency import check_crossing
+from ..analysis.margins import EquivalenceSpec
 from ..analysis.sections import build_section
 from ..config import Partial, apply_overrides, check, from_dict, load_yaml, to_dict
 from ..corpora import CorpusConfig
@@ -127,6 +128,8 @@ class ReportSpec:
     # analysis sections (analysis/sections.py; e.g. slowdown, plateau, similarity, audit_gap): name -> config
     sections: dict[str, dict[str, Any]] = field(default_factory=dict)
     compare: list[list[str]] = field(default_factory=list)  # [arm, reference] pairs the sections compare by seed
+    # the margin of each metric's equivalence test ("equivalent within ±m"; analysis/margins.py)
+    equivalence: EquivalenceSpec = field(default_factory=EquivalenceSpec)
 
     def validate(self) -> None:
         # a NaN window compares false with everything: every checkpoint fell outside and the verdict was NaN
