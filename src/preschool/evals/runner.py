@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from ..config import check, to_dict
+from ..config import Partial, check, partial_from_dict, to_dict
 from ..data.tokenizer import EOS, from_saved_files, refuse_custom_code
 from ..errors import ConfigError, DataError
 from ..io import UnreadableJSON, json_kind, quiet_unpickler, read_json
@@ -420,7 +420,13 @@ class EvalSpec:
         return self.label or self.name
 
     def validate(self) -> None:
-        EVALUATORS.get(self.name, "name")
+        entry = EVALUATORS.get(self.name, "name")
+        # keys and types now, before any data or training; what the evaluator itself checks (a path under
+        # ${data}, which exists once prepared) by check_eval_params before the first run trains
+        if entry.config is None:
+            check(not self.params, "params", f"evaluator {self.name!r} takes no parameters")
+        else:
+            partial_from_dict(Partial(entry.config), self.params, "params")
         if self.every is not None and self.every < 1:
             raise ConfigError("every", f"must be >= 1, got {self.every}")
         if self.every_pt_tokens is not None and self.every_pt_tokens < 1:
@@ -461,6 +467,14 @@ def with_data_dir(value: Any, data_dir: Path) -> Any:
     if isinstance(value, list):
         return [with_data_dir(v, data_dir) for v in value]
     return value
+
+
+def check_eval_params(specs: Sequence[EvalSpec], data_dir: str | Path) -> None:
+    """Build every spec's evaluator config (its ``${data}`` paths resolved against ``data_dir``), so a value
+    its evaluator refuses is a ConfigError named by its YAML key (``evals[i].params.<key>``) before any
+    checkpoint is made, not after training."""
+    for i, e in enumerate(specs):
+        EVALUATORS.build_config(e.name, with_data_dir(e.params, Path(data_dir)), f"evals[{i}].params")
 
 
 def evaluate_specs(run_dir: str | Path, specs: Sequence[EvalSpec], data_dir: str | Path,

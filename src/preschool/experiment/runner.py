@@ -15,7 +15,7 @@ from ..analysis.report import write_report
 from ..config import to_dict
 from ..device import rank_threads
 from ..errors import ConfigError
-from ..evals.runner import evaluate_specs
+from ..evals.runner import check_eval_params, evaluate_specs
 from ..io import write_text
 from ..lock import command_line, output_lock
 from ..plugins import loaded
@@ -142,6 +142,8 @@ def run_experiment(cfg: ExperimentConfig, progress: bool = True, stages: tuple[s
     write_text(layout.experiment_config_path(cfg.out_dir),
                yaml.safe_dump({**to_dict(whole), PLUGINS_USED: loaded()}, sort_keys=False))
     build_data(cfg, progress, rebuild, runs)
+    if "eval" in stages:  # what an evaluator refuses, before the training it would wait for
+        check_eval_params(cfg.evals, layout.data_dir(cfg.out_dir))
     if "train" in stages:
         train_arms(cfg, progress, runs=runs)
     if "eval" in stages and cfg.evals:
