@@ -369,9 +369,16 @@ def test_a_second_launch_submits_only_what_is_not_current(finished, tmp_path, mo
     assert _launch(cfg, "--gpus-per-node", "0", "--cpus-per-task", "1", out=out) == 0
     assert "nothing to run" in capsys.readouterr().out
     assert len(log.read_text().splitlines()) == 1
-    # another training config for the same run folder: refused before anything is submitted
+    # another training config for the same run folder: refused before anything is submitted, naming the key
+    # the user wrote (issue 48 item 14: it said arms[0].train.lr for a top-level train.lr)
     assert _launch(cfg, "--gpus-per-node", "0", "--set", "train.lr=0.01", out=out) == 2
-    assert "train.lr" in capsys.readouterr().err and len(log.read_text().splitlines()) == 1
+    err = capsys.readouterr().err
+    assert "error: train.lr: arm a seed 0" in err and "arms[0]" not in err and len(log.read_text().splitlines()) == 1
+    # another data spec under trained runs (issue 48 item 4): refused, naming the run trained on it
+    assert _launch(cfg, "--gpus-per-node", "0", "--set", "data.pt.tokens=7000", out=out) == 2
+    err = capsys.readouterr().err
+    assert "arm a seed 0 was trained on dataset 'pt'" in err and len(err.strip().splitlines()) == 1
+    assert len(log.read_text().splitlines()) == 1
     # another eval/report config: the report runs again, the arm does not
     assert _launch(cfg, "--gpus-per-node", "0", "--set", "report.window=0.25", "--dry-run", out=out) == 0
     text = capsys.readouterr().out
@@ -978,3 +985,26 @@ def test_status_says_what_a_resubmission_keeps_and_a_failed_setup_leaves_a_log(t
     assert "b-seed0: job 1003 ended without finishing (FAILED); `preschool launch` again resubmits it (it resumes " \
            "from step 40, its last checkpoint)" in text
     assert "last lines of" not in text.split("a-seed0:")[1].split("b-seed0:")[0]
+
+
+def test_a_changed_data_spec_is_refused_before_anything_is_submitted(tmp_path, monkeypatch, capsys):
+    """Issue 48 item 4: with another data spec over prepared data, launch said the COMPLETED jobs "ended without
+    finishing", submitted a graph whose prepare then failed asking for --rebuild (which launch lacks), exited 0,
+    and its arms sat at DependencyNeverSatisfied. Launch runs the stale-data check and refuses in one line, as
+    for a changed training config, saying how to rebuild; nothing is submitted or written."""
+    out = tmp_path / "out"
+    assert main(["prepare", str(MICRO_YAML), "--set", f"out={out}", "--no-progress"]) == 0
+    log = _fake_slurm(tmp_path / "bin", tmp_path / "sbatch.log", queue=True)
+    _on_path(monkeypatch, tmp_path)
+    args = ("--gpus-per-node", "0", "--cpus-per-task", "1")
+    assert _launch(MICRO_YAML, *args, out=out) == 0
+    record = (out / "slurm/jobs.json").read_text()
+    capsys.readouterr()
+    assert _launch(MICRO_YAML, *args, "--set", "data.pt.tokens=7000", out=out) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("preschool launch: error: "), err
+    assert "dataset 'pt' was prepared with another data.pt.tokens (" in err and "nothing was submitted" in err
+    assert "preschool prepare" in err and "--set data.pt.tokens=7000" in err and "--rebuild" in err
+    assert len(log.read_text().splitlines()) == 3 and (out / "slurm/jobs.json").read_text() == record
+    assert "data.pt.tokens=7000" not in (out / "slurm/a-seed0.sbatch").read_text()  # the last launch's scripts
+    assert _launch(MICRO_YAML, *args, "--set", "data.pt.tokens=7000", "--dry-run", out=out) == 2  # a dry run too

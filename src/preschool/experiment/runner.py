@@ -27,12 +27,15 @@ from .runs import RunRecord, resolve_runs
 from .schema import PLUGINS_USED, ExperimentConfig, ExperimentFile
 
 
-def check_run(cfg: ExperimentConfig, rec: RunRecord) -> None:
+def check_run(cfg: ExperimentConfig, rec: RunRecord, verify: str | None = None) -> None:
     """Refuse (ConfigError named where the YAML sets the value: train.lr, arms[i].stages[j]...; a dataset
     by arm) a run already in ``rec.run_dir`` that was trained with another config or on other bytes
-    (``check_run_dir``); ``cfg``: the experiment the record is of (any of its rung views)."""
+    (``check_run_dir``); ``cfg``: the experiment the record is of (any of its rung views). ``verify``: how
+    the data's bytes are compared when not as the run's own ``verify`` says (``launch``: "size", the
+    manifests' recorded checksums, not every shard rehashed on a login node)."""
+    tcfg = rec.train if verify is None else replace(rec.train, verify=verify)
     try:
-        check_run_dir(rec.train, rec.run_dir, dict(rec.datasets), layout.tokenizer_dir(layout.data_dir(cfg.out_dir)))
+        check_run_dir(tcfg, rec.run_dir, dict(rec.datasets), layout.tokenizer_dir(layout.data_dir(cfg.out_dir)))
     except ConfigError as e:
         arm = cfg.arms[rec.arm_index]
         where = (cfg.written_at(arm, rec.where, e.field[len("train."):]) if e.field.startswith("train.")

@@ -20,15 +20,14 @@ import dataclasses
 import hashlib
 import json
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import Any
 
 from .. import layout
 from ..config import to_dict
-from ..errors import ConfigError, DataError
+from ..errors import DataError
 # the runner (experiment/) loads the experiment and says whether its data is prepared; this package only
 # writes and submits the jobs that run its commands
-from ..experiment import ExperimentFile, require_prepared, resolve_runs
+from ..experiment import ExperimentFile, check_run, require_prepared, resolve_runs
 from ..slurm_state import Job, script_hash, with_digest
 from .options import SlurmOptions
 from .scripts import arm_script, job_comment, prepare_script, report_script, report_stamp
@@ -96,13 +95,13 @@ def current_jobs(exp: ExperimentFile, jobs: list[Job]) -> dict[str, str]:
 
     prepare: every dataset is prepared with its current spec. An arm x seed: the
     data is current, the run folder has ``DONE`` and its ``config.yaml`` matches
-    the config (``check_run_dir``, the check the trainer makes; a run made with
-    another config raises :class:`ConfigError` here, before anything is
-    submitted). report: no prepare or arm job runs and the last report job wrote
-    the current config's key (``<out>/slurm/report.done``) after every run finished.
+    the config (:func:`~preschool.experiment.check_run`, the runner's own check;
+    a run made with another config raises :class:`ConfigError` here, named by the
+    YAML key, before anything is submitted). report: no prepare or arm job runs and
+    the last report job wrote the current config's key (``<out>/slurm/report.done``)
+    after every run finished.
     """
     from ..lock import config_key
-    from ..train.run_dir import check_run_dir
 
     done: dict[str, str] = {}
     try:
@@ -110,7 +109,6 @@ def current_jobs(exp: ExperimentFile, jobs: list[Job]) -> dict[str, str]:
     except DataError:
         return done  # the data is (re)built, so every arm trains on what prepare makes
     done["prepare"] = "data prepared with the current spec"
-    data_dir = layout.data_dir(exp.out_dir)
     records = {(r.rung, r.arm, r.seed): r for r in resolve_runs(exp.cfg)}
     finished = []
     for j in jobs:
@@ -120,11 +118,7 @@ def current_jobs(exp: ExperimentFile, jobs: list[Job]) -> dict[str, str]:
         rec = records[(rung, arm_name, int(seed))]
         run = rec.run_dir
         # verify "size": compare the manifests' recorded checksums, not rehash every shard on the login node
-        tcfg = replace(rec.train, verify="size")
-        try:
-            check_run_dir(tcfg, run, dict(rec.datasets), layout.tokenizer_dir(data_dir))
-        except ConfigError as e:
-            raise ConfigError(f"{rec.where}.{e.field}", f"arm {arm_name} seed {seed}: {e.message}") from None
+        check_run(exp.cfg, rec, verify="size")
         if layout.is_done(run):
             done[j.name] = f"finished with this config ({run / layout.DONE})"
             finished.append(run / layout.DONE)

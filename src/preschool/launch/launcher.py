@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import shlex
 import shutil
 
 from .. import layout
-from ..errors import ConfigError, PreschoolError
-from ..experiment import ExperimentFile
+from ..errors import ConfigError, DataError, PreschoolError
+from ..experiment import ExperimentFile, check_stale_data
 from ..lock import command_line, output_lock
 from ..slurm_state import DONE, REMOVED, STALE, Recorded, SlurmUnreachable, plan, read_record, write_record
 from .jobs import current_jobs, rerun_keeps, slurm_jobs, training_jobs
@@ -34,12 +35,29 @@ def launch(exp: ExperimentFile, opt: SlurmOptions, dry_run: bool = False) -> dic
     jobs = slurm_jobs(exp, opt)
     check_scripts(jobs)
     checked = check_partition(opt)
+    refuse_stale_data(exp)
     done = current_jobs(exp, jobs)
     if dry_run or shutil.which("sbatch") is None:  # nothing can be submitted: no race to guard against
         return _launch(exp, opt, jobs, checked, done, dry_run)
     command = command_line("launch", str(exp.path), exp.overrides, None)
     with output_lock(layout.slurm_dir(exp.out_dir), command, key=LAUNCH_KEY):
         return _launch(exp, opt, jobs, checked, done, dry_run)
+
+
+def refuse_stale_data(exp: ExperimentFile) -> None:
+    """Refuse (DataError, one line) a config whose data spec differs from the data already prepared in its
+    folder: the prepare job would stop asking for ``--rebuild``, which a launch does not give, and every job
+    after it would never start. The runner's own check (:func:`~preschool.experiment.check_stale_data`),
+    with the rebuild's own refusal of data a trained run used; the fix is a ``preschool prepare --rebuild``."""
+    stale = check_stale_data(exp.cfg, rebuild=True)
+    if stale:
+        first = stale[0]
+        also = f" (and {', '.join(repr(s.dataset) for s in stale[1:])})" if stale[1:] else ""
+        cmd = " ".join(["preschool", "prepare", shlex.quote(str(exp.path)),
+                        *(f"--set {shlex.quote(o)}" for o in exp.overrides), "--rebuild"])
+        raise DataError(f"{first.path}: dataset {first.dataset!r} was prepared with another {first.field} "
+                        f"({first.detail}){also}; nothing was submitted: a launch does not replace prepared data, "
+                        f"so rebuild it first ({cmd}) or give the experiment another out")
 
 
 def _launch(exp: ExperimentFile, opt: SlurmOptions, jobs: list, checked: str, done: dict[str, str],
