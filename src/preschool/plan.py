@@ -535,11 +535,16 @@ example:
   preschool plan examples/paper/verify_ppt_1b.yaml --gpus 16 --gpu a100-40gb
   preschool plan examples/quickstart.yaml --cpu
   preschool plan examples/ladder_dyck.yaml --cpu --mfu 0.1        # a ladder: cost per rung and in total
+  preschool plan --seeds docs/results/ppt_retrieval/results.json  # how many seeds would settle each comparison
 """
 
 
 def add_arguments(p) -> None:
-    p.add_argument("config", help="experiment YAML (see examples/)")
+    p.add_argument("config", nargs="?", help="experiment YAML (see examples/); not with --seeds")
+    p.add_argument("--seeds", metavar="RESULTS_JSON",
+                   help="instead of a cost plan: from a pilot's results.json, per comparison and rung the seed SD, "
+                        "the effect and the seeds its 95 %% interval needs to exclude 0 (or to show equivalence) "
+                        "with 80 %% probability (docs/statistics.md; default: off)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config value (repeatable)")
     p.add_argument("--gpus", type=int, default=8, help="number of GPUs (default 8)")
@@ -558,6 +563,15 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
+    if getattr(args, "seeds", None):
+        if args.config or args.overrides:
+            raise ConfigError("--seeds", "plans from the stored config of RESULTS_JSON alone: give no CONFIG or --set")
+        from .rerender import stored_seed_plan
+
+        print("\n".join(stored_seed_plan(args.seeds)))
+        return 0
+    if not args.config:
+        raise ConfigError("config", "give the experiment YAML (or --seeds RESULTS_JSON)")
     if not 0 < args.mfu <= 1:
         raise ConfigError("--mfu", f"must be in (0, 1], got {args.mfu}")
     if args.gpus < 1:

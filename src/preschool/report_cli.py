@@ -5,9 +5,11 @@ from __future__ import annotations
 HELP = "write report.md, results.json and plots for an experiment (from its results on disk)"
 DESCRIPTION = """\
 Rebuild the report of an experiment from its run folders: final-checkpoint
-tables (mean ± SD over seeds), the per-checkpoint difference from the
-baseline arm with the one-SD stable-gain rule, and plots of every metric
-against PT tokens. Safe to run while arms are still training.
+tables (mean ± SD over seeds), the difference from the baseline arm with its
+seed-level verdict (a Student-t interval over the seed pairs; "not testable
+at this scale" near chance; equivalence against report.equivalence) and the
+verify-ppt one-SD rule beside it, and plots of every metric against PT
+tokens. Safe to run while arms are still training.
 
 With --from-results, re-render a study from its results.json alone (no run
 folders, no training): the stored curves of every run are read with today's

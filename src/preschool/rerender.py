@@ -79,6 +79,21 @@ def rerender(results: str | Path, out: str | Path | None = None) -> Path:
         raise DataError(f"{results}: {e}") from None
 
 
+def stored_seed_plan(results: str | Path) -> list[str]:
+    """``preschool plan --seeds``: how many seeds each comparison of the study whose ``results.json`` is ``results``
+    would need (:mod:`preschool.analysis.seed_plan`), from its stored runs read with today's rules."""
+    from .analysis.from_results import stored_report, stored_rungs
+    from .analysis.seed_plan import seed_plan, seed_plan_lines
+
+    cfg, stored = load_stored(results)
+    try:
+        rep = stored_report(cfg, stored)
+        rungs = stored_rungs(stored, rep, list(cfg.seeds))
+    except DataError as e:
+        raise DataError(f"{results}: {e}") from None
+    return seed_plan_lines(cfg.name, seed_plan(rep, rungs, cfg.report.equivalence, rung=cfg.rung))
+
+
 def rerender_tree(root: str | Path) -> list[tuple[Path, str | None]]:
     """Re-render every study under ``root`` (each folder with a ``report.md``) in place from its
     ``results.json``; returns ``(folder, None)`` for each re-rendered one and ``(folder, reason)`` for each
