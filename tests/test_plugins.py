@@ -49,7 +49,7 @@ MICRO = {"seed": 0, "seeds": [0], "seq_len": 32, "workers": 1,
 
 
 def test_the_contributing_recipe_runs_from_a_folder_outside_the_repository(tmp_path):
-    """`plugins:` in the YAML (relative to it) brings the recipe's source and preset; `--plugins` its export
+    """`plugins:` in the YAML (relative to the folder the command runs in, as every path is) brings the recipe's source and preset; `--plugins` its export
     format; experiment.yaml records the plug-in with the sha256 of its file."""
     lab = tmp_path / "my_lab"
     lab.mkdir()
@@ -57,7 +57,7 @@ def test_the_contributing_recipe_runs_from_a_folder_outside_the_repository(tmp_p
     exp = tmp_path / "exp" / "lab.yaml"
     exp.parent.mkdir()
     exp.write_text(yaml.safe_dump({
-        "name": "lab", "out": str(tmp_path / "run"), "plugins": ["../my_lab/parts.py"], **MICRO,
+        "name": "lab", "out": str(tmp_path / "run"), "plugins": ["./my_lab/parts.py"], **MICRO,
         "corpora": {"rhymes": {"source": "my_source", "max_documents": 3000}},
         "data": {"pt": {"corpus": "rhymes", "tokens": 2048, "val_tokens": 128}},
         "model": {"preset": "my_preset"},
@@ -211,8 +211,8 @@ def test_inside_recipes_moved_out_keep_their_meaning():
 def test_a_run_uses_a_plugin_part_of_every_kind(tmp_path):
     lab = lab_package(tmp_path / "repo")
     exp = tmp_path / "repo" / "lab.yaml"
-    exp.write_text(yaml.safe_dump({
-        "name": "lab", "out": str(tmp_path / "run"), "plugins": ["./my_lab"], **MICRO,
+    exp.write_text(yaml.safe_dump({  # run from tmp_path: every relative path is the working folder's
+        "name": "lab", "out": str(tmp_path / "run"), "plugins": ["./repo/my_lab"], **MICRO,
         "seq_len": 128, "corpora": {"rhymes": {"source": "my_source", "max_documents": 5000},
                                     "stories": {"source": "storybook", "seed": 0}},
         "data": {"pt": {"corpus": "rhymes", "tokens": 4096, "val_tokens": 512},

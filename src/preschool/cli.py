@@ -133,8 +133,18 @@ def _checked_stdout():
     OSError from whichever ``print`` met it, and text its encoding cannot hold (an arm named ``café``
     under ``PYTHONIOENCODING=ascii``) is written escaped (``caf\\xe9``), as Python writes stderr. What is
     still buffered is written before the block ends, so its failure is raised here, not as "Exception
-    ignored" at exit. A ``sys.stdout`` that is not the process's (a test capturing it) is left alone."""
+    ignored" at exit. A ``sys.stdout`` that is not the process's (a test capturing it) is left alone. Under
+    ``torchrun`` only rank 0 writes it: every rank runs the same command, and the others' copies of its lines
+    (interleaved mid-line in a pipe) told the user nothing new; errors still go to each rank's stderr."""
     old = sys.stdout
+    if os.environ.get("RANK", "0") not in ("", "0"):  # torchrun: rank 0 speaks for every rank, once
+        sys.stdout = open(os.devnull, "w", encoding="utf-8")
+        try:
+            yield
+        finally:
+            sys.stdout.close()
+            sys.stdout = old
+        return
     try:
         fd = old.fileno() if old is not None and old is sys.__stdout__ else None
     except (OSError, ValueError, io.UnsupportedOperation):

@@ -12,13 +12,15 @@ is no list to edit.
 
 **Parts from outside the package** (your own repository) are plug-ins named by
 
-- an experiment's ``plugins: [my_lab.tasks, ./my_tasks.py, ./my_tasks/]``
-  (relative paths are relative to the YAML's folder),
-- ``preschool <command> --plugins my_lab.tasks,./my_tasks.py ...`` (relative to
-  the working folder), or the environment variable ``PRESCHOOL_PLUGINS`` (the
-  same list, for every command and every Slurm job that inherits it),
+- an experiment's ``plugins: [my_lab.tasks, ./my_tasks.py, ./my_tasks/]``,
+- ``preschool <command> --plugins my_lab.tasks,./my_tasks.py ...``, or the
+  environment variable ``PRESCHOOL_PLUGINS`` (the same list, for every command
+  and every Slurm job that inherits it),
 - an installed distribution's ``preschool.plugins`` entry point (its value is a
   module; found by every command, nothing to name).
+
+A relative path resolves against the folder the command runs in, wherever it is named (as every
+relative path a command is given does: docs/reliability.md, "Relative paths").
 
 Each is imported once (:func:`use`): a module name is imported (a package with
 every module under it), a ``.py`` file is imported as a module named after its

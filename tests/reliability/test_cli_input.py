@@ -96,3 +96,33 @@ def test_a_reserved_offset_past_any_vocabulary_is_one_line(tmp_path, one_line_er
                  "9223372036854775807", "--out", str(tmp_path / "g")]) == 2
     one_line_error("reserved_offset", "2^32")
     assert not (tmp_path / "g").exists()
+
+
+# Issue 48, item 14: one rule for relative paths. An experiment's corpus paths resolved against the working
+# folder but its `plugins:` against the YAML's folder, and `preschool train` resolved its datasets against the
+# YAML's folder (so the config.yaml a run records, whose paths are the working folder's, could not drive a rerun
+# from elsewhere). Every relative path a command is given resolves against the folder it runs in.
+
+def test_plugins_in_an_experiment_resolve_against_the_working_folder(tmp_path, monkeypatch, capsys):
+    (tmp_path / "exp").mkdir()
+    (tmp_path / "parts.py").write_text("PARTS = 1\n")  # beside the working folder, not beside the YAML
+    exp = tmp_path / "exp" / "exp.yaml"
+    data = yaml.safe_load(QUICKSTART.read_text())
+    exp.write_text(yaml.safe_dump({**data, "plugins": ["./parts.py"]}))
+    monkeypatch.chdir(tmp_path)
+    cfg = load_experiment(exp)
+    assert cfg.plugins == [str((tmp_path / "parts.py").resolve())]
+
+
+def test_train_resolves_its_datasets_against_the_working_folder(tmp_path, monkeypatch, datasets):
+    from preschool.train.cli import load_run_config
+
+    cfg = tmp_path / "configs" / "train.yaml"
+    cfg.parent.mkdir()
+    cfg.write_text(yaml.safe_dump({"train": {"model": {"preset": "micro"}, "batch_size": 4,
+                                             "stages": [{"name": "pt", "data": "text", "tokens": 64}]},
+                                   "datasets": {"text": str(datasets["text"].relative_to(tmp_path))},
+                                   "tokenizer": "tok"}))
+    monkeypatch.chdir(tmp_path)
+    _, ds, tok = load_run_config(cfg)
+    assert ds == {"text": datasets["text"].resolve()} and tok == (tmp_path / "tok").resolve()

@@ -20,8 +20,9 @@ def write_yaml(tmp_path, datasets, **train):
     return p
 
 
-def test_cli_trains_and_resolves_paths(tmp_path, datasets, capsys):
+def test_cli_trains_and_resolves_paths(tmp_path, datasets, capsys, monkeypatch):
     p = write_yaml(tmp_path, datasets)
+    monkeypatch.chdir(tmp_path)  # relative paths are the working folder's
     assert main(["train", str(p), "--out", str(tmp_path / "out"), "--set", "lr=2e-3",
                  "--set", "train.stages.0.tokens=128"]) == 0
     summary = json.loads(capsys.readouterr().out)

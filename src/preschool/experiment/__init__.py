@@ -27,8 +27,8 @@ Seeds: ``seed`` is the data seed, ``seeds`` the training seeds of the arm x seed
 grid; what each changes is documented once, in ``preschool/seeds.py``.
 
 Parts from outside the package (your own generators, evaluators, sections...)
-come from ``plugins: [my_lab.tasks, ./my_tasks.py, ./my_tasks/]`` (paths relative
-to the YAML's folder; ``preschool.plugins``), imported before the rest is read.
+come from ``plugins: [my_lab.tasks, ./my_tasks.py, ./my_tasks/]`` (relative paths: the
+working folder's, as every path; ``preschool.plugins``), imported before the rest is read.
 
 Layout under ``out``::
 

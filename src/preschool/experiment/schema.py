@@ -233,7 +233,8 @@ class ExperimentConfig:
     name: str
     out: str | None = None  # default: runs/<name>
     # plug-ins with parts from outside preschool: modules, .py files, folders (preschool/plugins.py), imported
-    # before the rest of the config is read; relative paths are relative to the YAML's folder (saved absolute)
+    # before the rest of the config is read; relative paths are the working folder's, like every path in the
+    # config (saved absolute)
     plugins: list[str] = field(default_factory=list)
     seed: int = 0  # data seed
     seeds: list[int] = field(default_factory=lambda: [0])  # training seeds; each arm runs once per seed
@@ -478,7 +479,7 @@ def load_experiment(path: str | Path, overrides: list[str] = ()) -> ExperimentCo
     names = raw.get("plugins") or []
     check(isinstance(names, list) and all(isinstance(n, str) for n in names), "plugins",
           f"must be a list of modules, .py files or folders, got {names!r}")
-    raw["plugins"] = [p.plugin for p in use(names, Path(path).resolve().parent)]
+    raw["plugins"] = [p.plugin for p in use(names)]  # relative: the working folder's, as every path
     return from_dict(ExperimentConfig, raw)
 
 

@@ -18,7 +18,8 @@ The YAML holds three keys:
   datasets:    name -> folder holding train/ (and val/) shard sets
   tokenizer:   folder with tokenizer.json (copied into every checkpoint; optional)
 
-Relative paths are resolved against the YAML file's folder.
+Relative paths resolve against the folder the command runs in, as in an experiment
+(so a run's own config.yaml, which records them so, drives a rerun from there).
 
 Example:
 
@@ -67,11 +68,9 @@ def load_run_config(path: str | Path, overrides: list[str] = ()) -> tuple:
     if "train" not in data:
         raise ConfigError("train", "missing: the TrainConfig fields go under train:")
     cfg = from_dict(TrainConfig, data["train"], "train")
-    base = path.resolve().parent
 
-    def resolve(p: str) -> Path:
-        q = Path(os.path.expanduser(str(p)))
-        return q if q.is_absolute() else (base / q).resolve()
+    def resolve(p: str) -> Path:  # relative: the working folder's, as every path a command is given
+        return Path(os.path.expanduser(str(p))).resolve()
 
     datasets = data.get("datasets") or {}
     if not isinstance(datasets, dict):

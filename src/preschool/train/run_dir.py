@@ -17,7 +17,7 @@ from typing import Any, Mapping
 from .. import config as C
 from ..data.prepare import first_difference as _diff  # "path (was a, now b)" of two plain-data trees
 from ..data.shards import content_sha256
-from ..errors import ConfigError
+from ..errors import ConfigError, DataError
 from ..layout import run_config_path
 from .configs import TrainConfig, resolve_reserved_ids
 
@@ -86,7 +86,13 @@ def check_run_dir(cfg: TrainConfig, out_dir: str | Path, datasets: Mapping[str, 
     if not path.is_file():
         return
     cfg = resolve_reserved_ids(cfg, datasets)
-    old = C.load_yaml(path)
+    try:  # the run's own record: damaged, it names itself (file:line), not a key of the config being run
+        old = C.load_yaml(path)
+        if not isinstance(old.get("train") or {}, dict):
+            raise ConfigError(f"{path}: train", "is not a mapping of TrainConfig fields")
+    except ConfigError as e:
+        raise DataError(f"{e}; it records the run in {out_dir}, which cannot be compared with the config without "
+                        "it: restore it, or delete that run folder to train it again") from None
     now = run_config_tree(cfg, datasets, tokenizer_dir, given)
     old_train = _with_defaults(old.get("train") or {}, TrainConfig)
     a = {k: v for k, v in old_train.items() if k not in _RESUME_FREE}

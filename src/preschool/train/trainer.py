@@ -313,6 +313,9 @@ class Trainer:
         # process drew before; the same on every rank, so the rank-0 state a checkpoint keeps resumes them all
         torch.manual_seed(int(np.random.default_rng([cfg.seed, TRAIN_SAMPLING]).integers(2**62)))
         self.resumed_from = checkpoint.resume(self)
+        if self.resumed_from is not None and self.is_main:  # else a resume and a fresh start look alike
+            print(f"[preschool] {self.out_dir}: resumed from step {self.step:,} of {self.total_steps:,} "
+                  f"({self.resumed_from.name}, stage {self.stage.name}, {self.tokens:,} tokens trained)", flush=True)
         fwd: Any = self.parallel.wrap(self.model)
         if compile_mode(cfg.compile) == "model":
             fwd = torch.compile(fwd)

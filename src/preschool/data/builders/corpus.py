@@ -219,7 +219,9 @@ def write_corpus(name: str, spec, corpus_cfg, tok, row_len: int, seed: int, out:
                 f"data.{name}.{'tokens' if s == 'train' else 'val_tokens'}",
                 f"the corpus ran out after {have[s] * row_len} {s} tokens "
                 f"(asked for {n_rows[s] * row_len}; read {read.files} files, {read.documents} documents, "
-                f"reader drops: {read.summary()}); lower the budget or give a larger corpus",
+                f"reader drops: {read.summary()}); lower the budget or give a larger corpus"
+                + (f", or hold out more of its documents (data.{name}.val_fraction, now {spec.val_fraction:g})"
+                   if s == "val" else ""),
             )
     used = {s: rows_in_order(infos, s, n_rows[s]) for s in n_rows}
     adopt_units(work, out / "units", sorted({k for parts in used.values() for k, _ in parts}))
