@@ -192,3 +192,20 @@ def test_impossible_shapes_are_refused_before_anything_is_computed(override, cap
     assert f"model.overrides.{override.split('=')[0]}" in err and "positive integer" in err
     with pytest.raises(ConfigError, match=override.split("=")[0]):
         describe(ModelConfig(preset="micro", overrides={override.split("=")[0]: int(override.split("=")[1])}), 300)
+
+
+def test_an_arm_started_from_a_folder_is_planned_as_the_folders_model(tmp_path):
+    """init_from: the folder's model trains, so the plan counts its config.json's shape, not model:'s."""
+    import json
+
+    folder = tmp_path / "pythia-like"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({
+        "model_type": "gpt_neox", "hidden_size": 64, "num_hidden_layers": 3, "num_attention_heads": 4,
+        "intermediate_size": 256, "vocab_size": 512, "max_position_embeddings": 128, "tie_word_embeddings": False}))
+    name, arms = load_targets(ROOT / "examples/quickstart.yaml",
+                              [f"out={tmp_path / 'out'}", f"train.init_from={{path: {folder}}}"])
+    d = arms[0].desc
+    assert (d["family"], d["hidden_size"], d["layers"], d["vocab_size"]) == ("gpt_neox", 64, 3, 512)
+    per_layer = 4 * 64 * 64 + 3 * 64 + 64 + 2 * 64 * 256 + 256 + 64 + 2 * 2 * 64
+    assert d["params_total"] == 3 * per_layer + 2 * 64 + 2 * 512 * 64

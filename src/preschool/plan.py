@@ -163,6 +163,7 @@ def config_targets(cfg, tokenizer: dict) -> list[ArmTarget]:
     vocabulary read from ``tokenizer`` (the YAML's mapping) or the prepared data (:func:`load_targets`)."""
     from .data.builders.derived import DerivedSpec, kind_of
     from .train.callbacks.registry import callback_configs
+    from .train.init_from import describe_folder
     from .train.model import describe, embedding_rows
 
     notes: list[str] = []
@@ -176,7 +177,9 @@ def config_targets(cfg, tokenizer: dict) -> list[ArmTarget]:
         tcfg = rec.train
         kinds = [kind_of(cfg.data[t], f"data.{t}") for t in rec.stage_datasets
                  if isinstance(cfg.data[t], DerivedSpec)]
-        desc = describe(tcfg.model, embedding_rows(tcfg.model, max([vocab] + [k.vocab_size(vocab) for k in kinds])))
+        # a run started from a folder (init_from) trains the folder's model: its config.json's shape
+        desc = describe_folder(tcfg.init_from) or \
+            describe(tcfg.model, embedding_rows(tcfg.model, max([vocab] + [k.vocab_size(vocab) for k in kinds])))
         extra = sum(cb.extra_params(desc["hidden_size"], kinds)
                     for cb in callback_configs(arm.callbacks, f"arms[{i}].callbacks").values()
                     if hasattr(cb, "extra_params"))

@@ -18,7 +18,7 @@ The YAML holds three keys:
   datasets:    name -> folder holding train/ (and val/) shard sets
   tokenizer:   folder with tokenizer.json (copied into every checkpoint; optional)
 
-Relative paths resolve against the folder the command runs in, as in an experiment
+Relative paths (datasets, tokenizer, init_from.path) resolve against the folder the command runs in, as in an experiment
 (so a run's own config.yaml, which records them so, drives a rerun from there).
 
 Example:
@@ -77,7 +77,18 @@ def load_run_config(path: str | Path, overrides: list[str] = ()) -> tuple:
         raise ConfigError("datasets", "must map dataset name -> folder")
     ds = {str(k): resolve(v) for k, v in datasets.items()}
     tok = resolve(data["tokenizer"]) if data.get("tokenizer") else None
-    return cfg, ds, tok
+    return with_start_paths(cfg, resolve), ds, tok
+
+
+def with_start_paths(cfg, resolve):
+    """``cfg`` with every ``init_from.path`` (the run's, the stages') passed through ``resolve``."""
+    from dataclasses import replace
+
+    def fix(init):
+        return init if init is None or init.path is None else replace(init, path=str(resolve(init.path)))
+
+    return replace(cfg, init_from=fix(cfg.init_from), stages=[replace(s, init_from=fix(s.init_from))
+                                                               for s in cfg.stages])
 
 
 def run(args: argparse.Namespace) -> int:

@@ -45,6 +45,7 @@ from ..config import check
 from ..errors import ConfigError
 from ..io import read_json
 from ..layout import MANIFEST
+from .init_from import InitFrom
 from .model import ModelConfig
 from .schedules import ScheduleConfig
 
@@ -97,6 +98,8 @@ class StageConfig:
     pt_sources: list[str] | None = None  # mixture sources counted as PT; None = its language sources (docstring)
     group: str | None = None
     embeddings_at_start: Literal["keep", "reinit", "mean"] = "keep"
+    # weights (and with optimizer: keep, AdamW state) this stage starts from: a mid-run switch (train/init_from.py)
+    init_from: InitFrom | None = None
 
     @classmethod
     def upgrade_raw(cls, data: dict[str, Any], path: str = "") -> tuple[dict[str, Any], list[str]]:
@@ -140,6 +143,8 @@ class StageConfig:
             for k, w in self.data.items():
                 check(w >= 0 and math.isfinite(w), f"data.{k}", f"weight must be >= 0, got {w}")
             check(sum(self.data.values()) > 0, "data", "mixture weights sum to 0")
+        if self.init_from is not None:
+            C.validate(self.init_from, "init_from")
         for k, n in enumerate(self.pt_sources or []):
             check(n in self.datasets, f"pt_sources[{k}]", f"{n!r} is not a source of this stage ({self.datasets})")
         # a StageConfig built in Python skips from_dict's coercion: say so here, not at the first step
@@ -154,6 +159,8 @@ class TrainConfig:
 
     model: ModelConfig = field(default_factory=ModelConfig)
     stages: list[StageConfig] = field(default_factory=list)
+    # the weights the run starts from instead of a fresh `model` (train/init_from.py): the folder's model
+    init_from: InitFrom | None = None
     seed: int = 0
     batch_size: int = 16  # global sequences per optimizer step
     micro_batch_size: int | None = None  # per rank per forward; None: the whole rank batch
@@ -213,6 +220,10 @@ class TrainConfig:
 
     def validate(self) -> None:
         check(len(self.stages) > 0, "stages", "at least one stage is required")
+        if self.init_from is not None:
+            C.validate(self.init_from, "init_from")
+            check(self.stages[0].init_from is None, "stages[0].init_from",
+                  "the run's init_from already gives the first stage its weights; keep one of them")
         names = [s.name for s in self.stages]
         for i, s in enumerate(self.stages):
             C.validate(s, f"stages[{i}]")

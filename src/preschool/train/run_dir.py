@@ -64,11 +64,30 @@ def run_config_tree(cfg: TrainConfig, datasets: Mapping[str, str | Path], tokeni
     hashes of the datasets the stages train on. ``given``: data that is no dataset folder (a plan's own,
     see trainer.py), name -> the fingerprint its plan computed; recorded as a dataset of that name."""
     given = dict(given or {})
-    return {"train": C.to_dict(cfg),
+    tree = {"train": C.to_dict(cfg),
             "datasets": {**{k: str(v) for k, v in datasets.items()}, **{k: "(given by the plan)" for k in given}},
             "data_sha256": {**{k: content_sha256(datasets[k], cfg.verify) for k in _trained_on(cfg)
                                if k in datasets and k not in given}, **given},
             "tokenizer": str(tokenizer_dir) if tokenizer_dir else None}
+    starts = start_sha256(cfg)
+    if starts:  # only runs that start from weights: the config.yaml of every other run is as before
+        tree["start_sha256"] = starts
+    return tree
+
+
+def start_sha256(cfg: TrainConfig) -> dict[str, str | None]:
+    """``where -> sha256`` of the weights each ``init_from`` folder holds (init_from.weights_sha256); None for a
+    folder that is gone (a finished run keeps its record; a resume that needs it stops at its check)."""
+    from .init_from import weights_sha256
+
+    out: dict[str, str | None] = {}
+    for where, init in [("init_from", cfg.init_from)] + [(f"stages[{i}].init_from", s.init_from)
+                                                         for i, s in enumerate(cfg.stages)]:
+        if init is not None and init.path is not None:
+            folder = Path(init.path)
+            files = sorted(folder.glob("*.safetensors")) if folder.is_dir() else []
+            out[where] = weights_sha256(folder, files) if files else None
+    return out
 
 
 def check_run_dir(cfg: TrainConfig, out_dir: str | Path, datasets: Mapping[str, str | Path],
@@ -101,6 +120,12 @@ def check_run_dir(cfg: TrainConfig, out_dir: str | Path, datasets: Mapping[str, 
     missing = [k for k in _trained_on(cfg) if k not in (old.get("datasets") or {})]
     if not d and missing:
         d = f"datasets.{missing[0]} (the run has no dataset of that name)"
+    if not d:
+        was = old.get("start_sha256") or {}
+        changed = sorted(k for k, v in (now.get("start_sha256") or {}).items() if v is not None and was.get(k) != v)
+        if changed:
+            d = (f"train.{changed[0]}.path (the weights in that folder changed since this run started from "
+                 "them)")
     if not d and "data_sha256" in old:
         changed = sorted(k for k, v in now["data_sha256"].items() if old["data_sha256"].get(k) != v)
         if changed:

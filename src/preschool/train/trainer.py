@@ -65,7 +65,9 @@ from .configs import StageConfig, TrainConfig, resolve_reserved_ids
 from .cpu_heap import retain_freed_memory
 from .kernels import apply_liger, compile_blocks, compile_mode, resolve_kernels
 from .loss import FusedLoss, resolve_fused_loss
-from .model import build_model, describe, embedding_rows, set_input_embeddings
+from .init_from import (Start, announce, assign_weights, check_same_model, check_start, load_start_model,
+                        source_optimizer, start_weights)
+from .model import build_model, describe, embedding_rows, model_shape, set_input_embeddings
 from .optim import adamw
 from .parallel import _dist, make_parallel
 from .precision import param_dtype
@@ -140,12 +142,23 @@ class Trainer:
             raise ConfigError("micro_batch_size",
                               f"{self.micro} does not divide the per-rank batch {self.local_batch}")
         self._given_model = model  # trained in place instead of a model built from cfg.model
-        self.vocab_size = int(model.get_input_embeddings().weight.shape[0]) if model is not None else \
-            embedding_rows(cfg.model, model_vocab_size(self.datasets, self.tokenizer_dir))
+        # where the weights start (train/init_from.py), checked before any work: "init_from" (the run's: the
+        # model is the folder's) and "stages[i].init_from" (a stage's, applied at its start)
+        self.starts = self._check_starts() if model is None else {}
+        run_start = self.starts.get("init_from")
+        if model is not None:
+            self.vocab_size = int(model.get_input_embeddings().weight.shape[0])
+        elif run_start is not None:
+            self.vocab_size = run_start.vocab_rows
+        else:
+            self.vocab_size = embedding_rows(cfg.model, model_vocab_size(self.datasets, self.tokenizer_dir))
+        self.family = run_start.family if run_start is not None else cfg.model.family
         if cfg.reserved_ids is not None and cfg.reserved_ids[1] > self.vocab_size:
             raise ConfigError("reserved_ids", f"{cfg.reserved_ids} exceeds vocab size {self.vocab_size}")
         # a given model's shape is not cfg.model's: no shape summary, FLOPs or MFU for it
-        self.model_desc = describe(cfg.model, self.vocab_size) if model is None else None
+        self.model_desc = None if model is not None else run_start.describe_model(self.vocab_size) \
+            if run_start is not None else describe(cfg.model, self.vocab_size)
+        self._check_stage_starts(run_start)
         if self.model_desc is not None:
             # arithmetic on the shape: a model beyond the device's memory is refused before anything is built
             check_fits(cfg, self.model_desc, self.device, self.world, self.parallel.sharded, self.micro)
@@ -155,7 +168,7 @@ class Trainer:
             check_fits(cfg, self.model_desc, self.device, self.world, self.parallel.sharded, self.micro,
                        self.local_batch, max(m.seq_len for m in self.plan.mixtures))
         self.doc_attention = resolve_doc_attention(cfg.doc_attention, self.device)
-        self.kernels = resolve_kernels(cfg.kernels, self.device, compile_mode(cfg.compile), cfg.model.family)
+        self.kernels = resolve_kernels(cfg.kernels, self.device, compile_mode(cfg.compile), self.family)
         self.loss_path = resolve_fused_loss(cfg.fused_loss, self.device,
                                             self.micro * max(m.seq_len for m in self.plan.mixtures), self.vocab_size)
 
@@ -181,6 +194,31 @@ class Trainer:
         self._t_last = time.perf_counter()
         self.last_val: dict[str, float] = {}
         self.fused_loss: FusedLoss | None = None  # set in run(), once the model is built and sharded
+
+    def _check_starts(self) -> dict[str, Start]:
+        """Every ``init_from`` of the run and its stages, checked (init_from.check_start) before any work."""
+        cfg = self.cfg
+        needed = model_vocab_size(self.datasets, self.tokenizer_dir)
+        wanted = [("init_from", cfg.init_from)] + [(f"stages[{i}].init_from", s.init_from)
+                                                  for i, s in enumerate(cfg.stages)]
+        starts = {where: check_start(init, where, self.tokenizer_dir, needed) for where, init in wanted if init}
+        if any(st.init.optimizer == "keep" for st in starts.values()) and self.parallel.sharded:
+            where = next(w for w, st in starts.items() if st.init.optimizer == "keep")
+            raise ConfigError(f"{where}.optimizer", "keep under parallel: fsdp is not supported (the saved AdamW "
+                              "state is not sharded); use optimizer: reset, or parallel: ddp")
+        return starts
+
+    def _check_stage_starts(self, run_start: Start | None) -> None:
+        """A stage's start must be the run's architecture (init_from.check_same_model)."""
+        from .families import get_family
+
+        if not any(w != "init_from" for w in self.starts):
+            return
+        shape = get_family(self.family).shape_from_hf(run_start.config) if run_start is not None else \
+            model_shape(self.cfg.model, self.vocab_size)
+        for where, st in self.starts.items():
+            if where != "init_from":
+                check_same_model(st, {"family": self.family, "shape": shape}, self.vocab_size)
 
     # -- what callbacks read ---------------------------------------------------
     @property
@@ -285,6 +323,8 @@ class Trainer:
             retain_freed_memory()
         if self._given_model is not None:
             self.model = self._given_model.to(self.device)
+        elif "init_from" in self.starts:  # the folder's model (a resume then loads its own checkpoint over it)
+            self.model = load_start_model(self.starts["init_from"]).to(self.device)
         else:
             self.model = build_model(cfg.model, self.vocab_size, seed=cfg.seed,
                                      special=model_special_ids(self.tokenizer_dir)).to(self.device)
@@ -402,6 +442,10 @@ class Trainer:
     def _start_stage(self, i: int) -> None:
         """Apply a stage's start rules (fresh stage only, not on a mid-stage resume)."""
         s = self.cfg.stages[i]
+        # the weights this stage starts from: the run's (loaded with the model) before stage 0, or its own
+        start = self.starts.get("init_from") if i == 0 else self.starts.get(f"stages[{i}].init_from")
+        if start is not None and i > 0:
+            assign_weights(self.model, start_weights(start), start.folder)
         if s.group is not None and s.group in self.groups:  # the group resumes where it paused
             g = self.groups.pop(s.group)
             self.parallel.load_optimizer_state(self.model, self.optimizer, g["optim"])
@@ -412,9 +456,30 @@ class Trainer:
                 self.optimizer = self._make_optimizer()
             self.sched_base = 0
             self.data_base = 0
+        if start is not None:
+            self._announce_start(start)
         if s.embeddings_at_start != "keep":
             set_input_embeddings(self.model, s.embeddings_at_start, seed=[self.cfg.seed, i, EMBEDDING_REINIT],
                                  init_std=self.cfg.model.init_std, reserved_ids=self.cfg.reserved_ids)
+
+    def _announce_start(self, start: Start) -> None:
+        """``optimizer: keep``: the source's AdamW moments replace the fresh ones (this run's own betas, eps
+        and weight decay kept); then the start is printed and logged (init_from.announce)."""
+        what = "weights"
+        if start.init.optimizer == "keep":
+            state, position = source_optimizer(start)
+            fresh = self._make_optimizer()
+            settings = [{k: v for k, v in g.items() if k != "params"} for g in fresh.param_groups]
+            try:
+                self.parallel.load_optimizer_state(self.model, fresh, state)
+            except (ValueError, KeyError) as e:
+                raise ConfigError(f"{start.where}.optimizer", f"keep: the AdamW state of {start.folder} does not fit "
+                                  f"this run's parameter groups ({e}); use optimizer: reset") from None
+            for g, kept in zip(fresh.param_groups, settings):
+                g.update(kept)
+            self.optimizer = fresh
+            what = f"weights and AdamW state (the source's schedule position: {position})"
+        announce(start, what, self.step, self.log)
 
     def _train_step(self, mix: Mixture, sched: ScheduleConfig, sched_total: int) -> None:
         self.lr = lr_at(self.sched_base + self.stage_step, sched_total, sched)
