@@ -326,3 +326,28 @@ def test_log_prob_margins_equal_a_hand_computation(bpe, tmp_path):
         assert not MinimalPairs.reported(f"{key}_micro") and not MinimalPairs.reported(f"{key}/term/agreement")
     assert [r["margin"] for r in res.items] == pytest.approx(margin["agr"] + margin["isl"], abs=1e-4)
     assert res.extra["paradigms"]["isl"]["margin"] == pytest.approx(np.mean(margin["isl"]), abs=1e-4)
+
+
+def test_identical_sentence_pairs_are_structural_ties_counted_apart(tmp_path):
+    """Issue #45 item 7: BLiMP has seven pairs whose good and bad sentences are the same string (passive_1 324 and
+    810; principle_A_case_2 105, 287, 372, 816, 967); under lm_eval they always count as correct. They are counted
+    apart (ties_structural, each item flagged identical) and not as the model's ties."""
+    rows = [pair("agr", 0, "the cat sleeps .", "the cat sleeps ."),  # identical: a tie for any model
+            pair("agr", 1, "the dog barks", "the dogs barks"),       # an exact tie of this model only
+            pair("agr", 2, "the cat sleeps .", "the cat sleeps")]
+    path = write_pairs(tmp_path / "same.jsonl", rows)
+    W, tok = np.zeros((len(WORDS), len(WORDS))), word_tokenizer()
+    res = MinimalPairs(EVALUATORS.build_config("minimal_pairs", {"path": str(path)})).evaluate(BigramLM(W), tok)
+    assert [r["identical"] for r in res.items] == [True, False, False]
+    assert res.metrics["ties_structural"] == 1 and res.metrics["ties"] == 1  # the model's own tie only
+    assert res.items[0]["correct"] == 1.0  # decided as lm-eval's argmax decides it
+    assert res.extra["paradigms"]["agr"]["ties_structural"] == 1 and res.extra["paradigms"]["agr"]["ties"] == 1
+    assert not MinimalPairs.reported("ties_structural")  # bookkeeping: recorded, never headlined
+
+
+def test_the_blimp_files_have_the_seven_identical_pairs(shared_data):
+    """The count the docs give (docs/evaluation.md), read from the shared BLiMP copy."""
+    pairs, _ = load_pairs(shared_data / "blimp")
+    same = sorted((p.uid, int(p.pair_id)) for p in pairs if p.good == p.bad)
+    assert same == [("passive_1", 324), ("passive_1", 810), ("principle_A_case_2", 105), ("principle_A_case_2", 287),
+                    ("principle_A_case_2", 372), ("principle_A_case_2", 816), ("principle_A_case_2", 967)]

@@ -101,3 +101,41 @@ class Fields3Margin(Fields3):
 
     order, results_key, metric = 21, "fields3_margin", "margin"
     title = "Minimal pairs by field, the L2T paper's three: log-prob margin, good − bad, nats (final checkpoint)"
+
+
+def structural_ties(report: Report | None) -> dict[str, int]:
+    """Per evaluator label, the minimal pairs whose two sentences are the same string (``<label>/ties_structural``,
+    the most any run scored: every run scores the same pairs); {} when there are none or the runs predate the
+    count."""
+    out: dict[str, int] = {}
+    for name in report.names if report is not None else []:
+        for s in report.seed_results(name).values():
+            for m, pts in s.curves.items():
+                if m.endswith("/ties_structural") and pts and pts[-1][1] > 0:
+                    label = m.rsplit("/", 1)[0]
+                    out[label] = max(out.get(label, 0), int(pts[-1][1]))
+    return out
+
+
+@SECTIONS.register("structural_ties")
+class StructuralTies(Section):
+    """Minimal pairs whose two sentences are identical: a tie for every model, said apart from the others."""
+
+    evaluator = "minimal_pairs"
+    order = 9
+    results_key = "structural_ties"
+
+    @classmethod
+    def applies(cls, ctx: SectionContext) -> bool:
+        return bool(structural_ties(ctx.report))
+
+    def write(self, ctx: SectionContext) -> tuple[dict, list[str]]:
+        ties = structural_ties(ctx.report)
+        lines = ["## Minimal pairs: structural ties", ""]
+        for label, n in ties.items():
+            setup = ctx.report.setups.get(label, "") if ctx.report is not None else ""
+            lines.append(f"- `{label}`: {n} pair{'s' if n != 1 else ''} with the same sentence as good and bad "
+                         f"(`{label}/ties_structural`; each flagged `identical` in the items): a tie for every model, "
+                         "decided as the preset decides a tie (`lm_eval`: correct, as lm-eval's argmax; `preschool`: "
+                         f"half) and left out of `{label}/ties`" + (f" ({setup})" if setup else "") + ".")
+        return ties, lines

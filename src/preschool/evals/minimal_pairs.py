@@ -35,7 +35,12 @@ spec style_and_peers.md part 2):
   ``tie_tolerance`` set explicitly override
   the preset; ``setup()`` names what was used, and reports print it.
 - **ties are counted**: ``|logp_good - logp_bad| <= tie_tolerance`` is a tie,
-  counted in ``ties`` whatever credit it gets.
+  counted in ``ties`` whatever credit it gets. A pair whose two sentences are the
+  same string ties for every model: it is a **structural tie**, counted apart in
+  ``ties_structural`` (and flagged ``identical`` in its item row), never in
+  ``ties``, and decided as the preset decides any tie (correct under ``lm_eval``,
+  as lm-eval's argmax; half under ``preschool``). Full BLiMP has 7 (passive_1 324
+  and 810; principle_A_case_2 105, 287, 372, 816 and 967).
 - **two decisions**: by summed log-prob (``acc*``, the BLiMP/lm-eval metric)
   and by token-mean log-prob (``acc_tokmean*``), which removes the length bias
   of sums when the two sentences tokenize to different lengths.
@@ -56,8 +61,8 @@ mean over pairs (they coincide on full BLiMP, 1000 pairs per paradigm);
 after Shah et al. 2024: binding and control/raising under syntax; by
 phenomenon, :data:`FIELDS3`) (group scores are macro means over their
 paradigms); the same family with the
-``acc_tokmean``, ``margin`` and ``margin_tokmean`` prefixes; ``ties``, ``ties_tokmean``, ``n_pairs``,
-``n_paradigms``. Per-pair rows go to ``items.jsonl``.
+``acc_tokmean``, ``margin`` and ``margin_tokmean`` prefixes; ``ties``, ``ties_tokmean`` (ties other than the
+structural ones), ``ties_structural``, ``n_pairs``, ``n_paradigms``. Per-pair rows go to ``items.jsonl``.
 
 Departure from Hu et al.: they divide by a fixed 67,000; we divide by the
 pairs actually scored, so a subset (``max_pairs_per_paradigm``) gives a true
@@ -449,6 +454,7 @@ def score_pairs(model, tokenizer, pairs: Sequence[MinimalPair], bos: BosMode = "
             "margin_tokmean": float(mg - mb),
             "tie": bool(abs(lp[g] - lp[b]) <= tie_tolerance),
             "tie_tokmean": bool(abs(mg - mb) <= tie_tolerance),
+            "identical": pr.good == pr.bad,  # a structural tie: the same string twice ties for every model
         })
     return rows
 
@@ -484,14 +490,16 @@ def summarize(rows: Sequence[dict]) -> tuple[dict[str, float], dict[str, Any]]:
         for u in sorted(per_uid):
             metrics[f"{prefix}/uid/{u}"] = per_uid[u]
     for key, tie_key, name in (("correct", "tie", "ties"), ("correct_tokmean", "tie_tokmean", "ties_tokmean")):
-        metrics[name] = float(sum(1 for r in rows if r.get(tie_key, r[key] == 0.5)))
+        metrics[name] = float(sum(1 for r in rows if r.get(tie_key, r[key] == 0.5) and not r.get("identical")))
+    metrics["ties_structural"] = float(sum(1 for r in rows if r.get("identical")))
     metrics["n_pairs"] = float(len(rows))
     metrics["n_paradigms"] = float(len(by_uid))
     for u, rs in sorted(by_uid.items()):
         table[u] = {
             "field": rs[0]["field"], "linguistics_term": rs[0]["linguistics_term"], "n": len(rs),
             **{prefix: metrics[f"{prefix}/uid/{u}"] for _, prefix in FAMILIES if f"{prefix}/uid/{u}" in metrics},
-            "ties": sum(1 for r in rs if r.get("tie", r["correct"] == 0.5)),
+            "ties": sum(1 for r in rs if r.get("tie", r["correct"] == 0.5) and not r.get("identical")),
+            "ties_structural": sum(1 for r in rs if r.get("identical")),
         }
     return metrics, table
 
@@ -500,8 +508,9 @@ def summarize(rows: Sequence[dict]) -> tuple[dict[str, float], dict[str, Any]]:
 class MinimalPairs(Evaluator):
     """BLiMP-style minimal-pair accuracy by fp32 summed (and token-mean) sentence log-prob."""
 
-    # presets and tie credit are config fields, so they are in the cache key; 2: log-prob margins beside accuracy
-    version: ClassVar[str] = "2"
+    # presets and tie credit are config fields, so they are in the cache key; 2: log-prob margins beside accuracy;
+    # 3: identical-sentence pairs counted apart (ties_structural), no longer in ties
+    version: ClassVar[str] = "3"
     headline_metrics: ClassVar[tuple[str, ...]] = ("acc", "acc_micro", "acc_tokmean", "margin", "margin_tokmean",
                                                    "ties", "n_pairs")
     higher_is_better: ClassVar[tuple[str, ...]] = ("acc", "acc_*", "acc/*", "margin", "margin_*", "margin/*")
