@@ -29,13 +29,15 @@ from .schema import PLUGINS_USED, ExperimentConfig, ExperimentFile
 
 def check_run(cfg: ExperimentConfig, rec: RunRecord, verify: str | None = None) -> None:
     """Refuse (ConfigError named where the YAML sets the value: train.lr, arms[i].stages[j]...; a dataset
-    by arm) a run already in ``rec.run_dir`` that was trained with another config or on other bytes
+    or a callback by arm) a run already in ``rec.run_dir`` that was trained with another config, other
+    callbacks (``arms[i].callbacks``: where a compartments arm starts among them) or on other bytes
     (``check_run_dir``); ``cfg``: the experiment the record is of (any of its rung views). ``verify``: how
     the data's bytes are compared when not as the run's own ``verify`` says (``launch``: "size", the
     manifests' recorded checksums, not every shard rehashed on a login node)."""
     tcfg = rec.train if verify is None else replace(rec.train, verify=verify)
     try:
-        check_run_dir(tcfg, rec.run_dir, dict(rec.datasets), layout.tokenizer_dir(layout.data_dir(cfg.out_dir)))
+        check_run_dir(tcfg, rec.run_dir, dict(rec.datasets), layout.tokenizer_dir(layout.data_dir(cfg.out_dir)),
+                      callbacks=dict(rec.callbacks))
     except ConfigError as e:
         arm = cfg.arms[rec.arm_index]
         where = (cfg.written_at(arm, rec.where, e.field[len("train."):]) if e.field.startswith("train.")
@@ -90,7 +92,8 @@ def train_arms(cfg: ExperimentConfig, progress: bool = True, only: tuple[str, in
             if layout.is_done(rec.run_dir):  # finished by another trainer since the check above
                 continue
             print(f"[preschool]{_at(rec)} arm {rec.arm} seed {rec.seed}: training -> {rec.run_dir}")
-            train(tcfg, rec.run_dir, dict(rec.datasets), layout.tokenizer_dir(data_dir), callbacks)
+            train(tcfg, rec.run_dir, dict(rec.datasets), layout.tokenizer_dir(data_dir), callbacks,
+                  dict(rec.callbacks))
 
 
 def check_fits(rec: RunRecord, data_dir: Path) -> None:

@@ -62,6 +62,7 @@ def load_run_config(path: str | Path, overrides: list[str] = ()) -> tuple:
            for o in overrides]
     data = apply_overrides(data, ovs)
     data.pop("data_sha256", None)  # recorded in a run's config.yaml (what it trained on), not an input
+    data.pop("callbacks", None)  # the same: an experiment arm's callbacks, which `train` does not build
     unknown = [k for k in data if k not in ("train", "datasets", "tokenizer")]
     if unknown:
         raise ConfigError(unknown[0], "unknown top-level key (expected train, datasets, tokenizer)")

@@ -59,10 +59,13 @@ def _with_defaults(tree: Any, cls: type) -> Any:
 
 
 def run_config_tree(cfg: TrainConfig, datasets: Mapping[str, str | Path], tokenizer_dir: str | Path | None,
-                    given: Mapping[str, str] | None = None) -> dict:
+                    given: Mapping[str, str] | None = None, callbacks: Mapping[str, dict] | None = None) -> dict:
     """What a run directory's ``config.yaml`` records: the config, dataset paths, and the content
     hashes of the datasets the stages train on. ``given``: data that is no dataset folder (a plan's own,
-    see trainer.py), name -> the fingerprint its plan computed; recorded as a dataset of that name."""
+    see trainer.py), name -> the fingerprint its plan computed; recorded as a dataset of that name.
+    ``callbacks``: the registered callbacks the run trains with, name -> config as the YAML gives it (an
+    experiment arm's ``callbacks``, which say where a compartments arm starts: ``init_from``); None, for a
+    caller that does not describe its callbacks, records none."""
     given = dict(given or {})
     tree = {"train": C.to_dict(cfg),
             "datasets": {**{k: str(v) for k, v in datasets.items()}, **{k: "(given by the plan)" for k in given}},
@@ -72,6 +75,8 @@ def run_config_tree(cfg: TrainConfig, datasets: Mapping[str, str | Path], tokeni
     starts = start_sha256(cfg)
     if starts:  # only runs that start from weights: the config.yaml of every other run is as before
         tree["start_sha256"] = starts
+    if callbacks is not None:
+        tree["callbacks"] = {name: C.to_dict(params or {}) for name, params in callbacks.items()}
     return tree
 
 
@@ -90,8 +95,25 @@ def start_sha256(cfg: TrainConfig) -> dict[str, str | None]:
     return out
 
 
+def _callback_tree(specs: Any) -> Any:
+    """Callback specs (name -> params) with every config at its defaults filled in, so a recorded spec and
+    today's compare as the configs they build; one that no longer builds is compared as written."""
+    from .callbacks.registry import CALLBACKS
+
+    if not isinstance(specs, dict):
+        return specs
+    out = {}
+    for name, params in specs.items():
+        try:
+            out[name] = C.to_dict(CALLBACKS.build_config(name, params or {}))
+        except (ConfigError, TypeError):
+            out[name] = params
+    return out
+
+
 def check_run_dir(cfg: TrainConfig, out_dir: str | Path, datasets: Mapping[str, str | Path],
-                  tokenizer_dir: str | Path | None = None, given: Mapping[str, str] | None = None) -> None:
+                  tokenizer_dir: str | Path | None = None, given: Mapping[str, str] | None = None,
+                  callbacks: Mapping[str, dict] | None = None) -> None:
     """Raise ConfigError if ``out_dir`` holds a run (finished or not) made with another config or data.
 
     Fields that do not change the trained weights (``_RESUME_FREE``) may differ, and
@@ -100,6 +122,9 @@ def check_run_dir(cfg: TrainConfig, out_dir: str | Path, datasets: Mapping[str, 
     trained-on datasets' bytes are compared by ``content_sha256``; runs written
     before that fingerprint existed are checked on config and dataset names only. ``given``: as for
     :func:`run_config_tree` (the fingerprints of a plan's own data, compared like a dataset's).
+    ``callbacks`` (name -> params) are compared with those the run recorded, configs at their defaults: a
+    changed, added or removed callback changes the run as a TrainConfig field does (runs recorded before
+    callbacks were, and a caller giving None, are not compared on them).
     """
     path = run_config_path(out_dir)
     if not path.is_file():
@@ -117,6 +142,8 @@ def check_run_dir(cfg: TrainConfig, out_dir: str | Path, datasets: Mapping[str, 
     a = {k: v for k, v in old_train.items() if k not in _RESUME_FREE}
     b = {k: v for k, v in now["train"].items() if k not in _RESUME_FREE}
     d = _diff(a, b, "train")
+    if not d and callbacks is not None and "callbacks" in old:
+        d = _diff(_callback_tree(old["callbacks"]), _callback_tree(C.to_dict(dict(callbacks))), "callbacks")
     missing = [k for k in _trained_on(cfg) if k not in (old.get("datasets") or {})]
     if not d and missing:
         d = f"datasets.{missing[0]} (the run has no dataset of that name)"

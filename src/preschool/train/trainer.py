@@ -122,8 +122,10 @@ class Trainer:
 
     def __init__(self, cfg: TrainConfig, out_dir: str | Path, datasets: Mapping[str, str | Path],
                  tokenizer_dir: str | Path | None = None, callbacks: Sequence[Callback] = (), *,
-                 model: torch.nn.Module | None = None, plan: StagePlan | None = None):
+                 model: torch.nn.Module | None = None, plan: StagePlan | None = None,
+                 callback_configs: Mapping[str, dict] | None = None):
         self.cfg = cfg = resolve_reserved_ids(cfg, datasets)
+        self.callback_configs = callback_configs  # what config.yaml records of ``callbacks`` (run_config_tree)
         self.out_dir = Path(out_dir)
         self.datasets = {k: Path(v) for k, v in datasets.items()}
         self.tokenizer_dir = Path(tokenizer_dir) if tokenizer_dir else None
@@ -314,7 +316,8 @@ class Trainer:
             if not run_config_path(self.out_dir).is_file():
                 import yaml
 
-                tree = run_config_tree(cfg, self.datasets, self.tokenizer_dir, self.plan.data_sha256)
+                tree = run_config_tree(cfg, self.datasets, self.tokenizer_dir, self.plan.data_sha256,
+                                       self.callback_configs)
                 write_text(run_config_path(self.out_dir), yaml.safe_dump(tree, sort_keys=False))
             checkpoint.remove_interrupted_writes(self.out_dir)  # a rerun cleans up after a killed one
         self.barrier()
@@ -372,7 +375,8 @@ class Trainer:
         cfg = self.cfg
         done = done_path(self.out_dir)
         # checked for finished runs too: a changed config or rebuilt data must not reuse old results
-        check_run_dir(cfg, self.out_dir, self.datasets, self.tokenizer_dir, self.plan.data_sha256)
+        check_run_dir(cfg, self.out_dir, self.datasets, self.tokenizer_dir, self.plan.data_sha256,
+                      self.callback_configs)
         if done.is_file():
             return read_json(done)
         self._setup()
@@ -634,7 +638,8 @@ def restore_cuda_rng(saved: torch.Tensor | list[torch.Tensor] | None, device: to
 
 
 def train(cfg: TrainConfig | dict, out_dir: str | Path, datasets: Mapping[str, str | Path],
-          tokenizer_dir: str | Path | None = None, callbacks: Sequence[Callback] = ()) -> dict[str, Any]:
+          tokenizer_dir: str | Path | None = None, callbacks: Sequence[Callback] = (),
+          callback_configs: Mapping[str, dict] | None = None) -> dict[str, Any]:
     """Train (or resume, or return at once if DONE) the run in ``out_dir``; returns a summary dict.
 
     ``datasets`` maps dataset name -> folder with ``train/`` (and ``val/``)
@@ -650,4 +655,4 @@ def train(cfg: TrainConfig | dict, out_dir: str | Path, datasets: Mapping[str, s
     from .distributed import process_group
 
     with process_group(cfg.device, one_rank=cfg.parallel == "fsdp"):
-        return Trainer(cfg, out_dir, datasets, tokenizer_dir, callbacks).run()
+        return Trainer(cfg, out_dir, datasets, tokenizer_dir, callbacks, callback_configs=callback_configs).run()
