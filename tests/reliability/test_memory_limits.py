@@ -261,3 +261,24 @@ def test_a_token_budget_past_2_to_the_53_is_one_line(capsys, one_line_error, set
     assert main(["plan", str(ladder), *(x for s in setting for x in ("--set", s))]) == 2
     err = one_line_error(field, "2^53")
     assert len(err) < 400  # no 300-digit count
+
+
+def test_the_check_before_training_counts_the_fsdp_ranks_torchrun_will_start(tmp_path, micro_cfg, datasets,
+                                                                              monkeypatch):
+    """The runner checks each run before train() makes the process group: an FSDP run's share per rank comes
+    from torchrun's WORLD_SIZE, so a model that fits sharded over four ranks is not refused as if whole."""
+    from preschool import device
+    from preschool.errors import ConfigError
+    from preschool.train.model import describe
+    from preschool.train.trainer import check_run_fits
+
+    cfg = from_dict_train(micro_cfg(parallel="fsdp", batch_size=4, micro_batch_size=1,
+                                    model={"preset": "micro", "overrides": {"hidden_size": 512,
+                                                                            "intermediate_size": 1024}}))
+    params = describe(cfg.model, 64)["params_total"]
+    monkeypatch.setattr(device, "available_memory", lambda: 8 * params + (2 << 20))  # half the model's 16 bytes
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "1")  # one rank per node
+    with pytest.raises(ConfigError, match="model"):
+        check_run_fits(cfg, datasets)
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    check_run_fits(cfg, datasets)  # a quarter per rank fits

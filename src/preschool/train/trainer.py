@@ -43,6 +43,7 @@ the same checkpoints, resume and callbacks as any run.
 from __future__ import annotations
 
 import math
+import os
 import time
 from pathlib import Path
 from types import MappingProxyType
@@ -104,8 +105,8 @@ def check_run_fits(cfg: TrainConfig, datasets: Mapping[str, str | Path], tokeniz
     process (its device, its ranks): the experiment runner makes them for every run it is about to train
     before the first trains, so a ladder's rung that cannot fit is refused before the others spend hours."""
     datasets = {k: Path(v) for k, v in datasets.items()}
-    dist = _dist()
-    world = dist.get_world_size() if dist else 1
+    dist = _dist()  # the runner checks before train() makes the process group: torchrun's WORLD_SIZE says it
+    world = dist.get_world_size() if dist else max(1, int(os.environ.get("WORLD_SIZE") or 1))
     device = resolve_device(cfg.device)
     vocab = embedding_rows(cfg.model, model_vocab_size(datasets, Path(tokenizer_dir) if tokenizer_dir else None))
     desc = describe(cfg.model, vocab)
