@@ -23,7 +23,8 @@ so the trainer state must also have the shape the trainer writes and its
 folder's step (:func:`check_state`); one that does not is passed over too.
 
 Only the newest ``keep_optimizer_state`` checkpoints keep their training state
-(``trainer_state.pt`` and ``sharded/``); older ones stay loadable HF folders.
+(``trainer_state.pt`` and ``sharded/``); older ones stay loadable HF folders, but for the branch points
+a run is told to keep (``Trainer(keep_state_at=...)``: other runs continue from them, train/branch.py).
 A checkpoint write cut short leaves its hidden temp folder (``.step-XXXXXXXX.*.tmp``,
 holding ``io.atomic_dir``'s record of its writer); the next run in the same folder
 deletes those whose writer is gone (:func:`remove_interrupted_writes`), and nothing else.
@@ -117,6 +118,8 @@ def save_checkpoint(trainer: CheckpointedTrainer) -> Path:
     if trainer.is_main and keep != "all":
         # counted back from this one (a newer, damaged checkpoint skipped on resume is replaced later)
         for old in resumable_checkpoints(trainer.out_dir, upto=trainer.step)[1 if keep == "last" else keep:]:
+            if step_of(old) in trainer.keep_state_at:  # a branch point: other runs continue from it (train/branch.py)
+                continue
             # files first: cut short in between, the folder is no resume candidate (no trainer state) rather
             # than one whose checksums leave its state unlisted
             (old / STATE_FILE).unlink()

@@ -76,6 +76,7 @@ class CheckpointedTrainer(TrainerView, Protocol):
 
     optimizer: torch.optim.Optimizer
     groups: dict[str, dict[str, Any]]
+    keep_state_at: frozenset[int]  # steps whose checkpoints keep their training state (branch points)
 
     def state_dict(self) -> dict[str, Any]: ...
 

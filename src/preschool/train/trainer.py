@@ -124,7 +124,7 @@ class Trainer:
     def __init__(self, cfg: TrainConfig, out_dir: str | Path, datasets: Mapping[str, str | Path],
                  tokenizer_dir: str | Path | None = None, callbacks: Sequence[Callback] = (), *,
                  model: torch.nn.Module | None = None, plan: StagePlan | None = None,
-                 callback_configs: Mapping[str, dict] | None = None):
+                 callback_configs: Mapping[str, dict] | None = None, keep_state_at: Sequence[int] = ()):
         self.cfg = cfg = resolve_reserved_ids(cfg, datasets)
         self.callback_configs = callback_configs  # what config.yaml records of ``callbacks`` (run_config_tree)
         self.out_dir = Path(out_dir)
@@ -144,6 +144,8 @@ class Trainer:
         if self.local_batch % self.micro:
             raise ConfigError("micro_batch_size",
                               f"{self.micro} does not divide the per-rank batch {self.local_batch}")
+        # checkpoints whose training state is never pruned: the branch points other runs continue from
+        self.keep_state_at = frozenset(int(x) for x in keep_state_at)
         self._given_model = model  # trained in place instead of a model built from cfg.model
         # where the weights start (train/init_from.py), checked before any work: "init_from" (the run's: the
         # model is the folder's) and "stages[i].init_from" (a stage's, applied at its start)
@@ -640,14 +642,15 @@ def restore_cuda_rng(saved: torch.Tensor | list[torch.Tensor] | None, device: to
 
 def train(cfg: TrainConfig | dict, out_dir: str | Path, datasets: Mapping[str, str | Path],
           tokenizer_dir: str | Path | None = None, callbacks: Sequence[Callback] = (),
-          callback_configs: Mapping[str, dict] | None = None) -> dict[str, Any]:
+          callback_configs: Mapping[str, dict] | None = None, keep_state_at: Sequence[int] = ()) -> dict[str, Any]:
     """Train (or resume, or return at once if DONE) the run in ``out_dir``; returns a summary dict.
 
     ``datasets`` maps dataset name -> folder with ``train/`` (and ``val/``)
     shard sets; ``tokenizer_dir`` (tokenizer.json + HF files) fixes the vocab
     size and is copied into every checkpoint. Under ``torchrun`` (or for
     ``parallel: fsdp``) the process group is created here if needed (gloo on
-    CPU, NCCL on CUDA; :func:`.distributed.process_group`).
+    CPU, NCCL on CUDA; :func:`.distributed.process_group`). ``keep_state_at``: steps whose checkpoints keep
+    their training state whatever ``keep_optimizer_state`` says (branch points, :mod:`.branch`).
     """
     if isinstance(cfg, dict):
         cfg = C.from_dict(TrainConfig, cfg)
@@ -656,4 +659,5 @@ def train(cfg: TrainConfig | dict, out_dir: str | Path, datasets: Mapping[str, s
     from .distributed import process_group
 
     with process_group(cfg.device, one_rank=cfg.parallel == "fsdp"):
-        return Trainer(cfg, out_dir, datasets, tokenizer_dir, callbacks, callback_configs=callback_configs).run()
+        return Trainer(cfg, out_dir, datasets, tokenizer_dir, callbacks, callback_configs=callback_configs,
+                       keep_state_at=keep_state_at).run()
