@@ -376,7 +376,7 @@ def test_every_registry_finds_its_parts_and_the_plugins_without_importing_torch(
     # the core's evaluator sections and the plug-in's (found by module name)
     assert sections == ("after_stages arms audit_gap axes difference doses efficiency fields3 fields3_margin "
                         "final_stage ladder nonfinite overview phenomena phenomena_margin plateau results similarity slowdown "
-                        "verbatim_positions")  # the standard tables are sections too (analysis/standard_tables.py)
+                        "structural_ties verbatim_positions")  # the standard tables are sections too (analysis/standard_tables.py)
     assert callbacks == "compartment_model infonce"
     assert {"shuffle_dyck", "nca", "stack"} <= set(generators.split()) and len(tasks.split()) >= 14
     assert {"minimal_pairs", "heldout", "lm_eval"} <= set(evaluators.split())

@@ -120,7 +120,7 @@ class EfficiencySpec:
 @dataclass
 class ReportSpec:
     baseline: str | None = None  # arm the others are compared with (default: the first arm)
-    window: float = 0.5  # stable gain over the last `window` fraction of each metric's axis
+    window: float = 0.5  # differences from the baseline over the last `window` fraction of each metric's axis
     # x axis per metric prefix ("val/depo", "depo", "minimal_pairs/acc"): "pt" (language tokens) or a
     # dataset name (that source's tokens); unlisted metrics follow analysis/compute.py metric_axes
     axes: dict[str, str] = field(default_factory=dict)
