@@ -58,7 +58,7 @@ from ..data.mixture import IGNORE_INDEX, Mixture
 from ..errors import ConfigError, TrainingError
 from ..io import read_json, write_json, write_text
 from ..device import check_model_memory, check_step_memory, resolve_device, use_device
-from ..layout import checkpoint_dir, done_path, run_config_path
+from ..layout import MANIFEST, checkpoint_dir, done_path, run_config_path
 from . import checkpoint
 from .attention import doc_attention_kwargs, enable_doc_attention, resolve_doc_attention
 from .callbacks import Callback, with_builtins
@@ -114,8 +114,12 @@ def check_run_fits(cfg: TrainConfig, datasets: Mapping[str, str | Path], tokeniz
     micro = min(cfg.micro_batch_size or local, local)
     sharded = cfg.parallel == "fsdp" and world > 1
     check_fits(cfg, desc, device, world, sharded, micro)
-    plan = StagePlan(resolve_reserved_ids(cfg, datasets), datasets, vocab)
-    check_fits(cfg, desc, device, world, sharded, micro, local, max(m.seq_len for m in plan.mixtures))
+    # the rows' length from the manifests alone: opening the shard sets (a StagePlan) would hash them here
+    manifests = [datasets[n] / "train" / MANIFEST for st in cfg.stages for n in st.datasets if n in datasets]
+    rows = [read_json(m, expect=dict).get("row_len") for m in manifests if m.is_file()]
+    lengths = [r - 1 for r in rows if isinstance(r, int) and r > 1]
+    if lengths:
+        check_fits(cfg, desc, device, world, sharded, micro, local, max(lengths))
 
 
 class Trainer:
