@@ -55,8 +55,11 @@ from ..data.mixture import IGNORE_INDEX
 
 FusedLoss = Literal["auto", "off", "chunked", "liger"]
 
-# logits elements per chunk: 2**24 fp32 = 64 MiB (and as much again for the softmax gradient)
+# logits elements per chunk: 2**24 fp32 = 64 MiB (and as much again for the softmax gradient) on an
+# accelerator; on a CPU 2**19 (2 MiB): the chunk's logits, log-probabilities and gradient then stay in
+# the cores' L2 caches between the passes over them instead of going out to memory and back
 CHUNK_ELEMENTS = 1 << 24
+CPU_CHUNK_ELEMENTS = 1 << 19
 # ``auto`` on a CPU picks the chunked path once one micro-batch's logits would reach this many
 # elements (2**26 fp32 = 256 MiB). Below it the plain path is as fast and simpler; the
 # CPU presets (tiny-1m at 16 x 256 x 2048 = 2**23) stay on it.
@@ -69,9 +72,11 @@ AUTO_GPU_LOGITS_SHARE = 0.25
 PLAIN_LOGITS_BYTES = 10
 
 
-def chunk_size_for(vocab: int) -> int:
-    """Positions per chunk so that one chunk's logits hold about ``CHUNK_ELEMENTS`` numbers."""
-    return max(1, CHUNK_ELEMENTS // max(vocab, 1))
+def chunk_size_for(vocab: int, device: torch.device | str = "cuda") -> int:
+    """Positions per chunk so that one chunk's logits hold about ``CHUNK_ELEMENTS`` numbers
+    (``CPU_CHUNK_ELEMENTS`` on a CPU)."""
+    elements = CPU_CHUNK_ELEMENTS if torch.device(device).type == "cpu" else CHUNK_ELEMENTS
+    return max(1, elements // max(vocab, 1))
 
 
 class ChunkedLinearCrossEntropy(torch.autograd.Function):
@@ -89,30 +94,30 @@ class ChunkedLinearCrossEntropy(torch.autograd.Function):
         grad_h = torch.empty_like(hidden) if hidden.requires_grad else None
         grad_w = torch.zeros(weight.shape, dtype=torch.float32, device=weight.device) if weight.requires_grad else None
         total = torch.zeros((), dtype=torch.float32, device=hidden.device)
+        keep_all = labels != IGNORE_INDEX
+        target_all = torch.where(keep_all, labels, torch.zeros_like(labels))
         for lo in range(0, n, chunk):
             h = hidden[lo:lo + chunk].to(compute_dtype)
-            y = labels[lo:lo + chunk]
-            keep = y != IGNORE_INDEX
-            target = torch.where(keep, y, torch.zeros_like(y))
-            logits = (h @ w.T).float()
-            lse = torch.logsumexp(logits, dim=-1)
-            picked = logits.gather(1, target[:, None]).squeeze(1)
-            total += ((lse - picked) * keep).sum()
+            target = target_all[lo:lo + chunk, None]
+            keep = keep_all[lo:lo + chunk, None]
+            # fp32 log-probabilities in one pass over the chunk's logits (the cast fused into it)
+            logp = torch.log_softmax(h @ w.T, dim=-1, dtype=torch.float32)
+            total -= (logp.gather(1, target) * keep).sum()
             if grad_h is None and grad_w is None:
                 continue
-            # d(sum CE)/d logits = softmax - onehot(target), zero on ignored rows
-            g = logits.sub_(lse[:, None]).exp_()
-            g.scatter_add_(1, target[:, None], torch.full_like(picked[:, None], -1.0))
-            g.mul_(keep[:, None])
+            # d(sum CE)/d logits = softmax - onehot(target); an ignored row's is zeroed through the
+            # (positions x hidden) operands below, never by another pass over the (positions x vocab) one
+            g = logp.exp_()
+            g.scatter_add_(1, target, torch.full_like(target, -1.0, dtype=g.dtype))
             g = g.to(compute_dtype)
             if grad_h is not None:
-                grad_h[lo:lo + chunk] = (g @ w).to(hidden.dtype)
+                grad_h[lo:lo + chunk] = ((g @ w) * keep).to(hidden.dtype)
             if grad_w is None:
                 pass
             elif compute_dtype == torch.float32:
-                grad_w.addmm_(g.T, h)
+                grad_w.addmm_(g.T, h * keep)
             else:  # low-precision matmul, fp32 accumulation across chunks
-                grad_w += (g.T @ h).float()
+                grad_w += (g.T @ (h * keep)).float()
         ctx.save_for_backward(*(t for t in (grad_h, grad_w) if t is not None))
         ctx.has = (grad_h is not None, grad_w is not None)
         ctx.weight_dtype = weight.dtype
@@ -131,14 +136,14 @@ def chunked_linear_cross_entropy(hidden: torch.Tensor, weight: torch.Tensor, lab
     """Summed CE of ``hidden @ weight.T`` against ``labels`` (any leading shape), never holding all logits.
 
     Honours an active autocast (matmuls in its dtype). ``chunk`` defaults to
-    :func:`chunk_size_for` the vocabulary.
+    :func:`chunk_size_for` the vocabulary and device.
     """
     dev = hidden.device.type
     dtype = torch.get_autocast_dtype(dev) if torch.is_autocast_enabled(dev) else weight.dtype
     h = hidden.reshape(-1, hidden.shape[-1])
     with torch.autocast(dev, enabled=False):
-        return ChunkedLinearCrossEntropy.apply(h, weight, labels.reshape(-1), chunk or chunk_size_for(weight.shape[0]),
-                                               dtype)
+        return ChunkedLinearCrossEntropy.apply(h, weight, labels.reshape(-1),
+                                               chunk or chunk_size_for(weight.shape[0], hidden.device), dtype)
 
 
 @functools.lru_cache(maxsize=1)
