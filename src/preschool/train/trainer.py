@@ -69,6 +69,7 @@ from .loss import FusedLoss, resolve_fused_loss
 from .init_from import (Start, announce, assign_weights, check_same_model, check_start, load_start_model,
                         source_optimizer, start_weights)
 from .model import build_model, describe, embedding_rows, model_shape, set_input_embeddings
+from .memory import memory
 from .optim import adamw
 from .parallel import _dist, make_parallel
 from .precision import param_dtype
@@ -91,7 +92,6 @@ def check_fits(cfg: TrainConfig, desc: dict, device: torch.device, world: int, s
                            f"hidden {desc['hidden_size']:,}, FFN {desc['ffn']:,}, {desc['layers']} layers, "
                            f"vocabulary {desc['vocab_size']:,}")
         return
-    from ..plan import memory  # the planner's estimate (imported here: plan reads experiments)
 
     act = memory(desc, micro, seq_len, world, cfg.parallel, cfg.activation_checkpointing, device.type,
                  local_batch=local_batch).activations
