@@ -31,8 +31,8 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-ROOT = ("preschool.experiment", "run_experiment", "cfg")
-CONFIG_CLASSES = ("ExperimentConfig", "ExperimentFile")  # the types the config is held in
+ROOT = ("preschool.experiment", "run_experiment", "exp")
+CONFIG_CLASSES = ("ExperimentConfig", "Experiment")  # the types the config is held in
 VIEW_METHODS = ("at_rung", "rung_views", "ladder_views", "report_view")
 
 

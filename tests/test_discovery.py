@@ -216,7 +216,7 @@ def test_a_new_report_section_for_an_evaluator_appears_once_it_has_results(drop,
 
     name = drop(registry_of("Report section for an evaluator"), *recipes()["Report section for an evaluator"])
     cfg = load_experiment(SRC.parents[1] / "examples" / "quickstart.yaml", [f"out={tmp_path}", "evals=[]"])
-    runs = {arm.name: run_dir(tmp_path, arm.name, 0) for arm in cfg.arms}
+    runs = {arm.name: run_dir(tmp_path, arm.name, 0) for arm in cfg.cfg.arms}
     for run in runs.values():
         metrics_path(run).parent.mkdir(parents=True)
         metrics_path(run).write_text(json.dumps({"event": "val", "step": 2, "tokens": 64, "pt_tokens": 64,

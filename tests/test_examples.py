@@ -22,7 +22,7 @@ def test_example_validates(path, monkeypatch):
     monkeypatch.chdir(REPO)
     from preschool.experiment import load_experiment
 
-    cfg = load_experiment(path)
+    cfg = load_experiment(path).cfg
     assert cfg.name == path.stem
 
 
@@ -36,7 +36,7 @@ def test_stored_result_configs_validate(path):
     an old spelling that is still read, with a FutureWarning, fails here)."""
     from preschool.experiment import load_experiment
 
-    cfg = load_experiment(path)
+    cfg = load_experiment(path).cfg
     assert cfg.arms and cfg.report.sections
 
 

@@ -120,9 +120,11 @@ def test_an_arm_overlaying_a_bad_value_onto_a_shared_nested_config_is_named(tmp_
 
 
 def test_arms_overlay_the_shared_train_and_model_settings(tmp_path):
-    cfg = _cfg(tmp_path / "x", ["model.overrides.rope_theta=5000", "arms.1.model.overrides.hidden_size=48",
-                                "arms.1.train.lr=1e-3", "train.wandb.project=p", "arms.2.train.wandb.mode=disabled"])
-    base, ppt, other = (cfg.train_config(a, 7) for a in cfg.arms)
+    exp = _cfg(tmp_path / "x", ["model.overrides.rope_theta=5000", "arms.1.model.overrides.hidden_size=48",
+                                "arms.1.train.lr=1e-3", "train.wandb.project=p", "arms.2.train.wandb.mode=disabled",
+                                "seeds=[7]"])
+    cfg = exp.cfg
+    base, ppt, other = (r.train for r in exp.runs)
     assert base.seed == ppt.seed == 7 and base.lr == 2e-3 and ppt.lr == 1e-3
     assert base.stages == cfg.arms[0].stages and ppt.stages[0].name == cfg.arms[1].stages[0].name
     # mappings and nested configs merge key by key: the arm's override adds to the shared one
@@ -136,9 +138,9 @@ def test_arms_overlay_the_shared_train_and_model_settings(tmp_path):
 def test_null_in_an_arm_overlay_replaces_the_shared_value(tmp_path):
     """`null` is a value like any other: `wandb: null` turns W&B off for that arm, `val: null` gives back
     the default (every stage dataset with a val/ split), and neither changes the other arms."""
-    cfg = _cfg(tmp_path / "x", ["train.wandb.project=p", "train.val=[pt]", "arms.1.train.wandb=null",
+    exp = _cfg(tmp_path / "x", ["train.wandb.project=p", "train.val=[pt]", "arms.1.train.wandb=null",
                                 "arms.2.train.val=null"])
-    base, ppt, other = (cfg.train_config(a, 0) for a in cfg.arms)
+    base, ppt, other = (r.train for r in exp.runs)
     assert base.wandb.project == other.wandb.project == "p" and ppt.wandb is None
     assert base.val == ppt.val == ["pt"] and other.val is None
 
@@ -345,7 +347,7 @@ def test_train_mapping_reads_the_same_in_preschool_train_and_an_experiment(tmp_p
                                             "train": train, "arms": [{"name": "a", "stages": stages}]}))
         got = []
         for read in (lambda: load_run_config(run_yaml)[0],
-                     lambda: (c := load_experiment(exp_yaml)).train_config(c.arms[0], 0)):
+                     lambda: load_experiment(exp_yaml).records[0].train):
             try:
                 got.append(read())
             except ConfigError as e:

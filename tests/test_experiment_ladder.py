@@ -7,24 +7,24 @@ import pytest
 import yaml
 
 from preschool.errors import ConfigError
-from preschool.experiment import all_runs, load_experiment, load_experiment_file, run_arm, run_experiment
+from preschool.experiment import load_experiment, run_arm, run_experiment
 
 ROOT = Path(__file__).resolve().parents[1]
 LADDER_DYCK = ROOT / "examples" / "ladder_dyck.yaml"
 MICRO = ROOT / "tests" / "ladder_micro.yaml"
 
 
-def _budgets(cfg) -> dict:
+def _budgets(exp) -> dict:
     """(rung, arm) -> {stage: tokens} of the resolved TrainConfigs."""
-    return {(view.rung, arm.name): {st.name: st.tokens for st in view.train_config(arm, seed).stages}
-            for view, arm, seed, _ in all_runs(cfg) if seed == cfg.seeds[0]}
+    return {(r.rung, r.arm): {st.name: st.tokens for st in r.train.stages}
+            for r in exp.runs if r.seed == exp.seeds[0]}
 
 
 def test_a_per_param_ladder_resolves_to_rung_arm_seed_runs_and_budgets(tmp_path):
     cfg = load_experiment(LADDER_DYCK, [f"out={tmp_path}"])
-    runs = all_runs(cfg)
+    runs = cfg.runs
     assert len(runs) == 4 * 2 * 3
-    assert {d.relative_to(tmp_path).as_posix() for _, _, _, d in runs} == {
+    assert {r.run_dir.relative_to(tmp_path).as_posix() for r in runs} == {
         f"rungs/{r}/arms/{a}/seed{s}" for r in ("r0", "r1", "r2", "r3") for a in ("pt_only", "ppt_dyck")
         for s in (0, 1, 2)}
     b = _budgets(cfg)
@@ -34,8 +34,8 @@ def test_a_per_param_ladder_resolves_to_rung_arm_seed_runs_and_budgets(tmp_path)
     assert b[("r3", "pt_only")] == {"pt": 11_829_760}
     assert b[("r3", "ppt_dyck")] == {"ppt": 591_488, "pt": 11_829_760}
     view = cfg.at_rung("r2")
-    assert view.train_config(view.arms[0], 1).model.preset == "cpu-3x96"
-    assert view.train_config(view.arms[0], 1).seed == 1
+    assert view.record(("r2", "pt_only", 1)).train.model.preset == "cpu-3x96"
+    assert view.record(("r2", "pt_only", 1)).train.seed == 1
 
 
 @pytest.mark.parametrize("rule, sets, expect", [
@@ -110,12 +110,12 @@ def test_adding_a_rung_later_trains_only_its_runs(tmp_path, capsys):
 
 
 def test_one_run_of_a_ladder_needs_its_rung(tmp_path):
-    exp = load_experiment_file(MICRO, [f"out={tmp_path}"])
+    exp = load_experiment(MICRO, [f"out={tmp_path}"])
     assert exp.rungs == ["r0", "r1", "r2"]
     with pytest.raises(ConfigError, match="name the rung") as e:
         run_arm(exp, "ppt", 0)
     assert e.value.field == "--rung"
-    one = load_experiment_file(MICRO, [f"out={tmp_path}", "rung=r1"])
+    one = load_experiment(MICRO, [f"out={tmp_path}", "rung=r1"])
     assert one.rungs == ["r1"] and one.cfg.runs_root == tmp_path / "rungs" / "r1"
     # one rung's command and the whole ladder's take the same output lock (the second waits, not fails)
     from preschool.lock import config_key

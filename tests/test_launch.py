@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from preschool.cli import main
-from preschool.experiment import load_experiment_file
+from preschool.experiment import load_experiment
 from preschool.errors import ConfigError, DataError
 from preschool.launch import slurm_jobs, SlurmOptions
 
@@ -97,7 +97,7 @@ def test_launch_submits_the_job_graph_with_fake_sbatch(tmp_path, monkeypatch, ca
 
 
 def test_compartments_init_from_arm_waits_for_its_source(tmp_path):
-    exp = load_experiment_file(ROOT / "examples/compartments_infonce.yaml", [f"out={tmp_path}"])
+    exp = load_experiment(ROOT / "examples/compartments_infonce.yaml", [f"out={tmp_path}"])
     jobs = {j.name: j for j in slurm_jobs(exp, SlurmOptions(gpus_per_node=1))}
     assert exp.depends  # the example expands a trained c=1 arm
     for arm, src in exp.depends.items():
@@ -205,7 +205,7 @@ def test_cpu_cluster_jobs_ask_no_gpu_and_every_resource_flag(tmp_path, monkeypat
 
 
 def test_gpu_jobs_size_prepare_and_report_for_what_they_do(tmp_path):
-    exp = load_experiment_file(ROOT / "examples/quickstart.yaml", [f"out={tmp_path}"])
+    exp = load_experiment(ROOT / "examples/quickstart.yaml", [f"out={tmp_path}"])
     jobs = {j.name: j.script for j in slurm_jobs(exp, SlurmOptions(nodes=2, gpus_per_node=4))}
     assert "#SBATCH --gpus-per-node=4" in jobs["pt_only-seed0"] and "#SBATCH --nodes=2" in jobs["pt_only-seed0"]
     assert "--gpus-per-node" not in jobs["prepare"]  # data building needs no GPU
@@ -218,7 +218,7 @@ def test_gpu_jobs_size_prepare_and_report_for_what_they_do(tmp_path):
 
 
 def test_every_job_sets_cpus_per_task_and_srun_passes_them_on(tmp_path):
-    exp = load_experiment_file(ROOT / "examples/quickstart.yaml", [f"out={tmp_path}"])
+    exp = load_experiment(ROOT / "examples/quickstart.yaml", [f"out={tmp_path}"])
     jobs = {j.name: j.script for j in slurm_jobs(exp, SlurmOptions(gpus_per_node=2))}
     assert "#SBATCH --cpus-per-task=8" in jobs["pt_only-seed0"].splitlines()  # 4 per process by default
     for name, s in jobs.items():
@@ -396,7 +396,7 @@ def test_arm_jobs_sharing_a_node_never_share_a_rendezvous(tmp_path):
     """Every arm job met at $head:29500, so a second job on the same node joined the first one's store
     and died when it ended (item 1): a one-node job uses torchrun --standalone (a free local port), a
     multi-node job a port derived from its job id."""
-    exp = load_experiment_file(MICRO_YAML, [f"out={tmp_path}"])
+    exp = load_experiment(MICRO_YAML, [f"out={tmp_path}"])
     one = {j.name: j.script for j in slurm_jobs(exp, SlurmOptions(gpus_per_node=0))}
     line = next(x for x in one["a-seed0"].splitlines() if x.startswith("srun "))
     assert "torchrun --standalone --nnodes 1 " in line and "rdzv" not in line and "29500" not in one["a-seed0"]
@@ -801,7 +801,7 @@ def test_scale_doc_says_what_prepare_and_report_ask():
     --cpus-per-task (default 4), and only the report job asks --report-gpus."""
     text = (ROOT / "docs/scale.md").read_text()
     assert "the CPUs of one process" not in text
-    exp = load_experiment_file(MICRO_YAML, ["out=x"])
+    exp = load_experiment(MICRO_YAML, ["out=x"])
     jobs = {j.name: j.script for j in slurm_jobs(exp, SlurmOptions(gpus_per_node=2, cpus_per_task=12, report_gpus=1))}
     for name in ("prepare", "report"):
         assert "#SBATCH --cpus-per-task=12" in jobs[name].splitlines()

@@ -3,7 +3,7 @@ are not submitted again."""
 
 from pathlib import Path
 
-from preschool.experiment import load_experiment_file, prepare_experiment, run_arm
+from preschool.experiment import load_experiment, prepare_experiment, run_arm
 from preschool.launch import SlurmOptions, current_jobs, slurm_jobs
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -11,7 +11,7 @@ MICRO = ROOT / "tests" / "ladder_micro.yaml"
 
 
 def test_a_ladder_launches_one_job_per_rung_arm_seed_and_skips_finished_ones(tmp_path):
-    exp = load_experiment_file(MICRO, [f"out={tmp_path}", "seeds=[0,1]", "minimal_pairs.per_paradigm=0", "evals=[]"])
+    exp = load_experiment(MICRO, [f"out={tmp_path}", "seeds=[0,1]", "minimal_pairs.per_paradigm=0", "evals=[]"])
     jobs = slurm_jobs(exp, SlurmOptions(gpus_per_node=0))
     arm_jobs = [j for j in jobs if j.role == "arm"]
     assert [j.name for j in arm_jobs] == [f"{r}-{a}-seed{s}" for r in ("r0", "r1", "r2") for s in (0, 1)
@@ -21,7 +21,7 @@ def test_a_ladder_launches_one_job_per_rung_arm_seed_and_skips_finished_ones(tmp
     assert jobs[-1].after_any == [j.name for j in arm_jobs]
     prepare_experiment(exp, progress=False)
     for arm in ("pt_only", "ppt"):  # what the r0 seed-0 jobs run
-        one = load_experiment_file(MICRO, exp.overrides + ["rung=r0"])
+        one = load_experiment(MICRO, exp.overrides + ["rung=r0"])
         assert run_arm(one, arm, 0, progress=False) == tmp_path / "rungs" / "r0" / "arms" / arm / "seed0"
     done = current_jobs(exp, jobs)
     assert set(done) == {"prepare", "r0-pt_only-seed0", "r0-ppt-seed0"}
@@ -29,5 +29,5 @@ def test_a_ladder_launches_one_job_per_rung_arm_seed_and_skips_finished_ones(tmp
     # ladder section reads the rung that finished and names the others
     from preschool.analysis.report import write_report
 
-    text = write_report(exp.cfg.report_view()).read_text()
+    text = write_report(exp).read_text()
     assert "## Scale ladder" in text and "Not read yet (no finished run): r1, r2." in text

@@ -47,9 +47,10 @@ def test_verify_ppt_configs_build_the_nanotron_model_and_optimizer_settings(name
     from preschool.experiment import load_experiment
     from preschool.train.model import hf_config
 
-    cfg = load_experiment(PAPER / f"{name}.yaml")
+    exp = load_experiment(PAPER / f"{name}.yaml")
+    cfg = exp.cfg
     for arm in cfg.arms:
-        t = cfg.train_config(arm, cfg.seeds[0])
+        t = exp.record((None, arm.name, cfg.seeds[0])).train
         assert hf_config(t.model, 128256).rms_norm_eps == 1e-5
         assert t.model.scaled_init and t.decay_all_params
     lm = next(e for e in cfg.evals if e.name == "lm_eval")
@@ -80,14 +81,15 @@ def test_paper_configs_use_the_papers_tokenizers(name, hub, eos, vocab, rows):
     from preschool.experiment import load_experiment
     from preschool.train.model import embedding_rows
 
-    cfg = load_experiment(PAPER / f"{name}.yaml")
+    exp = load_experiment(PAPER / f"{name}.yaml")
+    cfg = exp.cfg
     tok = cfg.tokenizer
     assert (tok.kind, tok.name, tok.eos_token, tok.vocab_size) == ("hf", hub, eos, vocab)
     for arm in cfg.arms:
-        model = cfg.train_config(arm, cfg.seeds[0]).model
+        model = exp.record((None, arm.name, cfg.seeds[0])).train.model
         assert embedding_rows(model, vocab) == rows
         assert model.vocab_multiple == (128 if name.startswith("l2t_paper") else 1)
-    assert embedding_rows(cfg.train_config(cfg.arms[0], cfg.seeds[0]).model, vocab + 1) == rows + (
+    assert embedding_rows(exp.records[0].train.model, vocab + 1) == rows + (
         128 if name.startswith("l2t_paper") else 1)
 
 
@@ -96,7 +98,7 @@ def test_l2t_config_averages_the_papers_metric_of_every_downstream_task():
     elsewhere (spec l2t.md 3): the config's downstream average takes exactly those (issue #31 item 3)."""
     from preschool.experiment import load_experiment
 
-    cfg = load_experiment(PAPER / "l2t_paper.yaml")
+    cfg = load_experiment(PAPER / "l2t_paper.yaml").cfg
     metric = {m.split("/")[1]: m.split("/")[2] for m in cfg.report.efficiency.downstream}
     lm = next(e for e in cfg.evals if e.key == "lm_eval")
     ran = {t if t != "lambada" else "lambada_openai" for t in lm.params["tasks"]}  # lm-eval's lambada tag runs it
@@ -113,7 +115,7 @@ def test_verify_ppt_configs_score_retrieval_on_the_papers_inputs(name, tmp_path,
     from preschool.evals.runner import with_data_dir
     from preschool.experiment import load_experiment
 
-    spec = next(e for e in load_experiment(PAPER / f"{name}.yaml").evals if e.name == "verbatim")
+    spec = next(e for e in load_experiment(PAPER / f"{name}.yaml").cfg.evals if e.name == "verbatim")
     params = with_data_dir(spec.params, tmp_path)
     assert params == {"preset": "verify_ppt", "inputs_dir": str(tmp_path / "verbatim")}
     armeni_inputs(tmp_path / "verbatim")
@@ -128,8 +130,8 @@ def test_paper_models_have_the_papers_rms_norm_eps(name, eps):
     from preschool.experiment import load_experiment
     from preschool.train.model import hf_config
 
-    cfg = load_experiment(PAPER / f"{name}.yaml")
-    assert {hf_config(cfg.train_config(a, cfg.seeds[0]).model, 1024).rms_norm_eps for a in cfg.arms} == {eps}
+    exp = load_experiment(PAPER / f"{name}.yaml")
+    assert {hf_config(r.train.model, 1024).rms_norm_eps for r in exp.runs} == {eps}
 
 
 @pytest.mark.parametrize("name, gpus", [("verify_ppt_7b", 512), ("verify_ppt_3b_100b", 256),

@@ -69,8 +69,9 @@ def _step(obj, key: str):
     return getattr(obj, key)
 
 
-def resolve(cfg, path: str):
-    """The value at ``path`` in the loaded experiment ``cfg``.
+def resolve(exp, path: str):
+    """The value at ``path`` in the loaded experiment ``exp`` (its config, or its first seed's run records; of a
+    ladder, the largest rung's).
 
     ``train.<f>`` is the resolved TrainConfig of the first arm (shared settings merged over the
     defaults), ``arms.<arm>.train.<f>`` that arm's; list items are picked by index, ``name`` or an
@@ -79,11 +80,16 @@ def resolve(cfg, path: str):
     """
     from preschool.evals import EVALUATORS
 
+    cfg = exp.cfg
+
+    def train(arm):  # the resolved TrainConfig of the arm's run of the first seed (of a ladder, at its largest rung)
+        return next(r.train for r in exp.report_view().runs if r.arm == arm.name and r.seed == cfg.seeds[0])
+
     keys = path.split(".")
     if keys[0] == "train":
-        obj, keys = cfg.train_config(cfg.arms[0], cfg.seeds[0]), keys[1:]
+        obj, keys = train(cfg.arms[0]), keys[1:]
     elif keys[0] == "arms" and len(keys) > 2 and keys[2] == "train":
-        obj, keys = cfg.train_config(_step(cfg.arms, keys[1]), cfg.seeds[0]), keys[3:]
+        obj, keys = train(_step(cfg.arms, keys[1])), keys[3:]
     elif keys[0] == "evals" and len(keys) > 2 and keys[2] == "config":
         spec = _step(cfg.evals, keys[1])
         obj, keys = EVALUATORS.build_config(spec.name, spec.params), keys[3:]

@@ -52,7 +52,7 @@ def run(args) -> int:
         args.overrides = list(args.overrides) + [f"rung={args.rung}"]
     if args.arm is not None or args.seed is not None:
         from .errors import ConfigError
-        from .experiment import load_experiment_file, run_arm
+        from .experiment import load_experiment, run_arm
 
         if args.arm is None:
             raise ConfigError("--seed", "needs --arm (which arm to train)")
@@ -60,7 +60,7 @@ def run(args) -> int:
             raise ConfigError("--only", "not with --arm: one arm x seed is trained, nothing else")
         if args.rebuild:
             raise ConfigError("--rebuild", "not with --arm: the data is prepared first (preschool prepare --rebuild)")
-        exp = load_experiment_file(args.config, list(args.overrides) + ([f"out={args.out}"] if args.out else []))
+        exp = load_experiment(args.config, list(args.overrides) + ([f"out={args.out}"] if args.out else []))
         run_dir = run_arm(exp, args.arm, args.seed, progress=not args.no_progress)
         print(f"[preschool] arm {args.arm}: {run_dir}")
         return 0
@@ -71,9 +71,9 @@ def run(args) -> int:
     overrides = list(args.overrides)
     if args.out:
         overrides.append(f"out={args.out}")
-    cfg = load_experiment(args.config, overrides)
+    exp = load_experiment(args.config, overrides)
     steps = tuple(args.only) if args.only else ("train", "eval", "report")
     rank_threads()  # in a Slurm job (the report job): torch's threads from the allocation, not the node
-    with experiment_lock(cfg, command_line("run", args.config, args.overrides, args.out)):
-        run_experiment(cfg, progress=not args.no_progress, stages=steps, rebuild=args.rebuild)
+    with experiment_lock(exp.cfg, command_line("run", args.config, args.overrides, args.out)):
+        run_experiment(exp, progress=not args.no_progress, stages=steps, rebuild=args.rebuild)
     return 0

@@ -28,7 +28,6 @@ from typing import Any
 
 from .config import load_yaml
 from .errors import ConfigError
-from .experiment.runs import run_record
 from .train.flops import GIB, GPU, GPUS, flops_per_token
 from .train.memory import CUDA_RESERVED, Memory, largest_micro, memory  # noqa: F401  (memory: the planner's API)
 
@@ -118,18 +117,23 @@ def load_targets(path: str | Path, overrides: list[str] = ()) -> tuple[str, list
     from .experiment import load_experiment
 
     raw = load_yaml(path)
-    cfg = load_experiment(path, list(overrides))
-    return cfg.name, config_targets(cfg, raw.get("tokenizer") or {})
+    exp = load_experiment(path, list(overrides))
+    if len(exp.rungs) > 1:
+        raise ConfigError("rung", f"{exp.cfg.name} is a ladder: plan one rung (--rung, one of {exp.rungs}) or "
+                          "every rung (preschool plan without --rung)")
+    return exp.cfg.name, config_targets(exp, exp.rungs[0], raw.get("tokenizer") or {})
 
 
-def config_targets(cfg, tokenizer: dict) -> list[ArmTarget]:
-    """One ArmTarget per arm of ``cfg`` (an ExperimentConfig, or one rung's view of a ladder), the
-    vocabulary read from ``tokenizer`` (the YAML's mapping) or the prepared data (:func:`load_targets`)."""
+def config_targets(exp, rung: str | None, tokenizer: dict) -> list[ArmTarget]:
+    """One ArmTarget per arm of ``exp`` (a resolved :class:`~preschool.experiment.Experiment`) at ``rung``
+    (None without a ladder), read from its run records of the first seed, the vocabulary read from
+    ``tokenizer`` (the YAML's mapping) or the prepared data (:func:`load_targets`)."""
     from .data.builders.derived import DerivedSpec, kind_of
     from .train.callbacks.registry import callback_configs
     from .train.init_from import describe_folder
     from .train.model import describe, embedding_rows
 
+    cfg = exp.cfg
     notes: list[str] = []
     vocab = _tokenizer_vocab(tokenizer, cfg.out_dir, notes)
     if not notes and cfg.renders_reserved():
@@ -137,7 +141,7 @@ def config_targets(cfg, tokenizer: dict) -> list[ArmTarget]:
                      "(not counted here)")
     out = []
     for i, arm in enumerate(cfg.arms):
-        rec = run_record(cfg, arm, cfg.seeds[0])
+        rec = exp.record((rung, arm.name, cfg.seeds[0]))
         tcfg = rec.train
         kinds = [kind_of(cfg.data[t], f"data.{t}") for t in rec.stage_datasets
                  if isinstance(cfg.data[t], DerivedSpec)]
@@ -153,9 +157,9 @@ def config_targets(cfg, tokenizer: dict) -> list[ArmTarget]:
     return out
 
 
-def ladder_targets(cfg, tokenizer: dict) -> list[tuple[str, list[ArmTarget]]]:
-    """``(rung, its ArmTargets)`` for every rung of the ladder ``cfg`` plans (:meth:`rung_views`)."""
-    return [(view.rung, config_targets(view, tokenizer)) for view in cfg.rung_views()]
+def ladder_targets(exp, tokenizer: dict) -> list[tuple[str, list[ArmTarget]]]:
+    """``(rung, its ArmTargets)`` for every rung of the ladder ``exp`` plans (:attr:`~Experiment.rungs`)."""
+    return [(rung, config_targets(exp, rung, tokenizer)) for rung in exp.rungs]
 
 
 def stage_cost(arm: ArmTarget, st: StageTarget) -> tuple[int, int, float]:
@@ -340,12 +344,13 @@ def format_plan(name: str, arms: list[ArmTarget], plans: list[list[StagePlan]], 
     return "\n".join(lines)
 
 
-def data_repeats(cfg) -> list[str]:
-    """Notes for the stages of ``cfg`` (a rung's view) that train more tokens than their dataset holds
+def data_repeats(exp, rung: str | None) -> list[str]:
+    """Notes for the stages of ``exp``'s runs at ``rung`` that train more tokens than their dataset holds
     (the trainer then repeats it: one more epoch each time it runs out)."""
+    cfg = exp.cfg
     notes = []
     for arm in cfg.arms:
-        for st in run_record(cfg, arm, cfg.seeds[0]).train.stages:
+        for st in exp.record((rung, arm.name, cfg.seeds[0])).train.stages:
             if not isinstance(st.data, str):  # a mixture's sources are each a share of the stage
                 continue
             target = arm.datasets.get(st.data, st.data)
@@ -453,17 +458,18 @@ def run(args) -> int:
     from .experiment import load_experiment
 
     overrides = list(args.overrides) + ([f"rung={args.rung}"] if getattr(args, "rung", None) else [])
-    cfg = load_experiment(args.config, overrides)
+    exp = load_experiment(args.config, overrides)
+    cfg = exp.cfg
     tokenizer = load_yaml(args.config).get("tokenizer") or {}
     hw = cpu_hardware() if args.cpu else gpu_hardware(args.gpu, args.gpus)
     recomputed = not args.mfu_without_recompute
     if cfg.ladder is not None and cfg.rung is None:
-        rungs = ladder_targets(cfg, tokenizer)
+        rungs = ladder_targets(exp, tokenizer)
         plans = [[plan_arm(a, hw, args.mfu, recomputed) for a in arms] for _, arms in rungs]
-        notes = {view.rung: n for view in cfg.rung_views() if (n := data_repeats(view))}
+        notes = {rung: n for rung in exp.rungs if (n := data_repeats(exp, rung))}
         print(format_ladder_plan(cfg.name, rungs, plans, hw, args.mfu, notes))
         return 0
-    arms = config_targets(cfg, tokenizer)
+    arms = config_targets(exp, cfg.rung, tokenizer)
     plans = [plan_arm(a, hw, args.mfu, recomputed) for a in arms]
     print(format_plan(cfg.name + (f" (rung {cfg.rung})" if cfg.rung else ""), arms, plans, hw, args.mfu, recomputed))
     return 0

@@ -98,7 +98,7 @@ def executor_options(args):
 def run(args) -> int:
     from .data.distributed import Submitted
     from .data.engine import distributed
-    from .experiment import load_experiment_file, prepare_experiment
+    from .experiment import load_experiment, prepare_experiment
     from .lock import command_line
 
     dist = executor_options(args)
@@ -106,7 +106,7 @@ def run(args) -> int:
     # the CPUs this process was given (a prepare job's --cpus-per-task), not the node's: 4 CPUs of a 128-core
     # node forking 128 workers slows the node's other jobs and this one
     overrides.append(f"workers={args.workers or allocated_cpus()[0]}")
-    exp = load_experiment_file(args.config, overrides)
+    exp = load_experiment(args.config, overrides)
     try:
         with distributed(dist):
             # prepare_experiment holds the output lock (<out>/.preschool.lock) while it works

@@ -59,10 +59,10 @@ def run(args) -> int:
         raise ConfigError("config", "give the experiment YAML (or --from-results RESULTS_JSON)")
 
     overrides = list(args.overrides) + ([f"out={args.out}"] if args.out else [])
-    cfg = load_experiment(args.config, overrides)
-    view = cfg.report_view()
+    exp = load_experiment(args.config, overrides)
+    view = exp.report_view().cfg
     if not (view.runs_root / ARMS).is_dir():  # a report of nothing would call every run "unfinished"
-        raise DataError(f"{view.runs_root}: holds no runs of experiment {cfg.name!r} (no {ARMS}/ folder); the report "
-                        "reads the runs `preschool run` wrote there: check --out (or the config's `out`)")
-    print(write_report(view))  # a ladder: its largest rung's tables and the ladder section
+        raise DataError(f"{view.runs_root}: holds no runs of experiment {view.name!r} (no {ARMS}/ folder); the "
+                        "report reads the runs `preschool run` wrote there: check --out (or the config's `out`)")
+    print(write_report(exp))  # a ladder: its largest rung's tables and the ladder section
     return 0

@@ -2,7 +2,8 @@
 
 The computing half lives in :mod:`preschool.analysis.from_results` (the stored curves back into a
 :class:`~preschool.analysis.records.Report`); this module is the half that needs the experiment schema: it reads
-the stored config with today's :class:`~preschool.experiment.ExperimentConfig`, refuses what cannot be
+the stored config with today's :class:`~preschool.experiment.ExperimentConfig` into an
+:class:`~preschool.experiment.Experiment` (its run records resolved as a run's are), refuses what cannot be
 re-rendered in one line naming the file, and writes the report through the normal report pipeline. It sits
 above ``analysis`` in the import order because the schema does.
 """
@@ -11,21 +12,20 @@ from __future__ import annotations
 
 import shutil
 import warnings
-from dataclasses import replace
 from pathlib import Path
 
 from .analysis.report import write_report
 from .analysis.sections import SECTIONS, build_section
 from .config import from_dict
 from .errors import ConfigError, DataError, PreschoolError
-from .experiment import _OLD_COMPARTMENTS_KEYS, ExperimentConfig
+from .experiment import _OLD_COMPARTMENTS_KEYS, Experiment, ExperimentConfig
 from .io import read_json
 from .layout import REPORT, plots_dir, results_path
 
 
-def load_stored(path: str | Path):
-    """``(cfg, stored)``: the report view of the experiment config ``results.json`` at ``path`` stores (its
-    ``out`` set to the file's folder) and the file's content. Refuses, in one line naming the file, what is
+def load_stored(path: str | Path, out: str | Path | None = None):
+    """``(exp, stored)``: the experiment whose config ``results.json`` at ``path`` stores (its ``out`` set to
+    ``out``, default the file's folder) and the file's content. Refuses, in one line naming the file, what is
     not a report-pipeline ``results.json`` or whose config today's schema cannot read."""
     path = Path(path)
     if not path.is_file():
@@ -45,9 +45,10 @@ def load_stored(path: str | Path):
     try:
         with warnings.catch_warnings():  # the stored config is spelled as it was when it ran: nothing to fix
             warnings.simplefilter("ignore", FutureWarning)
-            cfg = from_dict(ExperimentConfig, {**raw, "out": str(path.parent)})
+            exp = Experiment.resolve(from_dict(ExperimentConfig, {**raw, "out": str(out or path.parent)}))
     except ConfigError as e:
         raise DataError(f"{path}: its stored config does not load today: {e}") from None
+    cfg = exp.cfg
     for name, params in cfg.report.sections.items():  # before anything is written: a section that cannot be had
         gap = build_section(name, params).stored_gap(stored) if name in SECTIONS else None
         if gap:
@@ -60,21 +61,20 @@ def load_stored(path: str | Path):
     if cfg.ladder is not None and "rung_results" not in ((stored.get("sections") or {}).get("ladder") or {}):
         raise DataError(f"{path}: a ladder report written before results.json kept each rung's numbers "
                         "(sections.ladder.rung_results): re-render it with the runs (preschool report EXP.yaml)")
-    return cfg.report_view(), stored
+    return exp, stored
 
 
 def rerender(results: str | Path, out: str | Path | None = None) -> Path:
     """Re-render ``report.md``, ``results.json`` and the plots of the study whose ``results.json`` is
     ``results`` into ``out`` (default: that file's folder); returns the report's path."""
-    cfg, stored = load_stored(results)
     source = Path(results).parent
-    if out is not None and Path(out).resolve() != source.resolve():
-        cfg = replace(cfg, out=str(out))
-        if plots_dir(source).is_dir():  # a plot only the runs could draw (verbatim positions before they were
-            # stored) is kept as they drew it; every other plot is drawn again
-            shutil.copytree(plots_dir(source), plots_dir(out), dirs_exist_ok=True)
+    elsewhere = out is not None and Path(out).resolve() != source.resolve()
+    exp, stored = load_stored(results, out if elsewhere else None)
+    if elsewhere and plots_dir(source).is_dir():  # a plot only the runs could draw (verbatim positions before
+        # they were stored) is kept as they drew it; every other plot is drawn again
+        shutil.copytree(plots_dir(source), plots_dir(out), dirs_exist_ok=True)
     try:
-        return write_report(cfg, stored=stored)
+        return write_report(exp, stored=stored)
     except DataError as e:  # what the stored file does not hold, said of that file (the report may go elsewhere)
         raise DataError(f"{results}: {e}") from None
 
@@ -85,9 +85,11 @@ def stored_seed_plan(results: str | Path) -> list[str]:
     from .analysis.from_results import stored_report, stored_rungs
     from .analysis.seed_plan import seed_plan, seed_plan_lines
 
-    cfg, stored = load_stored(results)
+    exp, stored = load_stored(results)
+    view = exp.report_view()  # a ladder: its largest rung's comparisons, as the report's tables
+    cfg = view.cfg
     try:
-        rep = stored_report(cfg, stored)
+        rep = stored_report(view.runs, stored, cfg.report, cfg.data)
         rungs = stored_rungs(stored, rep, list(cfg.seeds))
     except DataError as e:
         raise DataError(f"{results}: {e}") from None

@@ -294,7 +294,7 @@ def test_a_micro_ladder_run_ends_in_a_report_with_the_ladder_section(tmp_path):
     from preschool.analysis.report import build_report, section_context
 
     top_view = load_experiment(ROOT / "tests/ladder_micro.yaml", [f"out={out}"]).report_view()
-    rep = build_report(top_view)
+    rep = build_report(top_view.runs, top_view.cfg.report, top_view.cfg.data)
     ladder = section_context(top_view, rep).ladder
     assert [r.name for r in ladder] == ["r0", "r1", "r2"] and all(isinstance(r, Rung) for r in ladder)
     assert ladder[-1].report is rep and ladder[0].arms["ppt"].flops == res["rungs"][0]["arms"]["ppt"]["flops"]
@@ -302,10 +302,10 @@ def test_a_micro_ladder_run_ends_in_a_report_with_the_ladder_section(tmp_path):
     from preschool.config import to_dict
     from preschool.plan import config_targets, training_flops
 
-    for view, rung in zip(load_experiment(ROOT / "tests/ladder_micro.yaml", [f"out={out}"]).ladder_views(),
-                          res["rungs"]):
-        for t in config_targets(view, to_dict(view.tokenizer)):
-            assert rung["arms"][t.name]["flops"] == pytest.approx(training_flops(t), rel=1e-12), (view.rung, t.name)
+    exp = load_experiment(ROOT / "tests/ladder_micro.yaml", [f"out={out}"])
+    for name, rung in zip(exp.ladder_rungs, res["rungs"]):
+        for t in config_targets(exp, name, to_dict(exp.cfg.tokenizer)):
+            assert rung["arms"][t.name]["flops"] == pytest.approx(training_flops(t), rel=1e-12), (name, t.name)
             assert rung["arms"][t.name]["params"] == t.desc["params_total"]
     # the standard tables read the largest rung's runs
     top = json.loads((out / "results.json").read_text())["arms"]["pt_only"]["seeds"]["0"]["run_dir"]

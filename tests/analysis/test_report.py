@@ -34,42 +34,42 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 from preschool.errors import ConfigError  # noqa: E402
 
 
-def _cfg(axes=None):
+def _data():
     from preschool.data.builders.corpus import CorpusSpec
     from preschool.synthetic.builder import GeneratorSpec
 
-    data = {"pt": CorpusSpec(corpus="sb"), "stack": GeneratorSpec(generator="stack"),
+    return {"pt": CorpusSpec(corpus="sb"), "stack": GeneratorSpec(generator="stack"),
             "depo": GeneratorSpec(generator="depo")}
-    return SimpleNamespace(data=data, report=SimpleNamespace(axes=axes or {}))
 
 
 def test_each_metric_gets_its_own_axis():
     metrics = ["val/pt", "val/depo", "val/stack", "depo/acc", "minimal_pairs/acc", "lm_eval/piqa/acc"]
     # depo is a task stage (after PT); stack is pre-pretraining: its held-out loss still falls with STACK
     # tokens, not language ones (issue #23.4: val/dyck on the language axis gave ppt_dyck "saved +100 %")
-    assert metric_axes(_cfg(), metrics, tasks={"depo"}) == {
+    assert metric_axes(_data(), {}, metrics, {"depo"}) == {
         "val/pt": "pt", "val/depo": "depo", "val/stack": "stack", "depo/acc": "depo", "minimal_pairs/acc": "pt",
         "lm_eval/piqa/acc": "pt"}
     # a held-out loss per source sits on its source's axis, as val/<dataset> does (stack_vs_queue: its mean
     # over a language set and an untrained DEPO set was headlined on the language axis, and gave a "stable
     # gain" that was the reserved ids' embeddings, not language); the mean is not headlined
-    assert metric_axes(_cfg(), ["heldout/loss/depo", "heldout/loss/pt", "heldout/loss/stack", "heldout/loss"],
-                       tasks={"depo"}) == {"heldout/loss/depo": "depo", "heldout/loss/pt": "pt",
+    assert metric_axes(_data(), {}, ["heldout/loss/depo", "heldout/loss/pt", "heldout/loss/stack", "heldout/loss"],
+                       {"depo"}) == {"heldout/loss/depo": "depo", "heldout/loss/pt": "pt",
                                            "heldout/loss/stack": "stack", "heldout/loss": "pt"}
     from preschool.evals.heldout import Heldout
 
     assert Heldout.reported("loss/depo") and not Heldout.reported("loss") and not Heldout.reported("ppl/pt")
     # report.axes wins, longest prefix first
-    assert metric_axes(_cfg({"depo": "pt", "depo/acc": "depo"}), ["depo/acc", "depo/nll"], tasks={"depo"}) == \
+    assert metric_axes(_data(), {"depo": "pt", "depo/acc": "depo"}, ["depo/acc", "depo/nll"], {"depo"}) == \
         {"depo/acc": "depo", "depo/nll": "pt"}
 
 
 def test_task_datasets_are_synthetic_sets_trained_after_language():
     from preschool.experiment import load_experiment
 
-    cfg = load_experiment(EXAMPLES / "ppt_timing_stack.yaml")
-    assert task_datasets(cfg) == {"depo"}  # stack runs before, inside and after PT across the arms
-    assert task_datasets(load_experiment(EXAMPLES / "quickstart.yaml")) == set()  # Dyck is pre-pretraining
+    exp = load_experiment(EXAMPLES / "ppt_timing_stack.yaml")
+    assert task_datasets(exp.runs, exp.cfg.data) == {"depo"}  # stack runs before, inside and after PT across the arms
+    exp = load_experiment(EXAMPLES / "quickstart.yaml")
+    assert task_datasets(exp.runs, exp.cfg.data) == set()  # Dyck is pre-pretraining
 
 
 def _pt(step, pt, sources, v):
@@ -297,15 +297,14 @@ def test_token_efficiency_rows_follow_the_configured_crossing_rule_and_say_which
         return {"pt_only": {0: SeedResult("", ppt_tokens=0, curves={"val/pt": base}, points={"val/pt": pts(base)})},
                 "dyck": {0: SeedResult("", ppt_tokens=50, curves={"val/pt": arm}, points={"val/pt": pts(arm)})}}
 
-    def cfg(crossing):
-        eff = SimpleNamespace(targets={}, crossing=crossing)
-        return SimpleNamespace(arms=[SimpleNamespace(name="pt_only"), SimpleNamespace(name="dyck")],
-                               report=SimpleNamespace(efficiency=eff))
+    def spec(crossing):
+        return SimpleNamespace(targets={}, crossing=crossing)
 
     gain = stable_gains(arms(), ["pt_only", "dyck"], "pt_only", ["val/pt"], {"val/pt": "pt"}, {"val/pt": False}, 0.5)
     assert gain[0].stable_harm
-    stays = efficiency_rows(cfg("stays"), arms(), "pt_only", ["val/pt"], {"val/pt": "pt"}, {"val/pt": False})
-    first = efficiency_rows(cfg("first"), arms(), "pt_only", ["val/pt"], {"val/pt": "pt"}, {"val/pt": False})
+    names = ["pt_only", "dyck"]
+    stays = efficiency_rows(spec("stays"), names, arms(), "pt_only", ["val/pt"], {"val/pt": "pt"}, {"val/pt": False})
+    first = efficiency_rows(spec("first"), names, arms(), "pt_only", ["val/pt"], {"val/pt": "pt"}, {"val/pt": False})
     assert stays[0].crossing == "stays" and stays[0].reached == 0 and stays[0].saved_fraction is None
     assert first[0].crossing == "first" and first[0].reached == 1 and first[0].saved_fraction > 0
     row = [x for x in efficiency_lines(stays + first, "pt_only") if x.startswith("| dyck")]

@@ -68,16 +68,17 @@ def _value(metric: str, arm: int, seed: int, progress: float, higher: bool) -> f
     return round(6.0 - 2.5 * progress * (1 + 0.04 * arm) + 0.05 * jitter - 0.3 * math.sin(6 * progress), 6)
 
 
-def write_runs(cfg, broken: dict) -> None:
-    """The run folders of every arm and seed of ``cfg``: STEPS_PER_STAGE steps per stage, a val row and an
+def write_runs(exp, broken: dict) -> None:
+    """The run folders of every arm and seed of ``exp``: STEPS_PER_STAGE steps per stage, a val row and an
     evaluated checkpoint at each, ``DONE`` unless the run is broken as ``"unfinished"`` (it stops half-way)."""
     from preschool.evals import EVALUATORS
     from preschool.io import write_json
     from preschool.layout import EVAL_SUMMARY, checkpoints_dir, done_path, evals_dir, metrics_path, run_dir
 
+    cfg = exp.cfg
     labels = {spec.key: spec.name for spec in cfg.evals} | {"lm_eval": "lm_eval"}
     for a, arm in enumerate(cfg.arms):
-        stages = cfg.train_config(arm, cfg.seeds[0]).stages
+        stages = exp.record((None, arm.name, cfg.seeds[0])).train.stages
         for seed in cfg.seeds:
             run, bad = run_dir(cfg.out_dir, arm.name, seed), broken.get((arm.name, seed))
             checkpoints_dir(run).mkdir(parents=True)
@@ -101,7 +102,7 @@ def write_runs(cfg, broken: dict) -> None:
                                "tokens_by_source": dict(by_source), "tokens_by_stage": dict(by_stage)}
                     rows.append({"event": "train", **account, "loss": 3.0})
                     val = {"event": "val", **account}
-                    for name in cfg.train_config(arm, seed).val:
+                    for name in exp.record((None, arm.name, seed)).train.val:
                         val[f"val/{name}"] = _value(f"val/{name}", a, seed, step / total, False)
                     rows.append(val)
                     for label, evaluator in labels.items():
@@ -165,14 +166,15 @@ def test_collect_and_compute_return_frozen_records_and_change_nothing_they_read(
     from preschool.experiment import load_experiment
 
     example, overrides, broken = CASES["quickstart"]
-    cfg = load_experiment(EXAMPLES / example, [*overrides, f"out={tmp_path}"])
-    write_runs(cfg, broken)
-    collected = collect(cfg)
+    exp = load_experiment(EXAMPLES / example, [*overrides, f"out={tmp_path}"])
+    cfg = exp.cfg
+    write_runs(exp, broken)
+    collected = collect(exp.runs)
     runs = add_downstream_average(collected, cfg.report.efficiency.downstream)
     assert "downstream/avg" in runs.arms["pt_only"][0].points  # a new record; the one it was given is unchanged
     assert "downstream/avg" not in collected.arms["pt_only"][0].points
     before = copy.deepcopy(runs)
-    rep = compute(cfg, runs)
+    rep = compute(exp.runs, runs, cfg.report, cfg.data)
     assert runs == before and rep.arms["pt_only"][0].points == runs.arms["pt_only"][0].points
     for record in (runs, runs.arms["pt_only"][0], rep, rep.arms["pt_only"][0], rep.table[0], rep.stable_gain[0],
                    rep.token_efficiency[0], rep.nonfinite[0]):

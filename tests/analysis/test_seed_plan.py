@@ -22,8 +22,10 @@ def _stored(study: str):
     from preschool.analysis.from_results import stored_report, stored_rungs
     from preschool.rerender import load_stored
 
-    cfg, stored = load_stored(RESULTS / study / "results.json")
-    rep = stored_report(cfg, stored)
+    exp, stored = load_stored(RESULTS / study / "results.json")
+    view = exp.report_view()
+    cfg = view.cfg
+    rep = stored_report(view.runs, stored, cfg.report, cfg.data)
     return cfg, rep, stored_rungs(stored, rep, list(cfg.seeds))
 
 

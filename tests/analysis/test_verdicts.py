@@ -90,9 +90,8 @@ def test_a_metric_without_a_declared_direction_is_shown_not_judged():
     g = _gain(arms, higher=None)
     assert g.seed_verdict == NOT_JUDGED and g.mean is None
     assert difference_cells(g)[2] == "shown, not judged: its evaluator declares no direction"
-    cfg = SimpleNamespace(arms=[SimpleNamespace(name="base"), SimpleNamespace(name="arm")],
-                          report=SimpleNamespace(efficiency=SimpleNamespace(targets={}, crossing="stays")))
-    assert efficiency_rows(cfg, arms, "base", ["m"], {"m": "pt"}, {"m": None}) == []
+    spec = SimpleNamespace(targets={}, crossing="stays")  # report.efficiency
+    assert efficiency_rows(spec, ["base", "arm"], arms, "base", ["m"], {"m": "pt"}, {"m": None}) == []
 
 
 def test_an_equivalence_claim_needs_the_90_percent_interval_inside_the_margin():
@@ -115,9 +114,8 @@ def _efficiency(reach: list[bool], seeds=(0, 1, 2)):
     arm = {s: ([0.5, 0.7, 0.8 + 0.01 * s, 0.82, 0.83, 0.85] if reach[i] else [0.5, 0.55, 0.6, 0.62, 0.63, 0.64])
            for i, s in enumerate(seeds)}
     arms = {"base": {s: _run(v) for s, v in base.items()}, "arm": {s: _run(v, ppt=20) for s, v in arm.items()}}
-    cfg = SimpleNamespace(arms=[SimpleNamespace(name="base"), SimpleNamespace(name="arm")],
-                          report=SimpleNamespace(efficiency=SimpleNamespace(targets={}, crossing="stays")))
-    (e,) = efficiency_rows(cfg, arms, "base", ["m"], {"m": "pt"}, {"m": True})
+    spec = SimpleNamespace(targets={}, crossing="stays")  # report.efficiency
+    (e,) = efficiency_rows(spec, ["base", "arm"], arms, "base", ["m"], {"m": "pt"}, {"m": True})
     return e, [x for x in efficiency_lines([e], "base") if x.startswith("| arm | m |")][0]
 
 

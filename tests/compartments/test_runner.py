@@ -15,7 +15,7 @@ import yaml
 from preschool.cli import main
 from preschool.config import from_dict
 from preschool.errors import ConfigError
-from preschool.experiment import ExperimentConfig, load_experiment
+from preschool.experiment import Experiment, ExperimentConfig, load_experiment
 
 TRAIN = {"batch_size": 4, "lr": 3.0e-3, "weight_decay": 0.0, "val_rows": 4, "progress": False, "log_every": 5,
          "checkpoints_per_decade": 1, "eval_every": 0, "eval_schedule": "log", "evals_per_decade": 2,
@@ -67,7 +67,7 @@ def _final_val(run) -> dict:
 
 @pytest.mark.slow  # ~60 s CPU: data prep + 4 arms + report
 def test_micro_compartments_reproduce_the_retired_runner(tmp_path):
-    cfg = from_dict(ExperimentConfig, _compartments(tmp_path / "run"))
+    cfg = Experiment.resolve(from_dict(ExperimentConfig, _compartments(tmp_path / "run")))
     from preschool.experiment import run_experiment
 
     report = run_experiment(cfg, progress=False).read_text()
@@ -95,7 +95,7 @@ def test_micro_compartments_reproduce_the_retired_runner(tmp_path):
 @pytest.mark.slow  # ~30 s CPU: data prep + 4 arms
 def test_micro_audit_reproduces_the_retired_runner(tmp_path):
     stage = {**STAGE, "data": {"story": 1.0, "dyck": 1.0}}
-    cfg = from_dict(ExperimentConfig, {
+    cfg = Experiment.resolve(from_dict(ExperimentConfig, {
         **BASE, "name": "audit", "out": str(tmp_path / "audit"),
         "data": {"story": {"corpus": "storybook", "tokens": 3000, "val_tokens": 300},
                  "dyck": {"generator": "shuffle_dyck", "params": {"k": 4, "length": 20, "max_depth": 4},
@@ -105,7 +105,7 @@ def test_micro_audit_reproduces_the_retired_runner(tmp_path):
                  {"name": "compartmented", "stages": [stage], "datasets": {"dyck": "dyck_shifted"}},
                  {"name": "mono_story", "stages": [{**STAGE, "data": "story"}]},
                  {"name": "mono_dyck", "stages": [{**STAGE, "data": "dyck"}]}],
-        "report": {"baseline": "shared", "sections": {"audit_gap": {}}}})
+        "report": {"baseline": "shared", "sections": {"audit_gap": {}}}}))
     from preschool.experiment import run_experiment
 
     run_experiment(cfg, progress=False)
@@ -157,7 +157,7 @@ def test_seed_grid_evals_and_report_rebuild(tmp_path, capfd):
 def test_config_errors_name_the_field(tmp_path):
     def err(raw, match):
         with pytest.raises(ConfigError, match=match):
-            from_dict(ExperimentConfig, raw)
+            Experiment.resolve(from_dict(ExperimentConfig, raw))
 
     ok = _compartments(tmp_path)
     err({**ok, "arms": [ok["arms"][3], ok["arms"][0]]}, r"arms\[0\]\.callbacks\.compartment_model.*earlier arm")
@@ -179,10 +179,11 @@ def test_config_errors_name_the_field(tmp_path):
 
 
 def test_derived_parts_are_what_the_arm_scores(tmp_path):
-    cfg = from_dict(ExperimentConfig, _compartments(tmp_path))
-    c2 = cfg.arms[1]
-    assert cfg.train_config(c2, 0).val == ["c0", "c1", "translation"]
-    ds = cfg.arm_datasets(c2)
+    exp = Experiment.resolve(from_dict(ExperimentConfig, _compartments(tmp_path)))
+    cfg = exp.cfg
+    c2 = exp.record((None, cfg.arms[1].name, 0))
+    assert c2.train.val == ["c0", "c1", "translation"]
+    ds = c2.datasets
     assert ds["c1"] == tmp_path / "data" / "base_c2_tr" / "c1" and ds["base"] == tmp_path / "data" / "base"
     assert "base_c2" not in ds  # another arm's presentation does not widen this arm's vocabulary
     assert cfg.arm_dependencies() == {"c2_ft": "c1"}

@@ -68,6 +68,6 @@ def test_l2t_paper_arms_all_start_documents_with_bos():
 
     from preschool.experiment import load_experiment
 
-    cfg = load_experiment(Path(__file__).resolve().parents[2] / "examples" / "paper" / "l2t_paper.yaml")
+    cfg = load_experiment(Path(__file__).resolve().parents[2] / "examples" / "paper" / "l2t_paper.yaml").cfg
     assert {n: d.resolved_separator(cfg.data) for n, d in cfg.data.items() if isinstance(d, CorpusSpec)} == {
         "raw": "bos", "raw_shared": "bos"}

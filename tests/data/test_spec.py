@@ -58,7 +58,7 @@ def _load(path):
         pytest.skip("needs ../shared/data")
     from preschool.experiment import load_experiment
 
-    return load_experiment(path)
+    return load_experiment(path).cfg
 
 
 def test_there_are_configs_of_every_kind(monkeypatch):

@@ -58,9 +58,9 @@ def test_experiment_without_val_list_is_valid(tmp_path):
     del data["train"]["val"]
     p = tmp_path / "minimal.yaml"
     p.write_text(yaml.safe_dump(data))
-    cfg = load_experiment(p, [f"out={tmp_path / 'o'}"])
+    exp = load_experiment(p, [f"out={tmp_path / 'o'}"])
     # no list: every dataset a stage trains on that has a val/ split is scored (the TrainConfig default)
-    assert cfg.train_config(cfg.arms[0], 0).val is None
+    assert exp.records[0].train.val is None
     with pytest.raises(ConfigError, match=r"no dataset (or part )?named 'nope'") as e:  # named where written
         load_experiment(p, [f"out={tmp_path / 'o'}", "train.val=[nope]"])
     assert e.value.field == "train.val"
@@ -110,7 +110,7 @@ def test_plugins_in_an_experiment_resolve_against_the_working_folder(tmp_path, m
     data = yaml.safe_load(QUICKSTART.read_text())
     exp.write_text(yaml.safe_dump({**data, "plugins": ["./parts.py"]}))
     monkeypatch.chdir(tmp_path)
-    cfg = load_experiment(exp)
+    cfg = load_experiment(exp).cfg
     assert cfg.plugins == [str((tmp_path / "parts.py").resolve())]
 
 

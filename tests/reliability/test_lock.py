@@ -98,9 +98,9 @@ def test_lock_from_another_host_is_not_taken_over(tmp_path):
 HOLD_PREPARED = """
 import sys, time
 from pathlib import Path
-from preschool.experiment import load_experiment_file, prepare_experiment as prepare
+from preschool.experiment import load_experiment, prepare_experiment as prepare
 from preschool.lock import config_key, output_lock
-exp = load_experiment_file(sys.argv[1], [f"out={sys.argv[2]}"])
+exp = load_experiment(sys.argv[1], [f"out={sys.argv[2]}"])
 with output_lock(exp.out_dir, "holder of the tiny experiment", key=config_key(exp.cfg)):
     prepare(exp, progress=False)  # takes the same lock again: re-entrant within a process
     Path(sys.argv[3]).write_text("prepared")

@@ -18,7 +18,7 @@ import sys
 from collections import defaultdict
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from ..errors import ConfigError, DataError
 from ..layout import (DONE, EVAL_SUMMARY, checkpoints_dir, done_path, evals_dir, is_done, metrics_lines, metrics_path)
@@ -45,14 +45,15 @@ def stage_of(row: dict) -> str | None:
     return next(reversed(by_stage)) if by_stage else None
 
 
-def collect(cfg) -> Collected:
-    """Every run of the arm x seed grid: its val losses (metrics.jsonl), evaluator metrics (evals/), the
-    tokens each stage trained per source and the PPT tokens it trained (:func:`ppt_tokens`). Values and rows
-    it cannot use are named on stderr (:class:`Unusable`) and set aside."""
+def collect(runs: Sequence) -> Collected:
+    """Every run of ``runs`` (the run records the report reads: an arm x seed grid, of a ladder one rung's):
+    its val losses (metrics.jsonl), evaluator metrics (evals/), the tokens each stage trained per source and
+    the PPT tokens it trained (:func:`ppt_tokens`). Values and rows it cannot use are named on stderr
+    (:class:`Unusable`) and set aside."""
     from ..evals.runner import collect_results
 
     arms: dict[str, dict[Any, SeedRun]] = {}
-    for rec in cfg.run_records():  # the config's own grid (a ladder's rung view: that rung's runs)
+    for rec in runs:
         seed, run_dir, stages = rec.seed, rec.run_dir, rec.train.stages
         points: dict[str, dict[int, Point]] = defaultdict(dict)
         shown: dict[str, dict[int, str]] = defaultdict(dict)  # metric -> step -> a non-number's JSON text

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from typing import Any
+from typing import Any, Mapping, Sequence
 
 from ..errors import ConfigError
 from .collect import nonfinite_values
@@ -30,55 +30,55 @@ from .records import (AfterStage, Collected, Efficiency, Gain, Point, Report, Ru
                       TableRow)
 
 
-def synthetic_datasets(cfg) -> set[str]:
-    """The datasets of ``cfg.data`` made by a generator."""
+def synthetic_datasets(data: Mapping[str, Any]) -> set[str]:
+    """The datasets of ``data`` (the experiment's ``data:``) made by a generator."""
     from ..synthetic.builder import GeneratorSpec
 
-    return {name for name, spec in cfg.data.items() if isinstance(spec, GeneratorSpec)}
+    return {name for name, spec in data.items() if isinstance(spec, GeneratorSpec)}
 
 
-def arm_stages(cfg) -> dict[str, list]:
-    """arm -> the stages its runs train (resolved: a ladder rung's budgets), read from the config's run
-    records (the stages are the same for every seed)."""
-    return {rec.arm: rec.train.stages for rec in cfg.run_records()}
+def arm_stages(runs: Sequence) -> dict[str, list]:
+    """arm -> the stages its runs train (resolved: a ladder rung's budgets), read from the run records
+    ``runs`` (the stages are the same for every seed)."""
+    return {rec.arm: rec.train.stages for rec in runs}
 
 
-def task_datasets(cfg) -> set[str]:
-    """Synthetic datasets trained as a *task stage*: after the last language (PT) stage of every arm
-    that trains them (DEPO after pretraining). A pre-pretraining set (before or inside PT) is not one:
-    its held-out loss is read for retention along the language axis."""
+def task_datasets(runs: Sequence, data: Mapping[str, Any]) -> set[str]:
+    """Synthetic datasets of ``data`` trained as a *task stage* by the run records ``runs``: after the last
+    language (PT) stage of every arm that trains them (DEPO after pretraining). A pre-pretraining set (before
+    or inside PT) is not one: its held-out loss is read for retention along the language axis."""
     from .collect import last_pt
 
-    synthetic = synthetic_datasets(cfg)
+    synthetic = synthetic_datasets(data)
     after, before = set(), set()
-    for stages in arm_stages(cfg).values():
+    for stages in arm_stages(runs).values():
         end = last_pt(stages)
         for j, st in enumerate(stages):
             (after if j > end else before).update(set(st.datasets) & synthetic)
     return after - before
 
 
-def metric_axes(cfg, metrics: list[str], tasks: set[str] | None = None) -> dict[str, str]:
+def metric_axes(data: Mapping[str, Any], given_axes: Mapping[str, str], metrics: list[str],
+                tasks: set[str]) -> dict[str, str]:
     """The x axis of each metric: ``"pt"`` (language tokens) or the dataset whose own tokens count.
 
-    ``report.axes`` wins (longest matching prefix); otherwise ``val/<dataset>`` of a
+    ``given_axes`` (``report.axes``) wins (longest matching prefix); otherwise ``val/<dataset>`` of a
     synthetic dataset (task or pre-pretraining) uses that dataset's tokens (its loss
     falls as that dataset is trained, not as language is), an evaluator named like
-    the generator of exactly one synthetic task dataset (:func:`task_datasets`;
+    the generator of exactly one synthetic task dataset (``tasks``: :func:`task_datasets`;
     ``depo`` scoring the ``depo`` data) uses that dataset's tokens, so does an evaluator
     metric of one source named like a synthetic dataset (``heldout/loss/depo``), and
     everything else language tokens.
     """
-    tasks = task_datasets(cfg) if tasks is None else tasks
-    synthetic = synthetic_datasets(cfg)
+    synthetic = synthetic_datasets(data)
     by_generator: dict[str, list[str]] = defaultdict(list)
     for name in sorted(tasks):
-        by_generator[cfg.data[name].generator].append(name)
+        by_generator[data[name].generator].append(name)
     out = {}
     for m in metrics:
-        given = [p for p in cfg.report.axes if m == p or m.startswith(p + "/")]
+        given = [p for p in given_axes if m == p or m.startswith(p + "/")]
         if given:
-            out[m] = cfg.report.axes[max(given, key=len)]
+            out[m] = given_axes[max(given, key=len)]
         elif m.startswith("val/"):
             out[m] = m[4:] if m[4:] in synthetic else "pt"
         elif (source := _metric_source(m)) in synthetic:
@@ -168,15 +168,17 @@ def seed_result(s: SeedRun, axes: dict[str, str], stages: list | None = None) ->
                       final_stage=final_stage, final_step=final_step, points=s.points, cost=s.cost)
 
 
-def compute(cfg, collected: Collected) -> Report:
-    """The standard numbers of the report from the collected runs (see the module docstring)."""
-    names = [a.name for a in cfg.arms]
-    baseline = cfg.report.baseline or names[0]
+def compute(runs: Sequence, collected: Collected, report, data: Mapping[str, Any]) -> Report:
+    """The standard numbers of the report from the collected runs (see the module docstring): ``runs`` are the
+    run records the report reads (:func:`~preschool.analysis.collect.collect`'s), ``report`` the experiment's
+    ``report:`` settings and ``data`` its datasets."""
+    names = list(dict.fromkeys(rec.arm for rec in runs))
+    baseline = report.baseline or names[0]
     # a metric only non-finite values logged is still headlined, to say so
     metric_names = sorted({k for seeds in collected.arms.values() for s in seeds.values()
                            for k in [*s.points, *s.nonfinite]})
-    stages = arm_stages(cfg)
-    axes = used_axes(collected, metric_axes(cfg, metric_names))
+    stages = arm_stages(runs)
+    axes = used_axes(collected, metric_axes(data, report.axes, metric_names, task_datasets(runs, data)))
     arms = {name: {seed: seed_result(s, axes, stages[name]) for seed, s in seeds.items()}
             for name, seeds in collected.arms.items()}
     setups: dict[str, set] = defaultdict(set)
@@ -186,15 +188,15 @@ def compute(cfg, collected: Collected) -> Report:
                 setups[label].add(setup)
     headline, higher = headline_metrics(collected, metric_names)
     table = final_table(arms, names, headline, stages)
-    chance = metric_chances(cfg, headline)
+    chance = metric_chances(runs, report, headline)
     return Report(names=names, baseline=baseline, stages=stages, metric_names=metric_names, headline=headline,
                   higher=higher, arms=arms, table=table, axes=axes, nonfinite=nonfinite_values(collected),
                   setups={label: " / ".join(sorted(v)) for label, v in setups.items()},
                   after_stages=after_stage_rows(table, headline, stages),
-                  stable_gain=stable_gains(arms, names, baseline, headline, axes, higher, cfg.report.window, chance,
-                                           cfg.report.equivalence),
-                  token_efficiency=efficiency_rows(cfg, arms, baseline, headline, axes, higher),
-                  window=cfg.report.window, chance=chance)
+                  stable_gain=stable_gains(arms, names, baseline, headline, axes, higher, report.window, chance,
+                                           report.equivalence),
+                  token_efficiency=efficiency_rows(report.efficiency, names, arms, baseline, headline, axes, higher),
+                  window=report.window, chance=chance)
 
 
 def ladder_rung(name: str, rep: Report) -> Rung:
@@ -318,14 +320,14 @@ NOT_TESTABLE = "not testable at this scale"
 NOT_JUDGED = "not judged: no declared direction"
 
 
-def metric_chances(cfg, metrics: list[str]) -> dict[str, float]:
+def metric_chances(runs: Sequence, report, metrics: list[str]) -> dict[str, float]:
     """Each metric's chance level, for those that have one: its evaluator's declaration
-    (:meth:`~preschool.evals.base.Evaluator.chance_level`, given the ``evals`` entry's params; a metric's label
-    is its ``evals`` entry's), and for a ``downstream/*`` average the same average of its components' chance
+    (:meth:`~preschool.evals.base.Evaluator.chance_level`, given the params of the runs' ``evals`` entry; a
+    metric's label is its ``evals`` entry's; ``report``: the experiment's ``report:`` settings), and for a ``downstream/*`` average the same average of its components' chance
     levels when every one has one (an average of chance scores is the average's chance score)."""
     from ..evals import EVALUATORS
 
-    specs = {spec.key: spec for spec in cfg.evals}
+    specs = {spec.key: spec for rec in runs[:1] for spec in rec.evals}  # every run has the experiment's evals
     out: dict[str, float] = {}
     for m in metrics:
         label, _, rest = m.partition("/")
@@ -335,7 +337,7 @@ def metric_chances(cfg, metrics: list[str]) -> dict[str, float]:
             level = EVALUATORS.get(name).cls.chance_level(rest, dict(spec.params) if spec is not None else {})
             if level is not None:
                 out[m] = level
-    downstream = cfg.report.efficiency.downstream
+    downstream = report.efficiency.downstream
     groups, flat = ({}, list(downstream)) if isinstance(downstream, (list, tuple)) else \
         (downstream.groups, downstream.metrics())
 
@@ -481,28 +483,30 @@ def _mean_of(rows: list[dict], key: str) -> float | None:
     return math.fsum(vals) / len(vals) if vals else None
 
 
-def efficiency_rows(cfg, arms: dict[str, dict[Any, SeedResult]], baseline: str, headline: list[str],
-                    axes: dict[str, str], higher: dict[str, bool | None], level: float = 0.95) -> list[Efficiency]:
-    """Per arm and metric with a declared direction, the tokens (on the metric's axis) it needs to reach the
-    target (``report.efficiency.targets``; default the baseline's final value), each seed against the
-    baseline's run of the same seed, and the tokens saved (charging PPT tokens on the language axis), each
-    saving with its Student-t ``level`` interval over the seeds that reach the target."""
+def efficiency_rows(settings, names: list[str], arms: dict[str, dict[Any, SeedResult]], baseline: str,
+                    headline: list[str], axes: dict[str, str], higher: dict[str, bool | None],
+                    level: float = 0.95) -> list[Efficiency]:
+    """Per arm of ``names`` and metric with a declared direction, the tokens (on the metric's axis) it needs
+    to reach the target (``settings``: ``report.efficiency``, its ``targets``, default the baseline's final
+    value, and ``crossing``), each seed against the baseline's run of the same seed, and the tokens saved
+    (charging PPT tokens on the language axis), each saving with its Student-t ``level`` interval over the
+    seeds that reach the target."""
     from .efficiency import token_efficiency
     from .stats import t_interval
 
     efficiency = []
-    targets, crossing = cfg.report.efficiency.targets, cfg.report.efficiency.crossing
-    for arm in cfg.arms:
-        if arm.name == baseline:
+    targets, crossing = settings.targets, settings.crossing
+    for name in names:
+        if name == baseline:
             continue
         for m in headline:
             if higher.get(m) is None:  # no declared direction: nothing to reach
                 continue
             axis = axes.get(m, "pt")
             per_seed, charged, left_out = [], [], []
-            for seed, sdata in arms[arm.name].items():
+            for seed, sdata in arms[name].items():
                 b = arms[baseline].get(seed)
-                if bad := _left_out(arms, [(arm.name, seed), (baseline, seed)], m):
+                if bad := _left_out(arms, [(name, seed), (baseline, seed)], m):
                     left_out += bad
                     continue
                 if b is None or not sdata.curves.get(m) or not b.curves.get(m):
@@ -520,7 +524,7 @@ def efficiency_rows(cfg, arms: dict[str, dict[Any, SeedResult]], baseline: str, 
                 spec = targets.get(m)
                 on_pt = axis == "pt"
                 efficiency.append(Efficiency(
-                    arm=arm.name, metric=m, axis=axis, crossing=crossing, ppt_tokens=max(charged),
+                    arm=name, metric=m, axis=axis, crossing=crossing, ppt_tokens=max(charged),
                     seeds=len(per_seed), reached=len(reached), nonfinite=left_out,
                     not_comparable=sum(not e["comparable"] for e in per_seed),
                     target_spec="baseline final" if spec is None else str(spec),

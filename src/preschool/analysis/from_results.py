@@ -25,7 +25,7 @@ metrics from the stored table's columns and each one's direction from its evalua
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping, Sequence
 
 from ..errors import DataError
 from .records import NonfiniteValue, Report, SeedResult
@@ -73,25 +73,28 @@ def _higher(metric: str) -> bool | None:
     return EVALUATORS.get(name).cls.direction(rest) if rest and name in EVALUATORS else None
 
 
-def stored_report(cfg, stored: dict) -> Report:
-    """The computed report of ``cfg`` from the runs ``stored`` (a ``results.json``) holds: each run's curves and
-    facts as stored, then the final table, later stages, differences and token efficiency computed again
-    (analysis/compute.py), so today's rules apply to the stored numbers."""
+def stored_report(runs: Sequence, stored: dict, report, data: Mapping[str, Any]) -> Report:
+    """The computed report of the run records ``runs`` from what ``stored`` (a ``results.json``) holds of them:
+    each run's curves and facts as stored, then the final table, later stages, differences and token
+    efficiency computed again (analysis/compute.py), so today's rules apply to the stored numbers; ``report``
+    and ``data``: the experiment's ``report:`` settings and datasets."""
     from .compute import (after_stage_rows, arm_stages, efficiency_rows, final_table, metric_axes, metric_chances,
-                          stable_gains)
+                          stable_gains, task_datasets)
 
-    names = [a.name for a in cfg.arms]
+    names = list(dict.fromkeys(rec.arm for rec in runs))
+    seed_order = list(dict.fromkeys(rec.seed for rec in runs))  # the config's seeds
     missing = [n for n in names if n not in stored["arms"]]
     if missing:
         raise DataError(f"arms {missing} of its config have no stored runs")
-    stages = arm_stages(cfg)
+    stages = arm_stages(runs)
     arms: dict[str, dict[Any, SeedResult]] = {}
     charged = {e["arm"]: e.get("ppt_tokens") for e in stored.get("token_efficiency") or []}
     for name in names:
-        arms[name] = {stored_seed(cfg.seeds, k): _one_stage(_seed_result(d, charged.get(name) or 0), stages[name])
+        arms[name] = {stored_seed(seed_order, k): _one_stage(_seed_result(d, charged.get(name) or 0), stages[name])
                       for k, d in stored["arms"][name]["seeds"].items()}
     metric_names = sorted({m for seeds in arms.values() for s in seeds.values() for m in [*s.curves, *s.nonfinite]})
-    axes = metric_axes(cfg, metric_names)  # a results.json before `axes`: the config's choice
+    # a results.json before `axes`: the config's choice
+    axes = metric_axes(data, report.axes, metric_names, task_datasets(runs, data))
     axes.update({m: a["axis"] for m, a in (stored.get("axes") or {}).items()})
     if stored.get("directions"):
         headline = list(stored["directions"])
@@ -99,18 +102,18 @@ def stored_report(cfg, stored: dict) -> Report:
     else:  # before `directions`: the stored table's columns, each in its evaluator's direction
         headline = [m for m in (stored.get("table") or [{}])[0] if m in metric_names]
         higher = {m: _higher(m) for m in metric_names}
-    baseline = cfg.report.baseline or names[0]
+    baseline = report.baseline or names[0]
     table = final_table(arms, names, headline, stages)
-    chance = metric_chances(cfg, headline)  # today's declarations, as every other rule
-    nonfinite = [NonfiniteValue(r["arm"], stored_seed(cfg.seeds, r["seed"]), r["metric"], r["step"], r["value"])
+    chance = metric_chances(runs, report, headline)  # today's declarations, as every other rule
+    nonfinite = [NonfiniteValue(r["arm"], stored_seed(seed_order, r["seed"]), r["metric"], r["step"], r["value"])
                  for r in stored.get("nonfinite") or []]
     return Report(names=names, baseline=baseline, stages=stages, metric_names=metric_names, headline=headline,
                   higher=higher, arms=arms, table=table, axes=axes, nonfinite=nonfinite,
                   setups=dict(stored.get("setups") or {}), after_stages=after_stage_rows(table, headline, stages),
-                  stable_gain=stable_gains(arms, names, baseline, headline, axes, higher, cfg.report.window, chance,
-                                           cfg.report.equivalence),
-                  token_efficiency=efficiency_rows(cfg, arms, baseline, headline, axes, higher),
-                  window=cfg.report.window, chance=chance)
+                  stable_gain=stable_gains(arms, names, baseline, headline, axes, higher, report.window, chance,
+                                           report.equivalence),
+                  token_efficiency=efficiency_rows(report.efficiency, names, arms, baseline, headline, axes, higher),
+                  window=report.window, chance=chance)
 
 
 def stored_provenance(stored: dict) -> dict:

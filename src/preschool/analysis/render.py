@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from ..io import provenance, read_json, write_json, write_text
 from ..layout import (CKPT_CHECKSUMS, PLOTS, checkpoint_dir, data_manifest_path, evals_dir, plots_dir, report_path,
@@ -21,9 +21,10 @@ from .records import Report, axis_label
 from .sections import Section, SectionContext
 
 
-def render(cfg, rep: Report, ctx: SectionContext, sections: list[tuple[str, Section, Any, list[str]]]) -> Path:
+def render(cfg, runs: Sequence, rep: Report, ctx: SectionContext,
+           sections: list[tuple[str, Section, Any, list[str]]]) -> Path:
     """Write the headline plots, ``report.md`` and ``results.json`` of the sections ``run_sections`` wrote;
-    returns the report's path."""
+    returns the report's path (``runs``: the run records the report read)."""
     out = cfg.out_dir
     figures = headline_plots(out, rep) + ctx.figures
     lines: list[str] = []
@@ -42,7 +43,7 @@ def render(cfg, rep: Report, ctx: SectionContext, sections: list[tuple[str, Sect
             lines += [f"**{title}**", "", f"![{title}]({path})", ""]
     if ctx.stored is None:
         prov = provenance(cfg, data_manifests=_data_manifest(out))
-        unverified = unverified_checkpoints(cfg)
+        unverified = unverified_checkpoints(runs, out)
     else:  # a re-render: the runs' own config, code version and data manifests, as stored
         from .from_results import stored_provenance
 
@@ -70,17 +71,18 @@ def render(cfg, rep: Report, ctx: SectionContext, sections: list[tuple[str, Sect
     return path
 
 
-def unverified_checkpoints(cfg) -> list[str]:
-    """The checkpoints (relative to ``out``) whose evaluations the report holds and that have no
-    ``checksums.json``: a damaged weights file there scores without a word, so the report says which."""
+def unverified_checkpoints(runs: Sequence, out: Path) -> list[str]:
+    """The checkpoints of the run records ``runs`` (relative to ``out``) whose evaluations the report holds and
+    that have no ``checksums.json``: a damaged weights file there scores without a word, so the report says
+    which."""
     found = []
-    for rec in cfg.run_records():
+    for rec in runs:
         root = evals_dir(rec.run_dir)
         for sdir in sorted(root.iterdir()) if root.is_dir() else ():
             step = step_of(sdir)
             ckpt = checkpoint_dir(rec.run_dir, step) if step is not None else None
             if ckpt is not None and ckpt.is_dir() and not (ckpt / CKPT_CHECKSUMS).is_file():
-                found.append(ckpt.relative_to(cfg.out_dir).as_posix())
+                found.append(ckpt.relative_to(out).as_posix())
     return found
 
 

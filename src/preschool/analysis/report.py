@@ -26,6 +26,7 @@ where there is no value).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any, Mapping, Sequence
 
 from ..io import remove_orphan_temp_files
 from ..layout import REPORT, RESULTS
@@ -37,52 +38,61 @@ from .render import render
 from .sections import SectionContext, run_sections
 
 
-def build_report(cfg) -> Report:
-    """Collect and compute: the experiment's :class:`Report` from its run folders (nothing written)."""
-    return compute(cfg, add_downstream_average(collect(cfg), cfg.report.efficiency.downstream))
+def build_report(runs: Sequence, report, data: Mapping[str, Any]) -> Report:
+    """Collect and compute: the :class:`Report` of the run records ``runs`` from their run folders (nothing
+    written); ``report`` and ``data``: the experiment's ``report:`` settings and datasets."""
+    return compute(runs, add_downstream_average(collect(runs), report.efficiency.downstream), report, data)
 
 
-def write_report(cfg, stored: dict | None = None) -> Path:
+def write_report(exp, stored: dict | None = None) -> Path:
     """Write ``report.md``, ``results.json`` and ``plots/*.png`` under the experiment folder; returns the
-    report's path. Collect → compute (:func:`build_report`) → sections (the standard tables, those their
-    evaluator's results switch on, then those ``report.sections`` names) → render.
+    report's path. ``exp``: the resolved experiment (:class:`~preschool.experiment.resolved.Experiment`: its
+    config and run records); of a ladder the tables are its largest rung's (or the rung it is a view of) and
+    every rung's records feed the ladder section. Collect → compute (:func:`build_report`) → sections (the
+    standard tables, those their evaluator's results switch on, then those ``report.sections`` names) → render.
 
     ``stored``: a ``results.json`` to re-render from instead of the run folders (analysis/from_results.py:
     its runs' curves are computed again with today's rules; its provenance is kept)."""
     from ..lock import config_key, output_lock
 
+    exp = exp.report_view()
+    cfg = exp.cfg
     if stored is None:
-        rep = build_report(cfg)
+        rep = build_report(exp.runs, cfg.report, cfg.data)
     else:
         from .from_results import stored_report
 
-        rep = stored_report(cfg, stored)
-    ctx = section_context(cfg, rep, stored)
+        rep = stored_report(exp.runs, stored, cfg.report, cfg.data)
+    ctx = section_context(exp, rep, stored)
     # one report writer at a time (the same config waits), so the temp files of plots, report.md and
     # results.json that a killed report left are provably dead: removed here, not left forever
     with output_lock(ctx.plots, f"preschool report ({cfg.name})", key=config_key(cfg), beside=True):
         ctx.plots.mkdir(parents=True, exist_ok=True)
         remove_orphan_temp_files(ctx.plots)
         remove_orphan_temp_files(cfg.out_dir, [REPORT, RESULTS])
-        return render(cfg, rep, ctx, run_sections(ctx, cfg.report.sections))
+        return render(cfg, exp.runs, rep, ctx, run_sections(ctx, cfg.report.sections))
 
 
-def section_context(cfg, rep: Report, stored: dict | None = None) -> SectionContext:
-    """What the sections see: the experiment, the computed report and the evaluators that have results
-    (label -> evaluator name: the experiment's ``evals`` name it, a label it does not list is its own name)."""
+def section_context(exp, rep: Report, stored: dict | None = None) -> SectionContext:
+    """What the sections see of ``exp`` (the experiment at the rung the report's tables read): the config,
+    the computed report and the evaluators that have results (label -> evaluator name: the experiment's
+    ``evals`` name it, a label it does not list is its own name)."""
     from ..config import to_dict
 
+    cfg = exp.cfg
     name_of = {spec.key: spec.name for spec in cfg.evals}
     labels = {m.split("/", 1)[0] for m in rep.metric_names if not m.startswith(("val/", "downstream/"))}
     return SectionContext(cfg.out_dir, to_dict(cfg), rep.names, list(cfg.seeds), rep.baseline,
                           [list(p) for p in cfg.report.compare], report=rep,
                           evaluators={label: name_of.get(label, label) for label in sorted(labels)},
-                          ladder=(ladder_rungs(cfg, rep) if stored is None
+                          ladder=(ladder_rungs(exp, rep) if stored is None
                                   else stored_rungs(stored, rep, list(cfg.seeds))),  # a re-render: as stored
                           stored=stored)
 
 
-def ladder_rungs(cfg, rep: Report) -> list[Rung]:
-    """Every rung of a ladder, collected and computed on its own (the rung ``cfg`` is a view of reuses ``rep``),
-    in ladder order; [] without a ladder."""
-    return [ladder_rung(v.rung, rep if v.rung == cfg.rung else build_report(v)) for v in cfg.ladder_views()]
+def ladder_rungs(exp, rep: Report) -> list[Rung]:
+    """Every rung of a ladder, collected and computed on its own from its run records (the rung ``exp`` is a
+    view of reuses ``rep``), in ladder order; [] without a ladder."""
+    cfg = exp.cfg
+    return [ladder_rung(r, rep if r == cfg.rung else build_report(exp.runs_at(r), cfg.report, cfg.data))
+            for r in exp.ladder_rungs]

@@ -20,7 +20,7 @@ already done (so an interrupted run resumes and ends with the same numbers):
 Ladders: ``ladder:`` runs the same arms at several *rungs* (model sizes); each rung sets the model
 and scales every stage's token budget by the ladder's rule (:class:`LadderSpec`). Each rung x arm x
 seed is an ordinary run in ``<out>/rungs/<rung>/arms/<arm>/seed<k>``; the data is shared. A config
-with ``rung: <name>`` (``--rung``) is the view of one rung (:meth:`ExperimentConfig.at_rung`), which is
+with ``rung: <name>`` (``--rung``) is the view of one rung (:meth:`Experiment.at_rung`), which is
 what every step below trains, evaluates and reports; docs/ladder.md.
 
 Seeds: ``seed`` is the data seed, ``seeds`` the training seeds of the arm x seed
@@ -38,9 +38,10 @@ Layout under ``out``::
     rungs/<rung>/arms/<arm>/seed<k>/  the same, per rung of a ladder
     report.md, results.json, plots/
 
-The package, by role: ``schema.py`` (the config dataclasses, validation, loading a YAML),
-``ladder.py`` (each rung's model and budgets), ``runs.py`` (the runs worked out once: one frozen
-record per rung x arm x seed, which every step below, the report, ``plan`` and ``launch`` read),
+The package, by role: ``schema.py`` (the config dataclasses, validation, reading a YAML),
+``ladder.py`` (each rung's model and budgets), ``runs.py`` (the runs worked out once: one deeply frozen
+record per rung x arm x seed), ``resolved.py`` (:class:`Experiment`, the validated config and its records,
+which :func:`load_experiment` returns and every step below, the report, ``plan`` and ``launch`` take),
 ``prepare.py`` (the data step), ``runner.py`` (training, evaluation, the report; one arm x seed in a
 cluster job). The names below are re-exported here, where users and the commands import them.
 """
@@ -48,17 +49,17 @@ cluster job). The names below are re-exported here, where users and the commands
 from __future__ import annotations
 
 from .schema import (PLUGINS_USED, TRAIN_OVERLAY, ArmSpec, DownstreamGroups, EfficiencySpec, EvalSpec,
-                     ExperimentConfig, ExperimentFile, LadderSpec, LanguageRule, MinimalPairsSpec, ReportSpec,
-                     RungSpec, SyntheticRule, load_experiment, load_experiment_file)
+                     ExperimentConfig, LadderSpec, LanguageRule, MinimalPairsSpec, ReportSpec, RungSpec,
+                     SyntheticRule)
 from .schema import _OLD_COMPARTMENTS_KEYS  # noqa: F401  (the retired schema's keys, which a re-render refuses)
-from .runs import RunRecord, all_runs, arm_dirs, resolve_runs, run_record
+from .runs import RunKey, RunRecord
+from .resolved import Experiment, load_experiment
 from .prepare import build_data, check_stale_data, prepare_experiment, require_prepared
 from .runner import check_run, evaluate_arms, run_arm, run_experiment, run_lock, train_arms
 from ..device import allocated_cpus, rank_threads
 
 __all__ = ["PLUGINS_USED", "TRAIN_OVERLAY", "ArmSpec", "DownstreamGroups", "EfficiencySpec", "EvalSpec",
-           "ExperimentConfig", "ExperimentFile", "LadderSpec", "LanguageRule", "MinimalPairsSpec", "ReportSpec",
-           "RungSpec", "SyntheticRule", "load_experiment", "load_experiment_file", "RunRecord", "all_runs",
-           "arm_dirs", "resolve_runs", "run_record", "build_data", "check_stale_data", "prepare_experiment",
-           "require_prepared", "check_run", "evaluate_arms", "run_arm", "run_experiment", "run_lock", "train_arms",
-           "allocated_cpus", "rank_threads"]
+           "ExperimentConfig", "LadderSpec", "LanguageRule", "MinimalPairsSpec", "ReportSpec", "RungSpec",
+           "SyntheticRule", "RunKey", "RunRecord", "Experiment", "load_experiment", "build_data",
+           "check_stale_data", "prepare_experiment", "require_prepared", "check_run", "evaluate_arms", "run_arm",
+           "run_experiment", "run_lock", "train_arms", "allocated_cpus", "rank_threads"]

@@ -3,8 +3,8 @@ language tokens there, its stages' scaled budgets; :class:`~preschool.experiment
 :class:`~preschool.experiment.schema.SyntheticRule`, docs/ladder.md).
 
 ``cfg`` is an experiment config (:class:`~preschool.experiment.schema.ExperimentConfig`, typed by
-name only: the schema imports this module) and ``arm`` one of its arms; without a rung (``cfg.rung``
-None) every function gives what the YAML says."""
+name only: the schema imports this module), ``arm`` one of its arms and ``rung`` the name of one of its
+ladder's rungs; without a rung (None) every function gives what the YAML says."""
 
 from __future__ import annotations
 
@@ -22,33 +22,33 @@ def language_tokens(arm) -> int:
     return sum(st.tokens for st in arm.stages if st.counts_as_pt)
 
 
-def rung_model(cfg, arm) -> ModelConfig:
-    """The arm's model at the config's rung (shared, then the arm's, then the rung's overlay)."""
+def rung_model(cfg, arm, rung: str | None) -> ModelConfig:
+    """The arm's model at ``rung`` (shared, then the arm's, then the rung's overlay)."""
     model = overlay(cfg.model, arm.model)
-    return overlay(model, cfg.ladder.rung(cfg.rung).model) if cfg.rung is not None else model
+    return overlay(model, cfg.ladder.rung(rung).model) if rung is not None else model
 
 
-def rung_language_tokens(cfg) -> int:
-    """The baseline arm's language tokens at the config's rung (the YAML's without a rung)."""
+def rung_language_tokens(cfg, rung: str | None) -> int:
+    """The baseline arm's language tokens at ``rung`` (the YAML's without a rung)."""
     base = cfg.baseline_arm()
     yaml_tokens = language_tokens(base)
-    if cfg.rung is None:
+    if rung is None:
         return yaml_tokens
-    rung, rule = cfg.ladder.rung(cfg.rung), cfg.ladder.tokens
-    at = f"ladder.rungs[{cfg.ladder.index(cfg.rung)}]"
+    spec, rule = cfg.ladder.rung(rung), cfg.ladder.tokens
+    at = f"ladder.rungs[{cfg.ladder.index(rung)}]"
     if rule.rule == "multiplier":
-        t = rung.multiplier * yaml_tokens
+        t = spec.multiplier * yaml_tokens
         check_tokens(t, f"{at}.multiplier",
-                     f"{rung.multiplier:g} x the baseline's {yaml_tokens:,} language tokens is ")
+                     f"{spec.multiplier:g} x the baseline's {yaml_tokens:,} language tokens is ")
         return max(1, round(t))
     if rule.rule == "explicit":
-        check_tokens(rung.tokens, f"{at}.tokens")
-        return int(rung.tokens)
-    model = rung_model(cfg, base)
+        check_tokens(spec.tokens, f"{at}.tokens")
+        return int(spec.tokens)
+    model = rung_model(cfg, base, rung)
     try:
         validate(model)
     except ConfigError as e:
-        k = cfg.ladder.index(cfg.rung)
+        k = cfg.ladder.index(rung)
         raise ConfigError(f"ladder.rungs[{k}].model.{e.field}", e.message) from None
     if rule.params == "total":
         vocab = cfg.tokenizer.vocab_size or (DEFAULT_BPE_VOCAB if cfg.tokenizer.kind == "train" else None)
@@ -61,11 +61,11 @@ def rung_language_tokens(cfg) -> int:
     return max(1, round(rule.ratio * n))
 
 
-def rung_stages(cfg, arm) -> list[StageConfig]:
-    """The arm's stages with the rung's budgets (the language rule, then the synthetic rule)."""
-    if cfg.rung is None:
-        return arm.stages
-    factor = rung_language_tokens(cfg) / language_tokens(cfg.baseline_arm())
+def rung_stages(cfg, arm, rung: str | None) -> list[StageConfig]:
+    """The arm's stages with ``rung``'s budgets (the language rule, then the synthetic rule)."""
+    if rung is None:
+        return list(arm.stages)
+    factor = rung_language_tokens(cfg, rung) / language_tokens(cfg.baseline_arm())
     lang = {j: max(1, round(st.tokens * factor)) for j, st in enumerate(arm.stages) if st.counts_as_pt}
     rule = cfg.ladder.synthetic
     synth = [j for j, st in enumerate(arm.stages) if not st.counts_as_pt]

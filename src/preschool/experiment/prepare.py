@@ -15,8 +15,7 @@ from ..data.prepare import check_data, prepare_data
 from ..errors import DataError
 from ..io import read_json
 from ..lock import command_line, experiment_lock
-from .runs import RunRecord, resolve_runs
-from .schema import ExperimentConfig, ExperimentFile
+from .resolved import Experiment
 
 
 def _corpora(corpora: dict[str, dict]) -> dict:
@@ -24,16 +23,17 @@ def _corpora(corpora: dict[str, dict]) -> dict:
     return {n: from_dict(CorpusConfig, c, f"corpora.{n}") for n, c in corpora.items()}
 
 
-def check_stale_data(cfg: ExperimentConfig, rebuild: bool = False, runs: tuple[RunRecord, ...] | None = None) -> list:
+def check_stale_data(exp: Experiment, rebuild: bool = False) -> list:
     """What :func:`build_data` would replace, checked before anything is written: a dataset prepared from
     another spec is a DataError naming it and the field (``data.check_data``), unless ``rebuild``; and with
     ``rebuild``, an arm x seed run folder that trained on one of them is a DataError naming the run (its
-    data would be gone: it could neither resume nor be reused; ``runs``: the config's records, default
-    :func:`resolve_runs`). Returns the datasets to rebuild."""
+    data would be gone: it could neither resume nor be reused; every run of the experiment, each rung's of
+    a ladder: the data is shared). Returns the datasets to rebuild."""
+    cfg = exp.cfg
     stale = check_data(layout.data_dir(cfg.out_dir), cfg.tokenizer, _corpora(cfg.corpora), cfg.data, cfg.seq_len,
                        cfg.seed, rebuild)
     replaced = {s.path.resolve(): s for s in stale}
-    for rec in (resolve_runs(cfg) if runs is None else runs) if replaced else []:
+    for rec in exp.records if replaced else []:
         if not layout.run_config_path(rec.run_dir).is_file():
             continue
         for name in rec.stage_datasets:
@@ -46,12 +46,12 @@ def check_stale_data(cfg: ExperimentConfig, rebuild: bool = False, runs: tuple[R
     return stale
 
 
-def build_data(cfg: ExperimentConfig, progress: bool = True, rebuild: bool = False,
-               runs: tuple[RunRecord, ...] | None = None) -> dict:
+def build_data(exp: Experiment, progress: bool = True, rebuild: bool = False) -> dict:
     """Step 2: tokenizer, shard sets and minimal pairs under ``<out>/data``; data prepared from another spec
     is refused before anything is written, or with ``rebuild`` replaced (:func:`check_stale_data`)."""
+    cfg = exp.cfg
     out = layout.data_dir(cfg.out_dir)
-    check_stale_data(cfg, rebuild, runs)
+    check_stale_data(exp, rebuild)
     if cfg.minimal_pairs.per_paradigm > 0 and not layout.is_done(out / "minimal_pairs"):  # before any data is built
         check_pairs_fit(out, cfg.minimal_pairs.per_paradigm, "minimal_pairs.per_paradigm")
     manifest = prepare_data(out, cfg.tokenizer, _corpora(cfg.corpora), cfg.data, cfg.seq_len, cfg.seed, cfg.workers,
@@ -65,7 +65,7 @@ def build_data(cfg: ExperimentConfig, progress: bool = True, rebuild: bool = Fal
     return manifest
 
 
-def prepare_experiment(exp: ExperimentFile, progress: bool = True, command: str | None = None,
+def prepare_experiment(exp: Experiment, progress: bool = True, command: str | None = None,
                        rebuild: bool = False) -> dict:
     """Build the experiment's data once, holding the output lock; returns the data manifest.
 
@@ -75,17 +75,17 @@ def prepare_experiment(exp: ExperimentFile, progress: bool = True, command: str 
     raises :class:`DataError` (see :mod:`preschool.lock`). Data prepared from
     another spec is refused, or with ``rebuild`` replaced (:func:`check_stale_data`).
     """
-    with experiment_lock(exp.cfg, command or command_line("prepare", str(exp.path), exp.overrides, None)):
-        return build_data(exp.cfg, progress, rebuild)
+    with experiment_lock(exp.cfg, command or command_line("prepare", str(exp.path), list(exp.overrides), None)):
+        return build_data(exp, progress, rebuild)
 
 
-def _not_prepared(exp: ExperimentFile, why: str):
+def _not_prepared(exp: Experiment, why: str):
     cmd = " ".join(["preschool", "prepare", shlex.quote(str(exp.path)),
                     *[f"--set {shlex.quote(o)}" for o in exp.overrides]])
     return DataError(f"{why}; prepare the data first: {cmd}")
 
 
-def require_prepared(exp: ExperimentFile) -> dict:
+def require_prepared(exp: Experiment) -> dict:
     """The data manifest, if every dataset of the config is prepared with its current spec; else a
     DataError naming the dataset and the ``preschool prepare`` line to run."""
     data = layout.data_dir(exp.out_dir)

@@ -1,5 +1,6 @@
 """The runner: train every run of an experiment, evaluate its checkpoints and write the report
-(``preschool run``), or train one arm x seed in a cluster job (``preschool run --arm``)."""
+(``preschool run``), or train one arm x seed in a cluster job (``preschool run --arm``). Every step takes the
+:class:`~preschool.experiment.resolved.Experiment` and reads its run records."""
 
 from __future__ import annotations
 
@@ -23,17 +24,19 @@ from ..slurm_state import slurm_job_alive
 from ..train.callbacks.registry import CallbackContext, build_callbacks
 from ..train.run_dir import check_run_dir
 from .prepare import build_data, check_stale_data, require_prepared
-from .runs import RunRecord, resolve_runs
-from .schema import PLUGINS_USED, ExperimentConfig, ExperimentFile
+from .resolved import Experiment
+from .runs import RunRecord
+from .schema import PLUGINS_USED
 
 
-def check_run(cfg: ExperimentConfig, rec: RunRecord, verify: str | None = None) -> None:
+def check_run(exp: Experiment, rec: RunRecord, verify: str | None = None) -> None:
     """Refuse (ConfigError named where the YAML sets the value: train.lr, arms[i].stages[j]...; a dataset
     or a callback by arm) a run already in ``rec.run_dir`` that was trained with another config, other
     callbacks (``arms[i].callbacks``: where a compartments arm starts among them) or on other bytes
-    (``check_run_dir``); ``cfg``: the experiment the record is of (any of its rung views). ``verify``: how
-    the data's bytes are compared when not as the run's own ``verify`` says (``launch``: "size", the
-    manifests' recorded checksums, not every shard rehashed on a login node)."""
+    (``check_run_dir``); ``rec``: one of ``exp``'s records. ``verify``: how the data's bytes are compared
+    when not as the run's own ``verify`` says (``launch``: "size", the manifests' recorded checksums, not every
+    shard rehashed on a login node)."""
+    cfg = exp.cfg
     tcfg = rec.train if verify is None else replace(rec.train, verify=verify)
     try:
         check_run_dir(tcfg, rec.run_dir, dict(rec.datasets), layout.tokenizer_dir(layout.data_dir(cfg.out_dir)),
@@ -66,27 +69,27 @@ def _holder_job_alive(holder: dict) -> bool | None:
     return slurm_job_alive(holder["slurm_job"]) if holder.get("slurm_job") else None
 
 
-def train_arms(cfg: ExperimentConfig, progress: bool = True, only: tuple[str, int] | None = None,
-               command: str = "preschool run", runs: tuple[RunRecord, ...] | None = None) -> None:
-    """Step 3: train every run (``runs``, default :func:`resolve_runs` of ``cfg``: every arm x seed, every
-    rung's of a ladder) of the prepared data (resuming; finished runs are skipped, so a rung added to a
-    ladder trains only its own runs); ``only``: that (arm, seed). Each run trains under its
-    :func:`run_lock` (``command``: what a second trainer of the folder is told is running). Every run that
+def train_arms(exp: Experiment, progress: bool = True, only: tuple[str, int] | None = None,
+               command: str = "preschool run") -> None:
+    """Step 3: train every run of ``exp`` (:attr:`~Experiment.runs`: every arm x seed, every rung's of a
+    ladder, or those of the rung it is a view of) on the prepared data (resuming; finished runs are skipped,
+    so a rung added to a ladder trains only its own runs); ``only``: that (arm, seed). Each run trains under
+    its :func:`run_lock` (``command``: what a second trainer of the folder is told is running). Every run that
     will train is checked to fit the memory there is before the first trains (:func:`check_fits`)."""
     from ..train.trainer import train  # torch: loaded when a run trains
 
-    data_dir = layout.data_dir(cfg.out_dir)
-    todo = [rec for rec in (resolve_runs(cfg) if runs is None else runs) if only is None or (rec.arm, rec.seed) == only]
+    data_dir = layout.data_dir(exp.out_dir)
+    todo = [rec for rec in exp.runs if only is None or (rec.arm, rec.seed) == only]
     for rec in todo:
         check_fits(rec, data_dir)
     for rec in todo:
-        check_run(cfg, rec)
+        check_run(exp, rec)
         tcfg = replace(rec.train, progress=rec.train.progress and progress)
         if layout.is_done(rec.run_dir):
             print(f"[preschool]{_at(rec)} arm {rec.arm} seed {rec.seed}: done, skipping")
             continue
         ctx = CallbackContext(rec.arm, rec.seed, dict(rec.datasets), [n for st in tcfg.stages for n in st.datasets],
-                              data_dir, lambda other, s=rec.seed, r=rec.rung: layout.run_dir(cfg.out_dir, other, s, r))
+                              data_dir, lambda other, s=rec.seed, r=rec.rung: exp.record((r, other, s)).run_dir)
         callbacks = build_callbacks(dict(rec.callbacks), ctx, f"{rec.where}.callbacks")
         with run_lock(rec.run_dir, command):
             if layout.is_done(rec.run_dir):  # finished by another trainer since the check above
@@ -112,57 +115,56 @@ def check_fits(rec: RunRecord, data_dir: Path) -> None:
                           f"{e.message}") from None
 
 
-def evaluate_arms(cfg: ExperimentConfig, runs: tuple[RunRecord, ...] | None = None) -> None:
-    """Step 4: each run's evaluators (``runs``, default :func:`resolve_runs` of ``cfg``) on every
-    (every-th) checkpoint, cached."""
+def evaluate_arms(exp: Experiment) -> None:
+    """Step 4: each run's evaluators (of :attr:`~Experiment.runs`) on every (every-th) checkpoint, cached."""
     from transformers.utils import logging as hf_logging  # heavy: loaded when checkpoints are evaluated
 
     hf_logging.disable_progress_bar()  # one "Loading weights" bar per checkpoint is noise
-    for rec in resolve_runs(cfg) if runs is None else runs:
+    for rec in exp.runs:
         # a cluster report runs after every arm job, finished or not: evaluate what exists; evaluators default
         # to the arm's training device when that is CUDA (evals.runner.eval_device)
-        if not evaluate_specs(rec.run_dir, list(rec.evals), layout.data_dir(cfg.out_dir), rec.train.device):
+        if not evaluate_specs(rec.run_dir, list(rec.evals), layout.data_dir(exp.out_dir), rec.train.device):
             print(f"[preschool]{_at(rec)} arm {rec.arm} seed {rec.seed}: no checkpoints yet, not evaluated")
 
 
-def run_experiment(cfg: ExperimentConfig, progress: bool = True, stages: tuple[str, ...] = ("train", "eval", "report"),
+def run_experiment(exp: Experiment, progress: bool = True, stages: tuple[str, ...] = ("train", "eval", "report"),
                    rebuild: bool = False) -> Path:
     """Prepare the data (always: every step needs it), then the named ``stages`` in order.
 
     Nothing is written (``experiment.yaml`` included) until the data prepared from another spec is
     refused, or with ``rebuild`` cleared of trained runs (:func:`check_stale_data`), and every arm x seed
     folder that already holds a run on data kept as it is still matches the config (:func:`check_run`).
-    The runs are resolved once (:func:`resolve_runs`) and every step reads their records.
+    Every step reads the records ``exp`` resolved when it was loaded.
     """
-    runs = resolve_runs(cfg)
-    check_stale_data(cfg, rebuild, runs)
+    cfg = exp.cfg
+    check_stale_data(exp, rebuild)
     if "train" in stages:
-        for rec in runs:
+        for rec in exp.runs:
             # a run whose data is not all prepared yet is checked once it is (train_arms)
             if all(layout.dataset_record_path(rec.datasets[n]).is_file() for n in rec.stage_datasets
                    if n in rec.datasets):
-                check_run(cfg, rec)
+                check_run(exp, rec)
 
     cfg.out_dir.mkdir(parents=True, exist_ok=True)
     whole = replace(cfg, rung=None)  # the experiment, whichever of its rungs this command trains
     write_text(layout.experiment_config_path(cfg.out_dir),
                yaml.safe_dump({**to_dict(whole), PLUGINS_USED: loaded()}, sort_keys=False))
-    build_data(cfg, progress, rebuild, runs)
+    build_data(exp, progress, rebuild)
     if "eval" in stages:  # what an evaluator refuses, before the training it would wait for
         check_eval_params(cfg.evals, layout.data_dir(cfg.out_dir))
     if "train" in stages:
-        train_arms(cfg, progress, runs=runs)
+        train_arms(exp, progress)
     if "eval" in stages and cfg.evals:
         print("[preschool] evaluating checkpoints")
-        evaluate_arms(cfg, runs)
+        evaluate_arms(exp)
     if "report" in stages:
-        path = write_report(cfg.report_view())  # a ladder: the largest rung's tables + the ladder section
+        path = write_report(exp)  # a ladder: the largest rung's tables + the ladder section
         print(f"[preschool] report: {path}")
         return path
     return cfg.out_dir
 
 
-def run_arm(exp: ExperimentFile, arm: str, seed: int | None = None, progress: bool = True) -> Path:
+def run_arm(exp: Experiment, arm: str, seed: int | None = None, progress: bool = True) -> Path:
     """Train one arm x seed of a prepared experiment (``preschool run EXP --arm A [--seed S]``); of a
     ladder, at the rung the config is a view of (``--rung R``; required).
 
@@ -182,6 +184,6 @@ def run_arm(exp: ExperimentFile, arm: str, seed: int | None = None, progress: bo
         raise ConfigError("--seed", f"seed {seed} is not in the experiment's seeds {exp.seeds}")
     require_prepared(exp)
     rank_threads()
-    command = command_line("run", str(exp.path), exp.overrides, None) + f" --arm {arm} --seed {seed}"
-    train_arms(exp.cfg, progress, only=(arm, seed), command=command)  # the trainer forms the process group
-    return layout.run_dir(exp.out_dir, arm, seed, exp.cfg.rung)
+    command = command_line("run", str(exp.path), list(exp.overrides), None) + f" --arm {arm} --seed {seed}"
+    train_arms(exp, progress, only=(arm, seed), command=command)  # the trainer forms the process group
+    return exp.record((exp.cfg.rung, arm, seed)).run_dir

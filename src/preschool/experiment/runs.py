@@ -1,37 +1,54 @@
-"""The runs an experiment trains, worked out once: one frozen :class:`RunRecord` per rung x arm x seed.
+"""The runs an experiment trains, worked out once: one deeply frozen :class:`RunRecord` per rung x arm x seed.
 
 A record holds what every step needs of one run: its rung, arm and seed, its run folder, the resolved
 :class:`~preschool.train.configs.TrainConfig` (the one merge of an experiment: shared ``model``/``train``,
 the arm's overlays, the rung's, the defaults the data implies) and the datasets it reads (the one
 resolution of an arm's names to folders), the evaluators run on its checkpoints and the callbacks it
-trains with. The runner, the evaluation step, the data step, the report (``cfg.run_records()``),
-``plan`` and ``launch`` read records; nothing outside this module merges a TrainConfig or resolves an
-arm's datasets (``tests/experiment/test_runs.py`` walks the package for such calls).
+trains with. :func:`build_runs` builds every record of a config, each once (:func:`_build_record`), and
+checks what only a resolved run can tell (a stage reading no dataset, a ``val`` name with nothing to
+score, ``reserved_ids: auto`` with nothing to read it from); :class:`~preschool.experiment.resolved.Experiment`
+holds them beside the config, and the runner, the evaluation and data steps, the report, ``plan`` and
+``launch`` read them there. Nothing outside this module merges a TrainConfig or resolves an arm's datasets
+(``tests/experiment/test_runs.py`` walks the package for such calls).
 
-``cfg`` below is an :class:`~preschool.experiment.schema.ExperimentConfig` (named, not imported: the
-schema's validation builds records, so the schema imports this module)."""
+A record is frozen all the way down (:func:`preschool.frozen.freeze`): assigning to any of its fields, a
+field of its TrainConfig, a stage, or changing one of its lists or mappings raises, so no step can change
+what the next one reads, and no record shares a value with the config it came from. A record is named by
+its :attr:`RunRecord.key` (rung, arm, seed), which is what another record will name when it starts from
+this one's weights (a parent run, issue #47).
+
+``cfg`` below is an :class:`~preschool.experiment.schema.ExperimentConfig` (named, not imported: the schema
+module stays below this one and knows nothing of records)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any, Mapping, NamedTuple
 
 from .. import layout
-from ..config import overlay, validate
+from ..config import check, overlay, validate
 from ..data.builders.derived import dataset_parts
 from ..errors import ConfigError
 from ..evals.runner import EvalSpec
+from ..frozen import freeze
 from ..train.configs import TrainConfig
 from .ladder import rung_model, rung_stages
 
 
+class RunKey(NamedTuple):
+    """What names one run of an experiment: its rung (None without a ladder), arm and seed."""
+
+    rung: str | None
+    arm: str
+    seed: int
+
+
 @dataclass(frozen=True)
 class RunRecord:
-    """One rung x arm x seed of an experiment, resolved (the module docstring says what reads it)."""
+    """One rung x arm x seed of an experiment, resolved and frozen (the module docstring says what reads it)."""
 
-    rung: str | None  # None: the experiment has no ladder (or the record is of the YAML's budgets)
+    rung: str | None  # None: the experiment has no ladder
     arm: str
     arm_index: int  # the arm's position in `arms` (what an error names: arms[i])
     seed: int
@@ -40,7 +57,11 @@ class RunRecord:
     datasets: Mapping[str, Path]  # what the trainer gets: name -> dataset folder
     stage_datasets: tuple[str, ...]  # the datasets of `data` its stages train on (aliases resolved), in order
     evals: tuple[EvalSpec, ...]
-    callbacks: Mapping[str, dict[str, Any]]  # name -> config, as the arm gives them
+    callbacks: Mapping[str, Mapping[str, Any]]  # name -> config, as the arm gives them
+
+    @property
+    def key(self) -> RunKey:
+        return RunKey(self.rung, self.arm, self.seed)
 
     @property
     def where(self) -> str:
@@ -48,40 +69,60 @@ class RunRecord:
         return f"arms[{self.arm_index}]"
 
 
-def resolve_runs(cfg) -> tuple[RunRecord, ...]:
-    """Every run the config trains, in order: each rung's arm x seed grid of a ladder (ladder order, then
-    arms, then seeds), else the one grid (a rung's view: that rung's)."""
-    return tuple(rec for view in cfg.rung_views() for rec in grid_records(view))
+def build_runs(cfg) -> tuple[RunRecord, ...]:
+    """Every run of the experiment, in order: each rung of a ladder (ladder order; whichever rung ``cfg`` is
+    a view of), then arms, then seeds; without a ladder the one arm x seed grid. Each record is built once
+    and checked; an error is a ConfigError named where the YAML sets the value (at a rung, naming it)."""
+    rungs = [r.name for r in cfg.ladder.rungs] if cfg.ladder is not None else [None]
+    return tuple(_build_record(cfg, i, seed, rung) for rung in rungs for i in range(len(cfg.arms)) for seed in cfg.seeds)
 
 
-def grid_records(cfg) -> tuple[RunRecord, ...]:
-    """The records of the config's own arm x seed grid, at its rung (``cfg.rung``; arms, then seeds)."""
-    return tuple(run_record(cfg, arm, seed) for arm in cfg.arms for seed in cfg.seeds)
+def _build_record(cfg, i: int, seed: int, rung: str | None) -> RunRecord:
+    """The record of ``cfg.arms[i]`` x ``seed`` at ``rung``, checked (:func:`_check_record`)."""
+    arm = cfg.arms[i]
+    rec = RunRecord(
+        rung=rung, arm=arm.name, arm_index=i, seed=seed,
+        run_dir=layout.run_dir(cfg.out_dir, arm.name, seed, rung),
+        train=freeze(_merge_train_config(cfg, arm, seed, rung, f"arms[{i}]")),
+        datasets=freeze(_resolve_datasets(cfg.data, layout.data_dir(cfg.out_dir), arm)),
+        stage_datasets=tuple(stage_datasets(arm)), evals=freeze(tuple(cfg.evals)),
+        callbacks=freeze(dict(arm.callbacks)))
+    _check_record(cfg, arm, rec)
+    return rec
 
 
-def run_record(cfg, arm, seed: int, path: str = "") -> RunRecord:
-    """The record of ``arm`` (one of ``cfg.arms``) x ``seed`` at the config's rung; an error in its
-    resolved config is a ConfigError named where the YAML sets the value (``path``: the arm's, default
-    ``arms[i]``), and at a rung names the rung."""
-    i = cfg.arms.index(arm)
-    return RunRecord(
-        rung=cfg.rung, arm=arm.name, arm_index=i, seed=seed,
-        run_dir=layout.run_dir(cfg.out_dir, arm.name, seed, cfg.rung),
-        train=_merge_train_config(cfg, arm, seed, path or f"arms[{i}]"),
-        datasets=MappingProxyType(_resolve_datasets(cfg.data, layout.data_dir(cfg.out_dir), arm)),
-        stage_datasets=tuple(stage_datasets(arm)), evals=tuple(cfg.evals),
-        callbacks=MappingProxyType(dict(arm.callbacks)))
+def _check_record(cfg, arm, rec: RunRecord) -> None:
+    """What only the resolved run tells: every stage reads a dataset of ``data`` or an alias, ``reserved_ids:
+    auto`` has a dataset on reserved ids to read the range from, and each ``val`` name has a val/ split."""
+    i, tcfg = rec.arm_index, rec.train
+    readable = set(cfg.data) | set(arm.datasets)
+    for j, st in enumerate(tcfg.stages):
+        for s in st.datasets:
+            check(s in readable, f"arms[{i}].stages[{j}].data", f"no dataset named {s!r}; have {sorted(readable)}")
+    # the trainer resolves 'auto' from the prepared shards; with no dataset to read it from, say so now
+    check(tcfg.reserved_ids != "auto" or cfg.renders_reserved(), cfg.written_at(arm, rec.where, "reserved_ids"),
+          f"'auto', but no dataset of `data` renders symbols on reserved ids ({', '.join(sorted(cfg.data))}); "
+          "give [lo, hi) or a dataset with render: reserved")
+    known = set(rec.datasets)  # base datasets, aliases, derived stage datasets, parts
+    where = cfg.written_at(arm, rec.where, "val")
+    for v in tcfg.val or []:  # no val list: every stage dataset with a val/ split is scored
+        check(v in known, where, f"no dataset or part named {v!r}; have {sorted(known)}")
+        empty = _without_val(cfg.data, arm.datasets.get(v, v))
+        check(empty is None, where, f"{v!r} will have no val/ split to score: data.{empty}.val_tokens is 0; "
+              f"set data.{empty}.val_tokens > 0 or leave {v!r} out of val")
 
 
-def arm_dirs(cfg) -> list[tuple[Any, int, Path]]:
-    """``(arm, seed, run folder)`` of one config's grid: the experiment's, or one rung's (``cfg.rung``)."""
-    return layout.arm_runs(cfg.out_dir, cfg.arms, cfg.seeds, cfg.rung)
-
-
-def all_runs(cfg) -> list[tuple[Any, Any, int, Path]]:
-    """``(view, arm, seed, run folder)`` of every run the config trains: each rung's grid of a ladder
-    (``view``: that rung's config), else the one grid (the order of :func:`resolve_runs`)."""
-    return [(view, arm, seed, d) for view in cfg.rung_views() for arm, seed, d in arm_dirs(view)]
+def _without_val(data: Mapping[str, Any], name: str) -> str | None:
+    """The dataset with ``val_tokens: 0`` that leaves dataset ``name`` without a val/ split (itself, or the
+    base dataset a derived one is built from), else None (parts and names outside ``data``)."""
+    seen: set[str] = set()
+    while name in data and name not in seen:
+        seen.add(name)
+        d = data[name]
+        if d.source_dataset is None:
+            return None if d.has_val else name
+        name = d.source_dataset
+    return None
 
 
 # ----------------------------------------------------------------------------- an arm's datasets
@@ -128,7 +169,7 @@ def _resolve_datasets(data: Mapping[str, Any], data_dir: Path, arm) -> dict[str,
 # ----------------------------------------------------------------------------- the TrainConfig merge
 
 
-def _merge_train_config(cfg, arm, seed: int, path: str) -> TrainConfig:
+def _merge_train_config(cfg, arm, seed: int, rung: str | None, path: str) -> TrainConfig:
     """The resolved TrainConfig of one arm and seed: the arm's stages and the seed, the shared
     ``model`` overlaid by the arm's, then the shared ``train`` settings overlaid by the arm's (the one
     merge of an experiment; :func:`preschool.config.overlay`), then the defaults the data implies:
@@ -137,19 +178,19 @@ def _merge_train_config(cfg, arm, seed: int, path: str) -> TrainConfig:
     (``rung`` set) the rung's model and ``train:`` overlay come last and the stages carry the rung's
     budgets (:func:`~preschool.experiment.ladder.rung_stages`); an error names the rung.
     """
-    if cfg.rung is not None:  # name the rung in any error of its resolved config
-        k = cfg.ladder.index(cfg.rung)
+    if rung is not None:  # name the rung in any error of its resolved config
+        k = cfg.ladder.index(rung)
         try:
-            return _merged_train_config(cfg, arm, seed, path)
+            return _merged_train_config(cfg, arm, seed, rung, path)
         except ConfigError as e:
-            raise ConfigError(e.field, f"at rung {cfg.rung!r} (ladder.rungs[{k}]): {e.message}") from None
-    return _merged_train_config(cfg, arm, seed, path)
+            raise ConfigError(e.field, f"at rung {rung!r} (ladder.rungs[{k}]): {e.message}") from None
+    return _merged_train_config(cfg, arm, seed, rung, path)
 
 
-def _merged_train_config(cfg, arm, seed: int, path: str) -> TrainConfig:
-    model = rung_model(cfg, arm)
-    rung_train = cfg.ladder.rung(cfg.rung).train if cfg.rung is not None else {}
-    tcfg = overlay(TrainConfig(model=model, stages=rung_stages(cfg, arm), seed=seed), cfg.train, arm.train,
+def _merged_train_config(cfg, arm, seed: int, rung: str | None, path: str) -> TrainConfig:
+    model = rung_model(cfg, arm, rung)
+    rung_train = cfg.ladder.rung(rung).train if rung is not None else {}
+    tcfg = overlay(TrainConfig(model=model, stages=rung_stages(cfg, arm, rung), seed=seed), cfg.train, arm.train,
                    rung_train)
     if tcfg.val is None and arm_parts(cfg.data, arm):
         # a derived dataset with parts has no val/ of its own: the arm scores its parts (and the

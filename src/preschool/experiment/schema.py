@@ -1,5 +1,8 @@
-"""The experiment YAML's schema: the config dataclasses, their validation, and loading a YAML (with its
-``--set`` overrides and plug-ins) into a checked :class:`ExperimentConfig` (package docstring: the whole)."""
+"""The experiment YAML's schema: the config dataclasses, their validation, and reading a YAML (with its
+``--set`` overrides and plug-ins) into a checked :class:`ExperimentConfig` (package docstring: the whole).
+
+What only a resolved run can tell is checked where the runs are built (experiment/runs.py), which this
+module does not import: the schema knows the config, not its records."""
 
 from __future__ import annotations
 
@@ -24,7 +27,6 @@ from ..train.callbacks.registry import callback_configs
 from ..train.configs import StageConfig, TrainConfig  # not .trainer: validation needs no torch
 from ..train.model import ModelConfig
 from .ladder import language_tokens
-from .runs import grid_records, run_record
 
 # What the `train:` sections (shared, and per arm) may set: TrainConfig fields, except those with their own key.
 TRAIN_OVERLAY = Partial(TrainConfig, exclude={
@@ -263,7 +265,7 @@ class ExperimentConfig:
             check_seed(s, f"seeds[{i}]")
             check(s not in self.seeds[:i], f"seeds[{i}]", f"seed {s} is given twice; each seed runs once")
         check(len(self.arms) > 0, "arms", "an experiment needs at least one arm")
-        # the rung a view names exists (every check below resolves the arms at it)
+        # the rung a view names exists
         rungs = [r.name for r in self.ladder.rungs] if self.ladder is not None else []
         check(self.rung is None or self.ladder is not None, "rung",
               f"{self.rung!r}, but the experiment has no `ladder:`")
@@ -286,24 +288,6 @@ class ExperimentConfig:
             for alias, target in arm.datasets.items():
                 check(target in self.data, f"arms[{i}].datasets.{alias}",
                       f"no dataset named {target!r}; have {sorted(self.data)}")
-            readable = set(self.data) | set(arm.datasets)
-            rec = run_record(self, arm, self.seeds[0], f"arms[{i}]")
-            cfg = rec.train
-            for j, st in enumerate(cfg.stages):
-                for s in st.datasets:
-                    check(s in readable, f"arms[{i}].stages[{j}].data",
-                          f"no dataset named {s!r}; have {sorted(readable)}")
-            # the trainer resolves 'auto' from the prepared shards; with no dataset to read it from, say so now
-            check(cfg.reserved_ids != "auto" or self.renders_reserved(), self.written_at(arm, f"arms[{i}]", "reserved_ids"),
-                  f"'auto', but no dataset of `data` renders symbols on reserved ids ({', '.join(sorted(self.data))}); "
-                  "give [lo, hi) or a dataset with render: reserved")
-            known = set(rec.datasets)  # base datasets, aliases, derived stage datasets, parts
-            where = self.written_at(arm, f"arms[{i}]", "val")
-            for v in cfg.val or []:  # no val list: every stage dataset with a val/ split is scored
-                check(v in known, where, f"no dataset or part named {v!r}; have {sorted(known)}")
-                empty = self._without_val(arm.datasets.get(v, v))
-                check(empty is None, where, f"{v!r} will have no val/ split to score: data.{empty}.val_tokens is 0; "
-                      f"set data.{empty}.val_tokens > 0 or leave {v!r} out of val")
             for name, cb in self._callback_configs(arm, i).items():
                 for dep in getattr(cb, "arms_needed", lambda: [])():
                     check(dep in names[:i], f"arms[{i}].callbacks.{name}",
@@ -321,7 +305,8 @@ class ExperimentConfig:
         self._validate_ladder()
 
     def _validate_ladder(self) -> None:
-        """Every rung x arm resolves (model, scaled budgets; an error names the rung); no key set twice."""
+        """No key set twice by a rung and an arm, and budgets the rules can scale (each rung x arm resolves
+        where the runs are built: experiment/runs.py)."""
         if self.ladder is None:
             return
         base = self.baseline_arm()
@@ -338,7 +323,6 @@ class ExperimentConfig:
                 check(not (sf.rule == "fraction" and sf.fraction is not None and language_tokens(arm) == 0
                            and any(not st.counts_as_pt for st in arm.stages)), "ladder.synthetic.fraction",
                       f"arm {arm.name!r} trains no language tokens to take a fraction of")
-                run_record(self.at_rung(r.name), arm, self.seeds[0], f"arms[{i}]")
 
     # ----------------------------------------------------------------------------- ladder rungs
 
@@ -348,9 +332,8 @@ class ExperimentConfig:
         return next(a for a in self.arms if a.name == name)
 
     def at_rung(self, rung: str) -> "ExperimentConfig":
-        """The view of one rung of the ladder: the same experiment with ``rung`` set, whose arms train the
-        rung's model and budgets (:mod:`~preschool.experiment.ladder`) in ``<out>/rungs/<rung>/``
-        (:attr:`runs_root`)."""
+        """The view of one rung of the ladder: the same experiment with ``rung`` set, whose commands train,
+        evaluate and report that rung's runs, in ``<out>/rungs/<rung>/`` (:attr:`runs_root`)."""
         if self.ladder is None:
             raise ConfigError("rung", f"{rung!r}, but the experiment has no `ladder:`")
         names = [r.name for r in self.ladder.rungs]
@@ -358,40 +341,10 @@ class ExperimentConfig:
             raise ConfigError("rung", f"no rung named {rung!r}; the ladder has {names}")
         return replace(self, rung=rung)
 
-    def rung_views(self) -> list["ExperimentConfig"]:
-        """What the runner trains, evaluates and checks: every rung's view of a ladder (in the ladder's
-        order), or this config alone (no ladder, or already one rung's view)."""
-        if self.ladder is None or self.rung is not None:
-            return [self]
-        return [self.at_rung(r.name) for r in self.ladder.rungs]
-
-    def ladder_views(self) -> list["ExperimentConfig"]:
-        """Every rung's view of the ladder (whichever rung this config is a view of), ladder order; [] without
-        a ladder (what a report's ladder section reads: analysis/ladder.py)."""
-        if self.ladder is None:
-            return []
-        return replace(self, rung=None).rung_views()
-
-    def report_view(self) -> "ExperimentConfig":
-        """The config the standard report tables read: a ladder's largest (last) rung, unless a rung is set."""
-        return self.rung_views()[-1]
-
     @property
     def runs_root(self) -> Path:
         """The folder holding ``arms/``: ``out``, or a rung's ``<out>/rungs/<rung>``."""
         return layout.rung_dir(self.out_dir, self.rung)
-
-    def _without_val(self, name: str) -> str | None:
-        """The dataset with ``val_tokens: 0`` that leaves dataset ``name`` without a val/ split (itself,
-        or the base dataset a derived one is built from), else None (parts and names outside ``data``)."""
-        seen: set[str] = set()
-        while name in self.data and name not in seen:
-            seen.add(name)
-            d = self.data[name]
-            if d.source_dataset is None:
-                return None if d.has_val else name
-            name = d.source_dataset
-        return None
 
     def _callback_configs(self, arm: ArmSpec, i: int) -> dict:
         return callback_configs(arm.callbacks, f"arms[{i}].callbacks")
@@ -404,22 +357,6 @@ class ExperimentConfig:
                 for dep in getattr(cb, "arms_needed", lambda: [])():
                     out[arm.name] = dep
         return out
-
-    def run_records(self) -> tuple:
-        """The :class:`~preschool.experiment.runs.RunRecord` of every arm x seed of this config's own grid,
-        at its rung (what the report reads; the runner reads :func:`~preschool.experiment.runs.resolve_runs`,
-        every rung's of a ladder)."""
-        return grid_records(self)
-
-    def train_config(self, arm: ArmSpec, seed: int, path: str = "") -> TrainConfig:
-        """The resolved TrainConfig of ``arm`` x ``seed`` at this config's rung: its run record's
-        (:func:`~preschool.experiment.runs.run_record`; for users and tests: the package reads records)."""
-        return run_record(self, arm, seed, path).train
-
-    def arm_datasets(self, arm: ArmSpec) -> dict[str, Path]:
-        """What the trainer gets for ``arm``: name -> dataset folder (its run records' ``datasets``)."""
-        return dict(run_record(self, arm, self.seeds[0]).datasets)
-
 
     def renders_reserved(self) -> bool:
         """Whether a dataset renders symbols on reserved ids (what ``reserved_ids: auto`` reads the range of)."""
@@ -464,9 +401,11 @@ _OLD_COMPARTMENTS_KEYS = ("stage", "tokens", "val_per_decade", "presentations", 
 PLUGINS_USED = "plugins_used"
 
 
-def load_experiment(path: str | Path, overrides: list[str] = ()) -> ExperimentConfig:
-    """The experiment YAML at ``path`` (plus ``key=value`` overrides), validated, once its ``plugins`` are
-    imported (so the parts they register can be named in it); they are kept as imported (paths absolute)."""
+def read_config(path: str | Path, overrides: list[str] = ()) -> ExperimentConfig:
+    """The experiment YAML at ``path`` (plus ``key=value`` overrides) as a validated config, once its
+    ``plugins`` are imported (so the parts they register can be named in it); they are kept as imported (paths
+    absolute). Its runs are resolved by :func:`~preschool.experiment.resolved.load_experiment`, which reads
+    the YAML through this."""
     raw = load_yaml(path)
     old = [k for k in _OLD_COMPARTMENTS_KEYS if k in raw]
     if old:
@@ -481,34 +420,3 @@ def load_experiment(path: str | Path, overrides: list[str] = ()) -> ExperimentCo
           f"must be a list of modules, .py files or folders, got {names!r}")
     raw["plugins"] = [p.plugin for p in use(names)]  # relative: the working folder's, as every path
     return from_dict(ExperimentConfig, raw)
-
-
-@dataclass
-class ExperimentFile:
-    """An experiment YAML, loaded, as the commands that run it see it (path and ``--set`` overrides kept
-    to name the command a second process is told about, or the one to run first)."""
-
-    path: Path
-    overrides: list[str]
-    cfg: ExperimentConfig
-    arms: list[str]
-    seeds: list[int]
-    depends: dict[str, str] = field(default_factory=dict)  # arm -> arm whose final checkpoint it starts from
-
-    @property
-    def rungs(self) -> list[str | None]:
-        """The rungs whose runs the config trains: a ladder's (or the one ``--rung`` names), else ``[None]``."""
-        return [view.rung for view in self.cfg.rung_views()]
-
-    @property
-    def out_dir(self) -> Path:
-        return self.cfg.out_dir
-
-
-def load_experiment_file(path: str | Path, overrides: list[str] = ()) -> ExperimentFile:
-    """The experiment YAML at ``path`` with its ``--set`` overrides, as ``preschool run``/``prepare``/``launch``
-    see it (compartments experiments and audits included); the config alone is :func:`load_experiment`."""
-    path = Path(path)
-    cfg = load_experiment(path, list(overrides))
-    return ExperimentFile(path, list(overrides), cfg, [a.name for a in cfg.arms], list(cfg.seeds),
-                      cfg.arm_dependencies())

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..errors import ConfigError
-from ..experiment import load_experiment_file
+from ..experiment import load_experiment
 from .launcher import launch
 from .options import CPUS_PER_PROCESS, PORT_SPAN, SlurmOptions
 from .status import status
@@ -91,7 +91,7 @@ def options(args) -> SlurmOptions:
 
 def run(args) -> int:
     if args.status:
-        for line in status(load_experiment_file(args.config, args.overrides)):
+        for line in status(load_experiment(args.config, args.overrides)):
             print(line)
         return 0
     if not args.slurm:
@@ -99,5 +99,5 @@ def run(args) -> int:
                           "multi-node torchrun without a scheduler)")
     opt = options(args)
     opt.validate()
-    launch(load_experiment_file(args.config, args.overrides), opt, dry_run=args.dry_run)
+    launch(load_experiment(args.config, args.overrides), opt, dry_run=args.dry_run)
     return 0

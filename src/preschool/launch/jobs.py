@@ -27,7 +27,7 @@ from ..config import to_dict
 from ..errors import DataError
 # the runner (experiment/) loads the experiment and says whether its data is prepared; this package only
 # writes and submits the jobs that run its commands
-from ..experiment import ExperimentFile, check_run, require_prepared, resolve_runs
+from ..experiment import Experiment, check_run, require_prepared
 from ..slurm_state import Job, script_hash, with_digest
 from .options import SlurmOptions
 from .scripts import arm_script, job_comment, prepare_script, report_script, report_stamp
@@ -60,19 +60,21 @@ def _identified(job: Job, unset: str, reads: str) -> Job:
     return with_digest(job, script_hash(f"{unset}\n# reads {reads}"))
 
 
-def slurm_jobs(exp: ExperimentFile, opt: SlurmOptions) -> list[Job]:
+def slurm_jobs(exp: Experiment, opt: SlurmOptions) -> list[Job]:
     """The job graph: prepare -> one job per arm x seed (a ladder: per rung x arm x seed, ``--rung``) ->
     eval + report (scripts as text), dependencies first, each with its identity."""
     opt.validate()
     sets = exp.overrides
     tree = to_dict(exp.cfg)
     data = _key({k: tree[k] for k in DATA_INPUTS})
-    records = {(r.rung, r.arm, r.seed): r for r in resolve_runs(exp.cfg)}
     jobs = [_identified(Job("prepare", "prepare", prepare_script(exp, opt, sets), comment=job_comment(exp, "prepare")),
                         prepare_script(exp, opt, ()), data)]
     arm_jobs: list[str] = []
-    # a ladder: one job per rung x arm x seed, named <rung>-<arm>-seed<k>, each with --rung
-    for rung, seed, arm in [(r, s, a) for r in exp.rungs for s in exp.seeds for a in exp.arms]:
+    # one job per run record (a ladder's: per rung x arm x seed, named <rung>-<arm>-seed<k>, each with --rung),
+    # submitted seed by seed within a rung: every arm of the first seed queues before the second seed's
+    seed_at = {s: k for k, s in enumerate(exp.seeds)}
+    for rec in sorted(exp.runs, key=lambda r: (exp.rungs.index(r.rung), seed_at[r.seed], r.arm_index)):
+        rung, arm, seed = rec.key
         named = rung is not None and exp.cfg.rung is None  # a view of one rung (--set rung=R) already says it
         prefix = f"{rung}-" if named else ""
         name = f"{prefix}{arm}-seed{seed}"
@@ -82,7 +84,7 @@ def slurm_jobs(exp: ExperimentFile, opt: SlurmOptions) -> list[Job]:
         args = (exp, opt, name, arm, seed, rung if named else None)
         job = Job(name, "arm", arm_script(*args, sets), after_ok=after, run=(rung, arm, seed),
                   comment=job_comment(exp, name))
-        jobs.append(_identified(job, arm_script(*args, ()), f"{_key(records[(rung, arm, seed)])} {data}"))
+        jobs.append(_identified(job, arm_script(*args, ()), f"{_key(rec)} {data}"))
         arm_jobs.append(name)
     whole = _key({k: v for k, v in tree.items() if k != "workers"})  # the report reads everything
     jobs.append(_identified(Job("report", "report", report_script(exp, opt, sets), after_any=arm_jobs,
@@ -90,7 +92,7 @@ def slurm_jobs(exp: ExperimentFile, opt: SlurmOptions) -> list[Job]:
     return jobs
 
 
-def current_jobs(exp: ExperimentFile, jobs: list[Job]) -> dict[str, str]:
+def current_jobs(exp: Experiment, jobs: list[Job]) -> dict[str, str]:
     """The jobs whose outputs are complete and current, name -> why; a later launch submits only the rest.
 
     prepare: every dataset is prepared with its current spec. An arm x seed: the
@@ -109,16 +111,14 @@ def current_jobs(exp: ExperimentFile, jobs: list[Job]) -> dict[str, str]:
     except DataError:
         return done  # the data is (re)built, so every arm trains on what prepare makes
     done["prepare"] = "data prepared with the current spec"
-    records = {(r.rung, r.arm, r.seed): r for r in resolve_runs(exp.cfg)}
     finished = []
     for j in jobs:
         if j.role != "arm":
             continue
-        rung, arm_name, seed = j.run
-        rec = records[(rung, arm_name, int(seed))]
+        rec = exp.record(j.run)
         run = rec.run_dir
         # verify "size": compare the manifests' recorded checksums, not rehash every shard on the login node
-        check_run(exp.cfg, rec, verify="size")
+        check_run(exp, rec, verify="size")
         if layout.is_done(run):
             done[j.name] = f"finished with this config ({run / layout.DONE})"
             finished.append(run / layout.DONE)
@@ -130,14 +130,13 @@ def current_jobs(exp: ExperimentFile, jobs: list[Job]) -> dict[str, str]:
     return done
 
 
-def training_jobs(exp: ExperimentFile, jobs: list[Job]) -> set[str]:
+def training_jobs(exp: Experiment, jobs: list[Job]) -> set[str]:
     """The arm jobs whose run folder has a ``config.yaml``: :func:`current_jobs` checked that it is the
     current training config (it refuses any other), so such a job trains what the current script would."""
-    return {j.name for j in jobs if j.role == "arm"
-            and layout.run_config_path(layout.run_dir(exp.out_dir, j.run[1], int(j.run[2]), j.run[0])).is_file()}
+    return {j.name for j in jobs if j.role == "arm" and layout.run_config_path(exp.record(j.run).run_dir).is_file()}
 
 
-def rerun_keeps(exp: ExperimentFile, jobs: list[Job]) -> dict[str, str]:
+def rerun_keeps(exp: Experiment, jobs: list[Job]) -> dict[str, str]:
     """name -> what a job of ``jobs`` started again keeps of the work already done, read from its outputs:
     prepare its finished datasets and work units; a run its last checkpoint (or none yet); the report the
     evaluations already cached."""
@@ -146,8 +145,7 @@ def rerun_keeps(exp: ExperimentFile, jobs: list[Job]) -> dict[str, str]:
         if j.role == "prepare":
             keeps[j.name] = "it keeps the datasets and work units already built"
         elif j.role == "arm":
-            rung, arm, seed = j.run
-            cks = layout.list_checkpoints(layout.run_dir(exp.out_dir, arm, int(seed), rung), required=False)
+            cks = layout.list_checkpoints(exp.record(j.run).run_dir, required=False)
             keeps[j.name] = (f"it resumes from step {cks[-1][0]}, its last checkpoint" if cks
                              else "it starts from the beginning: no checkpoint was written yet")
         else:

@@ -7,7 +7,7 @@ import shutil
 
 from .. import layout
 from ..errors import ConfigError, DataError, PreschoolError
-from ..experiment import ExperimentFile, check_stale_data
+from ..experiment import Experiment, check_stale_data
 from ..lock import command_line, output_lock
 from ..slurm_state import DONE, REMOVED, STALE, Recorded, SlurmUnreachable, plan, read_record, write_record
 from .jobs import current_jobs, rerun_keeps, slurm_jobs, training_jobs
@@ -20,7 +20,7 @@ from .submit import NO_SBATCH, cancel_replaced, jobs_record, queue, submit, subm
 LAUNCH_KEY = "preschool launch"
 
 
-def launch(exp: ExperimentFile, opt: SlurmOptions, dry_run: bool = False) -> dict[str, str]:
+def launch(exp: Experiment, opt: SlurmOptions, dry_run: bool = False) -> dict[str, str]:
     """Check the scripts and the partition, put every job in its state (:func:`preschool.slurm_state.plan`),
     write the scripts, cancel the queued jobs it replaces (and those of the folder that name no job of the
     graph) and submit the rest; name -> job id of what was submitted.
@@ -44,12 +44,12 @@ def launch(exp: ExperimentFile, opt: SlurmOptions, dry_run: bool = False) -> dic
         return _launch(exp, opt, jobs, checked, done, dry_run)
 
 
-def refuse_stale_data(exp: ExperimentFile) -> None:
+def refuse_stale_data(exp: Experiment) -> None:
     """Refuse (DataError, one line) a config whose data spec differs from the data already prepared in its
     folder: the prepare job would stop asking for ``--rebuild``, which a launch does not give, and every job
     after it would never start. The runner's own check (:func:`~preschool.experiment.check_stale_data`),
     with the rebuild's own refusal of data a trained run used; the fix is a ``preschool prepare --rebuild``."""
-    stale = check_stale_data(exp.cfg, rebuild=True)
+    stale = check_stale_data(exp, rebuild=True)
     if stale:
         first = stale[0]
         also = f" (and {', '.join(repr(s.dataset) for s in stale[1:])})" if stale[1:] else ""
@@ -60,7 +60,7 @@ def refuse_stale_data(exp: ExperimentFile) -> None:
                         f"so rebuild it first ({cmd}) or give the experiment another out")
 
 
-def _launch(exp: ExperimentFile, opt: SlurmOptions, jobs: list, checked: str, done: dict[str, str],
+def _launch(exp: Experiment, opt: SlurmOptions, jobs: list, checked: str, done: dict[str, str],
             dry_run: bool) -> dict[str, str]:
     """:func:`launch` from reading the queue on (under the lock when it submits)."""
     from ..io import write_text

@@ -23,7 +23,7 @@ from typing import Sequence
 
 from .. import layout
 from ..errors import ConfigError
-from ..experiment import ExperimentFile
+from ..experiment import Experiment
 from ..slurm_state import Job
 from .options import PORT_SPAN, SlurmOptions
 
@@ -35,36 +35,36 @@ def shell_word(x: object) -> str:
 
 # ----------------------------------------------------------------------------- names Slurm knows
 
-def out_tag(exp: ExperimentFile) -> str:
+def out_tag(exp: Experiment) -> str:
     """12 hex digits naming the experiment's output folder (its resolved path) in every job's comment:
     two experiments of one name in two folders never see each other's jobs as their own."""
     return hashlib.sha256(str(exp.out_dir.resolve()).encode("utf-8")).hexdigest()[:12]
 
 
-def job_comment(exp: ExperimentFile, name: str) -> str:
+def job_comment(exp: Experiment, name: str) -> str:
     """``preschool:<out tag>:<job>``: the ``--comment`` of job ``name`` (its script's hash is appended,
     :func:`preschool.slurm_state.with_digest`), which :func:`preschool.slurm_state.read_queue` reads back."""
     return f"preschool:{out_tag(exp)}:{name}"
 
 
-def slurm_job_name(exp: ExperimentFile, name: str) -> str:
+def slurm_job_name(exp: Experiment, name: str) -> str:
     """The Slurm job name (``--job-name``; also the log's stem, ``%x-%j.out``)."""
     return f"{exp.cfg.name}-{name}"
 
 
 # ----------------------------------------------------------------------------- where they live
 
-def logs_dir(exp: ExperimentFile) -> Path:
+def logs_dir(exp: Experiment) -> Path:
     """``<out>/slurm/logs``: every job's log (``<job name>-<job id>.out``)."""
     return layout.slurm_dir(exp.out_dir) / "logs"
 
 
-def report_stamp(exp: ExperimentFile) -> Path:
+def report_stamp(exp: Experiment) -> Path:
     """The file the report job writes once its eval + report succeeded: the config key it reported."""
     return layout.slurm_dir(exp.out_dir) / "report.done"
 
 
-def script_paths(exp: ExperimentFile, jobs: list[Job]) -> dict[str, Path]:
+def script_paths(exp: Experiment, jobs: list[Job]) -> dict[str, Path]:
     """name -> ``<out>/slurm/<name>.sbatch``, where :func:`write_scripts` writes each job's script."""
     return {j.name: layout.slurm_dir(exp.out_dir) / f"{j.name}.sbatch" for j in jobs}
 
@@ -90,7 +90,7 @@ _EXIT_TRAP = ("trap 'rc=$?; [ \"$rc\" -eq 0 ] || echo \"[preschool] the job scri
               " EXIT")
 
 
-def header(exp: ExperimentFile, name: str, opt: SlurmOptions, nodes: int, gpus: int, cpus: int,
+def header(exp: Experiment, name: str, opt: SlurmOptions, nodes: int, gpus: int, cpus: int,
            time: str | None) -> list[str]:
     """The lines every job script starts with: ``#SBATCH`` options, strict bash with its exit trap, the Python on
     PATH, :func:`job_environment`, the setup lines."""
@@ -124,20 +124,20 @@ def _sets(overrides: Sequence[str]) -> str:
     return "".join(f" --set {shell_word(o)}" for o in overrides)
 
 
-def _cli(exp: ExperimentFile, overrides: Sequence[str], *args: str) -> str:
+def _cli(exp: Experiment, overrides: Sequence[str], *args: str) -> str:
     """``python -m preschool.cli CMD EXP.yaml ARGS... --set ...``."""
     return (" ".join(["python -m preschool.cli", args[0], shell_word(exp.path.resolve()), *args[1:]])
             + _sets(overrides))
 
 
-def prepare_script(exp: ExperimentFile, opt: SlurmOptions, overrides: Sequence[str]) -> str:
+def prepare_script(exp: Experiment, opt: SlurmOptions, overrides: Sequence[str]) -> str:
     """The prepare job: ``preschool prepare`` on one node, no GPU, the whole ``--cpus-per-task``."""
     return "\n".join(header(exp, "prepare", opt, 1, 0, opt.cpus(1), opt.side_time) + [
         "# builds the tokenizer and every dataset once (output lock: a prepare of the same config waits)",
         _step("preschool prepare"), f"{SRUN} --ntasks=1 " + _cli(exp, overrides, "prepare", "--no-progress"), ""])
 
 
-def arm_script(exp: ExperimentFile, opt: SlurmOptions, name: str, arm: str, seed: int, rung: str | None,
+def arm_script(exp: Experiment, opt: SlurmOptions, name: str, arm: str, seed: int, rung: str | None,
                overrides: Sequence[str]) -> str:
     """Job ``name``: one run (``arm`` x ``seed``, with ``--rung`` when ``rung`` is given), one torchrun per node."""
     if opt.nodes == 1:
@@ -158,7 +158,7 @@ def arm_script(exp: ExperimentFile, opt: SlurmOptions, name: str, arm: str, seed
                      + [*where, _step("preschool run"), f"{SRUN} --ntasks=\"$SLURM_NNODES\" {torchrun}", ""])
 
 
-def report_script(exp: ExperimentFile, opt: SlurmOptions, overrides: Sequence[str]) -> str:
+def report_script(exp: Experiment, opt: SlurmOptions, overrides: Sequence[str]) -> str:
     """The eval + report job, which stamps :func:`report_stamp` with the config key once it succeeded."""
     from ..lock import config_key
 
@@ -184,7 +184,7 @@ def check_scripts(jobs: list[Job]) -> None:
                               "check the --setup lines' quoting")
 
 
-def write_scripts(exp: ExperimentFile, jobs: list[Job], checked: bool = False) -> dict[str, Path]:
+def write_scripts(exp: Experiment, jobs: list[Job], checked: bool = False) -> dict[str, Path]:
     """Write every job's script to ``<out>/slurm/<name>.sbatch`` (atomically); returns name -> path.
 
     Each script is checked with ``bash -n`` first (unless ``checked``: :func:`check_scripts` ran): one

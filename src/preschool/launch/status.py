@@ -8,7 +8,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from ..experiment import ExperimentFile
+from ..experiment import Experiment
 from ..slurm_state import ABSENT, DONE, FAILED, NEVER, REMOVED, STALE, SlurmUnreachable, plan, read_record
 from .jobs import current_jobs, rerun_keeps, slurm_jobs, training_jobs
 from .options import SlurmOptions, saved
@@ -16,7 +16,7 @@ from .scripts import logs_dir, slurm_job_name
 from .submit import jobs_record, queue
 
 
-def _log_tail(exp: ExperimentFile, name: str, job_id: str | None, lines: int = 10) -> tuple[Path, str] | None:
+def _log_tail(exp: Experiment, name: str, job_id: str | None, lines: int = 10) -> tuple[Path, str] | None:
     """The last ``lines`` lines of job ``name``'s log (of job ``job_id``, else its newest), or None."""
     logs = logs_dir(exp)
     stem = slurm_job_name(exp, name)
@@ -42,7 +42,7 @@ def _ended_state(job_id: str) -> str | None:
     return None
 
 
-def status(exp: ExperimentFile, opt: SlurmOptions | None = None) -> list[str]:
+def status(exp: Experiment, opt: SlurmOptions | None = None) -> list[str]:
     """One line per job of the graph (``preschool launch --status``), in the relaunch's states: done;
     in Slurm with its state and reason (and, when it runs another script or can never start, that a
     launch replaces it); ended without finishing (the state Slurm recorded, and its log's last lines);

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from .. import layout
 from ..errors import ConfigError, PreschoolError
-from ..experiment import ExperimentFile
+from ..experiment import Experiment
 from ..slurm_state import DONE, Job, Queued, Step, read_queue
 from .scripts import job_comment, shell_word, slurm_job_name
 
@@ -26,12 +26,12 @@ _JOB_ID = re.compile(r"(\d+)(;[\w.-]+)?")
 NO_SBATCH = "sbatch not found on PATH (run on a Slurm login node, or use --dry-run)"
 
 
-def jobs_record(exp: ExperimentFile) -> Path:
+def jobs_record(exp: Experiment) -> Path:
     """``<out>/slurm/jobs.json``: the id and script hash of every job a launch submitted."""
     return layout.slurm_dir(exp.out_dir) / "jobs.json"
 
 
-def queue(exp: ExperimentFile) -> dict[str, list[Queued]] | None:
+def queue(exp: Experiment) -> dict[str, list[Queued]] | None:
     """The experiment's jobs Slurm holds (:func:`preschool.slurm_state.read_queue` by this folder's comment
     prefix), name -> copies; None without squeue; :class:`~preschool.slurm_state.SlurmUnreachable` when
     squeue fails."""
@@ -82,7 +82,7 @@ def _cancel(ids: dict[str, str]) -> str:
     return f"cancelled the jobs already submitted: {named} ({line})"
 
 
-def _stray(exp: ExperimentFile, job: Job, ids: dict[str, str]) -> tuple[str | None, str]:
+def _stray(exp: Experiment, job: Job, ids: dict[str, str]) -> tuple[str | None, str]:
     """After an sbatch that printed no job id: the id of the job it may have queued anyway (squeue by
     the job's comment), and what the user is told when squeue cannot say."""
     hint = (f"sbatch may still have queued it: look for job name {slurm_job_name(exp, job.name)} with "
@@ -101,7 +101,7 @@ def _stray(exp: ExperimentFile, job: Job, ids: dict[str, str]) -> tuple[str | No
     return None, f"squeue shows no job of {job.name}, so it was not queued"
 
 
-def submit(jobs: list[Job], paths: dict[str, Path], dry_run: bool = False, exp: ExperimentFile | None = None,
+def submit(jobs: list[Job], paths: dict[str, Path], dry_run: bool = False, exp: Experiment | None = None,
            kept: dict[str, str] | None = None) -> dict[str, str]:
     """Submit in dependency order; returns name -> Slurm job id of the jobs submitted.
 
