@@ -196,48 +196,63 @@ def _pair_sort_key(pair_id: str) -> tuple:
     return (0, int(pair_id), "") if pair_id.isdigit() else (1, 0, pair_id)
 
 
-def _pair_from_obj(obj: Any, where: str, default_uid: str, default_id: str, normalize: bool = True) -> MinimalPair:
+_ABSENT = object()  # a label field the object does not have (JSON null is a value, and refused)
+
+
+def _pair_from_obj(obj: Any, where: str, default_uid: str, default_id: str, normalize: bool = True,
+                   escaped: bool = True) -> MinimalPair:
+    """A pair from one parsed JSON object; DataError naming ``where`` for a field that is missing or not text.
+    ``escaped``: the object may hold ``\\u`` escapes (False only when its JSON text has none, so it
+    cannot hold a lone surrogate and that check is skipped)."""
     if not isinstance(obj, dict):
         raise DataError(f"{where}: expected a JSON object, got {type(obj).__name__}")
-    for f in REQUIRED_FIELDS:
-        if f not in obj:
-            raise DataError(f"{where}: missing field {f!r} (a minimal pair needs {', '.join(REQUIRED_FIELDS)})")
-        if not isinstance(obj[f], str) or not obj[f].strip():
-            raise DataError(f"{where}: field {f!r} must be a non-empty string, got {obj[f]!r}")
-    for f in ("UID", "pairID", "field", "linguistics_term"):
-        if f in obj and not isinstance(obj[f], (str, int)):
-            raise DataError(f"{where}: field {f!r} must be a string, got {obj[f]!r}")
-    for f in (*REQUIRED_FIELDS, "UID", "pairID", "field", "linguistics_term"):
-        # JSON may escape half a UTF-16 pair alone; the tokenizer then fails on the text with a TypeError
-        if isinstance(obj.get(f), str) and (lone := LONE_SURROGATE.search(obj[f])) is not None:
-            raise DataError(f"{where}: field {f!r} holds a lone surrogate \\u{ord(lone.group()):04x} (half of a "
-                            "UTF-16 pair), which is not text")
-    field, term = str(obj.get("field", "unknown")), str(obj.get("linguistics_term", "unknown"))
+    good, bad = obj.get("sentence_good"), obj.get("sentence_bad")
+    if type(good) is not str or type(bad) is not str or not good.strip() or not bad.strip():
+        for f in REQUIRED_FIELDS:
+            if f not in obj:
+                raise DataError(f"{where}: missing field {f!r} (a minimal pair needs {', '.join(REQUIRED_FIELDS)})")
+            if not isinstance(obj[f], str) or not obj[f].strip():
+                raise DataError(f"{where}: field {f!r} must be a non-empty string, got {obj[f]!r}")
+    labels = [obj.get(f, _ABSENT) for f in ("UID", "pairID", "field", "linguistics_term")]
+    for f, v in zip(("UID", "pairID", "field", "linguistics_term"), labels):
+        if v is not _ABSENT and not isinstance(v, (str, int)):
+            raise DataError(f"{where}: field {f!r} must be a string, got {v!r}")
+    if escaped:
+        for f in (*REQUIRED_FIELDS, "UID", "pairID", "field", "linguistics_term"):
+            # JSON may escape half a UTF-16 pair alone; the tokenizer then fails on the text with a TypeError
+            if isinstance(obj.get(f), str) and (lone := LONE_SURROGATE.search(obj[f])) is not None:
+                raise DataError(f"{where}: field {f!r} holds a lone surrogate \\u{ord(lone.group()):04x} (half of a "
+                                "UTF-16 pair), which is not text")
+    uid, pair_id, field, term = (str(v) if v is not _ABSENT else d
+                                 for v, d in zip(labels, (default_uid, default_id, "unknown", "unknown")))
     if normalize:
         field = LABEL_FIXES["field"].get(field, field)
         term = LABEL_FIXES["linguistics_term"].get(term, term)
-    return MinimalPair(str(obj.get("UID", default_uid)), str(obj.get("pairID", default_id)), obj["sentence_good"],
-                       obj["sentence_bad"], field, term, where)
+    return MinimalPair(uid, pair_id, good, bad, field, term, where)
 
 
 def read_jsonl_pairs(path: str | Path, normalize_labels: bool = True) -> list[MinimalPair]:
     """Parse one BLiMP-format JSONL file. ``UID`` defaults to the file stem, ``pairID`` to the line index."""
     path = Path(path)
-    pairs = []
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as e:
         raise DataError(f"{path}: cannot read ({e})") from None
-    for n, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        where = f"{path}:{n}"
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise DataError(f"{where}: not valid JSON ({e.msg})") from None
-        pairs.append(_pair_from_obj(obj, where, path.stem, str(n - 1), normalize_labels))
-    return pairs
+    name, stem = str(path), path.stem
+    numbered = [(n, line) for n, line in enumerate(lines, start=1) if line.strip()]
+    try:  # the whole file as one JSON array: one parser call instead of one per line
+        objs = json.loads("[" + ",".join(line for _, line in numbered) + "]")
+    except json.JSONDecodeError:
+        objs = None
+    if objs is None or len(objs) != len(numbered):  # a bad line (or a line of two values): find and name it
+        objs = []
+        for n, line in numbered:
+            try:
+                objs.append(json.loads(line))
+            except json.JSONDecodeError as e:
+                raise DataError(f"{name}:{n}: not valid JSON ({e.msg})") from None
+    return [_pair_from_obj(obj, f"{name}:{n}", stem, str(n - 1), normalize_labels, escaped="\\u" in line)
+            for (n, line), obj in zip(numbered, objs)]
 
 
 def _hub_pairs(name: str, uids: Sequence[str] | None, normalize: bool = True) -> list[MinimalPair]:
