@@ -15,6 +15,15 @@ sentences scored), then times, on the same pairs:
 
 and prints pairs/s, the speed-up ratio, and whether the per-pair decisions are
 identical (ties aside: lm-eval counts an exact tie as correct, we count 0.5).
+
+Then the whole processes, as a user runs them (``--process-rounds``, default 3, 0
+skips it): the checkpoint saved to a folder, ``preschool eval --checkpoint DIR --blimp
+PATH --set max_pairs_per_paradigm=N --set sentence_prefix=" "`` against ``python -m
+lm_eval --model hf --model_args pretrained=DIR`` on the pairs written as an lm-eval task
+(written once beforehand, as the BLiMP files are ours), rounds alternating, the
+median of each; every import, the model load and the scoring are inside. Our
+process's per-pair decisions are compared with lm-eval's from the in-process run.
+
 Ratios are given in wall-clock time and in process CPU time; on a CPU box shared
 with other jobs the wall clock mostly measures the neighbours, CPU time the work.
 
@@ -26,7 +35,11 @@ with other jobs the wall clock mostly measures the neighbours, CPU time the work
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import resource
+import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -83,6 +96,8 @@ def main(argv=None) -> int:
     ap.add_argument("--vocab", type=int, default=4096)
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--naive", action="store_true", help="also time the naive loop when lm-eval is available")
+    ap.add_argument("--process-rounds", type=int, default=3,
+                    help="paired whole-process runs of `preschool eval` and lm-eval's CLI (0: skip)")
     ap.add_argument("--naive-pairs", type=int, default=10,
                     help="the naive loop runs on the first N pairs of each paradigm (its pairs/s is what is compared)")
     args = ap.parse_args(argv)
@@ -142,6 +157,8 @@ def main(argv=None) -> int:
         print(f"decisions identical on {same}/{len(nontie)} non-tied pairs "
               f"({len(pairs) - len(nontie)} ties); max |logp diff| = {maxdiff:.2e}")
         print(f"RATIO ours vs lm-eval: {t_lm / t_ours:.1f}x faster (wall clock); {c_lm / c_ours:.1f}x less CPU time")
+        if args.process_rounds:
+            whole_processes(args, model, tok, theirs, len(pairs))
     if not have_lm_eval or args.naive:
         k = args.naive_pairs if n is None else min(n, args.naive_pairs)
         sub, _ = load_pairs(args.blimp, max_pairs_per_paradigm=k)
@@ -153,6 +170,56 @@ def main(argv=None) -> int:
         print(f"RATIO ours vs naive per-sentence loop (pairs/s): {(len(pairs) / t_ours) / (len(sub) / t_nv):.1f}x faster "
               f"(wall clock); {(len(pairs) / c_ours) / (len(sub) / c_nv):.1f}x per CPU second")
     return 0
+
+
+def _timed(cmd: list[str], env: dict) -> tuple[float, float]:
+    """(wall s, CPU s) of a command run to its end; SystemExit with its output when it fails."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd[:4])} ... failed:\n{done.stderr[-3000:]}")
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def whole_processes(args, model, tok, theirs: list[dict], n_pairs: int) -> None:
+    """`preschool eval` vs lm-eval's CLI, each a whole process on the saved checkpoint (module docstring)."""
+    from preschool.evals.lm_eval import write_minimal_pair_task
+
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
+           "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[1] / "src"),
+                                          os.environ.get("PYTHONPATH", "")])}
+    n = args.pairs or None
+    with tempfile.TemporaryDirectory() as d:
+        d = Path(d)
+        model.save_pretrained(d / "ckpt")
+        tok.save_pretrained(d / "ckpt")
+        write_minimal_pair_task(args.blimp, d / "task", task="blimp_bench", max_pairs_per_paradigm=n)
+        ours = [sys.executable, "-m", "preschool.cli", "eval", "--checkpoint", str(d / "ckpt"), "--out", str(d / "ours"),
+                "--device", args.device, "--force", "--blimp", args.blimp, "--set", 'sentence_prefix=" "',
+                "--set", f"batch_size={args.batch_size}"]
+        if n:
+            ours += ["--set", f"max_pairs_per_paradigm={n}"]
+        lm = [sys.executable, "-m", "lm_eval", "--model", "hf", "--model_args",
+              f"pretrained={d / 'ckpt'},dtype=float32", "--tasks", "blimp_bench", "--include_path", str(d / "task"),
+              "--device", args.device, "--batch_size", str(args.lm_eval_batch_size)]
+        got: dict[str, list[tuple[float, float]]] = {"ours": [], "lm-eval": []}
+        for _ in range(args.process_rounds):
+            got["ours"].append(_timed(ours, env))
+            got["lm-eval"].append(_timed(lm, env))
+        items = [json.loads(line) for line in (d / "ours" / "blimp" / "items.jsonl").read_text().splitlines()]
+    med = {k: (statistics.median(w for w, _ in v), statistics.median(c for _, c in v)) for k, v in got.items()}
+    for k, (w, c) in med.items():
+        print(f"{k:8s} whole process {w:7.2f} s  cpu {c:7.2f} s  (median of {args.process_rounds}; "
+              f"rounds {', '.join(f'{x:.2f}' for x, _ in got[k])} s)")
+    nontie = [(a, b) for a, b in zip(items, theirs) if not a["tie"]]
+    same = sum(a["correct"] == b["correct_lmeval"] for a, b in nontie)
+    print(f"whole process: decisions identical to lm-eval's on {same}/{len(nontie)} non-tied pairs "
+          f"({n_pairs - len(nontie)} ties)")
+    print(f"RATIO whole process, `preschool eval` vs lm-eval: {med['lm-eval'][0] / med['ours'][0]:.1f}x faster "
+          f"(wall clock); {med['lm-eval'][1] / med['ours'][1]:.1f}x less CPU time")
 
 
 if __name__ == "__main__":

@@ -255,7 +255,7 @@ def test_specs_pass_their_device_and_the_report_says_where(run_dir, tmp_path, mo
     shutil.copytree(run_dir / "checkpoints" / "step-00000100", run / "checkpoints" / "step-00000100")
     seen = []
     real = R.load_checkpoint
-    monkeypatch.setattr(R, "load_checkpoint", lambda p, device="cpu": seen.append(device) or real(p, device))
+    monkeypatch.setattr(R, "load_checkpoint", lambda p, device="cpu", **kw: seen.append(device) or real(p, device, **kw))
     specs = [R.EvalSpec("minimal_pairs", {"path": str(run_dir / "pairs.jsonl")}, device="cpu")]
     assert R.evaluate_specs(run, specs, tmp_path, train_device="cuda")
     assert seen == ["cpu"]

@@ -23,8 +23,9 @@ top-level names, no bookkeeping counts). ``summary.json`` records the direction
 (``higher_is_better``: true, false or null) and ``reported`` per metric.
 
 ``model`` is a Hugging Face causal LM (fp32, eval mode, on its device);
-``tokenizer`` a ``transformers`` fast tokenizer. Evaluators must compute
-log-probabilities in fp32 and be independent of batch size.
+``tokenizer`` a ``transformers`` fast tokenizer; an evaluator that declares ``plain_decoder`` may get
+their plain-PyTorch stand-ins instead (:mod:`._plain_decoder`, the same log-probabilities).
+Evaluators must compute log-probabilities in fp32 and be independent of batch size.
 """
 
 from __future__ import annotations
@@ -63,6 +64,10 @@ class Evaluator:
     bookkeeping: ClassVar[tuple[str, ...]] = ("n_*", "n", "ties*", "*_micro", "tokens/*")
     # fnmatch patterns of the metrics a report headlines; None: every top-level name (no "/")
     report_patterns: ClassVar[tuple[str, ...] | None] = None
+    # True when evaluate() uses only the model's logits (model(input_ids=, attention_mask=, position_ids=,
+    # logits_to_keep=).logits, model.config.model_type) and the tokenizer's backend_tokenizer and special ids:
+    # the runner may then hand it the checkpoint in plain PyTorch (evals/_plain_decoder.py), without transformers
+    plain_decoder: ClassVar[bool] = False
 
     def __init__(self, cfg: Any):
         self.cfg = cfg

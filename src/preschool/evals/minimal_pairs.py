@@ -526,6 +526,7 @@ class MinimalPairs(Evaluator):
     # presets and tie credit are config fields, so they are in the cache key; 2: log-prob margins beside accuracy;
     # 3: identical-sentence pairs counted apart (ties_structural), no longer in ties
     version: ClassVar[str] = "3"
+    plain_decoder: ClassVar[bool] = True  # log-probabilities only: the runner may skip transformers
     headline_metrics: ClassVar[tuple[str, ...]] = ("acc", "acc_micro", "acc_tokmean", "margin", "margin_tokmean",
                                                    "ties", "n_pairs")
     higher_is_better: ClassVar[tuple[str, ...]] = ("acc", "acc_*", "acc/*", "margin", "margin_*", "margin/*")

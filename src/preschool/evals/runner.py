@@ -147,15 +147,24 @@ def check_model_config(ckpt: Path) -> None:
                                     "(a config.json of another model size?)")
 
 
-def load_checkpoint(path: str | Path, device: str = "cpu"):
+def load_checkpoint(path: str | Path, device: str = "cpu", plain: bool = False):
     """``(model, tokenizer)`` from an HF ``save_pretrained`` folder: fp32 weights, eval mode, on ``device``.
     DataError naming the file when the folder makes no model or tokenizer (never a traceback): weights cut
-    short, a config that does not fit them, a pickle beyond tensors, a tokenizer.json that is not one."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerFast
-
+    short, a config that does not fit them, a pickle beyond tensors, a tokenizer.json that is not one.
+    ``plain``: the plain-PyTorch model and tokenizer of :mod:`._plain_decoder` where it computes the folder
+    exactly (no transformers import; for evaluators declaring ``plain_decoder``), else the HF ones."""
     p = Path(path)
     if not (p / "config.json").is_file():
         raise DataError(f"{p}: not a checkpoint (no config.json)")
+    if plain:
+        refuse_custom_code(p)
+        from ._plain_decoder import load
+
+        got = load(p, resolve_device(device))
+        if got is not None:
+            return got
+    from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerFast
+
     check_weight_files(p)
     refuse_custom_code(p)
     check_model_config(p)
@@ -267,7 +276,8 @@ def evaluate_checkpoint(
         else:
             todo.append((label, name, cfg, cache))
     if todo:
-        model, tok = load_checkpoint(ckpt, device)
+        plain = all(getattr(EVALUATORS.get(name).cls, "plain_decoder", False) for _, name, _, _ in todo)
+        model, tok = load_checkpoint(ckpt, device, plain=plain)
         param = next(model.parameters())
         # where the numbers came from, for the report (collect_results adds it to the evaluator's setup)
         evaluated_on = {"device": param.device.type, "dtype": str(param.dtype).removeprefix("torch.")}
