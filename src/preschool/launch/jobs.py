@@ -3,8 +3,9 @@
 Three kinds of job: **prepare** (the data, once); **one job per run** (rung x arm x seed), each
 ``afterok`` on prepare and, for an arm that starts from another arm's run (e.g. ``compartment_model:
 {init_from: c1}``), on that arm's job of the same seed (and rung); **report**, ``afterany`` on every
-run job. Each :class:`~preschool.slurm_state.Job` names its dependencies explicitly, by job name;
-its script's text is :mod:`preschool.launch.scripts`. :func:`current_jobs` says which jobs' outputs are
+run job. The jobs are built from the Experiment's run records; each :class:`~preschool.slurm_state.Job`
+names its dependencies explicitly, by job name (:func:`run_job_name` of the runs :func:`parent_runs`
+gives); its script's text is :mod:`preschool.launch.scripts`. :func:`current_jobs` says which jobs' outputs are
 already complete and current (the relaunch state machine's ``done``).
 
 A job's identity (the digest its comment carries, :mod:`preschool.slurm_state`) is its script without
@@ -27,7 +28,7 @@ from ..config import to_dict
 from ..errors import DataError
 # the runner (experiment/) loads the experiment and says whether its data is prepared; this package only
 # writes and submits the jobs that run its commands
-from ..experiment import Experiment, check_run, require_prepared
+from ..experiment import Experiment, RunKey, RunRecord, check_run, require_prepared
 from ..slurm_state import Job, script_hash, with_digest
 from .options import SlurmOptions
 from .scripts import arm_script, job_comment, prepare_script, report_script, report_stamp
@@ -60,6 +61,23 @@ def _identified(job: Job, unset: str, reads: str) -> Job:
     return with_digest(job, script_hash(f"{unset}\n# reads {reads}"))
 
 
+def _rung_named(exp: Experiment, rung: str | None) -> bool:
+    """Whether a run job names its rung: in a whole ladder; the view of one rung (``--set rung=R``) already says it."""
+    return rung is not None and exp.cfg.rung is None
+
+
+def run_job_name(exp: Experiment, key: RunKey | tuple) -> str:
+    """The job of run ``key`` (rung, arm, seed): ``<arm>-seed<k>``, ``<rung>-<arm>-seed<k>`` in a whole ladder."""
+    rung, arm, seed = key
+    return f"{rung}-{arm}-seed{seed}" if _rung_named(exp, rung) else f"{arm}-seed{seed}"
+
+
+def parent_runs(exp: Experiment, rec: RunRecord) -> list[RunKey]:
+    """The runs whose jobs must end well (``afterok``) before ``rec``'s starts, besides prepare: the arm it starts
+    from (a callback's ``arms_needed``, e.g. ``compartment_model: {init_from: c1}``), of the same rung and seed."""
+    return [RunKey(rec.rung, exp.depends[rec.arm], rec.seed)] if rec.arm in exp.depends else []
+
+
 def slurm_jobs(exp: Experiment, opt: SlurmOptions) -> list[Job]:
     """The job graph: prepare -> one job per arm x seed (a ladder: per rung x arm x seed, ``--rung``) ->
     eval + report (scripts as text), dependencies first, each with its identity."""
@@ -70,18 +88,14 @@ def slurm_jobs(exp: Experiment, opt: SlurmOptions) -> list[Job]:
     jobs = [_identified(Job("prepare", "prepare", prepare_script(exp, opt, sets), comment=job_comment(exp, "prepare")),
                         prepare_script(exp, opt, ()), data)]
     arm_jobs: list[str] = []
-    # one job per run record (a ladder's: per rung x arm x seed, named <rung>-<arm>-seed<k>, each with --rung),
-    # submitted seed by seed within a rung: every arm of the first seed queues before the second seed's
+    # one job per run record (a ladder's: per rung x arm x seed, each with --rung), submitted seed by seed within
+    # a rung: every arm of the first seed queues before the second seed's, and a parent before its children
     seed_at = {s: k for k, s in enumerate(exp.seeds)}
     for rec in sorted(exp.runs, key=lambda r: (exp.rungs.index(r.rung), seed_at[r.seed], r.arm_index)):
         rung, arm, seed = rec.key
-        named = rung is not None and exp.cfg.rung is None  # a view of one rung (--set rung=R) already says it
-        prefix = f"{rung}-" if named else ""
-        name = f"{prefix}{arm}-seed{seed}"
-        after = ["prepare"]
-        if arm in exp.depends:
-            after.append(f"{prefix}{exp.depends[arm]}-seed{seed}")
-        args = (exp, opt, name, arm, seed, rung if named else None)
+        name = run_job_name(exp, rec.key)
+        after = ["prepare", *(run_job_name(exp, p) for p in parent_runs(exp, rec))]
+        args = (exp, opt, name, arm, seed, rung if _rung_named(exp, rung) else None)
         job = Job(name, "arm", arm_script(*args, sets), after_ok=after, run=(rung, arm, seed),
                   comment=job_comment(exp, name))
         jobs.append(_identified(job, arm_script(*args, ()), f"{_key(rec)} {data}"))
