@@ -16,9 +16,11 @@ batch (labels -100 where the shard's loss_mask is 0), normalised by the
 global count of loss tokens so the gradient does not depend on micro-batch
 size or world size. A step whose loss or gradient norm is not finite is never
 applied: ``nonfinite`` says whether the run stops there, skips the batch or
-rewinds to the last checkpoint (:meth:`Trainer._nonfinite_step`). The step itself
-(accumulate, clip, guarded update) is :class:`.step.TrainStep`; this module is
-the loop around it, the package's only one (the QA fine-tune runs in it too, below).
+rewinds to the last checkpoint (:meth:`Trainer._nonfinite_step`). How a micro-batch
+becomes a loss (forward, cross-entropy, the callbacks' extra losses) is
+:class:`.train_module.TrainModule`; the step itself (accumulate, clip, guarded update)
+is :class:`.step.TrainStep`; this module is the loop around them, the package's only
+one (the QA fine-tune runs in it too, below).
 
 Under ``torchrun`` (WORLD_SIZE > 1) the same code runs DDP or, with
 ``parallel: fsdp``, FSDP2 (gloo on CPU, NCCL on GPU; :mod:`.parallel`); rank r
@@ -51,7 +53,6 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from .. import config as C
 from ..data.mixture import IGNORE_INDEX, Mixture
@@ -60,7 +61,7 @@ from ..io import read_json, write_json, write_text
 from ..device import check_model_memory, check_step_memory, resolve_device, use_device
 from ..layout import MANIFEST, checkpoint_dir, done_path, run_config_path
 from . import checkpoint
-from .attention import doc_attention_kwargs, enable_doc_attention, resolve_doc_attention
+from .attention import enable_doc_attention, resolve_doc_attention
 from .callbacks import Callback, with_builtins
 from .configs import StageConfig, TrainConfig, resolve_reserved_ids
 from .cpu_heap import retain_freed_memory
@@ -77,6 +78,7 @@ from .run_dir import check_run_dir, run_config_tree
 from .schedules import ScheduleConfig, lr_at
 from .stages import StagePlan, model_special_ids, model_vocab_size
 from .step import TrainStep
+from .train_module import TrainModule
 from ..seeds import EMBEDDING_REINIT, TRAIN_SAMPLING
 
 
@@ -202,7 +204,6 @@ class Trainer:
         self._acc_loss = torch.zeros((), dtype=torch.float64)
         self._t_last = time.perf_counter()
         self.last_val: dict[str, float] = {}
-        self.fused_loss: FusedLoss | None = None  # set in run(), once the model is built and sharded
 
     def _check_starts(self) -> dict[str, Start]:
         """Every ``init_from`` of the run and its stages, checked (init_from.check_start) before any work."""
@@ -355,8 +356,7 @@ class Trainer:
             compile_blocks(self.model)
         self.model.train()
         self.parallel.prepare(self.model)  # FSDP shards here, before the optimizer sees the parameters
-        self.fused_loss = FusedLoss(self.model, self.loss_path) if self.loss_path != "off" else None
-        self._no_logits = torch.empty(0, dtype=torch.long, device=self.device)  # one tensor: no per-step alloc
+        fused_loss = FusedLoss(self.model, self.loss_path) if self.loss_path != "off" else None
         self.train_step = TrainStep(self.model, self._make_optimizer(), cfg.grad_clip,
                                     no_sync=self.parallel.no_sync, all_reduce=self.all_reduce)
         # ops that sample from torch's global RNG (dropout) start from the run's seed, not from whatever the
@@ -369,7 +369,9 @@ class Trainer:
         fwd: Any = self.parallel.wrap(self.model)
         if compile_mode(cfg.compile) == "model":
             fwd = torch.compile(fwd)
-        self.fwd_model = fwd
+        self.train_module = TrainModule(self.model, fwd, self.callbacks, device=self.device, amp_dtype=self.amp_dtype,
+                                        fused_loss=fused_loss, doc_attention=cfg.attention_reset_between_docs,
+                                        needs_hidden=self.needs_hidden)
 
     def _make_optimizer(self) -> torch.optim.Optimizer:
         # norms and biases (1-D) decay only with decay_all_params (Nanotron); embeddings when asked (HF Trainer)
@@ -507,7 +509,7 @@ class Trainer:
         # a plan's data may hand a short batch (a fine-tune epoch's last): only the rows it holds are split
         n_micro = -(-len(np_batch["input_ids"]) // self.micro)
         micro = [{k: v[m * self.micro:(m + 1) * self.micro] for k, v in batch.items()} for m in range(n_micro)]
-        res = self.train_step(micro, lambda mb: self._forward_loss(mb, scale, 1.0 / n_micro), self.lr)
+        res = self.train_step(micro, lambda mb: self.train_module.loss(mb, scale, 1.0 / n_micro), self.lr)
         if not res.applied:
             self._nonfinite_step(mix, float(res.loss) / max(n_loss, 1), float(res.grad_norm))
             return
@@ -564,35 +566,6 @@ class Trainer:
             raise TrainingError(f"non-finite loss or gradient at {where}: nonfinite: rewind found no checkpoint of stage "
                                 f"{self.cfg.stages[stage].name!r} to rewind to (newest: {ckpt}); "
                                 "use nonfinite: skip, or checkpoint more often")
-
-    def _forward_loss(self, mb: dict[str, torch.Tensor], scale: float, share: float):
-        kw: dict[str, Any] = {"use_cache": False}
-        if self.cfg.attention_reset_between_docs and "segments" in mb:
-            kw.update(doc_attention_kwargs(self.model, mb["segments"]))
-        if "attention_mask" in mb:  # padded rows (a fine-tune's): the padding is masked, as at generation
-            kw["attention_mask"] = mb["attention_mask"]
-        if self.needs_hidden:
-            kw["output_hidden_states"] = True
-        if self.loss_path != "off":
-            # no logits from the model (an empty position list); FusedLoss reads the base model's
-            # final (normed) hidden state itself (not output_hidden_states: its hooks break compiled blocks)
-            kw["logits_to_keep"] = self._no_logits
-        with torch.autocast(self.device.type, dtype=self.amp_dtype, enabled=self.amp_dtype is not None):
-            if self.fused_loss is not None:  # computed inside the forward: the head weight is whole there
-                with self.fused_loss.labels(mb["labels"]):
-                    out = self.fwd_model(input_ids=mb["input_ids"], **kw)
-                ce = out.loss
-            else:
-                out = self.fwd_model(input_ids=mb["input_ids"], **kw)
-                logits = out.logits
-                ce = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), mb["labels"].reshape(-1),
-                                     ignore_index=IGNORE_INDEX, reduction="sum")
-            loss = ce * scale
-            for cb in self.callbacks:
-                extra = cb.extra_loss(self.model, mb, out)
-                if extra is not None:
-                    loss = loss + extra * share
-        return loss, ce
 
     # -- logging -------------------------------------------------------------
     def log(self, row: dict[str, Any]) -> None:
