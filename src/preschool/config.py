@@ -534,11 +534,3 @@ def deep_merge(a: dict, b: dict) -> dict:
     for k, v in b.items():
         out[k] = deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else copy.deepcopy(v)
     return out
-
-
-def load_config(cls: type, path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> Any:
-    """Build config dataclass ``cls`` from a YAML file plus ``a.b=value`` overrides."""
-    data = load_yaml(path)
-    if overrides:
-        data = apply_overrides(data, list(overrides))
-    return from_dict(cls, data)

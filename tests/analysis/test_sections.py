@@ -57,7 +57,7 @@ def test_sections_switch_on_by_their_evaluators_results_in_order_before_the_conf
     assert ctx.figures == [("minimal-pair accuracy by phenomenon (final checkpoint)",
                             "plots/minimal_pairs_by_phenomenon.png")]
     # what results.json holds of the report, for sections that read plain data
-    plain = ctx.results["arms"]["a"]["seeds"][0]
+    plain = ctx.report.to_json()["arms"]["a"]["seeds"][0]
     assert plain["curves"] == curves and plain["final_step"] == seed.final_step and "points" not in plain
     # the field table and the verbatim plot join when their results exist; ordered by `order`, then name
     seed = replace(seed, curves={**curves, "minimal_pairs/acc/field3/syntax": [[1, 0.7]]})

@@ -93,13 +93,6 @@ class SectionContext:
         """``{seed: SeedResult}``: the report's numbers of each run of ``arm`` ({} without a report or runs)."""
         return {} if self.report is None else self.report.seed_results(arm)
 
-    @property
-    def results(self) -> dict[str, Any]:
-        """The report's numbers as ``results.json`` holds them (plain data: ``arms`` -> arm -> ``seeds`` ->
-        seed -> ``{run_dir, curves, final_step, ...}``, ``table``, ``axes``, ...); {} without a report. Kept for
-        sections written before :attr:`report`; a new section reads :attr:`report`."""
-        return {} if self.report is None else self.report.to_json()
-
     def figure(self, title: str, path: Path) -> None:
         """List a figure the section saved (under :attr:`plots`) in the report's "Plots"."""
         self.figures.append((title, Path(path).relative_to(self.out).as_posix()))
