@@ -7,7 +7,7 @@ import torch
 
 from preschool.config import from_dict
 from preschool.errors import ConfigError
-from preschool.train.kernels import compile_blocks, compile_mode, resolve_kernels
+from preschool.train.kernels import compile_blocks, compile_mode, cpu_compile_pays_from, resolve_compile, resolve_kernels
 from preschool.train.model import ModelConfig, build_model
 from preschool.train.trainer import TrainConfig, train
 
@@ -41,6 +41,35 @@ def test_compile_setting_values(micro_cfg):
         from_dict(TrainConfig, micro_cfg(compile="layers"))
 
 
+def test_compile_auto_compiles_on_a_cpu_only_runs_long_enough_to_pay(monkeypatch):
+    """auto: the blocks compiled on a CPU once the run's FLOPs pay for the compiling; off below that, off
+    on another device, off without a C++ compiler for Inductor, off for a model of no known shape."""
+    import preschool.train.kernels as K
+
+    cpu, pays = torch.device("cpu"), cpu_compile_pays_from()
+    monkeypatch.setattr(K.shutil, "which", lambda name: f"/usr/bin/{name}")
+    quickstart_arm = 1_050_000 * 6.9e6  # tiny-1m, ~1M tokens at seq 128
+    mode, why = resolve_compile("auto", cpu, quickstart_arm)
+    assert mode == "off" and "compiling" in why and quickstart_arm < pays / 5
+    assert resolve_compile("auto", cpu, 2 * pays)[0] == "blocks"
+    assert resolve_compile("auto", torch.device("cuda"), 2 * pays)[0] == "off"
+    assert resolve_compile("auto", cpu, None)[0] == "off"
+    assert resolve_compile(True, cpu, 1.0)[0] == "model" and resolve_compile(False, cpu, 2 * pays)[0] == "off"
+    monkeypatch.setattr(K.shutil, "which", lambda name: None)
+    monkeypatch.delenv("CXX", raising=False)
+    assert resolve_compile("auto", cpu, 2 * pays) == ("off", "compile: auto is off: no C++ compiler on PATH for "
+                                                             "Inductor's CPU code")
+
+
+def test_compile_auto_trains_a_short_run_eagerly_and_says_why(tmp_path, datasets, micro_cfg, capsys):
+    stages = [{"name": "pt", "data": "synth", "tokens": 4 * 16 * 3}]
+    cfg = micro_cfg(stages=stages, checkpoint_every=100, eval_every=0, device="cpu")
+    train({**cfg, "compile": "auto"}, tmp_path / "auto", datasets)
+    assert "compile: auto is off" in capsys.readouterr().out
+    train(cfg, tmp_path / "eager", datasets)
+    assert _losses(tmp_path / "auto") == _losses(tmp_path / "eager")  # the same eager steps, bit for bit
+
+
 def test_compile_blocks_keeps_parameter_names():
     model = build_model(ModelConfig("micro"), 50, seed=0)
     names = [n for n, _ in model.named_parameters()]
@@ -63,6 +92,22 @@ def test_blocks_compiled_training_matches_eager(tmp_path, datasets, micro_cfg):
     a, b = _losses(tmp_path / "eager"), _losses(tmp_path / "blocks")
     assert len(a) == 5 and a[-1] < a[0]
     torch.testing.assert_close(torch.tensor(b), torch.tensor(a), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.slow
+def test_blocks_compiled_run_is_deterministic_and_resumes_exactly(tmp_path, datasets, micro_cfg, stop_at):
+    """What compile: auto turns on for a long CPU run: two compiled runs give the same steps bit for bit,
+    and one stopped midway and resumed ends with the uninterrupted one's losses and weights (~2 min)."""
+    from safetensors.torch import load_file
+
+    stages = [{"name": "pt", "data": "synth", "tokens": 4 * 16 * 6}]
+    cfg = {**micro_cfg(stages=stages, checkpoint_every=3, eval_every=0, device="cpu"), "compile": "blocks"}
+    train(cfg, tmp_path / "a", datasets)
+    train(cfg, tmp_path / "b", datasets, callbacks=[stop_at(3)])
+    assert train(cfg, tmp_path / "b", datasets)["resumed_from"].endswith("step-00000003")
+    assert _losses(tmp_path / "a") == _losses(tmp_path / "b") and len(_losses(tmp_path / "a")) == 6
+    wa, wb = (load_file(str(tmp_path / r / "checkpoints" / "step-00000006" / "model.safetensors")) for r in "ab")
+    assert all(torch.equal(wa[k], wb[k]) for k in wa)
 
 
 # A stand-in for liger-kernel 0.8.5 (liger_kernel/transformers/monkey_patch.py), written for these tests:

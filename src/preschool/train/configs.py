@@ -175,8 +175,9 @@ class TrainConfig:
     # auto: fp32 on CPU, bf16 autocast on CUDA; bf16 on CPU pays off with AMX / AVX-512 BF16 (train/precision.py);
     # pure_bf16: the model itself in bf16 (weights, gradients, AdamW states), no autocast (L2T)
     precision: Literal["auto", "fp32", "bf16", "pure_bf16"] = "auto"
-    # false | true/"model" (torch.compile of the whole forward) | "blocks" (each decoder layer; train/kernels.py)
-    compile: bool | Literal["off", "model", "blocks"] = False
+    # false | true/"model" (torch.compile of the whole forward) | "blocks" (each decoder layer) | "auto" (a CPU:
+    # blocks when the run is long enough to pay for the compiling, else off; train/kernels.py)
+    compile: bool | Literal["off", "model", "blocks", "auto"] = False
     # Liger's fused RMSNorm/SwiGLU on CUDA, this model only; auto: when not compiled (train/kernels.py): auto | off | liger
     kernels: Literal["auto", "off", "liger"] = "auto"
     parallel: Literal["ddp", "fsdp"] = "ddp"  # data parallel mode; see train/parallel.py

@@ -65,7 +65,7 @@ from .attention import enable_doc_attention, resolve_doc_attention
 from .callbacks import Callback, with_builtins
 from .configs import StageConfig, TrainConfig, resolve_reserved_ids
 from .cpu_heap import retain_freed_memory
-from .kernels import apply_liger, compile_blocks, compile_mode, resolve_kernels
+from .kernels import apply_liger, compile_blocks, compile_mode, resolve_compile, resolve_kernels
 from .loss import FusedLoss, resolve_fused_loss
 from .init_from import (Start, announce, assign_weights, check_same_model, check_start, load_start_model,
                         source_optimizer, start_weights)
@@ -179,7 +179,11 @@ class Trainer:
             check_fits(cfg, self.model_desc, self.device, self.world, self.parallel.sharded, self.micro,
                        self.local_batch, max(m.seq_len for m in self.plan.mixtures))
         self.doc_attention = resolve_doc_attention(cfg.doc_attention, self.device)
-        self.kernels = resolve_kernels(cfg.kernels, self.device, compile_mode(cfg.compile), self.family)
+        # compile: auto decides here, from the run's FLOPs (the config's), so a resume decides alike
+        self.compile, why = resolve_compile(cfg.compile, self.device, self.training_flops())
+        if compile_mode(cfg.compile) == "auto" and self.is_main:
+            print(f"[preschool] {why}", flush=True)
+        self.kernels = resolve_kernels(cfg.kernels, self.device, self.compile, self.family)
         self.loss_path = resolve_fused_loss(cfg.fused_loss, self.device,
                                             self.micro * max(m.seq_len for m in self.plan.mixtures), self.vocab_size)
 
@@ -352,7 +356,7 @@ class Trainer:
             enable_doc_attention(self.model, self.doc_attention)
         if self.kernels == "liger":
             apply_liger(self.model)
-        if compile_mode(cfg.compile) == "blocks":
+        if self.compile == "blocks":
             compile_blocks(self.model)
         self.model.train()
         self.parallel.prepare(self.model)  # FSDP shards here, before the optimizer sees the parameters
@@ -367,7 +371,7 @@ class Trainer:
             print(f"[preschool] {self.out_dir}: resumed from step {self.step:,} of {self.total_steps:,} "
                   f"({self.resumed_from.name}, stage {self.stage.name}, {self.tokens:,} tokens trained)", flush=True)
         fwd: Any = self.parallel.wrap(self.model)
-        if compile_mode(cfg.compile) == "model":
+        if self.compile == "model":
             fwd = torch.compile(fwd)
         self.train_module = TrainModule(self.model, fwd, self.callbacks, device=self.device, amp_dtype=self.amp_dtype,
                                         fused_loss=fused_loss, doc_attention=cfg.attention_reset_between_docs,
