@@ -104,9 +104,9 @@ def defaults():
     """What the ``## Defaults`` section's paths start from: synthetic presets and evaluator configs."""
     from preschool.evals import EVALUATORS
     from preschool.evals.depo import reference_hops
-    from preschool.synthetic.base import PRESETS
+    from preschool.synthetic.base import GENERATOR_PRESETS
 
-    return {"synthetic_presets": {n: params for n, (_, params) in PRESETS.items()},
+    return {"synthetic_presets": {p.name: p.cls.params for p in GENERATOR_PRESETS},
             "evaluators": {n: EVALUATORS.build_config(n, {}) for n in ("blimp", "minimal_pairs")},
             "depo_reference_hops": {f"max_hops_{k}": reference_hops(k) for k in (4, 6, 8)}}
 

@@ -383,9 +383,9 @@ def test_every_registry_refuses_a_builtin_name_from_outside_the_package(tmp_path
                          text=True, check=True, env={**os.environ, "PYTHONPATH": str(SRC.parent),
                                                      "PRESCHOOL_PLUGINS": ""}).stdout
     rows = dict(line.split(" | ", 1) for line in out.strip().splitlines())
-    assert {"generator", "l2t task", "evaluator", "dataset builder", "export format", "report section", "callback",
-            "model preset", "GPU", "source", "storybook paradigm", "minimal-pairs preset", "command",
-            "transform kind", "presentation"} <= set(rows)
+    assert {"generator", "generator preset", "l2t task", "evaluator", "dataset builder", "export format",
+            "report section", "callback", "model preset", "GPU", "source", "storybook paradigm", "minimal-pairs preset",
+            "command", "transform kind", "presentation"} <= set(rows)
     for kind, said in rows.items():
         assert said.startswith(f"plug-in {tmp_path / 'my_outside_parts.py'}: registers {kind} "), (kind, said)
         assert "a built-in name" in said and "override=True" in said

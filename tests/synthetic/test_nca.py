@@ -83,11 +83,10 @@ def test_marker_loss_off_masks_grid_markers():
 def test_lee2026_preset_compresses_int32_tokens_as_the_original():
     import gzip
 
-    from preschool.synthetic.base import PRESETS
+    from preschool.synthetic.base import GENERATOR_PRESETS
 
-    gname, params = PRESETS["nca_lee2026"]
-    params = {k: v for k, v in params.items() if not k.startswith("_")}
-    g = GENERATORS.build(gname, {**params, **SMALL})
+    preset = GENERATOR_PRESETS["nca_lee2026"]
+    g = GENERATORS.build(preset.generator, {**preset.params, **SMALL})
     assert g.cfg.compress_dtype == "int32" and g.cfg.compressor == "gzip"
     assert GENERATORS.build("nca", SMALL).cfg.compress_dtype == "uint16"  # verify-ppt's default
     it = g.item(0)
@@ -106,7 +105,7 @@ def test_lee2026_preset_compresses_int32_tokens_as_the_original():
 
 def test_lee2026_preset_has_the_original_sequence_length():
     """The original trains on 1024-token sequences (nca_prepretraining.sh); 1406 is verify-ppt's 37 frames."""
-    from preschool.synthetic.base import PRESETS
+    from preschool.synthetic.base import GENERATOR_PRESETS
 
-    assert PRESETS["nca_lee2026"][1]["length"] == 1024
-    assert PRESETS["nca_verify_ppt"][1]["length"] == 1406
+    assert GENERATOR_PRESETS["nca_lee2026"].params["length"] == 1024
+    assert GENERATOR_PRESETS["nca_verify_ppt"].params["length"] == 1406

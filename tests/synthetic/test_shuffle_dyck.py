@@ -2,12 +2,12 @@ import numpy as np
 import pytest
 
 from preschool.errors import ConfigError
-from preschool.synthetic import GENERATORS, PRESETS
+from preschool.synthetic import GENERATOR_PRESETS, GENERATORS
 
 
 def test_presets_match_the_spec():
-    assert PRESETS["dyck_verify_ppt"][1].items() >= {"k": 64, "p_open": 0.50, "length": 2048}.items()
-    assert PRESETS["dyck_hu2025"][1].items() >= {"k": 64, "p_open": 0.51, "length": 2048}.items()
+    assert GENERATOR_PRESETS["dyck_verify_ppt"].params.items() >= {"k": 64, "p_open": 0.50, "length": 2048}.items()
+    assert GENERATOR_PRESETS["dyck_hu2025"].params.items() >= {"k": 64, "p_open": 0.51, "length": 2048}.items()
     g = GENERATORS.build("shuffle_dyck", {"seed": 3})
     assert (g.cfg.min_depth, g.cfg.max_depth, g.vocab_size) == (1, 8, 128)
 

@@ -2,20 +2,9 @@
 
 ``GENERATORS`` finds a generator by name in the module of that name (and
 imports every module of this package when it lists them), so a new generator
-is one new file. ``PRESETS`` (named parameter sets, registered
-beside their generators) is read through this package, which finds the
-generators first.
+is one new file. ``GENERATOR_PRESETS`` (named parameter sets, each a
+:class:`GeneratorPreset` registered beside its generator) is a registry too.
 """
 
-from typing import Any
-
-from .base import GENERATORS, Generator, GeneratorConfig, Item, render_text  # noqa: F401
-
-
-def __getattr__(name: str) -> Any:
-    if name == "PRESETS":
-        from . import base
-
-        GENERATORS.discover()
-        return base.PRESETS
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+from .base import (GENERATOR_PRESETS, GENERATORS, Generator, GeneratorConfig, GeneratorPreset,  # noqa: F401
+                   Item, render_text)

@@ -33,12 +33,19 @@ from ..registry import Registry
 from ..seeds import salt
 
 GENERATORS = Registry("generator", packages=("preschool.synthetic",), plugin_module="synthetic")
-PRESETS: dict[str, tuple[str, dict]] = {}  # preset name -> (generator name, parameter overrides)
+# named parameter sets, each registered beside its generator: a plug-in's name clashing with a built-in one
+# is refused, and an unknown name gets the closest ones (registry.Registry)
+GENERATOR_PRESETS = Registry("generator preset", packages=("preschool.synthetic",), plugin_module="synthetic")
 
 
-def register_preset(name: str, generator: str, description: str = "", **params: Any) -> None:
-    """A named parameter set (e.g. the verify-ppt vs Hu et al. Dyck defaults)."""
-    PRESETS[name] = (generator, {**params, "_description": description})
+@dataclass(frozen=True)
+class GeneratorPreset:
+    """A named parameter set of one generator (e.g. the verify-ppt vs Hu et al. Dyck defaults):
+    ``GENERATOR_PRESETS.register(name)(GeneratorPreset(generator, params, description))``."""
+
+    generator: str  # the registered generator it configures
+    params: dict[str, Any]  # its config's values (a dataset's own ``params`` go over them)
+    description: str = ""
 
 
 @dataclass

@@ -19,7 +19,7 @@ from ..data.builder import DATASET_BUILDERS, BuildContext, TokenizedBuilder, Tok
 from ..data.flat_spec import FlatRecord
 from ..data.tokenizer import backend, special_ids, tokenizer_hash, tokenizer_size
 from ..seeds import VAL_SEED_OFFSET
-from .base import GENERATORS
+from .base import GENERATOR_PRESETS, GENERATORS
 from .write import SymbolEncoder, fit_generator, write_generator_shards
 
 
@@ -41,13 +41,11 @@ class GeneratorSpec(FlatRecord, TokenizedSpec):
 
     def validate(self) -> None:
         super().validate()
-        from . import PRESETS  # the package's lazy attribute: the presets once every generator is found
-
         GENERATORS.get(self.generator, "generator")
         if self.preset is not None:
-            check(self.preset in PRESETS, "preset", f"unknown preset {self.preset!r}; known: {sorted(PRESETS)}")
-            check(PRESETS[self.preset][0] == self.generator, "preset",
-                  f"preset {self.preset!r} is for generator {PRESETS[self.preset][0]!r}")
+            preset = GENERATOR_PRESETS.get(self.preset, "preset").cls  # unknown: the closest names
+            check(preset.generator == self.generator, "preset",
+                  f"preset {self.preset!r} is for generator {preset.generator!r}")
         GENERATORS.build_config(self.generator, generator_params(self), "params")
 
 
@@ -62,11 +60,7 @@ class GeneratorBuilder(TokenizedBuilder):
 
 def generator_params(spec: GeneratorSpec) -> dict:
     """The generator's params of ``spec``: its preset's (when named), updated by its own ``params``."""
-    from . import PRESETS
-
-    base: dict = {}
-    if spec.preset is not None:
-        base = {k: v for k, v in PRESETS[spec.preset][1].items() if not k.startswith("_")}
+    base = dict(GENERATOR_PRESETS[spec.preset].params) if spec.preset is not None else {}
     return {**base, **spec.params}
 
 

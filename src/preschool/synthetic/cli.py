@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import ast
 import dataclasses
-import difflib
 import functools
 import inspect
 import json
@@ -18,7 +17,7 @@ from ..data.tokenizer import backend, eos_id, load_saved, tokenizer_size
 from ..device import check_row_memory
 from ..errors import ConfigError
 from ..outdir import claim_output
-from . import GENERATORS
+from . import GENERATOR_PRESETS, GENERATORS
 from .write import SymbolEncoder, fit_generator, generated_entries, write_generator_shards
 
 HELP = "generate synthetic pre-pretraining data (Dyck, Set, MP-Struct, NCA, Stack, Queue, DEPO, retrieval)"
@@ -110,8 +109,6 @@ def _field_docs(cfg_cls) -> dict[str, str]:
 
 
 def list_tasks(out=None) -> None:
-    from . import PRESETS  # the package's lazy attribute: read once every generator is found
-
     out = out or sys.stdout
     for e in GENERATORS:
         print(f"{e.name}: {e.summary}  [{e.origin}]", file=out)
@@ -121,29 +118,21 @@ def list_tasks(out=None) -> None:
             tp = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
             doc = f"  # {docs[f.name]}" if f.name in docs else ""
             print(f"    {f.name} = {default!r}  ({tp}){doc}", file=out)
-        presets = [(n, p) for n, (g, p) in PRESETS.items() if g == e.name]
-        for n, p in presets:
-            params = {k: v for k, v in p.items() if not k.startswith("_")}
-            print(f"    preset {n}: {p.get('_description', '')} {params}", file=out)
+        for p in GENERATOR_PRESETS:
+            if p.cls.generator == e.name:
+                print(f"    preset {p.name}: {p.cls.description} {dict(p.cls.params)}", file=out)
         print(file=out)
 
 
 def _params(args) -> tuple[str, dict, set]:
-    from . import PRESETS  # the package's lazy attribute: read once every generator is found
-
     name = args.task
     params: dict = {}
     if args.preset:
-        if args.preset not in PRESETS:
-            close = difflib.get_close_matches(args.preset, list(PRESETS), n=3)
-            raise ConfigError("preset", f"unknown preset {args.preset!r}"
-                              + (f"; did you mean {', '.join(map(repr, close))}?" if close else "")
-                              + f" (known: {', '.join(sorted(PRESETS))})")
-        gname, p = PRESETS[args.preset]
-        if name and name != gname:
-            raise ConfigError("preset", f"preset {args.preset!r} is for {gname!r}, not {name!r}")
-        name = gname
-        params = {k: v for k, v in p.items() if not k.startswith("_")}
+        preset = GENERATOR_PRESETS.get(args.preset, "preset").cls  # unknown: the closest names
+        if name and name != preset.generator:
+            raise ConfigError("preset", f"preset {args.preset!r} is for {preset.generator!r}, not {name!r}")
+        name = preset.generator
+        params = dict(preset.params)
     if not name:
         raise ConfigError("task", "give a task name (see preschool generate --list) or --preset")
     GENERATORS.get(name, "task")

@@ -41,7 +41,8 @@ from typing import Literal
 import numpy as np
 
 from ..config import check
-from .base import GENERATORS, Generator, GeneratorConfig, Item, check_digits, register_preset, spans_mask
+from .base import (GENERATORS, GENERATOR_PRESETS, Generator, GeneratorConfig, GeneratorPreset, Item, check_digits,
+                   spans_mask)
 
 
 @dataclass
@@ -244,5 +245,6 @@ class Depo(Generator):
         assert [tuple(x) for x in item.meta["answer_spans"]] == spans
 
 
-register_preset("depo_n10_k4_m4", "depo", "Beyond Perplexity DEPO_n10_k4_m4 (<= 10 nodes, k <= 4, 4 queries)",
-                n_nodes=10, max_hops=4, n_queries=4, length=128)
+GENERATOR_PRESETS.register("depo_n10_k4_m4")(GeneratorPreset(
+    "depo", {"n_nodes": 10, "max_hops": 4, "n_queries": 4, "length": 128},
+    "Beyond Perplexity DEPO_n10_k4_m4 (<= 10 nodes, k <= 4, 4 queries)"))

@@ -46,7 +46,7 @@ from typing import Literal
 import numpy as np
 
 from ..config import check
-from .base import GENERATORS, Generator, GeneratorConfig, Item, register_preset
+from .base import GENERATORS, GENERATOR_PRESETS, Generator, GeneratorConfig, GeneratorPreset, Item
 
 STRUCT, MOVE, AGREE_A, AGREE_B, SELECT = 0, 1, 2, 3, 4
 N_TYPES = 5
@@ -223,7 +223,9 @@ def _parse(t: list[int]) -> list:
     return stack[0][0]
 
 
-register_preset("mpstruct_core_verify_ppt", "mp_struct_core", "verify-ppt MP-Struct Core (2048 ids, head markers)",
-                length=2048, markers="heads")
-register_preset("mpstruct_core_lad1024", "mp_struct_core", "LAD-PPT defaults (1024 ids per line)",
-                length=1024, markers="heads")
+GENERATOR_PRESETS.register("mpstruct_core_verify_ppt")(GeneratorPreset(
+    "mp_struct_core", {"length": 2048, "markers": "heads"},
+    "verify-ppt MP-Struct Core (2048 ids, head markers)"))
+GENERATOR_PRESETS.register("mpstruct_core_lad1024")(GeneratorPreset(
+    "mp_struct_core", {"length": 1024, "markers": "heads"},
+    "LAD-PPT defaults (1024 ids per line)"))

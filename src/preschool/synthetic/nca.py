@@ -48,7 +48,7 @@ import numpy as np
 
 from ..config import check
 from ..errors import DataError
-from .base import GENERATORS, Generator, GeneratorConfig, Item, check_digits, register_preset
+from .base import GENERATORS, GENERATOR_PRESETS, Generator, GeneratorConfig, GeneratorPreset, Item, check_digits
 
 
 @dataclass
@@ -388,11 +388,14 @@ class NCA(Generator):
             assert sure.mean() > 0.5, "most cells should be decided by the rule"
 
 
-register_preset("nca_verify_ppt", "nca", "verify-ppt NCA: zlib band [0.5, 1.0], 37 frames (1406 ids)",
-                compressor="zlib", band_lo=0.5, band_hi=1.0, strict_bounds=False, length=1406)
-register_preset("nca_lee2026", "nca",
-                "Lee et al. 2026 original: gzip of int32 tokens, band (0.5, 1.0) strict, no marker loss, "
-                "1024-symbol sequences (nca_prepretraining.sh)",
-                compressor="gzip", compress_dtype="int32", band_lo=0.5, band_hi=1.0, strict_bounds=True, marker_loss=False, length=1024)
-register_preset("nca_text", "nca", "NCA with the split (<=3-digit) encoding for text render",
-                encoding="split", max_digits=3, length=1406)
+GENERATOR_PRESETS.register("nca_verify_ppt")(GeneratorPreset(
+    "nca", {"compressor": "zlib", "band_lo": 0.5, "band_hi": 1.0, "strict_bounds": False, "length": 1406},
+    "verify-ppt NCA: zlib band [0.5, 1.0], 37 frames (1406 ids)"))
+GENERATOR_PRESETS.register("nca_lee2026")(GeneratorPreset(
+    "nca", {"compressor": "gzip", "compress_dtype": "int32", "band_lo": 0.5, "band_hi": 1.0, "strict_bounds": True,
+     "marker_loss": False, "length": 1024},
+    "Lee et al. 2026 original: gzip of int32 tokens, band (0.5, 1.0) strict, no marker loss, "
+                "1024-symbol sequences (nca_prepretraining.sh)"))
+GENERATOR_PRESETS.register("nca_text")(GeneratorPreset(
+    "nca", {"encoding": "split", "max_digits": 3, "length": 1406},
+    "NCA with the split (<=3-digit) encoding for text render"))

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from .base import GENERATORS, register_preset
+from .base import GENERATORS, GENERATOR_PRESETS, GeneratorPreset
 from .stack import Stack, StackConfig
 
 
@@ -31,5 +31,6 @@ class Queue(Stack):
     fifo = True
 
 
-register_preset("queue_procedural", "queue", "Queue control matched to stack_procedural",
-                n_symbols=100, n_ops=64, length=128)
+GENERATOR_PRESETS.register("queue_procedural")(GeneratorPreset(
+    "queue", {"n_symbols": 100, "n_ops": 64, "length": 128},
+    "Queue control matched to stack_procedural"))

@@ -34,7 +34,8 @@ from typing import Literal
 import numpy as np
 
 from ..config import check
-from .base import GENERATORS, Generator, GeneratorConfig, Item, check_digits, register_preset, spans_mask
+from .base import (GENERATORS, GENERATOR_PRESETS, Generator, GeneratorConfig, GeneratorPreset, Item, check_digits,
+                   spans_mask)
 
 
 @dataclass
@@ -185,7 +186,9 @@ class Retrieval(Generator):
         assert [tuple(x) for x in item.meta["answer_spans"]] == spans
 
 
-register_preset("retrieval_easy", "retrieval", "recall 1 value, 2 distractors, short gaps",
-                n_tracked=1, n_distractors=2, gap_min=0, gap_max=8)
-register_preset("retrieval_hard", "retrieval", "recall 4 values among 28 distractors after 64-128 filler",
-                n_tracked=4, n_distractors=28, gap_min=64, gap_max=128, length=1024)
+GENERATOR_PRESETS.register("retrieval_easy")(GeneratorPreset(
+    "retrieval", {"n_tracked": 1, "n_distractors": 2, "gap_min": 0, "gap_max": 8},
+    "recall 1 value, 2 distractors, short gaps"))
+GENERATOR_PRESETS.register("retrieval_hard")(GeneratorPreset(
+    "retrieval", {"n_tracked": 4, "n_distractors": 28, "gap_min": 64, "gap_max": 128, "length": 1024},
+    "recall 4 values among 28 distractors after 64-128 filler"))

@@ -25,7 +25,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..config import check
-from .base import GENERATORS, Generator, GeneratorConfig, Item, check_digits, register_preset, spans_mask
+from .base import (GENERATORS, GENERATOR_PRESETS, Generator, GeneratorConfig, GeneratorPreset, Item, check_digits,
+                   spans_mask)
 
 
 @dataclass
@@ -96,5 +97,6 @@ class SetTask(Generator):
         assert item.meta["answer_spans"] == [(seps[0] + 1, c.length)]
 
 
-register_preset("set_verify_ppt", "set", "verify-ppt v2 Set (values 1..998, separator 999, 2048 ids)",
-                length=2048, vocab=999)
+GENERATOR_PRESETS.register("set_verify_ppt")(GeneratorPreset(
+    "set", {"length": 2048, "vocab": 999},
+    "verify-ppt v2 Set (values 1..998, separator 999, 2048 ids)"))

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..config import check
-from .base import GENERATORS, Generator, GeneratorConfig, Item, check_digits, register_preset
+from .base import GENERATORS, GENERATOR_PRESETS, Generator, GeneratorConfig, GeneratorPreset, Item, check_digits
 
 
 @dataclass
@@ -143,5 +143,9 @@ class ShuffleDyck(Generator):
             assert depth == 0, "close_at_end: word must be balanced"
 
 
-register_preset("dyck_verify_ppt", "shuffle_dyck", "verify-ppt v2 defaults", k=64, p_open=0.50, length=2048)
-register_preset("dyck_hu2025", "shuffle_dyck", "Hu et al. 2025 defaults", k=64, p_open=0.51, length=2048)
+GENERATOR_PRESETS.register("dyck_verify_ppt")(GeneratorPreset(
+    "shuffle_dyck", {"k": 64, "p_open": 0.50, "length": 2048},
+    "verify-ppt v2 defaults"))
+GENERATOR_PRESETS.register("dyck_hu2025")(GeneratorPreset(
+    "shuffle_dyck", {"k": 64, "p_open": 0.51, "length": 2048},
+    "Hu et al. 2025 defaults"))

@@ -31,7 +31,8 @@ from typing import Literal
 import numpy as np
 
 from ..config import check
-from .base import GENERATORS, Generator, GeneratorConfig, Item, check_digits, register_preset, spans_mask
+from .base import (GENERATORS, GENERATOR_PRESETS, Generator, GeneratorConfig, GeneratorPreset, Item, check_digits,
+                   spans_mask)
 
 
 @dataclass
@@ -165,5 +166,6 @@ class Stack(Generator):
         assert item.meta["answer_spans"] == [(L + 1, L + 1 + n)]
 
 
-register_preset("stack_procedural", "stack", "Procedural Pretraining STACK config (V=100, 64 ops, 128 per row)",
-                n_symbols=100, n_ops=64, length=128)
+GENERATOR_PRESETS.register("stack_procedural")(GeneratorPreset(
+    "stack", {"n_symbols": 100, "n_ops": 64, "length": 128},
+    "Procedural Pretraining STACK config (V=100, 64 ops, 128 per row)"))
