@@ -92,7 +92,8 @@ class _Index:
             for node in ast.walk(tree):
                 if isinstance(node, ast.ImportFrom):
                     if node.level:
-                        base = ".".join(pkg[: len(pkg) - (node.level - 1)] + (node.module.split(".") if node.module else []))
+                        here = pkg[: len(pkg) - (node.level - 1)]
+                        base = ".".join(here + (node.module.split(".") if node.module else []))
                     elif (node.module or "").split(".")[0] == "preschool":
                         base = node.module
                     else:
@@ -147,9 +148,11 @@ def _annotation_names(node: ast.AST | None) -> set[str]:
 
 def _fields(cls: ast.ClassDef) -> dict[str, ast.AST]:
     """A class's annotated fields and its properties' return annotations, name -> annotation."""
-    out = {n.target.id: n.annotation for n in cls.body if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)}
+    out = {n.target.id: n.annotation for n in cls.body
+           if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)}
     for n in cls.body:
-        if isinstance(n, ast.FunctionDef) and any(isinstance(d, ast.Name) and d.id == "property" for d in n.decorator_list):
+        if isinstance(n, ast.FunctionDef) and any(isinstance(d, ast.Name) and d.id == "property"
+                                                  for d in n.decorator_list):
             out[n.name] = n.returns
     return out
 
@@ -258,7 +261,8 @@ def _callees(index: _Index, types: _Types, mod: str, cls: str | None, call: ast.
     elif isinstance(f, ast.Attribute):
         base = f.value
         kind = _kind(base, env, types)
-        if isinstance(base, ast.Name) and base.id in ("self", "cls") and cls and (mod, f"{cls}.{f.attr}") in index.funcs:
+        if isinstance(base, ast.Name) and base.id in ("self", "cls") and cls \
+                and (mod, f"{cls}.{f.attr}") in index.funcs:
             out.append(((mod, f"{cls}.{f.attr}"), env.get(base.id, "new")))
         elif isinstance(base, ast.Name) and base.id in index.names.get(mod, {}) \
                 and index.names[mod][base.id][1] == "":  # module.func

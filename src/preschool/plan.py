@@ -205,7 +205,9 @@ def gpu_hardware(kind: str, count: int) -> Hardware:
 
 
 @dataclass
-class StagePlan:
+class StageEstimate:
+    """What one stage of one arm costs, estimated (the trainer's stage plan is train/stages.py's StagePlan)."""
+
     arm: str
     stage: str
     tokens: int
@@ -241,7 +243,7 @@ def time_factor(recomputes: bool, mfu_recomputed: bool) -> float:
     return (RECOMPUTE if recomputes else 1.0) / (RECOMPUTE if mfu_recomputed else 1.0)
 
 
-def plan_arm(arm: ArmTarget, hw: Hardware, mfu: float, mfu_recomputed: bool = True) -> list[StagePlan]:
+def plan_arm(arm: ArmTarget, hw: Hardware, mfu: float, mfu_recomputed: bool = True) -> list[StageEstimate]:
     """Every stage of ``arm`` on ``hw`` at ``mfu`` (measured with recompute when ``mfu_recomputed``)."""
     world = hw.count
     capacity = hw.memory_bytes * (USABLE if hw.device != "cpu" else 1.0)
@@ -265,7 +267,7 @@ def plan_arm(arm: ArmTarget, hw: Hardware, mfu: float, mfu_recomputed: bool = Tr
         else:  # the first mode (preference order: no recompute first) that fits some micro-batch
             chosen = next((k for k in maxm if maxm[k] > 0), None)
         seconds = flops * time_factor(bool(chosen and "ckpt" in chosen), mfu_recomputed) / (world * hw.peak_flops * mfu)
-        out.append(StagePlan(arm.name, st.name, tokens, steps, st.seq_len, flops, micro, local, mems, maxm, fits,
+        out.append(StageEstimate(arm.name, st.name, tokens, steps, st.seq_len, flops, micro, local, mems, maxm, fits,
                              chosen, seconds, seconds * world / 3600))
     return out
 
@@ -294,7 +296,7 @@ def _dur(s: float) -> str:
     return f"{s / 86400:.1f} d"
 
 
-def format_plan(name: str, arms: list[ArmTarget], plans: list[list[StagePlan]], hw: Hardware, mfu: float,
+def format_plan(name: str, arms: list[ArmTarget], plans: list[list[StageEstimate]], hw: Hardware, mfu: float,
                 mfu_recomputed: bool = True) -> str:
     lines = [f"plan: {name} on {hw.count} x {hw.name}, MFU {mfu:.2f} "
              f"(measured {'with' if mfu_recomputed else 'without'} activation recompute: a mode that "
@@ -361,7 +363,7 @@ def data_repeats(exp, rung: str | None) -> list[str]:
     return notes
 
 
-def format_ladder_plan(name: str, rungs: list[tuple[str, list[ArmTarget]]], plans: list[list[list[StagePlan]]],
+def format_ladder_plan(name: str, rungs: list[tuple[str, list[ArmTarget]]], plans: list[list[list[StageEstimate]]],
                        hw: Hardware, mfu: float, notes: dict[str, list[str]] | None = None) -> str:
     """The ladder's cost: per rung and arm the model, parameters, tokens, training FLOPs and time of one
     run, then per rung and in total over every rung x arm x seed (``preschool plan --rung R``: a rung's

@@ -74,7 +74,8 @@ def build_runs(cfg) -> tuple[RunRecord, ...]:
     a view of), then arms, then seeds; without a ladder the one arm x seed grid. Each record is built once
     and checked; an error is a ConfigError named where the YAML sets the value (at a rung, naming it)."""
     rungs = [r.name for r in cfg.ladder.rungs] if cfg.ladder is not None else [None]
-    return tuple(_build_record(cfg, i, seed, rung) for rung in rungs for i in range(len(cfg.arms)) for seed in cfg.seeds)
+    return tuple(_build_record(cfg, i, seed, rung)
+                 for rung in rungs for i in range(len(cfg.arms)) for seed in cfg.seeds)
 
 
 def _build_record(cfg, i: int, seed: int, rung: str | None) -> RunRecord:
