@@ -363,7 +363,7 @@ def test_every_registry_refuses_a_builtin_name_from_outside_the_package(tmp_path
                   "preschool.evals.base", "preschool.evals.minimal_pairs", "preschool.data.builder",
                   "preschool.data.export", "preschool.analysis.sections", "preschool.train.callbacks.registry",
                   "preschool.train.model", "preschool.train.flops", "preschool.corpora.base",
-                  "preschool.corpora.storybook", "preschool.compartments.offsets"):
+                  "preschool.corpora.storybook", "preschool.compartments.presentation"):
             importlib.import_module(m)
         registries = [o for o in gc.get_objects() if isinstance(o, Registry)]
         outside = types.ModuleType("my_outside_parts")

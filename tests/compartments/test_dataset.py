@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from preschool.compartments.dataset import CompartmentsConfig, read_plan, write_compartment_val, write_compartmented
-from preschool.compartments.offsets import build_presentation
+from preschool.compartments.presentation import build_presentation
 from preschool.compartments.translation import TranslationConfig, span_length
 from preschool.config import from_dict
 from preschool.data.shards import ShardSet, ShardWriter

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from preschool.compartments.offsets import build_presentation
+from preschool.compartments.presentation import build_presentation
 from preschool.compartments.translation import layout, span_length, translation_row
 from preschool.errors import DataError
 

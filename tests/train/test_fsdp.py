@@ -60,7 +60,7 @@ CALLBACKS = textwrap.dedent('''
         """The compartment model and InfoNCE callbacks of a job with a "compartments" entry."""
         from preschool.compartments.infonce import InfoNCECallback, InfoNCEConfig
         from preschool.compartments.model import CompartmentModelConfig
-        from preschool.compartments.trainer import CompartmentModel
+        from preschool.compartments.model_callback import CompartmentModel
         from preschool.config import from_dict
         c, V, shards = job["compartments"]["c"], job["compartments"]["V"], job["compartments"]["train_shards"]
         return [CompartmentModel(c, V, CompartmentModelConfig()),

@@ -32,7 +32,7 @@ from ..data.shards import ShardSet, ShardWriter
 from ..errors import DataError
 from .dataset import CompartmentsConfig, write_compartment_val, write_compartmented, write_translation_val
 from ..layout import MANIFEST
-from .offsets import build_presentation
+from .presentation import build_presentation
 
 
 def _split(source: Path, split: str) -> Path:

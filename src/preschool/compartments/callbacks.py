@@ -52,8 +52,8 @@ class CompartmentModelOptions(CompartmentModelConfig):
 
 @CALLBACKS.register("compartment_model", config=CompartmentModelOptions)
 def compartment_model(cfg: CompartmentModelOptions, ctx: CallbackContext):
-    """The compartment model options applied to the fresh model (compartments/trainer.py)."""
-    from .trainer import CompartmentModel
+    """The compartment model options applied to the fresh model (compartments/model_callback.py)."""
+    from .model_callback import CompartmentModel
 
     c, V, _, mode = stage_compartments(ctx)
     if mode != "offset" and cfg.compartment_embedding:

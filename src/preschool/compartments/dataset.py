@@ -29,7 +29,7 @@ from ..data.shards import ShardSet, ShardWriter
 from ..errors import DataError
 from ..io import read_json, sha256_file, write_json
 from ..layout import MANIFEST
-from .offsets import PRESENTATIONS, Presentation, PresentationConfig
+from .presentation import PRESENTATIONS, Presentation, PresentationConfig
 from .plan import PLAN_FILE, PlanConfig, load_plan, make_plan, plan_manifest, save_plan
 from .translation import TranslationConfig, min_row_len, span_length, translation_rows
 

@@ -57,7 +57,7 @@ import numpy as np
 
 from ..config import check
 from ..errors import DataError
-from .offsets import Presentation
+from .presentation import Presentation
 
 ROW_FORMATS = ("standard", "interleaved")
 LOSS_ON = ("all", "target")

@@ -1,1 +1,1 @@
-"""Compartment presentations, one per file (file stem = registry name; contract in ``compartments/offsets.py``)."""
+"""Compartment presentations, one per file (file stem = registry name; contract in ``compartments/presentation.py``)."""

@@ -1,11 +1,11 @@
-"""offset: compartment i shows base token t as t + i*V (the paper's default; see ``compartments/offsets.py``)."""
+"""offset: compartment i shows base token t as t + i*V (the paper's default; see ``compartments/presentation.py``)."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from ...errors import DataError
-from ..offsets import PRESENTATIONS, Presentation, PresentationConfig
+from ..presentation import PRESENTATIONS, Presentation, PresentationConfig
 
 
 @PRESENTATIONS.register("offset", config=PresentationConfig)

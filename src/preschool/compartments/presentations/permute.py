@@ -1,4 +1,4 @@
-"""permute: compartment i relabels the base vocabulary with a seeded permutation (see ``compartments/offsets.py``)."""
+"""permute: compartment i relabels the base vocabulary with a seeded permutation (see ``compartments/presentation.py``)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 
 from ...errors import DataError
 from ...seeds import COMPARTMENT_PERMUTATION
-from ..offsets import PRESENTATIONS, Presentation, PresentationConfig
+from ..presentation import PRESENTATIONS, Presentation, PresentationConfig
 
 
 @PRESENTATIONS.register("permute", config=PresentationConfig)

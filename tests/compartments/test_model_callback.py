@@ -8,7 +8,7 @@ from safetensors import safe_open
 
 from preschool.compartments.dataset import CompartmentsConfig, write_compartment_val, write_compartmented
 from preschool.compartments.model import CompartmentModelConfig, load_compartment_model
-from preschool.compartments.trainer import CompartmentModel
+from preschool.compartments.model_callback import CompartmentModel
 from preschool.config import from_dict
 from preschool.data.shards import ShardWriter
 from preschool.train.callbacks.base import Callback

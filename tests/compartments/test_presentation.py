@@ -3,7 +3,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from preschool.compartments.offsets import PRESENTATIONS, build_presentation
+from preschool.compartments.presentation import PRESENTATIONS, build_presentation
 from preschool.errors import ConfigError, DataError
 
 
