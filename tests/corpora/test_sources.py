@@ -141,7 +141,7 @@ def test_streamed_text_equals_whole_text_at_any_read_piece_size(tmp_path, monkey
     text, with lines over max_chars (one whose cut leaves a blank rest), CR + BOM + LF (one line end, as
     clean_text makes it, also when a piece ends between them), characters cut at piece ends and bad UTF-8
     replaced; and a read resumed at any document's position gives the rest and the same counts."""
-    import preschool.corpora.sources as sources
+    import preschool.corpora.sources.source as sources
 
     monkeypatch.setattr(sources, "SEGMENT_BYTES", segment)
     (tmp_path / "messy.txt").write_bytes(MESSY_TEXT)

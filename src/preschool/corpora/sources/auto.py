@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from ..base import SOURCES, CorpusConfig, ReadStats
-from . import FileSource
+from .source import FileSource
 
 
 @SOURCES.register("auto", config=CorpusConfig)

@@ -8,7 +8,7 @@ from typing import Iterator
 
 from ...errors import ConfigError, DataError, MissingDependency
 from ..base import SOURCES, CorpusConfig, Document, ReadStats, clean_text
-from . import Source, check_same, listed_at
+from .source import Source, check_same, listed_at
 
 
 class DatatroveSource(Source):

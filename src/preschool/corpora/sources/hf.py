@@ -7,7 +7,7 @@ from typing import Iterator
 
 from ...errors import ConfigError, DataError
 from ..base import SOURCES, CorpusConfig, Document, ReadStats, clean_text
-from . import Source, walk_files
+from .source import Source, walk_files
 
 
 @SOURCES.register("hf", config=CorpusConfig)

@@ -8,7 +8,7 @@ from typing import Iterator
 
 from ...errors import DataError
 from ..base import SOURCES, CorpusConfig, Document, ReadStats, clean_text, decode_bytes
-from . import FileSource, RECORD_CHARS_FACTOR, LONE_SURROGATE
+from .source import FileSource, RECORD_CHARS_FACTOR, LONE_SURROGATE
 
 
 @SOURCES.register("jsonl", config=CorpusConfig)

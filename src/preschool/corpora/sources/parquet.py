@@ -7,7 +7,7 @@ from typing import Iterator
 
 from ...errors import DataError
 from ..base import SOURCES, CorpusConfig, Document, ReadStats, clean_text, decode_bytes
-from . import FileSource, PARQUET_MAGIC
+from .source import FileSource, PARQUET_MAGIC
 
 
 @SOURCES.register("parquet", config=CorpusConfig)

@@ -7,7 +7,7 @@ from typing import Iterator
 
 from ..base import SOURCES, CorpusConfig, Document, ReadStats
 from ..storybook import Storybook
-from . import Source
+from .source import Source
 
 
 @SOURCES.register("storybook", config=CorpusConfig)

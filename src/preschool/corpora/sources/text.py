@@ -8,7 +8,7 @@ from typing import Iterable, Iterator
 
 from ...errors import DataError
 from ..base import SOURCES, CorpusConfig, ReadStats, bad_utf8_message, chunk_marked, join_segments
-from . import FileSource
+from .source import FileSource
 
 
 @SOURCES.register("text", config=CorpusConfig)
