@@ -56,7 +56,7 @@ def transform_rate(docs, cfg, tok, workers: int, unit_tokens: int) -> dict:
     """Documents and output tokens (L2T samples + raw text, before packing) per second of ``build_l2t``."""
     import tempfile
 
-    from preschool.l2t.build import build_l2t
+    from preschool.l2t.write import build_l2t
 
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "out"
@@ -119,7 +119,7 @@ def main() -> None:
 
     from preschool.config import from_dict
     from preschool.data.tokenizer import train_bpe
-    from preschool.l2t.build import BuildConfig
+    from preschool.l2t.write import BuildConfig
 
     docs, what = documents(args.documents)
     mb = sum(len(d) for d in docs) / 1e6

@@ -133,7 +133,7 @@ def datatrove_rate(docs, tok_path: Path) -> tuple[float, int]:
 
 
 def l2t_rate(docs, tok) -> tuple[float, int]:
-    from preschool.l2t.build import build_l2t
+    from preschool.l2t.write import build_l2t
 
     with tempfile.TemporaryDirectory() as out:
         t = time.perf_counter()

@@ -96,7 +96,7 @@ def test_a_streamed_l2t_build_resumes_at_its_stream_position(tmp_path, monkeypat
     """An L2T dataset's unit carries the text before its first document: resumed at the recorded stream
     position (with that text), the build writes the bytes of an uninterrupted one; streamed through hf
     or read directly."""
-    from preschool.l2t.build import L2TJob
+    from preschool.l2t.write import L2TJob
 
     src = tmp_path / "src"
     _write(src, "jsonl", 0, 0, 600)

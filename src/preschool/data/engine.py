@@ -30,7 +30,7 @@ bytes); the worker count is not.
 
 A job (``UnitJob``) says how to cut units (``units``, parent side, in order) and
 how to build one (``run``, worker side). Corpus datasets (``data/builders/corpus.py``),
-generators (``synthetic/write.py``) and L2T (``l2t/build.py``) are jobs; the two that read a corpus
+generators (``synthetic/write.py``) and L2T (``l2t/write.py``) are jobs; the two that read a corpus
 share its resume bookkeeping (``DocumentJob``).
 """
 

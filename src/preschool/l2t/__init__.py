@@ -1,7 +1,7 @@
 """Language Learning Tasks (Yamaguchi, Mi & Aletras, ACL 2026): 14 tasks, formatting, mixing, packing.
 
 See docs/l2t.md. Entry points: :class:`~preschool.l2t.transform.L2TTransform`
-(one document -> samples), :func:`~preschool.l2t.build.build_l2t` (corpus ->
+(one document -> samples), :func:`~preschool.l2t.write.build_l2t` (corpus ->
 shard sets), ``preschool transform l2t`` (CLI).
 """
 

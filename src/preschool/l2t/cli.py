@@ -13,7 +13,7 @@ from ..data.tokenizer import TokenizerConfig, backend, iter_sample, load_saved, 
 from ..device import check_row_memory
 from ..errors import ConfigError
 from ..outdir import claim_output
-from .build import BuildConfig, build_l2t, l2t_entries
+from .write import BuildConfig, build_l2t, l2t_entries
 from .inputs import corpus_config, iter_texts
 from .text import corpus_pool
 from .transform import L2TTransform

@@ -6,7 +6,7 @@ from preschool.corpora import CorpusConfig
 from preschool.data.shards import ShardSet
 from preschool.data.tokenizer import train_bpe
 from preschool.errors import ConfigError
-from preschool.l2t.prepare import l2t_build_config, write_l2t_dataset
+from preschool.l2t.builder import l2t_build_config, write_l2t_dataset
 
 
 def test_experiment_dataset_from_storybook(tmp_path):

@@ -5,7 +5,7 @@ import pytest
 
 from preschool.data.shards import ShardSet
 from preschool.data.tokenizer import train_bpe
-from preschool.l2t.build import build_l2t
+from preschool.l2t.write import build_l2t
 
 PARA = ("The boat left the harbour at dawn and the sailors sang. Nobody on the shore could hear them. "
         "By noon the wind had turned, and the sea grew rough. The captain ordered the sails down. ")
