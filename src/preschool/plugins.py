@@ -1,4 +1,8 @@
-"""How parts are found: the packages the registries walk, and plug-ins from inside and outside the package.
+"""How parts are found: the packages the registries walk, the extension packages inside preschool, and plug-ins.
+
+Words: a *plug-in* is always parts from outside the package (a module, ``.py`` file or folder of your
+own, or an installed distribution's entry point); an *extension package* is a package inside preschool
+built the same way (``compartments``, :data:`PLUGINS`), which the core never imports.
 
 Every registry that takes parts from files (generators, L2T tasks, evaluators,
 dataset builders (derived dataset kinds among them), report sections, callbacks,
@@ -43,7 +47,7 @@ records each plug-in's path and sha256 (:func:`for_workers`) and the task import
 those files before anything else, refusing one whose sha256 changed
 (:func:`use_recorded`), so it needs the same paths on every node (a shared folder).
 
-**In-tree plug-ins** (``PLUGINS``) are packages that extend the core without
+**Extension packages** (``PLUGINS``) are packages inside preschool that extend the core without
 being imported by it, so dependencies point down (``evals`` loads a
 compartments checkpoint without importing ``compartments``). A registry also
 imports, in each, the module or sub-package named after the kind of part it
@@ -51,7 +55,7 @@ holds (``Registry.plugin_module``): ``synthetic`` (generators), ``l2t_tasks``,
 ``evals``, ``builders`` (dataset builders and derived kinds), ``sections`` (report
 sections), ``callbacks``, ``presets``, ``families`` (model families), ``exporters``, ``sources``, ``gpus``,
 ``commands``, ``transforms``, ``minimal_pairs_presets``, ``paradigms`` (storybook
-minimal-pair paradigms), ``presentations``. Only those modules are imported, so a plug-in's heavy
+minimal-pair paradigms), ``presentations``. Only those modules are imported, so an extension package's heavy
 modules (torch) load when used. What is not a registry part goes in its
 ``plugin`` module, imported by :func:`load_plugins`: today the
 checkpoint-loader hook (:func:`register_checkpoint_hook`).
@@ -97,7 +101,7 @@ def _plugin_module(package: str, module: str) -> str | None:
 
 
 def plugin_parts(module: str) -> None:
-    """Import, in every in-tree plug-in package, the module or sub-package ``module`` (walked like a core
+    """Import, in every extension package, the module or sub-package ``module`` (walked like a core
     package)."""
     for package in PLUGINS:
         full = _plugin_module(package, module)
@@ -106,7 +110,7 @@ def plugin_parts(module: str) -> None:
 
 
 def load_plugins() -> None:
-    """Import every in-tree plug-in's ``plugin`` module once (the checkpoint hook), and the plug-ins from
+    """Import every extension package's ``plugin`` module once (the checkpoint hook), and the plug-ins from
     outside (:func:`use_installed`)."""
     global _loaded
     use_installed()
@@ -449,7 +453,7 @@ def loaded() -> list[dict]:
 
 
 def is_core(module: str) -> bool:
-    """Whether ``module`` is preschool's own (the package and its in-tree plug-ins), not a plug-in's."""
+    """Whether ``module`` is preschool's own (the package and its extension packages), not a plug-in's."""
     if module != "preschool" and not module.startswith("preschool."):
         return False
     file = getattr(sys.modules.get(module), "__file__", None)
@@ -477,7 +481,7 @@ def overrides() -> list[dict]:
 
 
 def origin(module: str) -> str:
-    """Where the part defined in ``module`` came from: ``preschool`` (the package and its in-tree plug-ins),
+    """Where the part defined in ``module`` came from: ``preschool`` (the package and its extension packages),
     ``plug-in <name>`` for a plug-in from outside, else the module's name."""
     mod = sys.modules.get(module)
     file = Path(getattr(mod, "__file__", "") or "").resolve() if mod is not None else None

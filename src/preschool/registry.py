@@ -14,7 +14,7 @@ of a name not registered yet imports the module of that name in each package
 (``dyck`` -> ``synthetic/dyck.py``, the documented file name) and nothing else
 when that registers it. Otherwise, and for listing (``names()``, iteration,
 ``len``), it imports every module of those packages (sub-packages too; names
-starting with ``_`` are skipped) and, in every plug-in package of
+starting with ``_`` are skipped) and, in every extension package of
 ``plugins.PLUGINS``, the module or sub-package named ``plugin_module``. Before
 either it imports the plug-ins from outside the package that every command
 sees (``PRESCHOOL_PLUGINS``, installed ``preschool.plugins`` entry points;

@@ -6,7 +6,7 @@ curves, final values, later stages, stable gain, token efficiency) into a frozen
 :class:`~preschool.analysis.records.Report`, runs the sections, then renders ``report.md``,
 ``results.json`` and the plots (analysis/render.py). A section is a :class:`Section` subclass
 registered in :data:`SECTIONS` with its config dataclass, like an evaluator, in its own file in
-``analysis/`` (the registry imports every module of ``analysis/`` on first use) or in a plug-in's
+``analysis/`` (the registry imports every module of ``analysis/`` on first use) or in an extension package's
 ``sections`` module or package (``compartments/sections/``: slowdown, plateau, similarity, audit_gap).
 
 The standard tables are sections too (analysis/standard_tables.py: overview, non-finite values, arms,

@@ -1,4 +1,4 @@
-"""The plug-in's dataset builders: the derived kinds ``compartmented`` and ``shifted`` (data/builders/derived.py).
+"""The compartments extension package's dataset builders: the derived kinds ``compartmented`` and ``shifted`` (data/builders/derived.py).
 
 ``compartmented`` (Howe & Wingate's training presentation; compartments/dataset.py)::
 

@@ -1,4 +1,4 @@
-"""The compartments callbacks an arm names (``arms[i].callbacks``), found by ``CALLBACKS`` in this plug-in.
+"""The compartments callbacks an arm names (``arms[i].callbacks``), found by ``CALLBACKS`` in this extension package.
 
 - ``compartment_model``: compartment embedding, init copies, c=1 -> c expansion with ``init_from``;
 - ``infonce``: the contrastive remedy between the same span in two compartments.

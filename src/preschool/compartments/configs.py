@@ -1,4 +1,4 @@
-"""The compartments plug-in's config dataclasses, torch-free.
+"""The compartments extension package's config dataclasses, torch-free.
 
 ``preschool plan`` and config validation read them without importing torch (seconds on a
 laptop); the code that uses them (``model.py``, ``infonce.py``) re-exports them.

@@ -1,4 +1,4 @@
-"""The compartment model as a trainer callback (a plug-in part; the trainer itself is not subclassed).
+"""The compartment model as a trainer callback (an extension package's part; the trainer itself is not subclassed).
 
 :class:`CompartmentModel` applies the compartment model options to the freshly
 built model *before* the optimizer is created and any checkpoint is loaded (so

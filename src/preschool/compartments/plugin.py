@@ -1,4 +1,4 @@
-"""The compartmentalization plug-in (see ``preschool.plugins``): what ``compartments`` contributes to the core.
+"""The compartmentalization extension package (see ``preschool.plugins``): what ``compartments`` contributes to the core.
 
 Its registry parts are found by the registries in their own modules:
 

@@ -1,4 +1,4 @@
-"""The plug-in's report sections (analysis/sections.py), one module each: plateau.py, slowdown.py, similarity.py,
+"""The compartments extension package's report sections (analysis/sections.py), one module each: plateau.py, slowdown.py, similarity.py,
 audit_gap.py (what they share: _common.py). The report's section registry walks this package, as it walks
 ``analysis/``.
 

@@ -9,7 +9,7 @@ built by ``prepare`` after the datasets it reads::
 
 Its kind is a dataset builder like the others: a :class:`DatasetKind` subclass
 registered in ``DATASET_BUILDERS`` with its config dataclass (``params``), in
-its own file in ``data/builders/`` or in a plug-in (``compartments/builders.py``:
+its own file in ``data/builders/`` or in an extension package (``compartments/builders.py``:
 ``compartmented``, ``shifted``). The ``derived`` builder below reads the spec
 (:class:`DerivedSpec`) and runs the kind it names. ``build`` writes ``train/``
 and/or ``val/`` shard sets into the dataset folder and may add **parts**:
