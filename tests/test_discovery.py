@@ -317,9 +317,10 @@ GPUS.register("my_gpu")(GPU("Made-up X9", 100e12, 64 * GIB, "a test row", device
 
 COMMAND = '''"""`preschool my_command`: the report command under another name."""
 
-from ..cli import COMMANDS, Command
+from .report import add_arguments, run  # noqa: F401
 
-COMMANDS.register("my_command")(Command("preschool.report_cli"))
+HELP = "the report, under another name"
+ORDER = 75
 '''
 
 

@@ -331,7 +331,7 @@ def test_train_mapping_reads_the_same_in_preschool_train_and_an_experiment(tmp_p
     the arm's stages and seed) resolve the same settings, and name a bad value by the same key."""
     import yaml
 
-    from preschool.train.cli import load_run_config
+    from preschool.commands.train import load_run_config
 
     model = {"preset": "micro"}
     stages = [{"name": "pt", "data": "pt", "tokens": 2048}]

@@ -136,5 +136,5 @@ def test_package_walker_folds_modules():
 
 def test_no_package_cycles_between_the_pipeline_packages():
     # issue #24 item 5: e.g. data's builders of synthetic/l2t data live in those packages, the prepare command
-    # (which launches) is prepare_cli.py, and the numerics evals and analysis share are preschool/numerics.py
+    # (which launches) is commands/prepare.py, and the numerics evals and analysis share are preschool/numerics.py
     assert _cycles(package_graph(import_graph())) == []

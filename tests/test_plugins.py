@@ -359,7 +359,7 @@ def test_every_registry_refuses_a_builtin_name_from_outside_the_package(tmp_path
         import gc, importlib, sys, types
         from preschool.registry import Registry
         from preschool.errors import ConfigError
-        for m in ("preschool.cli", "preschool.transform_cli", "preschool.synthetic.base", "preschool.l2t.base",
+        for m in ("preschool.cli", "preschool.commands.transform", "preschool.synthetic.base", "preschool.l2t.base",
                   "preschool.evals.base", "preschool.evals.minimal_pairs", "preschool.data.builder",
                   "preschool.data.export", "preschool.analysis.sections", "preschool.train.callbacks.registry",
                   "preschool.train.model", "preschool.train.flops", "preschool.corpora.base",

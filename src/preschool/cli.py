@@ -1,12 +1,13 @@
-"""``preschool`` command line. Each subcommand lives beside the code it drives.
+"""``preschool`` command line: one module per command, ``preschool/commands/<name>.py``.
 
-A subcommand module exposes ``HELP`` (one line, a string literal),
-``add_arguments(parser)`` and ``run(args) -> int``; a file of ``preschool/commands/``
-named after the command registers it (``COMMANDS.register("run")(Command(module))``),
-so a new command is two new files and no edit. A module is imported only
-when its command is the one on the command line: ``preschool --help`` reads
-each ``HELP`` from the module's source and imports none of them, so it stays
-fast and a broken optional dependency in one command does not break the others.
+A command module exposes ``HELP`` (one line, a string literal), ``ORDER`` (its place in ``--help``, an
+integer literal), ``add_arguments(parser)`` and ``run(args) -> int``; its file's stem is the command's
+name, so a new command is one new file and no edit. A module is imported only when its command is the
+one on the command line: the commands are found by listing ``commands/`` and ``preschool --help`` reads
+each ``HELP`` and ``ORDER`` from the module's source, importing none of them, so it stays fast and a broken
+optional dependency in one command does not break the others. (``preschool transform``'s kinds are
+found the same way in ``preschool/transforms/``.) A plug-in adds a command by registering
+``COMMANDS.register("<name>")(Command("<its module>", order))`` in its ``commands`` module.
 
 Every command takes ``--plugins A,B`` (modules, ``.py`` files, folders: parts from
 outside the package, imported before the command runs; ``preschool.plugins``).
@@ -24,6 +25,7 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .errors import PreschoolError, StdoutClosed, StdoutError
 from .registry import Registry
@@ -38,20 +40,51 @@ class Command:
     order: int = 100
 
 
-# one file per command in preschool/commands/ (file stem = command name), or a plug-in's `commands` module
-COMMANDS = Registry("command", packages=("preschool.commands",), plugin_module="commands")
+def _literal(path: Path, name: str) -> Any:
+    """The value of the module-level ``name = <literal>`` in the source at ``path`` (None when there is none)."""
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if (isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == [name]
+                and isinstance(node.value, ast.Constant)):
+            return node.value.value
+    return None
+
+
+def _source(modname: str) -> Path | None:
+    """The source file of module ``modname`` of this package, without importing it."""
+    parts = modname.split(".")
+    path = Path(__file__).resolve().parent.joinpath(*parts[1:]).with_suffix(".py")
+    return path if parts[0] == __package__ and path.is_file() else None
+
+
+class ModuleRegistry(Registry):
+    """A registry of command modules (``preschool``'s commands, ``transform``'s kinds): every module of its
+    package, a folder of preschool, is registered under its file's stem with the ``ORDER`` its source
+    states, listed without importing it (a plug-in's ``plugin_module`` registers its own
+    :class:`Command`)."""
+
+    def __init__(self, kind: str, package: str, plugin_module: str):
+        super().__init__(kind, plugin_module=plugin_module)
+        self.package = package
+
+    def discover(self) -> None:
+        folder = Path(__file__).resolve().parent.joinpath(*self.package.split(".")[1:])
+        for path in sorted(folder.glob("*.py")):
+            if not path.stem.startswith("_") and not self.find(path.stem):
+                order = _literal(path, "ORDER")
+                command = Command(f"{self.package}.{path.stem}", 100 if order is None else int(order))
+                self.register(path.stem)(command)
+        super().discover()
 
 
 def help_line(modname: str) -> str:
     """The module's ``HELP`` read from its source without importing it (imported when not a literal there)."""
-    parts = modname.split(".")
-    path = Path(__file__).resolve().parent.joinpath(*parts[1:]).with_suffix(".py")
-    if parts[0] == __package__ and path.is_file():
-        for node in ast.parse(path.read_text(encoding="utf-8")).body:
-            if (isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["HELP"]
-                    and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)):
-                return node.value.value
-    return importlib.import_module(modname).HELP
+    path = _source(modname)
+    help_text = _literal(path, "HELP") if path is not None else None
+    return help_text if isinstance(help_text, str) else importlib.import_module(modname).HELP
+
+
+# one module per command in preschool/commands/ (file stem = command name), or a plug-in's `commands` module
+COMMANDS = ModuleRegistry("command", "preschool.commands", plugin_module="commands")
 
 
 def add_commands(sub, commands: Registry, run_attr: str, only: str | None = None,

@@ -1,7 +1,11 @@
 import json
 
 from preschool.corpora import PARADIGMS
-from preschool.corpora.cli import main
+from preschool.cli import main as cli_main
+
+
+def main(argv):
+    return cli_main(["corpus", *argv])
 
 
 def test_stories(capsys):

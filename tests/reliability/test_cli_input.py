@@ -115,7 +115,7 @@ def test_plugins_in_an_experiment_resolve_against_the_working_folder(tmp_path, m
 
 
 def test_train_resolves_its_datasets_against_the_working_folder(tmp_path, monkeypatch, datasets):
-    from preschool.train.cli import load_run_config
+    from preschool.commands.train import load_run_config
 
     cfg = tmp_path / "configs" / "train.yaml"
     cfg.parent.mkdir()

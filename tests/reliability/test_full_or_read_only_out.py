@@ -151,7 +151,7 @@ def test_shard_writer_on_a_full_disk_names_the_set_and_leaves_nothing(tmp_path, 
 
 
 def test_cli_reports_an_unwrapped_write_failure_in_one_line(monkeypatch, capsys):
-    import preschool.synthetic.cli as gen_cli
+    import preschool.commands.generate as gen_cli
 
     for code, says in ((errno.ENOSPC, "cannot write (No space left on device)"),
                        (errno.EROFS, "cannot write (Read-only file system); make it writable"),

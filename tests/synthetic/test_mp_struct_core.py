@@ -208,7 +208,7 @@ def test_markers_docs_map_none_to_no_head_diversity():
     """LAD-PPT ``use_head_diversity=False`` emits no head tokens: that is ``markers: none``, not ``uniform``."""
     import io
 
-    from preschool.synthetic.cli import list_tasks
+    from preschool.commands.generate import list_tasks
 
     out = io.StringIO()
     list_tasks(out)

@@ -7,7 +7,7 @@ import yaml
 
 from preschool.cli import main
 from preschool.errors import ConfigError
-from preschool.train.cli import load_run_config
+from preschool.commands.train import load_run_config
 
 
 def write_yaml(tmp_path, datasets, **train):

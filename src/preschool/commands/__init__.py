@@ -1,3 +1,4 @@
-"""The commands of ``preschool``: one file per command, named after it, registering the module that
-implements it (``cli.COMMANDS``; the order of ``--help`` is each one's ``order``). Only these small files
-are imported to list the commands; a command's own module is imported when it is the command run."""
+"""The commands of ``preschool``: one module per command, named after it (``HELP``, ``ORDER``,
+``add_arguments``, ``run``; the contract is in ``preschool/cli.py``). ``cli.COMMANDS`` lists this folder and
+reads each module's ``HELP`` and ``ORDER`` from its source; a command's module is imported when it is the
+command run."""

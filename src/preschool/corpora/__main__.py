@@ -1,5 +1,7 @@
+"""``python -m preschool.corpora ...`` = ``preschool corpus ...``."""
+
 import sys
 
-from .cli import main
+from ..cli import main
 
-sys.exit(main())
+sys.exit(main(["corpus", *sys.argv[1:]]))

@@ -41,8 +41,7 @@ from ..data.tokenizer import backend
 from ..errors import ConfigError
 from ..io import read_json
 from ..layout import MANIFEST
-from .cli import chars_per_token
-from .text import corpus_pool
+from .text import chars_per_token, corpus_pool
 from .write import BuildConfig, build_l2t
 
 

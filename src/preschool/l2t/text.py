@@ -137,3 +137,15 @@ def corpus_pool(texts: Iterable[str], min_count: int = 3, max_words: int = 100_0
         c.update(w.lower() for w in t.split() if w.isalpha())
     words = sorted((w for w, n in c.items() if n >= min_count), key=lambda w: (-c[w], w))[:max_words]
     return tuple(sorted(words))
+
+
+def chars_per_token(tok, texts, max_chars: int = 2_000_000) -> float:
+    """Mean characters per token of ``tok`` on the first ``max_chars`` characters of ``texts``."""
+    chars = toks = 0
+    for t in texts:
+        t = t[: max_chars - chars]
+        chars += len(t)
+        toks += len(tok.encode(t, add_special_tokens=False).ids)
+        if chars >= max_chars:
+            break
+    return round(chars / toks, 4) if toks else 4.0

@@ -51,7 +51,8 @@ from :class:`SlurmOptions` (``--gpus-per-node 0``: CPU jobs); every job sets
 The package, by role: ``options.py`` (what the jobs ask Slurm for), ``jobs.py`` (the job graph and
 which jobs are done), ``scripts.py`` (each job's script text, names and paths), ``partition.py``
 (the ``sinfo`` check), ``submit.py`` (``squeue``, ``sbatch``, ``scancel``, ``jobs.json``),
-``launcher.py`` (one launch, start to end), ``status.py`` (``--status``), ``cli.py`` (the command).
+``launcher.py`` (one launch, start to end), ``status.py`` (``--status``); the command is
+``commands/launch.py``.
 The relaunch state machine itself is :mod:`preschool.slurm_state`, outside this package because the
 runner asks it whether a Slurm job still holds a lock. The names below are re-exported here.
 """

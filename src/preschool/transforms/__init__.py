@@ -1,2 +1,2 @@
-"""The kinds of ``preschool transform``: one file per kind, named after it, registering the module that
-implements it (``transform_cli.TRANSFORMS``)."""
+"""The kinds of ``preschool transform``: one module per kind, named after it, with a command module's contract
+(``commands/transform.py``'s ``TRANSFORMS`` lists this folder without importing it)."""
