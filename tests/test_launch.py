@@ -1008,3 +1008,19 @@ def test_a_changed_data_spec_is_refused_before_anything_is_submitted(tmp_path, m
     assert len(log.read_text().splitlines()) == 3 and (out / "slurm/jobs.json").read_text() == record
     assert "data.pt.tokens=7000" not in (out / "slurm/a-seed0.sbatch").read_text()  # the last launch's scripts
     assert _launch(MICRO_YAML, *args, "--set", "data.pt.tokens=7000", "--dry-run", out=out) == 2  # a dry run too
+
+
+def test_a_branch_job_and_a_run_started_from_another_arm_wait_for_their_parents_job(tmp_path):
+    """#47: jobs are submitted parents first, and each run job depends (afterok) on the job of the run it starts
+    from and of the run whose shared prefix it continues; a run that starts from nothing keeps its identity."""
+    exp = load_experiment(ROOT / "examples/quickstart.yaml",
+                          [f"out={tmp_path}", "arms.0.train={init_from: {arm: ppt_dyck, stage: ppt}}"])
+    jobs = slurm_jobs(exp, SlurmOptions(gpus_per_node=1))
+    names = [j.name for j in jobs]
+    by = {j.name: j for j in jobs}
+    assert "ppt_dyck-seed0" in by["pt_only-seed0"].after_ok  # pt_only starts from ppt_dyck's PPT stage
+    assert "ppt_dyck-seed0" in by["ppt_dyck_reinit-seed0"].after_ok  # the shared PPT stage
+    assert names.index("ppt_dyck-seed0") < names.index("pt_only-seed0")
+    plain = load_experiment(ROOT / "examples/quickstart.yaml", [f"out={tmp_path}", "arms=[{name: pt_only, stages: "
+                                                                "[{name: pt, data: pt, tokens: 1000}]}]"])
+    assert slurm_jobs(plain, SlurmOptions(gpus_per_node=1))[1].after_ok == ["prepare"]

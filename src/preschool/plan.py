@@ -57,6 +57,8 @@ class ArmTarget:
     stages: list[StageTarget]
     seeds: int = 1
     extra_params: int = 0  # parameters outside the HF model (compartment embedding)
+    # the leading stages another arm trains for it (a shared prefix, experiment/branches.py): (that arm, stages)
+    shared: tuple[str, int] | None = None
     parallel: str | None = None  # the arm's train.parallel
     checkpointing: str | None = None  # the arm's train.activation_checkpointing
     notes: list[str] = field(default_factory=list)
@@ -152,8 +154,9 @@ def config_targets(exp, rung: str | None, tokenizer: dict) -> list[ArmTarget]:
                     for cb in callback_configs(arm.callbacks, f"arms[{i}].callbacks").values()
                     if hasattr(cb, "extra_params"))
         stages = [StageTarget(s.name, s.tokens, cfg.seq_len, s.counts_as_pt) for s in tcfg.stages]
+        shared = (rec.branch.parent.arm, rec.branch.stages) if rec.branch is not None else None
         out.append(ArmTarget(arm.name, desc, tcfg.batch_size, tcfg.micro_batch_size, stages, len(cfg.seeds), extra,
-                             tcfg.parallel, tcfg.activation_checkpointing, notes=list(notes)))
+                             shared, tcfg.parallel, tcfg.activation_checkpointing, notes=list(notes)))
     return out
 
 
@@ -307,6 +310,8 @@ def format_plan(name: str, arms: list[ArmTarget], plans: list[list[StageEstimate
         lines.append(f"  fits = peak <= {USABLE:.0%} of memory, peak includes {CUDA_RESERVED / GIB:.0f} GiB "
                      "for the CUDA context and workspaces (assumptions; GPU rows are estimates)")
     total_h, total_s = 0.0, 0.0
+    saved = {"tokens": 0, "h": 0.0, "s": 0.0}  # what the shared prefixes do not train again
+    all_tokens = 0
     for arm, stages in zip(arms, plans):
         d = arm.desc
         P = d["params_total"] + arm.extra_params
@@ -320,6 +325,16 @@ def format_plan(name: str, arms: list[ArmTarget], plans: list[list[StageEstimate
                   + (f", activation_checkpointing {arm.checkpointing}" if arm.checkpointing else "")]
         for note in arm.notes:
             lines.append(f"  note: {note}")
+        if arm.shared is not None:
+            parent, k = arm.shared
+            lines.append(f"  shared prefix: its first {k} stage(s) are arm {parent}'s, trained once (it continues "
+                         "from that run's checkpoint; not counted in the tree's total)")
+        for j, sp in enumerate(stages):
+            all_tokens += sp.tokens * arm.seeds
+            if arm.shared is not None and j < arm.shared[1]:
+                saved["tokens"] += sp.tokens * arm.seeds
+                saved["h"] += sp.gpu_hours * arm.seeds
+                saved["s"] += sp.seconds * arm.seeds
         for sp in stages:
             lines.append(f"  stage {sp.stage}: {_n(sp.tokens)} tokens ({sp.steps:,} steps x {arm.batch_size} x "
                          f"{sp.seq_len}), {flops_per_token(d, sp.seq_len) / 1e9:.3g} GFLOP/token -> "
@@ -342,7 +357,12 @@ def format_plan(name: str, arms: list[ArmTarget], plans: list[list[StageEstimate
             total_h += sp.gpu_hours * arm.seeds
             total_s += sp.seconds * arm.seeds
     lines += ["", f"total: {total_h:,.1f} device-hours ({_dur(total_s)} on {hw.count} device(s)) for "
-                  f"{sum(a.seeds for a in arms)} arm x seed runs"]
+                  f"{sum(a.seeds for a in arms)} arm x seed runs trained independently"]
+    if saved["tokens"]:
+        lines.append(f"as a tree (shared prefixes trained once): {_n(all_tokens - saved['tokens'])} of "
+                     f"{_n(all_tokens)} tokens, {total_h - saved['h']:,.1f} device-hours "
+                     f"({_dur(total_s - saved['s'])}); saved {_n(saved['tokens'])} tokens "
+                     f"({saved['tokens'] / all_tokens:.0%}), {saved['h']:,.1f} device-hours ({_dur(saved['s'])})")
     return "\n".join(lines)
 
 

@@ -26,6 +26,7 @@ from typing import Any, Mapping, Sequence
 
 from ..errors import ConfigError
 from .collect import nonfinite_values
+from .starts import arm_starts
 from .records import (AfterStage, Collected, Efficiency, Gain, Point, Report, Rung, RungArm, SeedResult, SeedRun,
                       TableRow)
 
@@ -196,7 +197,7 @@ def compute(runs: Sequence, collected: Collected, report, data: Mapping[str, Any
                   stable_gain=stable_gains(arms, names, baseline, headline, axes, higher, report.window, chance,
                                            report.equivalence),
                   token_efficiency=efficiency_rows(report.efficiency, names, arms, baseline, headline, axes, higher),
-                  window=report.window, chance=chance)
+                  window=report.window, chance=chance, starts=arm_starts(runs))
 
 
 def ladder_rung(name: str, rep: Report) -> Rung:

@@ -113,7 +113,7 @@ def stored_report(runs: Sequence, stored: dict, report, data: Mapping[str, Any])
                   stable_gain=stable_gains(arms, names, baseline, headline, axes, higher, report.window, chance,
                                            report.equivalence),
                   token_efficiency=efficiency_rows(report.efficiency, names, arms, baseline, headline, axes, higher),
-                  window=report.window, chance=chance)
+                  window=report.window, chance=chance, starts=dict(stored.get("starts") or {}))
 
 
 def stored_provenance(stored: dict) -> dict:

@@ -264,6 +264,7 @@ class Report:
     token_efficiency: list[Efficiency]
     window: float
     chance: dict[str, float] = field(default_factory=dict)
+    starts: dict[str, str] = field(default_factory=dict)  # arm -> where its runs started, in words (analysis/starts.py)
 
     @property
     def directions(self) -> dict[str, str | None]:
@@ -287,7 +288,9 @@ class Report:
                 "chance": {m: v for m, v in self.chance.items() if m in self.headline},
                 "after_stages": [r.to_json() for r in self.after_stages],
                 "stable_gain": [r.to_json() for r in self.stable_gain],
-                "token_efficiency": [r.to_json() for r in self.token_efficiency]}
+                "token_efficiency": [r.to_json() for r in self.token_efficiency],
+                # only where an arm started from other weights or a shared prefix (results.json as before else)
+                **({"starts": self.starts} if self.starts else {})}
 
 
 @dataclass(frozen=True)

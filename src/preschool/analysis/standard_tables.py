@@ -116,7 +116,8 @@ class Arms(_Standard):
                 if not st.counts_as_pt:
                     bits.append("not counted as PT")
                 steps.append(f"**{st.name}** ({', '.join(bits)})")
-            lines.append(f"- `{name}`: " + " → ".join(steps))
+            start = f"({rep.starts[name]}) " if name in rep.starts else ""
+            lines.append(f"- `{name}`: {start}" + " → ".join(steps))
         return lines
 
 

@@ -53,6 +53,7 @@ from .schema import (PLUGINS_USED, TRAIN_OVERLAY, ArmSpec, DownstreamGroups, Eff
                      SyntheticRule)
 from .schema import _OLD_COMPARTMENTS_KEYS  # noqa: F401  (the retired schema's keys, which a re-render refuses)
 from .runs import RunKey, RunRecord
+from .starts import training_order
 from .resolved import Experiment, load_experiment
 from .prepare import build_data, check_stale_data, prepare_experiment, require_prepared
 from .runner import check_run, evaluate_arms, run_arm, run_experiment, run_lock, train_arms
@@ -62,4 +63,4 @@ __all__ = ["PLUGINS_USED", "TRAIN_OVERLAY", "ArmSpec", "DownstreamGroups", "Effi
            "ExperimentConfig", "LadderSpec", "LanguageRule", "MinimalPairsSpec", "ReportSpec", "RungSpec",
            "SyntheticRule", "RunKey", "RunRecord", "Experiment", "load_experiment", "build_data",
            "check_stale_data", "prepare_experiment", "require_prepared", "check_run", "evaluate_arms", "run_arm",
-           "run_experiment", "run_lock", "train_arms", "allocated_cpus", "rank_threads"]
+           "run_experiment", "run_lock", "train_arms", "training_order", "allocated_cpus", "rank_threads"]

@@ -26,6 +26,7 @@ from ..train.run_dir import check_run_dir
 from .prepare import build_data, check_stale_data, require_prepared
 from .resolved import Experiment
 from .runs import RunRecord
+from .starts import trainable_config, training_order
 from .schema import PLUGINS_USED
 
 
@@ -37,7 +38,8 @@ def check_run(exp: Experiment, rec: RunRecord, verify: str | None = None) -> Non
     when not as the run's own ``verify`` says (``launch``: "size", the manifests' recorded checksums, not every
     shard rehashed on a login node)."""
     cfg = exp.cfg
-    tcfg = rec.train if verify is None else replace(rec.train, verify=verify)
+    tcfg = started_config(exp, rec, must=layout.run_config_path(rec.run_dir).is_file())
+    tcfg = tcfg if verify is None else replace(tcfg, verify=verify)
     try:
         check_run_dir(tcfg, rec.run_dir, dict(rec.datasets), layout.tokenizer_dir(layout.data_dir(cfg.out_dir)),
                       callbacks=dict(rec.callbacks))
@@ -47,6 +49,33 @@ def check_run(exp: Experiment, rec: RunRecord, verify: str | None = None) -> Non
                  else f"{rec.where}.{e.field}")
         at = f" at rung {rec.rung}" if rec.rung is not None else ""
         raise ConfigError(where, f"arm {rec.arm} seed {rec.seed}{at}: {e.message}") from None
+
+
+def started_config(exp: Experiment, rec: RunRecord, must: bool = True):
+    """The record's TrainConfig with its ``init_from: {arm, pt_tokens}`` starts resolved from the parent's
+    checkpoints (experiment/starts.py; ``must``: DataError when the parent has not reached it)."""
+    return trainable_config(rec, {r.key: r for r in exp.records}, must)
+
+
+def branch_off(exp: Experiment, rec: RunRecord) -> None:
+    """Give a run whose leading stages another run trained (``rec.branch``) that run's history up to the
+    branch point (train/branch.py), unless its folder holds a run already. A parent that has not reached the
+    branch point with its training state kept there (trained before, or elsewhere) is said, and the run
+    trains from its start: the same result, without the saving."""
+    from ..train.branch import fork_run
+
+    b = rec.branch
+    parent = exp.record(b.parent)
+    src = layout.checkpoint_dir(parent.run_dir, b.step)
+    if layout.run_config_path(rec.run_dir).is_file() or (rec.run_dir / "branch.json").is_file():
+        return
+    if not (src / "trainer_state.pt").is_file():
+        print(f"[preschool]{_at(rec)} arm {rec.arm} seed {rec.seed}: arm {parent.arm} has no checkpoint with its "
+              f"training state at step {b.step}, where this run's first {b.stages} stage(s) end: training them again")
+        return
+    fork_run(parent.run_dir, rec.run_dir, b.step)
+    print(f"[preschool]{_at(rec)} arm {rec.arm} seed {rec.seed}: its first {b.stages} stage(s) ({b.tokens:,} tokens) "
+          f"are arm {parent.arm}'s; continuing from its step {b.step}")
 
 
 def _at(rec: RunRecord) -> str:
@@ -70,21 +99,24 @@ def _holder_job_alive(holder: dict) -> bool | None:
 
 
 def train_arms(exp: Experiment, progress: bool = True, only: tuple[str, int] | None = None,
-               command: str = "preschool run") -> None:
+               command: str = "preschool run", share_prefixes: bool = True) -> None:
     """Step 3: train every run of ``exp`` (:attr:`~Experiment.runs`: every arm x seed, every rung's of a
     ladder, or those of the rung it is a view of) on the prepared data (resuming; finished runs are skipped,
-    so a rung added to a ladder trains only its own runs); ``only``: that (arm, seed). Each run trains under
-    its :func:`run_lock` (``command``: what a second trainer of the folder is told is running). Every run that
-    will train is checked to fit the memory there is before the first trains (:func:`check_fits`)."""
+    so a rung added to a ladder trains only its own runs); ``only``: that (arm, seed). Runs train after the
+    runs they start from (``RunRecord.depends_on``); a run whose leading stages an earlier run trained continues
+    from that run's checkpoint (:func:`branch_off`; not with ``share_prefixes=False``, which trains every run
+    from its own start: the same results). Each run trains under its :func:`run_lock` (``command``: what a
+    second trainer of the folder is told is running). Every run that will train is checked to fit the memory
+    there is before the first trains (:func:`check_fits`)."""
     from ..train.trainer import train  # torch: loaded when a run trains
 
     data_dir = layout.data_dir(exp.out_dir)
-    todo = [rec for rec in exp.runs if only is None or (rec.arm, rec.seed) == only]
+    todo = [rec for rec in training_order(exp.runs) if only is None or (rec.arm, rec.seed) == only]
     for rec in todo:
         check_fits(rec, data_dir)
     for rec in todo:
         check_run(exp, rec)
-        tcfg = replace(rec.train, progress=rec.train.progress and progress)
+        tcfg = replace(started_config(exp, rec), progress=rec.train.progress and progress)
         if layout.is_done(rec.run_dir):
             print(f"[preschool]{_at(rec)} arm {rec.arm} seed {rec.seed}: done, skipping")
             continue
@@ -94,9 +126,11 @@ def train_arms(exp: Experiment, progress: bool = True, only: tuple[str, int] | N
         with run_lock(rec.run_dir, command):
             if layout.is_done(rec.run_dir):  # finished by another trainer since the check above
                 continue
+            if rec.branch is not None and share_prefixes:
+                branch_off(exp, rec)
             print(f"[preschool]{_at(rec)} arm {rec.arm} seed {rec.seed}: training -> {rec.run_dir}")
             train(tcfg, rec.run_dir, dict(rec.datasets), layout.tokenizer_dir(data_dir), callbacks,
-                  dict(rec.callbacks))
+                  dict(rec.callbacks), keep_state_at=rec.keep_state_at)
 
 
 def check_fits(rec: RunRecord, data_dir: Path) -> None:

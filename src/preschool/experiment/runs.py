@@ -22,7 +22,7 @@ module stays below this one and knows nothing of records)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Mapping, NamedTuple
 
@@ -33,7 +33,9 @@ from ..errors import ConfigError
 from ..evals.runner import EvalSpec
 from ..frozen import freeze
 from ..train.configs import TrainConfig
+from .branches import Branch, branch_points, plan_branches
 from .ladder import rung_model, rung_stages
+from .starts import resolve_starts, start_step, starts_of
 
 
 class RunKey(NamedTuple):
@@ -58,10 +60,22 @@ class RunRecord:
     stage_datasets: tuple[str, ...]  # the datasets of `data` its stages train on (aliases resolved), in order
     evals: tuple[EvalSpec, ...]
     callbacks: Mapping[str, Mapping[str, Any]]  # name -> config, as the arm gives them
+    # the runs whose weights this one starts from (an init_from arm, a callback's arms_needed): trained first
+    parents: tuple[RunKey, ...] = ()
+    # the shared prefix it does not train again: its parent, stages, branch step, tokens (experiment/branches.py)
+    branch: Branch | None = None
+    # steps whose checkpoints keep their training state: other runs branch or continue from them there
+    keep_state_at: tuple[int, ...] = ()
 
     @property
     def key(self) -> RunKey:
         return RunKey(self.rung, self.arm, self.seed)
+
+    @property
+    def depends_on(self) -> tuple[RunKey, ...]:
+        """Every run that must train (up to where this one starts) before this one: its parents and the run
+        its shared prefix comes from."""
+        return self.parents + ((self.branch.parent,) if self.branch is not None else ())
 
     @property
     def where(self) -> str:
@@ -74,8 +88,35 @@ def build_runs(cfg) -> tuple[RunRecord, ...]:
     a view of), then arms, then seeds; without a ladder the one arm x seed grid. Each record is built once
     and checked; an error is a ConfigError named where the YAML sets the value (at a rung, naming it)."""
     rungs = [r.name for r in cfg.ladder.rungs] if cfg.ladder is not None else [None]
-    return tuple(_build_record(cfg, i, seed, rung)
-                 for rung in rungs for i in range(len(cfg.arms)) for seed in cfg.seeds)
+    records = [_build_record(cfg, i, seed, rung) for rung in rungs for i in range(len(cfg.arms)) for seed in cfg.seeds]
+    return tuple(freeze(r) for r in _link_runs(cfg, records))
+
+
+def _link_runs(cfg, records: list[RunRecord]) -> list[RunRecord]:
+    """What records say about each other: the runs each starts from (``init_from: {arm: ...}``, resolved to
+    their checkpoints, experiment/starts.py; a callback's ``arms_needed``), the shared prefix each branches
+    from (experiment/branches.py) and the steps each must keep the training state of for the others."""
+    def written_at(rec: RunRecord, field: str) -> str:
+        return cfg.written_at(cfg.arms[rec.arm_index], rec.where, field)
+
+    deps = cfg.arm_dependencies()  # a callback's arms_needed: the compartments c = 1 -> c start
+    records = [replace(r, parents=(RunKey(r.rung, deps[r.arm], r.seed),)) if r.arm in deps else r for r in records]
+    records = resolve_starts(records, cfg.seq_len, written_at)
+
+    def has_val(rec: RunRecord, name: str) -> bool:  # the trainer's default val: stage datasets with a val/ split
+        spec = cfg.data.get(cfg.arms[rec.arm_index].datasets.get(name, name))
+        return spec is not None and bool(spec.source_dataset or spec.has_val)
+
+    branches = plan_branches(records, cfg.seq_len, has_val)
+    keep: dict[RunKey, set[int]] = {k: set(v) for k, v in branch_points(branches).items()}
+    by_key = {r.key: r for r in records}
+    for rec in records:  # optimizer: keep reads the source checkpoint's AdamW state
+        for _, init in starts_of(rec.train):
+            if init.arm is not None and init.optimizer == "keep":
+                step = start_step(init, by_key[RunKey(rec.rung, init.arm, rec.seed)].train, cfg.seq_len, "")
+                if step is not None:
+                    keep.setdefault(RunKey(rec.rung, init.arm, rec.seed), set()).add(step)
+    return [replace(r, branch=branches.get(r.key), keep_state_at=tuple(sorted(keep.get(r.key, ())))) for r in records]
 
 
 def _build_record(cfg, i: int, seed: int, rung: str | None) -> RunRecord:

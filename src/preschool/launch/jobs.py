@@ -28,7 +28,7 @@ from ..config import to_dict
 from ..errors import DataError
 # the runner (experiment/) loads the experiment and says whether its data is prepared; this package only
 # writes and submits the jobs that run its commands
-from ..experiment import Experiment, RunKey, RunRecord, check_run, require_prepared
+from ..experiment import Experiment, RunKey, RunRecord, check_run, require_prepared, training_order
 from ..slurm_state import Job, script_hash, with_digest
 from .options import SlurmOptions
 from .scripts import arm_script, job_comment, prepare_script, report_script, report_stamp
@@ -73,9 +73,21 @@ def run_job_name(exp: Experiment, key: RunKey | tuple) -> str:
 
 
 def parent_runs(exp: Experiment, rec: RunRecord) -> list[RunKey]:
-    """The runs whose jobs must end well (``afterok``) before ``rec``'s starts, besides prepare: the arm it starts
-    from (a callback's ``arms_needed``, e.g. ``compartment_model: {init_from: c1}``), of the same rung and seed."""
-    return [RunKey(rec.rung, exp.depends[rec.arm], rec.seed)] if rec.arm in exp.depends else []
+    """The runs whose jobs must end well (``afterok``) before ``rec``'s starts, besides prepare: the runs it starts
+    from (``init_from: {arm: ...}``, a callback's ``arms_needed`` such as ``compartment_model: {init_from: c1}``)
+    and the run whose shared prefix it continues (its branch), of the same rung and seed
+    (``RunRecord.depends_on``)."""
+    return list(rec.depends_on)
+
+
+# record fields that say how runs hang together; left out of a run's key while unset, so the jobs of runs
+# that start from nothing keep the identity they had before these fields existed
+_LINKS = ("parents", "branch", "keep_state_at")
+
+
+def _run_key(rec: RunRecord) -> str:
+    plain = _plain(rec)
+    return _key({k: v for k, v in plain.items() if not (k in _LINKS and not v)})
 
 
 def slurm_jobs(exp: Experiment, opt: SlurmOptions) -> list[Job]:
@@ -91,14 +103,14 @@ def slurm_jobs(exp: Experiment, opt: SlurmOptions) -> list[Job]:
     # one job per run record (a ladder's: per rung x arm x seed, each with --rung), submitted seed by seed within
     # a rung: every arm of the first seed queues before the second seed's, and a parent before its children
     seed_at = {s: k for k, s in enumerate(exp.seeds)}
-    for rec in sorted(exp.runs, key=lambda r: (exp.rungs.index(r.rung), seed_at[r.seed], r.arm_index)):
+    for rec in training_order(sorted(exp.runs, key=lambda r: (exp.rungs.index(r.rung), seed_at[r.seed], r.arm_index))):
         rung, arm, seed = rec.key
         name = run_job_name(exp, rec.key)
         after = ["prepare", *(run_job_name(exp, p) for p in parent_runs(exp, rec))]
         args = (exp, opt, name, arm, seed, rung if _rung_named(exp, rung) else None)
         job = Job(name, "arm", arm_script(*args, sets), after_ok=after, run=(rung, arm, seed),
                   comment=job_comment(exp, name))
-        jobs.append(_identified(job, arm_script(*args, ()), f"{_key(rec)} {data}"))
+        jobs.append(_identified(job, arm_script(*args, ()), f"{_run_key(rec)} {data}"))
         arm_jobs.append(name)
     whole = _key({k: v for k, v in tree.items() if k != "workers"})  # the report reads everything
     jobs.append(_identified(Job("report", "report", report_script(exp, opt, sets), after_any=arm_jobs,

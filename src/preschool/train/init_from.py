@@ -34,46 +34,13 @@ import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from ..config import check
 from ..errors import ConfigError, DataError
 from ..layout import CKPT_CHECKSUMS, CKPT_META, CKPT_STATE
+from .configs import InitFrom
 
 PICKLE_WEIGHTS = ("*.bin", "*.pt", "*.pth", "*.pkl", "*.ckpt")
-
-
-@dataclass
-class InitFrom:
-    """A run's or a stage's starting weights: a local HF folder (``path``), or (in an experiment) an arm
-    of it at a ``stage`` end, a ``step`` or a ``pt_tokens`` count, which the experiment turns into ``path``."""
-
-    path: str | None = None  # a save_pretrained folder (a checkpoint of this toolkit too)
-    arm: str | None = None  # experiment only: an arm of the same experiment and seed
-    stage: str | None = None  # ... at the end of this stage of it
-    step: int | None = None  # ... at this step (a checkpoint there)
-    pt_tokens: int | None = None  # ... at its first checkpoint with at least this many PT tokens
-    optimizer: Literal["reset", "keep"] = "reset"  # keep: the source's AdamW state (this toolkit's checkpoints)
-
-    def validate(self) -> None:
-        check(self.path is not None or self.arm is not None, "", "give a folder (path) or an arm of the experiment "
-              "(arm)")
-        where = [k for k in ("stage", "step", "pt_tokens") if getattr(self, k) is not None]
-        if self.arm is None:
-            check(not where, where[0] if where else "", "only with arm: (a point of an arm's run)")
-        else:
-            check(len(where) <= 1, where[-1] if where else "", f"give one of stage, step, pt_tokens, not {where}")
-        for k in ("step", "pt_tokens"):
-            v = getattr(self, k)
-            check(v is None or (isinstance(v, int) and v >= 0), k, f"must be a count >= 0, got {v!r}")
-
-    def describe(self) -> str:
-        """The start in words: ``arm base step 300``, ``arm base end of stage pt``, ``DIR``."""
-        if self.arm is None:
-            return str(self.path)
-        at = (f"step {self.step}" if self.step is not None else f"{self.pt_tokens:,} PT tokens"
-              if self.pt_tokens is not None else f"end of stage {self.stage}" if self.stage is not None else "end")
-        return f"arm {self.arm} {at}"
 
 
 @dataclass

@@ -67,8 +67,8 @@ from .configs import StageConfig, TrainConfig, resolve_reserved_ids
 from .cpu_heap import retain_freed_memory
 from .kernels import apply_liger, compile_blocks, compile_mode, resolve_compile, resolve_kernels
 from .loss import FusedLoss, resolve_fused_loss
-from .init_from import (Start, announce, assign_weights, check_same_model, check_start, load_start_model,
-                        source_optimizer, start_weights)
+from .init_from import (Start, announce, assign_weights, check_same_model, check_start, describe_folder,
+                        load_start_model, source_optimizer, start_weights)
 from .model import build_model, describe, embedding_rows, model_shape, set_input_embeddings
 from .memory import memory
 from .optim import adamw
@@ -111,7 +111,8 @@ def check_run_fits(cfg: TrainConfig, datasets: Mapping[str, str | Path], tokeniz
     world = dist.get_world_size() if dist else max(1, int(os.environ.get("WORLD_SIZE") or 1))
     device = resolve_device(cfg.device)
     vocab = embedding_rows(cfg.model, model_vocab_size(datasets, Path(tokenizer_dir) if tokenizer_dir else None))
-    desc = describe(cfg.model, vocab)
+    # a run started from a folder trains the folder's model (one not trained yet: the config's stands in)
+    desc = describe_folder(cfg.init_from) or describe(cfg.model, vocab)
     local = cfg.batch_size // world if cfg.batch_size % world == 0 else cfg.batch_size
     micro = min(cfg.micro_batch_size or local, local)
     sharded = cfg.parallel == "fsdp" and world > 1
