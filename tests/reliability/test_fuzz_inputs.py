@@ -140,7 +140,7 @@ def test_lines_read_in_small_pieces_give_exactly_what_whole_lines_give(tmp_path,
     """Pieces cut inside a UTF-8 character, between CR and LF or exactly at the end change nothing."""
     from unittest import mock
 
-    from preschool.corpora import sources
+    from preschool.corpora.sources import source as sources  # where the read in pieces lives
 
     f = tmp_path / name
     f.write_bytes(data)
