@@ -317,22 +317,24 @@ def builtin_float_sum(request, monkeypatch):
 
 
 def assert_same_checkpoint(a: Path, b: Path) -> None:
-    """Two checkpoint folders hold the same files with the same bytes, except what torch.save cannot write
-    twice alike: ``trainer_state.pt`` (its zip holds a serialization id drawn afresh on every save, and
-    pickle shares a string between keys by object identity) is compared by content, tensor by tensor,
-    and ``checksums.json`` for every file but that one."""
+    """Two checkpoint folders hold the same files with the same bytes, except what cannot be written twice
+    alike: ``trainer_state.pt`` (torch.save puts a serialization id drawn afresh into every file, and pickle
+    shares a string between keys by object identity) is compared by content, tensor by tensor; an FSDP
+    checkpoint's ``sharded/.metadata`` records the folder DCP wrote it in, so it is left out, and so are the
+    hashes of both in ``checksums.json`` and ``sharded/manifest.json`` (the shards themselves are compared)."""
     import torch
 
     names = sorted(p.relative_to(a).as_posix() for p in a.rglob("*") if p.is_file())
     assert names == sorted(p.relative_to(b).as_posix() for p in b.rglob("*") if p.is_file()), (a, b)
+    unique = {"trainer_state.pt", "sharded/.metadata", ".metadata", "sharded/manifest.json"}
     for rel in names:
         x, y = a / rel, b / rel
         if rel == "trainer_state.pt":
             _assert_same_tree(torch.load(x, weights_only=True), torch.load(y, weights_only=True), f"{b}/{rel}")
-        elif rel == "checksums.json":
-            keep = lambda p: {k: v for k, v in json.loads(p.read_text())["files"].items() if k != "trainer_state.pt"}
+        elif rel in ("checksums.json", "sharded/manifest.json"):
+            keep = lambda p: {k: v for k, v in json.loads(p.read_text())["files"].items() if k not in unique}
             assert keep(x) == keep(y), y
-        else:
+        elif rel != "sharded/.metadata":
             assert x.read_bytes() == y.read_bytes(), y
 
 

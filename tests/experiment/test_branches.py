@@ -241,3 +241,14 @@ def test_every_arm_continues_a_public_style_checkpoint_whose_tokenizer_prepared_
         assert next(r for r in rows if r["event"] == "init_from")["path"] == str(ckpt)
         assert json.loads((rec.run_dir / "DONE").read_text())["model"]["family"] == "llama"
     assert "starts from the folder %s (weights sha256" % ckpt in (exp.out_dir / "report.md").read_text()
+
+
+def test_a_ladder_branches_each_rung_from_its_own_rung(tmp_path):
+    """A branch per rung: at every rung the arm inserting STACK later shares the rung's own language prefix."""
+    ladder = {"ladder": {"tokens": {"rule": "multiplier"}, "synthetic": {"rule": "fixed"},
+                         "rungs": [{"name": "r0", "multiplier": 1}, {"name": "r1", "multiplier": 2,
+                                                                     "model": {"overrides": {"num_hidden_layers": 3}}}]}}
+    exp = load_experiment(write_experiment(tmp_path, TREE[:2], ladder))
+    got = {(r.rung, r.arm): r.branch and (r.branch.parent, r.branch.step) for r in exp.records}
+    assert got == {("r0", "pt_only"): None, ("r0", "insert"): (("r0", "pt_only", 0), 3),
+                   ("r1", "pt_only"): None, ("r1", "insert"): (("r1", "pt_only", 0), 6)}

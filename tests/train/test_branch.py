@@ -67,3 +67,22 @@ def test_a_fork_cut_short_completes_on_the_next_call_and_a_trained_folder_is_nev
     train(cfg, own, datasets)
     assert not fork_run(parent, own, 3)  # it holds a run of its own (config.yaml)
     assert branch_record(own) is None
+
+
+def test_fsdp_checkpoints_branch_and_start_runs(tmp_path, datasets, micro_cfg, same_checkpoint):
+    """An FSDP run's checkpoint (weights whole in model.safetensors, training state sharded in sharded/) is a
+    branch point (its sharded state copied and resumed) and a start (init_from: its weights)."""
+    parent_cfg = micro_cfg(stages=_stages("synth"), checkpoint_every=2, parallel="fsdp", device="cpu")
+    child_cfg = micro_cfg(stages=_stages({"synth": 1, "text": 1}), checkpoint_every=2, parallel="fsdp", device="cpu")
+    parent, child, scratch = tmp_path / "parent", tmp_path / "child", tmp_path / "scratch"
+    train(parent_cfg, parent, datasets, keep_state_at=[3])
+    assert (parent / "checkpoints" / "step-00000003" / "sharded").is_dir()
+    fork_run(parent, child, 3)
+    train(child_cfg, child, datasets)
+    train(child_cfg, scratch, datasets)
+    for name in _ckpts(scratch):
+        same_checkpoint(scratch / "checkpoints" / name, child / "checkpoints" / name)
+    cont = tmp_path / "cont"
+    train(micro_cfg(init_from={"path": str(parent / "checkpoints" / "step-00000008")}), cont, datasets)
+    first = [json.loads(x) for x in (cont / "metrics.jsonl").read_text().splitlines()][0]
+    assert first["event"] == "init_from" and first["source_step"] == 8

@@ -167,11 +167,11 @@ def check_start(init: InitFrom, where: str, tokenizer_dir: Path | None, needed_v
     rows = config.get("vocab_size")
     if not isinstance(rows, int) or rows < 1:
         raise _fail(where, folder, f"config.json's vocab_size is {rows!r}")
-    vocab = folder_vocab(folder)
-    if vocab is None:
-        raise _fail(where, folder, "no tokenizer saved with it, so it cannot be checked against the data's "
-                    "(tokenizer.save_pretrained(DIR))")
-    if tokenizer_dir is not None:
+    if tokenizer_dir is not None:  # a run on shards without a tokenizer compares embedding rows only (below)
+        vocab = folder_vocab(folder)
+        if vocab is None:
+            raise _fail(where, folder, "no tokenizer saved with it, so it cannot be checked against the data's "
+                        "(tokenizer.save_pretrained(DIR))")
         data_vocab = folder_vocab(Path(tokenizer_dir))
         if data_vocab is not None and data_vocab != vocab:
             raise _fail(where, folder, f"its tokenizer ({len(vocab):,} tokens) differs from the data's "
