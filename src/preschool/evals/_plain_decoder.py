@@ -32,6 +32,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from ..layout import CKPT_WEIGHTS
+
 FAMILIES = ("qwen2", "llama")
 # the config.json fields of transformers' Qwen2 / Llama configs (and older names of the RoPE settings); a
 # field beyond them is a plug-in's (a compartment embedding's settings, read by its checkpoint hook from the
@@ -280,7 +282,7 @@ def load(folder: str | Path, device: str | torch.device = "cpu") -> tuple[PlainD
     except (OSError, ValueError):
         return None
     shape = read_shape(cfg) if isinstance(cfg, dict) else None
-    weights_file = p / "model.safetensors"
+    weights_file = p / CKPT_WEIGHTS
     if shape is None or not weights_file.is_file() or any(p.glob("*.safetensors.index.json")):
         return None
     tok = read_tokenizer(p)

@@ -69,7 +69,7 @@ def branch_off(exp: Experiment, rec: RunRecord) -> None:
     src = layout.checkpoint_dir(parent.run_dir, b.step)
     if layout.run_config_path(rec.run_dir).is_file() or (rec.run_dir / "branch.json").is_file():
         return
-    if not (src / "trainer_state.pt").is_file():
+    if not (src / layout.CKPT_STATE).is_file():
         print(f"[preschool]{_at(rec)} arm {rec.arm} seed {rec.seed}: arm {parent.arm} has no checkpoint with its "
               f"training state at step {b.step}, where this run's first {b.stages} stage(s) end: training them again")
         return
