@@ -252,3 +252,26 @@ def test_a_ladder_branches_each_rung_from_its_own_rung(tmp_path):
     got = {(r.rung, r.arm): r.branch and (r.branch.parent, r.branch.step) for r in exp.records}
     assert got == {("r0", "pt_only"): None, ("r0", "insert"): (("r0", "pt_only", 0), 3),
                    ("r1", "pt_only"): None, ("r1", "insert"): (("r1", "pt_only", 0), 6)}
+
+
+def test_run_no_share_prefixes_trains_every_arm_from_its_own_start(tmp_path, same_checkpoint):
+    """`preschool run --no-share-prefixes`: how a user measures what a tree saves against independent arms;
+    the same checkpoints, every arm trained in full (no branch.json)."""
+    from preschool.cli import main
+
+    arms = TREE[:2]
+    tree, alone = write_experiment(tmp_path / "tree", arms), write_experiment(tmp_path / "alone", arms)
+    assert main(["run", str(tree), "--only", "train", "--no-progress"]) == 0
+    assert main(["run", str(alone), "--only", "train", "--no-progress", "--no-share-prefixes"]) == 0
+    t, a = tmp_path / "tree/out/arms/insert/seed0", tmp_path / "alone/out/arms/insert/seed0"
+    assert (t / "branch.json").is_file() and not (a / "branch.json").exists()
+    for name in _ckpts(a):
+        same_checkpoint(a / "checkpoints" / name, t / "checkpoints" / name)
+    # one arm x seed (cluster jobs, parallel processes) from its own start: its parent is not trained
+    one = write_experiment(tmp_path / "one", arms)
+    assert main(["prepare", str(one), "--no-progress"]) == 0
+    assert main(["run", str(one), "--arm", "insert", "--no-share-prefixes", "--no-progress"]) == 0
+    o = tmp_path / "one/out/arms"
+    assert not (o / "pt_only/seed0").exists() and not (o / "insert/seed0/branch.json").exists()
+    for name in _ckpts(a):
+        same_checkpoint(a / "checkpoints" / name, o / "insert/seed0/checkpoints" / name)

@@ -44,6 +44,10 @@ def add_arguments(p) -> None:
     p.add_argument("--rung", help="a ladder's rung: train (and report) only its runs; with --arm, required for a "
                    "ladder (same as --set rung=NAME)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.add_argument("--no-share-prefixes", dest="share_prefixes", action="store_false",
+                   help="train every arm from its own start, also those whose leading stages another arm trains "
+                        "(by default such an arm branches off that run: the same checkpoints, fewer tokens; "
+                        "docs/training.md, 'Shared prefixes are trained once'); to measure what a tree saves")
     p.add_argument("--rebuild", action="store_true",
                    help="replace datasets prepared from another spec (refused when a trained arm used one)")
 
@@ -62,7 +66,7 @@ def run(args) -> int:
         if args.rebuild:
             raise ConfigError("--rebuild", "not with --arm: the data is prepared first (preschool prepare --rebuild)")
         exp = load_experiment(args.config, list(args.overrides) + ([f"out={args.out}"] if args.out else []))
-        run_dir = run_arm(exp, args.arm, args.seed, progress=not args.no_progress)
+        run_dir = run_arm(exp, args.arm, args.seed, progress=not args.no_progress, share_prefixes=args.share_prefixes)
         print(f"[preschool] arm {args.arm}: {run_dir}")
         return 0
     from ..device import rank_threads
@@ -76,5 +80,6 @@ def run(args) -> int:
     steps = tuple(args.only) if args.only else ("train", "eval", "report")
     rank_threads()  # in a Slurm job (the report job): torch's threads from the allocation, not the node
     with experiment_lock(exp.cfg, command_line("run", args.config, args.overrides, args.out)):
-        run_experiment(exp, progress=not args.no_progress, stages=steps, rebuild=args.rebuild)
+        run_experiment(exp, progress=not args.no_progress, stages=steps, rebuild=args.rebuild,
+                       share_prefixes=args.share_prefixes)
     return 0

@@ -162,8 +162,9 @@ def evaluate_arms(exp: Experiment) -> None:
 
 
 def run_experiment(exp: Experiment, progress: bool = True, stages: tuple[str, ...] = ("train", "eval", "report"),
-                   rebuild: bool = False) -> Path:
-    """Prepare the data (always: every step needs it), then the named ``stages`` in order.
+                   rebuild: bool = False, share_prefixes: bool = True) -> Path:
+    """Prepare the data (always: every step needs it), then the named ``stages`` in order
+    (``share_prefixes``: see :func:`train_arms`).
 
     Nothing is written (``experiment.yaml`` included) until the data prepared from another spec is
     refused, or with ``rebuild`` cleared of trained runs (:func:`check_stale_data`), and every arm x seed
@@ -187,7 +188,7 @@ def run_experiment(exp: Experiment, progress: bool = True, stages: tuple[str, ..
     if "eval" in stages:  # what an evaluator refuses, before the training it would wait for
         check_eval_params(cfg.evals, layout.data_dir(cfg.out_dir))
     if "train" in stages:
-        train_arms(exp, progress)
+        train_arms(exp, progress, share_prefixes=share_prefixes)
     if "eval" in stages and cfg.evals:
         print("[preschool] evaluating checkpoints")
         evaluate_arms(exp)
@@ -198,7 +199,8 @@ def run_experiment(exp: Experiment, progress: bool = True, stages: tuple[str, ..
     return cfg.out_dir
 
 
-def run_arm(exp: Experiment, arm: str, seed: int | None = None, progress: bool = True) -> Path:
+def run_arm(exp: Experiment, arm: str, seed: int | None = None, progress: bool = True,
+            share_prefixes: bool = True) -> Path:
     """Train one arm x seed of a prepared experiment (``preschool run EXP --arm A [--seed S]``); of a
     ladder, at the rung the config is a view of (``--rung R``; required).
 
@@ -207,6 +209,7 @@ def run_arm(exp: Experiment, arm: str, seed: int | None = None, progress: bool =
     holds the run folder's lock (:func:`run_lock`): a second ``run --arm`` of the
     same arm x seed (a job submitted twice) stops naming the first.
     Under ``torchrun`` every rank calls this; the trainer forms the process group.
+    ``share_prefixes=False``: a branch trains from its own start, without waiting for its parent.
     """
     if arm not in exp.arms:
         raise ConfigError("--arm", f"no arm named {arm!r}; the experiment has {exp.arms}")
@@ -219,5 +222,5 @@ def run_arm(exp: Experiment, arm: str, seed: int | None = None, progress: bool =
     require_prepared(exp)
     rank_threads()
     command = command_line("run", str(exp.path), list(exp.overrides), None) + f" --arm {arm} --seed {seed}"
-    train_arms(exp, progress, only=(arm, seed), command=command)  # the trainer forms the process group
+    train_arms(exp, progress, only=(arm, seed), command=command, share_prefixes=share_prefixes)  # the trainer forms the process group
     return exp.record((exp.cfg.rung, arm, seed)).run_dir
