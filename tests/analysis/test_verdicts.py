@@ -142,3 +142,19 @@ def test_curves_of_a_metric_with_a_chance_level_draw_the_chance_line(tmp_path, m
     monkeypatch.setattr(plots, "save_figure", keep)
     plots.plot_metric_vs_tokens({"a": [(0, 0.5), (10, 0.6)]}, tmp_path / "p.png", chance=0.5)
     assert (0.5, 0.5) in drawn["lines"]
+
+
+def test_a_metric_on_an_axis_the_baseline_never_trains_on_is_not_compared():
+    """A synthetic task's loss on its own token axis (val/stack vs STACK tokens) when the baseline trains no
+    STACK: every baseline checkpoint sits at 0 of that axis, so there is no window to compare over. An arm
+    that trained language before its STACK stage also has checkpoints at 0 (ppt_timing_tree's insert arms);
+    reading them against the baseline's compared two language-trained models and gave verdicts. No row."""
+    zero = [[0, v] for v in (8.6, 9.6, 12.6, 12.1)]
+    arm = [[0, 9.0], [0, 10.5], [15_360, 6.0], [30_720, 4.7], [30_720, 10.4]]
+
+    def seed(curve):
+        return SeedResult("", ppt_tokens=0, curves={"m": curve},
+                          points={"m": tuple(Point(i, x, None, None, v) for i, (x, v) in enumerate(curve))})
+
+    arms = {"base": {s: seed(zero) for s in range(3)}, "arm": {s: seed(arm) for s in range(3)}}
+    assert stable_gains(arms, ["base", "arm"], "base", ["m"], {"m": "stack"}, {"m": False}, 0.5) == []

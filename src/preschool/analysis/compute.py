@@ -406,7 +406,8 @@ def stable_gains(arms: dict[str, dict[Any, SeedResult]], names: list[str], basel
 
     A metric whose evaluator declares no direction gets a row that says so and no verdict. A seed where either
     run logged a non-finite value of the metric is left out and named (``nonfinite``); with none left the row's
-    verdict is ``not compared``."""
+    verdict is ``not compared``. A metric whose axis the baseline never advances (a synthetic task's own tokens,
+    which the baseline does not train on) gets no row: every baseline checkpoint sits at 0 of it."""
     from .stats import equivalence as tost
     from .stats import mean_sd, one_sd_verdict, seed_interval, stable_gain
 
@@ -431,7 +432,7 @@ def stable_gains(arms: dict[str, dict[Any, SeedResult]], names: list[str], basel
                 if b is None or m not in s.curves or m not in b.curves:
                     continue
                 xs, av, bv = on_base_grid(s.curves[m], b.curves[m])
-                if not xs:
+                if not xs or xs[-1] <= 0:  # the baseline never trained on this axis: no window to compare over
                     continue
                 lo = xs[-1] * (1 - window)  # the last `window` of this metric's own axis
                 g = stable_gain(xs, av, bv, window=(lo, xs[-1]), higher_is_better=higher[m])
