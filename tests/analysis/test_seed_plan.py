@@ -15,7 +15,8 @@ from preschool.analysis.stats import half_width, seeds_for_equivalence, seeds_ne
 RESULTS = Path(__file__).resolve().parents[2] / "docs" / "results"
 # the committed studies with three training seeds (every one that has more than one, but l2t_blimp's two)
 THREE_SEEDS = ["compartments_infonce/seeds", "compartments_slowdown/seeds", "compartments_translation/seeds",
-               "ladder_compartments", "ladder_dyck", "ppt_retrieval", "ppt_timing_stack", "stack_vs_queue"]
+               "ladder_compartments", "ladder_dyck", "ppt_retrieval", "ppt_timing_stack", "ppt_timing_tree",
+               "stack_vs_queue"]
 
 
 def _stored(study: str):
