@@ -351,3 +351,31 @@ def test_the_blimp_files_have_the_seven_identical_pairs(shared_data):
     same = sorted((p.uid, int(p.pair_id)) for p in pairs if p.good == p.bad)
     assert same == [("passive_1", 324), ("passive_1", 810), ("principle_A_case_2", 105), ("principle_A_case_2", 287),
                     ("principle_A_case_2", 372), ("principle_A_case_2", 816), ("principle_A_case_2", 967)]
+
+
+def test_a_subset_builds_and_checks_only_the_pairs_it_keeps(tmp_path, monkeypatch, shared_data):
+    """max_pairs_per_paradigm: the first N by pairID of each paradigm, the same pairs as a full load's first N;
+    only those N are built and checked field by field (calls counted: 20 of BLiMP's 1,000 per file), every line
+    is still parsed (a line that is not JSON is refused wherever it is), and a pairID that repeats at the cut
+    is still a duplicate."""
+    import preschool.evals.minimal_pairs as mp
+
+    uids = ["adjunct_island", "anaphor_gender_agreement"]
+    full, _ = load_pairs(shared_data / "blimp", uids)
+    built = []
+    real = mp._pair_from_obj
+    monkeypatch.setattr(mp, "_pair_from_obj", lambda *a, **k: built.append(a[1]) or real(*a, **k))
+    sub, _ = load_pairs(shared_data / "blimp", uids, max_pairs_per_paradigm=20)
+    assert sub == [p for u in uids for p in [q for q in full if q.uid == u][:20]]
+    assert len(built) == 40
+    rows = [pair("u", pid, f"the cat {pid}", f"cat the {pid}") for pid in (3, 0, 2, 1)]
+    path = write_pairs(tmp_path / "u.jsonl", rows + [{"sentence_good": "x", "UID": "u", "pairID": "9"}])
+    assert [p.pair_id for p in load_pairs(path, max_pairs_per_paradigm=4)[0]] == ["0", "1", "2", "3"]
+    with pytest.raises(DataError, match=r"u\.jsonl:5: missing field 'sentence_bad'"):
+        load_pairs(path, max_pairs_per_paradigm=5)  # kept: checked
+    path.write_text(path.read_text() + "{not json\n")
+    with pytest.raises(DataError, match=r"u\.jsonl:6: not valid JSON"):
+        load_pairs(path, max_pairs_per_paradigm=1)
+    write_pairs(path, rows + [pair("u", 1, "a b", "b a")])
+    with pytest.raises(DataError, match=r"u\.jsonl:5: duplicate pair UID='u' pairID='1'"):
+        load_pairs(path, max_pairs_per_paradigm=2)

@@ -231,8 +231,12 @@ def _pair_from_obj(obj: Any, where: str, default_uid: str, default_id: str, norm
     return MinimalPair(uid, pair_id, good, bad, field, term, where)
 
 
-def read_jsonl_pairs(path: str | Path, normalize_labels: bool = True) -> list[MinimalPair]:
-    """Parse one BLiMP-format JSONL file. ``UID`` defaults to the file stem, ``pairID`` to the line index."""
+def read_jsonl_pairs(path: str | Path, normalize_labels: bool = True, keep: int | None = None) -> list[MinimalPair]:
+    """Parse one BLiMP-format JSONL file. ``UID`` defaults to the file stem, ``pairID`` to the line index.
+
+    ``keep``: build (and check field by field) only the pairs among each UID's first ``keep`` by pairID, ties at
+    the cut included, so a pairID repeated there is still found as a duplicate by :func:`load_pairs`. Every
+    line is parsed either way: a line that is not JSON is refused wherever it is."""
     path = Path(path)
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
@@ -251,8 +255,29 @@ def read_jsonl_pairs(path: str | Path, normalize_labels: bool = True) -> list[Mi
                 objs.append(json.loads(line))
             except json.JSONDecodeError as e:
                 raise DataError(f"{name}:{n}: not valid JSON ({e.msg})") from None
+    entries = list(zip(numbered, objs))
+    if keep is not None:
+        entries = _first_by_pair_id(entries, stem, keep)
     return [_pair_from_obj(obj, f"{name}:{n}", stem, str(n - 1), normalize_labels, escaped="\\u" in line)
-            for (n, line), obj in zip(numbered, objs)]
+            for (n, line), obj in entries]
+
+
+def _first_by_pair_id(entries: list, stem: str, keep: int) -> list:
+    """The parsed lines among each UID's first ``keep`` by pairID (ties at the cut kept), in file order, and
+    every line whose UID or pairID cannot be read (kept, so that building it names the problem)."""
+    keyed = []
+    for (n, line), obj in entries:
+        labels = (obj.get("UID", stem), obj.get("pairID", str(n - 1))) if isinstance(obj, dict) else None
+        if labels is None or not all(isinstance(v, (str, int)) for v in labels):
+            keyed.append(None)
+        else:
+            keyed.append((str(labels[0]), _pair_sort_key(str(labels[1]))))
+    by_uid: dict[str, list] = {}
+    for k in keyed:
+        if k is not None:
+            by_uid.setdefault(k[0], []).append(k[1])
+    cut = {uid: sorted(keys)[keep - 1] for uid, keys in by_uid.items() if len(keys) > keep}
+    return [e for e, k in zip(entries, keyed) if k is None or k[0] not in cut or k[1] <= cut[k[0]]]
 
 
 def _hub_pairs(name: str, uids: Sequence[str] | None, normalize: bool = True) -> list[MinimalPair]:
@@ -305,7 +330,7 @@ def load_pairs(
             files = [p / f"{u}.jsonl" for u in wanted]  # BLiMP layout (file stem = UID): skip the other files
         pairs = []
         for f in files:
-            pairs.extend(read_jsonl_pairs(f, normalize_labels))
+            pairs.extend(read_jsonl_pairs(f, normalize_labels, keep=max_pairs_per_paradigm or None))
             sources.append({"file": str(f), "sha256": sha256_file(f)})
     by_uid: dict[str, list[MinimalPair]] = {}
     seen: dict[tuple[str, str], str] = {}
