@@ -59,6 +59,8 @@ def micro_overrides(raw: dict, out: Path, per_stage: int = 2048, hf_tokenizer=No
         if d.get("kind"):  # derived: built from its source, no budget of its own
             continue
         sets += [f"data.{name}.tokens=8000", f"data.{name}.val_tokens={1024 if d.get('val_tokens') else 0}"]
+        if d.get("corpus"):  # a corpus is read in units of unit_tokens (2M by default): read what 9k tokens need
+            sets.append(f"data.{name}.unit_tokens=4096")
         if d.get("exact_fill"):  # a 300-400 token BPE does not give every integer symbol the same token count
             sets.append(f"data.{name}.exact_fill=false")
     if "similarity" in ((raw.get("report") or {}).get("sections") or {}):

@@ -19,7 +19,9 @@ QUICKSTART = REPO / "examples" / "quickstart.yaml"
 # The quickstart, shrunk to seconds: micro model, tiny budgets, few pairs.
 MICRO = [
     "seq_len=32", "tokenizer.vocab_size=300", "tokenizer.sample_documents=200",
-    "data.pt.tokens=12000", "data.pt.val_tokens=1056", "data.dyck.tokens=2112", "data.dyck.val_tokens=528",
+    # the corpus read in units of 4,096 tokens, not the default 2M: the storybook generated as far as needed
+    "data.pt.tokens=12000", "data.pt.val_tokens=1056", "data.pt.unit_tokens=4096",
+    "data.dyck.tokens=2112", "data.dyck.val_tokens=528",
     "data.dyck.params.length=24",
     "minimal_pairs.per_paradigm=8", "model.preset=micro",
     "train.batch_size=8", "train.eval_every=6", "train.checkpoint_every=6", "train.val_rows=8",
@@ -208,7 +210,7 @@ def test_l2t_dataset_is_built_by_the_runner(tmp_path):
     from preschool.experiment import build_data
 
     out = tmp_path / "l"
-    cfg = _cfg(out, ["seq_len=256", "data.l2t={corpus: storybook, tokens: 16384, val_tokens: 0, l2t: {scenario: shared}}"])
+    cfg = _cfg(out, ["seq_len=256", "data.l2t={corpus: storybook, tokens: 16384, val_tokens: 0, unit_tokens: 4096, l2t: {scenario: shared}}"])
     man = build_data(cfg, progress=False)
     l2t = ShardSet(out / "data" / "l2t" / "train")
     assert l2t.row_len == 257 and len(l2t) == 16384 // 257
@@ -221,7 +223,7 @@ def test_l2t_dataset_that_yields_no_exercise_is_an_error(tmp_path):
     """Chunks too short for every task (seq_len 32): fail naming the dataset, never a silent raw-only arm."""
     from preschool.experiment import build_data
 
-    cfg = _cfg(tmp_path / "l", ["data.l2t={corpus: storybook, tokens: 4096, val_tokens: 0, l2t: {scenario: shared}}"])
+    cfg = _cfg(tmp_path / "l", ["data.l2t={corpus: storybook, tokens: 4096, val_tokens: 0, unit_tokens: 4096, l2t: {scenario: shared}}"])
     with pytest.raises(ConfigError, match="no document produced an L2T sample") as e:
         build_data(cfg, progress=False)
     assert e.value.field == "data.l2t.l2t"
@@ -247,7 +249,7 @@ def test_control_dataset_is_disjoint_from_pt_by_document(tmp_path):
     from preschool.experiment import build_data
 
     out = tmp_path / "c"
-    cfg = _cfg(out, ["data.control={corpus: storybook, tokens: 2112, exclude: [pt]}"])
+    cfg = _cfg(out, ["data.control={corpus: storybook, tokens: 2112, exclude: [pt], unit_tokens: 4096}"])
     man = build_data(cfg, progress=False)
     ids = lambda name, split: set((out / "data" / name / f"{split}.doc_ids.txt").read_text().split())  # noqa: E731
     control = ids("control", "train")

@@ -28,7 +28,8 @@ def write_experiment(folder: Path, arms, extra=None) -> Path:
         "name": "tree", "out": str(folder / "out"), "seed": 0, "seeds": [0], "seq_len": 32, "workers": 1,
         "corpora": {"story": {"source": "storybook", "seed": 0}},
         "tokenizer": {"kind": "train", "vocab_size": 300, "sample_documents": 200},
-        "data": {"pt": {"corpus": "story", "tokens": 12_000, "val_tokens": 1024},
+        # units of 4,096 tokens: the storybook is generated as far as the 13k tokens need, not a 2M-token unit
+        "data": {"pt": {"corpus": "story", "tokens": 12_000, "val_tokens": 1024, "unit_tokens": 4096},
                  "dyck": {"generator": "shuffle_dyck", "params": {"k": 4, "max_depth": 4, "p_open": 0.5, "length": 16},
                           "render": "text", "tokens": 4000, "val_tokens": 512}},
         "model": {"preset": "micro", "overrides": {"hidden_size": 32}},
@@ -255,23 +256,25 @@ def test_a_ladder_branches_each_rung_from_its_own_rung(tmp_path):
 
 
 def test_run_no_share_prefixes_trains_every_arm_from_its_own_start(tmp_path, same_checkpoint):
-    """`preschool run --no-share-prefixes`: how a user measures what a tree saves against independent arms;
-    the same checkpoints, every arm trained in full (no branch.json)."""
+    """`preschool run --no-share-prefixes`: how a user measures what a tree saves against independent arms, and
+    how a tree's arms train as parallel processes (`--arm`, without waiting for a parent); the same checkpoints,
+    every arm trained in full (no branch.json)."""
+    import shutil
+
     from preschool.cli import main
 
     arms = TREE[:2]
     tree, alone = write_experiment(tmp_path / "tree", arms), write_experiment(tmp_path / "alone", arms)
-    assert main(["run", str(tree), "--only", "train", "--no-progress"]) == 0
+    assert main(["prepare", str(tree), "--no-progress"]) == 0
+    shutil.copytree(tmp_path / "tree/out/data", tmp_path / "alone/out/data")  # the same prepared data, reused
+    a, t = tmp_path / "alone/out/arms", tmp_path / "tree/out/arms"
+    assert main(["run", str(alone), "--arm", "insert", "--no-share-prefixes", "--no-progress"]) == 0
+    assert not (a / "pt_only/seed0").exists() and not (a / "insert/seed0/branch.json").exists()
     assert main(["run", str(alone), "--only", "train", "--no-progress", "--no-share-prefixes"]) == 0
-    t, a = tmp_path / "tree/out/arms/insert/seed0", tmp_path / "alone/out/arms/insert/seed0"
-    assert (t / "branch.json").is_file() and not (a / "branch.json").exists()
-    for name in _ckpts(a):
-        same_checkpoint(a / "checkpoints" / name, t / "checkpoints" / name)
-    # one arm x seed (cluster jobs, parallel processes) from its own start: its parent is not trained
-    one = write_experiment(tmp_path / "one", arms)
-    assert main(["prepare", str(one), "--no-progress"]) == 0
-    assert main(["run", str(one), "--arm", "insert", "--no-share-prefixes", "--no-progress"]) == 0
-    o = tmp_path / "one/out/arms"
-    assert not (o / "pt_only/seed0").exists() and not (o / "insert/seed0/branch.json").exists()
-    for name in _ckpts(a):
-        same_checkpoint(a / "checkpoints" / name, o / "insert/seed0/checkpoints" / name)
+    assert main(["run", str(tree), "--only", "train", "--no-progress"]) == 0
+    assert (t / "insert/seed0/branch.json").is_file() and not (a / "insert/seed0/branch.json").exists()
+    for arm in ("pt_only", "insert"):
+        for name in _ckpts(a / arm / "seed0"):
+            if arm == "pt_only" and name == "step-00000003":
+                continue  # the tree's parent keeps its training state at the branch point
+            same_checkpoint(a / arm / "seed0/checkpoints" / name, t / arm / "seed0/checkpoints" / name)
