@@ -23,7 +23,7 @@ EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
 
 # the quickstart at micro scale: seconds per arm on CPU
 MICRO = ["model.preset=micro", "tokenizer.vocab_size=300", "tokenizer.sample_documents=200",
-         "data.pt.tokens=20000", "data.pt.val_tokens=2048", "data.dyck.tokens=4000", "data.dyck.val_tokens=1024",
+         "data.pt.tokens=20000", "data.pt.val_tokens=2048", "data.pt.unit_tokens=4096", "data.dyck.tokens=4000", "data.dyck.val_tokens=1024",
          "minimal_pairs.per_paradigm=2", "arms.0.stages.0.tokens=8000", "arms.1.stages.0.tokens=2048",
          "arms.1.stages.1.tokens=8000", "arms.2.stages.0.tokens=2048", "arms.2.stages.1.tokens=8000",
          "train.checkpoint_every=2"]
@@ -136,7 +136,8 @@ def test_launch_refuses_without_a_scheduler_and_bad_time(tmp_path, capsys):
 def test_compartments_prepare_then_one_arm(tmp_path, capsys):
     cfg = str(ROOT / "examples/compartments_slowdown.yaml")
     sets = [x for o in [f"out={tmp_path / 'cm'}", "model.preset=micro", "data.base.tokens=20000",
-                        "data.base.val_tokens=2048", "arms.1.stages.0.tokens=2048", "tokenizer.vocab_size=300",
+                        "data.base.val_tokens=2048", "data.base.unit_tokens=4096", "arms.1.stages.0.tokens=2048",
+                        "tokenizer.vocab_size=300",
                         "tokenizer.sample_documents=200"]
             for x in ("--set", o)]
     assert main(["run", cfg, "--arm", "c2", *sets, "--no-progress"]) == 2

@@ -303,7 +303,7 @@ def test_a_plugin_that_overrides_a_builtin_on_purpose_is_used_and_recorded(tmp_p
     exp.write_text(yaml.safe_dump({
         "name": "over", "out": str(tmp_path / "run"), "plugins": ["./my_micro.py"], **MICRO,
         "corpora": {"sb": {"source": "storybook", "seed": 0}},
-        "data": {"pt": {"corpus": "sb", "tokens": 2048, "val_tokens": 128}},
+        "data": {"pt": {"corpus": "sb", "tokens": 2048, "val_tokens": 128, "unit_tokens": 2048}},
         "model": {"preset": "micro"},
         "arms": [{"name": "a", "stages": [{"name": "pt", "data": "pt", "tokens": 256}]}]}))
     plan = preschool_cli(tmp_path, "plan", str(exp))

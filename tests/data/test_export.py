@@ -29,8 +29,9 @@ def data(tmp_path_factory):
     datasets = {
         # documents ended by EOS (separator: auto picks it: no L2T set here) and opened by BOS instead;
         # the storybook tokenizer's BOS = EOS = PAD = 0, so only where the 0 stands tells them apart
-        "pt": CorpusSpec(corpus="sb", tokens=40 * (SEQ + 1), val_tokens=8 * (SEQ + 1)),
-        "ptb": CorpusSpec(corpus="sb", tokens=40 * (SEQ + 1), val_tokens=8 * (SEQ + 1), separator="bos"),
+        "pt": CorpusSpec(corpus="sb", tokens=40 * (SEQ + 1), val_tokens=8 * (SEQ + 1), unit_tokens=1024),
+        "ptb": CorpusSpec(corpus="sb", tokens=40 * (SEQ + 1), val_tokens=8 * (SEQ + 1), separator="bos",
+                          unit_tokens=1024),
         # reserved ids above the tokenizer's vocabulary, with an answer-only loss mask
         "stack": GeneratorSpec(generator="stack", params={"n_ops": 8, "length": 20, "n_symbols": 10},
                                render="reserved", tokens=12 * (SEQ + 1)),

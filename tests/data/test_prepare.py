@@ -10,7 +10,7 @@ from preschool.synthetic.builder import GeneratorSpec
 def _prepare(out, capsys):
     corpora = {"sb": CorpusConfig(source="storybook", seed=0)}
     datasets = {
-        "pt": CorpusSpec(corpus="sb", tokens=4096, val_tokens=512),
+        "pt": CorpusSpec(corpus="sb", tokens=4096, val_tokens=512, unit_tokens=2048),
         "dyck": GeneratorSpec(generator="shuffle_dyck", params={"length": 24}, tokens=1024),
     }
     manifest = prepare_data(out, TokenizerConfig(vocab_size=300, sample_documents=200), corpora, datasets,

@@ -52,7 +52,7 @@ def run_dir(tmp_path_factory):
     run = tmp_path_factory.mktemp("run")
     prepare_data(run / "data", TokenizerConfig(vocab_size=300, sample_documents=100),
                  {"sb": CorpusConfig(source="storybook", seed=0)},
-                 {"pt": CorpusSpec(corpus="sb", tokens=30 * (SEQ + 1), val_tokens=6 * (SEQ + 1))},
+                 {"pt": CorpusSpec(corpus="sb", tokens=30 * (SEQ + 1), val_tokens=6 * (SEQ + 1), unit_tokens=1024)},
                  seq_len=SEQ, seed=0, progress=False)
     return run
 
@@ -281,5 +281,5 @@ def test_prepare_removes_the_temp_folder_of_a_killed_prepare(tmp_path):
     data = tmp_path / "data"
     _, dead = _killed_writer(data / "pt", tmp_path / "r1")
     prepare_data(data, TokenizerConfig(vocab_size=300, sample_documents=50), {"sb": CorpusConfig(source="storybook")},
-                 {"pt": CorpusSpec(corpus="sb", tokens=10 * (SEQ + 1))}, seq_len=SEQ, progress=False)
+                 {"pt": CorpusSpec(corpus="sb", tokens=10 * (SEQ + 1), unit_tokens=1024)}, seq_len=SEQ, progress=False)
     assert not dead.exists() and (data / "pt" / "dataset.json").is_file()
