@@ -17,7 +17,7 @@ RESULTS = ROOT / "docs" / "results"
 # every committed study the report pipeline wrote; ppt_retrieval runs in the default test run, the others with the
 # slow tests (a few s each)
 STUDIES = ["ppt_retrieval", "l2t_blimp", "ladder_dyck", "ppt_timing_stack", "ppt_timing_tree", "stack_vs_queue",
-           "stack_vs_queue/pilot", "ladder_compartments", "quickstart", "compartments_audit", "compartments_slowdown",
+           "stack_vs_queue/pilot", "ladder_compartments", "quickstart_1m", "compartments_audit", "compartments_slowdown",
            "compartments_slowdown/seeds", "compartments_translation", "compartments_translation/seeds",
            "compartments_infonce", "compartments_infonce/seeds", "compartments_infonce_sweep"]
 
@@ -250,5 +250,5 @@ def test_a_compartments_section_whose_stored_inputs_are_broken_is_named_and_noth
     comp = _copy("ladder_compartments", tmp_path)
     _refused(capsys, comp, lambda stored: stored["sections"]["slowdown"]["inputs"]["curves"]["c2"]["0"].pop("losses"),
              "sections.slowdown.inputs", out=tmp_path / "elsewhere")
-    _refused(capsys, _copy("quickstart", tmp_path), lambda stored: stored["arms"].pop("ppt_dyck"),
+    _refused(capsys, _copy("quickstart_1m", tmp_path), lambda stored: stored["arms"].pop("ppt_dyck"),
              "['ppt_dyck']", "no stored runs", out=tmp_path / "elsewhere2")

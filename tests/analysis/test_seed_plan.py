@@ -53,14 +53,14 @@ def test_the_plan_of_a_pilot_gives_each_comparisons_sd_effect_and_seeds_needed(c
     assert {x.split("|")[1].strip() for x in out.splitlines() if "| ppt_dyck | val/pt |" in x} == \
         {"r0", "r1", "r2", "r3"}
     # one seed: nothing to plan from, said so
-    assert main(["plan", "--seeds", str(RESULTS / "quickstart" / "results.json")]) == 0
+    assert main(["plan", "--seeds", str(RESULTS / "quickstart_1m" / "results.json")]) == 0
     assert "one seed: no SD to plan from" in capsys.readouterr().out
 
 
 def test_a_config_and_results_json_together_are_refused(capsys):
     from preschool.cli import main
 
-    assert main(["plan", "examples/quickstart.yaml", "--seeds", str(RESULTS / "quickstart" / "results.json")]) == 2
+    assert main(["plan", "examples/quickstart.yaml", "--seeds", str(RESULTS / "quickstart_1m" / "results.json")]) == 2
     assert "--seeds" in capsys.readouterr().err
 
 
