@@ -17,7 +17,7 @@ RESULTS = ROOT / "docs" / "results"
 # every committed study the report pipeline wrote; ppt_retrieval runs in the default test run, the others with the
 # slow tests (a few s each)
 STUDIES = ["ppt_retrieval", "l2t_blimp", "ladder_dyck", "ppt_timing_stack", "ppt_timing_tree", "stack_vs_queue",
-           "stack_vs_queue/pilot", "ladder_compartments", "quickstart_1m", "compartments_audit", "compartments_slowdown",
+           "stack_vs_queue/pilot", "ladder_compartments", "quickstart", "quickstart_1m", "compartments_audit", "compartments_slowdown",
            "compartments_slowdown/seeds", "compartments_translation", "compartments_translation/seeds",
            "compartments_infonce", "compartments_infonce/seeds", "compartments_infonce_sweep"]
 
