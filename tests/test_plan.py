@@ -212,9 +212,9 @@ def test_an_arm_started_from_a_folder_is_planned_as_the_folders_model(tmp_path):
 
 
 def test_plan_shows_the_tokens_and_time_a_tree_saves(capsys, monkeypatch):
-    """quickstart's two PPT arms share their PPT stage: the tree trains it once per seed."""
+    """quickstart_1m's two PPT arms share their PPT stage: the tree trains it once per seed."""
     monkeypatch.chdir(ROOT)
-    assert main(["plan", str(ROOT / "examples/quickstart.yaml"), "--gpus", "1", "--gpu", "h100-80gb"]) == 0
+    assert main(["plan", str(ROOT / "examples/quickstart_1m.yaml"), "--gpus", "1", "--gpu", "h100-80gb"]) == 0
     out = capsys.readouterr().out
     assert "shared prefix: its first 1 stage(s) are arm ppt_dyck's" in out
     # ppt: ceil(50,000 / 2,048) = 25 steps = 51,200 tokens, once instead of twice
