@@ -18,7 +18,11 @@ preset and precision, MFU against this machine's peak matmul rate in that
 precision (measured here, the best of several shapes), and the ratio in CPU time
 (per CPU-second of the process: on a machine shared with other jobs the wall
 clock mostly measures the neighbours). Then ours-best / HF-best per preset and
-precision, and ours bf16 / ours fp32 per preset.
+precision, and ours bf16 / ours fp32 per preset. On a CPU, per preset in fp32,
+also the kernel bound: the model's linear-layer matmuls and SDPA flash attention
+alone, timed here at the run's shape (``train_cpu_limits.py``'s measurements), as
+tokens/s and as a ratio to the best HF row: what no trainer running this model
+with PyTorch's kernels could beat, so a target above it is out of reach here.
 
 Precisions: ``fp32`` (the CPU default) and ``bf16`` (autocast; on CPU only
 worth it with AMX / AVX-512 BF16, see preschool.train.precision), both by
@@ -187,6 +191,25 @@ def in_fresh_process(a, which: str, preset: str, data: Path, out: Path, compile:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def kernel_bound(preset: str, vocab: int, batch: int, seq_len: int, repeats: int = 3) -> dict:
+    """ms per step of this preset's linear-layer matmuls (forward and both backward products) and its
+    causal SDPA flash attention (fwd+bwd, the cheaper of GQA and repeated K/V), each the fastest of
+    ``repeats`` timings, and the tokens/s they alone would allow (fp32, this process's threads)."""
+    from train_cpu_limits import attention_ms, matmul_ms  # benchmarks/ is this script's folder
+
+    from preschool.train.model import ModelConfig, build_model
+
+    hf = build_model(ModelConfig(preset=preset), vocab, seed=0)
+    c = hf.config
+    H, KV = c.num_attention_heads, c.num_key_value_heads
+    hd = c.hidden_size // H
+    tokens = batch * seq_len
+    mm = min(matmul_ms(hf, tokens) for _ in range(repeats))
+    attn = c.num_hidden_layers * min(attention_ms(batch, H, seq_len, hd, "flash", kv=kv)
+                                     for _ in range(repeats) for kv in {H, KV})
+    return {"matmul_ms": mm, "attention_ms": attn, "tokens_per_s": tokens / (mm + attn) * 1e3}
+
+
 def default_precisions(dev: torch.device) -> list[str]:
     """bf16 on CUDA; fp32, plus bf16 where this CPU multiplies bf16 natively."""
     if dev.type == "cuda":
@@ -236,6 +259,10 @@ def main(argv=None) -> int:
     precisions = a.precisions or default_precisions(dev)
     heaps = a.heaps if dev.type == "cpu" else ["system"]  # the heap setting is a CPU one
     print(f"{cpu_model()}; load average before: {os.getloadavg()[0]:.2f}", flush=True)
+    if dev.type == "cpu":  # the rows run under the retained heap; so do the bound's kernels and the peak
+        from preschool.train.cpu_heap import retain_freed_memory
+
+        retain_freed_memory()
     peaks = {}
     for prec in precisions:
         peaks[prec] = peak_matmul_flops(str(dev), "bfloat16" if prec == "bf16" else "float32")
@@ -276,6 +303,13 @@ def main(argv=None) -> int:
             best_name = max(ours_rows, key=lambda n: ours_rows[n]["tokens_per_s"])
             res["best_ours_row"], res["best_ratio"] = best_name, ours_rows[best_name]["ratio"]
             print(f"  best ours ({best_name}) / best HF Trainer: RATIO {ours_rows[best_name]['ratio']:.2f}x", flush=True)
+            if dev.type == "cpu" and prec == "fp32":
+                b = res["bound"] = kernel_bound(preset, a.vocab, a.batch, a.seq_len)
+                b["ratio"] = b["tokens_per_s"] / med[best_hf]["tokens_per_s"]
+                print(f"  kernel bound: linear matmuls {b['matmul_ms']:.0f} ms + flash attention "
+                      f"{b['attention_ms']:.0f} ms per step alone -> {b['tokens_per_s']:9.0f} tok/s  "
+                      f"RATIO {b['ratio']:5.2f}x the best HF row (norms, rotary, SiLU, loss, optimizer, "
+                      "Python all free)", flush=True)
         for preset in a.presets:  # bf16 vs fp32, ours, per preset, row by row and best to best
             r32, r16 = results.get(f"{preset} fp32"), results.get(f"{preset} bf16")
             if r32 and r16:
