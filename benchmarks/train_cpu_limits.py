@@ -82,9 +82,10 @@ def fused_model(hf):
     return Model()
 
 
-def tokens_per_s(model, logits_of, batch, steps=6, rounds=3, micro: int | None = None) -> float:
-    """Best-of-rounds tokens/s of the bare loop; ``micro`` rows per forward with gradient accumulation
-    (the same optimizer step: the loss is summed over micro-batches and divided by all tokens)."""
+def tokens_per_s(model, logits_of, batch, steps=6, rounds=3, micro: int | None = None, after_step=None) -> float:
+    """Best-of-rounds tokens/s of the bare loop (after 3 warm-up steps); ``micro`` rows per forward with
+    gradient accumulation (the same optimizer step: the loss is summed over micro-batches and divided by all
+    tokens); ``after_step`` is called after every step, warm-up included (a profiler's ``step``)."""
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, fused=True)
     micro = micro or batch.shape[0]
 
@@ -98,6 +99,8 @@ def tokens_per_s(model, logits_of, batch, steps=6, rounds=3, micro: int | None =
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         opt.zero_grad(set_to_none=True)
+        if after_step is not None:
+            after_step()
 
     for _ in range(3):
         step()
@@ -108,6 +111,19 @@ def tokens_per_s(model, logits_of, batch, steps=6, rounds=3, micro: int | None =
             step()
         best = max(best, batch[:, :-1].numel() * steps / (time.perf_counter() - t))
     return best
+
+
+def profile_step(model, logits_of, batch, steps: int = 4):
+    """A torch profile of ``steps`` steps of the bare loop, recorded only after its 3 warm-up steps and 2 more
+    that the profiler records and discards: the first steps under a profiler run several times slower in a few
+    large ops (a 32 MiB ``fill_`` read 35 ms per call averaged over them, 0.6 ms alone), which distorts any
+    share read from them. Returns the profile; divide its times by ``steps``."""
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    with profile(activities=[ProfilerActivity.CPU], schedule=schedule(wait=3, warmup=2, active=steps),
+                 acc_events=True) as prof:
+        tokens_per_s(model, logits_of, batch, steps=2 + steps, rounds=1, after_step=prof.step)
+    return prof
 
 
 def matmul_ms(model, tokens: int, reps: int = 5) -> float:
@@ -252,11 +268,8 @@ def main(argv=None) -> int:
         print(f"torch.compile(HF model) {got:,.0f} tok/s after {t_comp:.0f} s compiling -> RATIO {got / base:.2f}x")
 
     if a.profile:
-        from torch.profiler import ProfilerActivity, profile
-
-        with profile(activities=[ProfilerActivity.CPU]) as p:
-            tokens_per_s(hf, hf_logits, batch, steps=1, rounds=3)
-        print(p.key_averages().table(sort_by="self_cpu_time_total", row_limit=12))
+        print("one HF step's top ops (4 steps profiled after warm-up):")
+        print(profile_step(hf, hf_logits, batch).key_averages().table(sort_by="self_cpu_time_total", row_limit=12))
     return 0
 
 
