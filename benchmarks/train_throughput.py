@@ -21,10 +21,9 @@ clock mostly measures the neighbours). Then ours-best / HF-best per preset and
 precision, and ours bf16 / ours fp32 per preset. On a CPU, per preset in fp32,
 also the kernel bound: the share of an eager step of the HF model that its
 matmuls and flash attention take (one profile of a few steps after warm-up),
-and the HF eager row's tokens/s divided by it, as a ratio to the best HF row: roughly what no trainer running this model with
-PyTorch's kernels could beat (a compiled row may pass it by the few per cent
-that fusing its elementwise kernels saves around them), so a target well above
-it is out of reach on this machine.
+and the HF eager row's tokens/s divided by it, as a ratio to the best HF row:
+about what no trainer running this model on PyTorch's kernels could beat, so a
+target well above it is out of reach on this machine.
 
 Precisions: ``fp32`` (the CPU default) and ``bf16`` (autocast; on CPU only
 worth it with AMX / AVX-512 BF16, see preschool.train.precision), both by
